@@ -1,0 +1,289 @@
+//! What a check returns.
+//!
+//! A check of `n` permits at `now` gives one of three answers:
+//!
+//! - [`Decision::Allowed`] with a [`Snapshot`] of the limiter after the
+//!   admission: the limit, the permits still `remaining`, and `reset_after`
+//!   (the time until the limiter is back to full);
+//! - [`Decision::Denied`] with a [`Denied`]: `retry_after`, the exact wait
+//!   (to the nanosecond) after which the same request would be admitted if
+//!   nothing else took capacity meanwhile, plus the snapshot of the limiter
+//!   as it stands;
+//! - `Err(`[`CapacityExceeded`]`)` when the request can never succeed
+//!   (`n` larger than the burst, the largest weight or the limit), so a
+//!   caller never waits for the impossible.
+//!
+//! Building a decision is cheap: the snapshot stores raw nanosecond figures
+//! and computes `remaining` (a division) only when asked.
+
+use core::fmt;
+use core::time::Duration;
+
+/// The state of a limiter at one instant, as headers and callers need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Snapshot {
+    limit: u32,
+    reset_after: u64,
+    // remaining = min(slack / per_permit, limit), computed on demand
+    slack: u64,
+    per_permit: u64,
+}
+
+impl Snapshot {
+    /// A snapshot with an exact `remaining` count.
+    #[must_use]
+    pub const fn new(limit: u32, remaining: u32, reset_after_nanos: u64) -> Self {
+        Self {
+            limit,
+            reset_after: reset_after_nanos,
+            slack: remaining as u64,
+            per_permit: 1,
+        }
+    }
+
+    /// A snapshot whose `remaining` is `slack_nanos / per_permit_nanos`
+    /// (capped at `limit`), computed lazily. Used by time-based buckets.
+    #[must_use]
+    pub const fn from_slack(
+        limit: u32,
+        slack_nanos: u64,
+        per_permit_nanos: u64,
+        reset_after_nanos: u64,
+    ) -> Self {
+        Self {
+            limit,
+            reset_after: reset_after_nanos,
+            slack: slack_nanos,
+            per_permit: if per_permit_nanos == 0 {
+                1
+            } else {
+                per_permit_nanos
+            },
+        }
+    }
+
+    /// The most permits this limiter can ever hold (burst, largest weight,
+    /// window limit or concurrency limit).
+    #[must_use]
+    pub const fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Permits that could be taken right now.
+    #[must_use]
+    pub const fn remaining(&self) -> u32 {
+        let r = self.slack / self.per_permit;
+        if r > self.limit as u64 {
+            self.limit
+        } else {
+            r as u32
+        }
+    }
+
+    /// Time until the limiter is back to full capacity (zero when full).
+    #[must_use]
+    pub const fn reset_after(&self) -> Duration {
+        Duration::from_nanos(self.reset_after)
+    }
+
+    /// [`reset_after`](Self::reset_after) in nanoseconds.
+    #[must_use]
+    pub const fn reset_after_nanos(&self) -> u64 {
+        self.reset_after
+    }
+
+    /// [`reset_after`](Self::reset_after) in whole seconds, rounded up.
+    #[must_use]
+    pub const fn reset_after_secs_ceil(&self) -> u64 {
+        nanos_to_secs_ceil(self.reset_after)
+    }
+}
+
+/// A refusal: when to retry, and the limiter's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Denied {
+    retry_after: u64,
+    snapshot: Snapshot,
+}
+
+impl Denied {
+    /// A refusal with the exact wait `retry_after_nanos`.
+    #[must_use]
+    pub const fn new(retry_after_nanos: u64, snapshot: Snapshot) -> Self {
+        Self {
+            retry_after: retry_after_nanos,
+            snapshot,
+        }
+    }
+
+    /// The exact time after which the same request would be admitted if no
+    /// other request takes capacity first.
+    #[must_use]
+    pub const fn retry_after(&self) -> Duration {
+        Duration::from_nanos(self.retry_after)
+    }
+
+    /// [`retry_after`](Self::retry_after) in nanoseconds.
+    #[must_use]
+    pub const fn retry_after_nanos(&self) -> u64 {
+        self.retry_after
+    }
+
+    /// [`retry_after`](Self::retry_after) in whole seconds rounded **up**:
+    /// what an HTTP `Retry-After` header needs. Never 0 for a positive wait
+    /// (a 300 ms wait gives 1).
+    #[must_use]
+    pub const fn retry_after_secs_ceil(&self) -> u64 {
+        nanos_to_secs_ceil(self.retry_after)
+    }
+
+    /// The limiter's state at the refusal (nothing was taken).
+    #[must_use]
+    pub const fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// The limiter's limit (burst, window limit, ...).
+    #[must_use]
+    pub const fn limit(&self) -> u32 {
+        self.snapshot.limit
+    }
+}
+
+/// The answer to a check that could succeed.
+#[must_use = "a rate-limit decision that is not inspected limits nothing"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Decision {
+    /// Admitted; the snapshot is the state after taking the permits.
+    Allowed(Snapshot),
+    /// Refused; nothing was taken.
+    Denied(Denied),
+}
+
+impl Decision {
+    /// True if the request was admitted.
+    #[must_use]
+    pub const fn is_allowed(&self) -> bool {
+        matches!(self, Self::Allowed(_))
+    }
+
+    /// True if the request was refused.
+    #[must_use]
+    pub const fn is_denied(&self) -> bool {
+        matches!(self, Self::Denied(_))
+    }
+
+    /// The limiter state carried by either answer.
+    #[must_use]
+    pub const fn snapshot(&self) -> &Snapshot {
+        match self {
+            Self::Allowed(s) => s,
+            Self::Denied(d) => &d.snapshot,
+        }
+    }
+
+    /// The refusal, if any.
+    #[must_use]
+    pub const fn denied(&self) -> Option<&Denied> {
+        match self {
+            Self::Allowed(_) => None,
+            Self::Denied(d) => Some(d),
+        }
+    }
+
+    /// The wait before retrying: zero when allowed.
+    #[must_use]
+    pub const fn retry_after(&self) -> Duration {
+        match self {
+            Self::Allowed(_) => Duration::ZERO,
+            Self::Denied(d) => d.retry_after(),
+        }
+    }
+
+    /// `Ok(snapshot)` when allowed, `Err(denied)` when refused, for `?`.
+    ///
+    /// # Errors
+    /// The [`Denied`] refusal.
+    pub const fn into_result(self) -> Result<Snapshot, Denied> {
+        match self {
+            Self::Allowed(s) => Ok(s),
+            Self::Denied(d) => Err(d),
+        }
+    }
+}
+
+/// A request that can never succeed: it asks for more permits than the
+/// limiter can ever hold at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CapacityExceeded {
+    /// Permits asked for.
+    pub requested: u32,
+    /// The most the limiter can ever grant at once.
+    pub capacity: u32,
+}
+
+impl fmt::Display for CapacityExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "request for {} permits can never succeed: capacity is {}",
+            self.requested, self.capacity
+        )
+    }
+}
+
+impl core::error::Error for CapacityExceeded {}
+
+impl fmt::Display for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rate limited: retry after {:?}", self.retry_after())
+    }
+}
+
+impl core::error::Error for Denied {}
+
+const fn nanos_to_secs_ceil(nanos: u64) -> u64 {
+    nanos.div_ceil(1_000_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_rounds_up_to_whole_seconds() {
+        let s = Snapshot::new(10, 0, 0);
+        assert_eq!(Denied::new(0, s).retry_after_secs_ceil(), 0);
+        assert_eq!(Denied::new(1, s).retry_after_secs_ceil(), 1);
+        assert_eq!(Denied::new(300_000_000, s).retry_after_secs_ceil(), 1);
+        assert_eq!(Denied::new(1_000_000_000, s).retry_after_secs_ceil(), 1);
+        assert_eq!(Denied::new(1_000_000_001, s).retry_after_secs_ceil(), 2);
+        assert_eq!(
+            Denied::new(u64::MAX, s).retry_after_secs_ceil(),
+            18_446_744_074
+        );
+    }
+
+    #[test]
+    fn lazy_remaining_is_capped_at_limit() {
+        assert_eq!(Snapshot::from_slack(5, 1_000, 100, 0).remaining(), 5);
+        assert_eq!(Snapshot::from_slack(5, 399, 100, 0).remaining(), 3);
+        assert_eq!(Snapshot::from_slack(5, 0, 0, 0).remaining(), 0);
+        assert_eq!(Snapshot::new(5, 2, 7).remaining(), 2);
+        assert_eq!(Snapshot::new(5, 2, 7).reset_after_nanos(), 7);
+    }
+
+    #[test]
+    fn decision_accessors() {
+        let s = Snapshot::new(3, 1, 10);
+        let a = Decision::Allowed(s);
+        assert!(a.is_allowed() && !a.is_denied());
+        assert_eq!(a.retry_after(), Duration::ZERO);
+        assert_eq!(a.into_result(), Ok(s));
+        let d = Decision::Denied(Denied::new(5, s));
+        assert!(d.is_denied());
+        assert_eq!(d.retry_after(), Duration::from_nanos(5));
+        assert_eq!(d.denied().unwrap().limit(), 3);
+        assert_eq!(d.snapshot(), &s);
+    }
+}

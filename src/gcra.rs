@@ -1,0 +1,361 @@
+//! The lazy-timestamp bucket: GCRA for token and leaky buckets.
+//!
+//! One atomic `u64` per bucket holds the *theoretical arrival time* (TAT):
+//! the instant at which the bucket would be full again. Nothing runs in the
+//! background; every operation computes from the TAT and `now`.
+//!
+//! With emission interval `T` (rounded up) and capacity `c` (the burst for
+//! a token bucket, the largest weight for a leaky bucket), let
+//! `lead = max(TAT − now, 0)`, the work still queued ahead of `now`:
+//!
+//! - **token bucket** (tolerance `τ = (burst − 1)·T`): `n` permits are
+//!   admitted iff `lead + n·T ≤ τ + T`, i.e. `new = max(TAT, now) + n·T ≤
+//!   now + τ + T`; the refusal's `retry_after` is `new − (now + τ + T)`.
+//!   A fresh bucket admits `burst` at once, then one every `T`.
+//! - **leaky bucket** (strict pacing, `τ = 0`): a request of weight `n ≤ c`
+//!   is admitted only when the previous work has drained (`lead = 0`), then
+//!   occupies `n·T`. Admissions are never closer than `T` per unit of
+//!   weight, and never two at one instant.
+//!
+//! `n = 0` is a peek; `n > c` is [`CapacityExceeded`] (it can never
+//! succeed). A [`refund`](Algorithm::refund) moves the TAT back by `n·T` but
+//! never before `now`, so it cannot lift capacity above the burst. A bucket
+//! whose TAT is `≤ now` is indistinguishable from a fresh one, which is what
+//! makes eviction from keyed tables lossless.
+//!
+//! # Clocks that go backwards
+//!
+//! Under a monotonic clock `lead ≤ c·T` after every admission, so a larger
+//! lead means time went back — or merely that this caller's `now` is stale
+//! (read, then preempted). A stale `now` must never "heal" a fresher
+//! caller's TAT downward, so the bucket heals only when the lead exceeds
+//! `c·T` by more than the *heal threshold* (default 1 s,
+//! [`Gcra::with_heal_threshold`]). Healing sets the bucket to "empty at
+//! `now`" (`TAT = now + τ + T`): service resumes one interval later rather
+//! than after the jump, and no extra capacity is ever granted. Under the
+//! threshold, a stale `now` only sees the bucket as fuller than it is.
+//!
+//! All arithmetic saturates: no input panics or wraps.
+
+use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
+use crate::limiter::{Algorithm, Bucket};
+use crate::quota::Quota;
+use crate::sync::{AtomicU64, Ordering};
+
+/// Default heal threshold: 1 second.
+pub const DEFAULT_HEAL_THRESHOLD_NANOS: u64 = 1_000_000_000;
+
+/// Which shape of bucket a [`Gcra`] enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BucketKind {
+    /// Token bucket: admits up to the burst at once, refills at the rate.
+    TokenBucket,
+    /// Strict-pacing leaky bucket: admissions exactly `T` apart per unit of
+    /// weight, no bursts.
+    LeakyBucket,
+}
+
+/// The GCRA algorithm: a bucket's configuration, small and `Copy`.
+///
+/// Apply it to a [`GcraState`] (8 bytes) through the [`Algorithm`] trait,
+/// or use [`Bucket::token_bucket`] / [`Bucket::leaky_bucket`] for both
+/// together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Gcra {
+    interval: u64,
+    /// `capacity × interval`: the largest lead a monotonic clock can leave.
+    max_lead: u64,
+    /// `max_lead + heal_threshold`, saturating.
+    heal_limit: u64,
+    /// Lead of a bucket that is "empty at now": `τ + T`.
+    empty_lead: u64,
+    heal_threshold: u64,
+    capacity: u32,
+    kind: BucketKind,
+}
+
+impl Gcra {
+    /// A token bucket enforcing `quota` (rate and burst).
+    #[must_use]
+    pub const fn token_bucket(quota: Quota) -> Self {
+        Self::new(BucketKind::TokenBucket, quota)
+    }
+
+    /// A strict-pacing leaky bucket enforcing `quota`'s rate, accepting
+    /// requests up to `quota.weight_limit()` permits.
+    #[must_use]
+    pub const fn leaky_bucket(quota: Quota) -> Self {
+        Self::new(BucketKind::LeakyBucket, quota)
+    }
+
+    /// A bucket of the given kind.
+    #[must_use]
+    pub const fn new(kind: BucketKind, quota: Quota) -> Self {
+        let interval = quota.interval_nanos();
+        let capacity = match kind {
+            BucketKind::TokenBucket => quota.burst(),
+            BucketKind::LeakyBucket => quota.weight_limit(),
+        };
+        // A validated quota guarantees capacity × interval fits; saturate anyway.
+        let max_lead = interval.saturating_mul(capacity as u64);
+        let empty_lead = match kind {
+            BucketKind::TokenBucket => max_lead,
+            BucketKind::LeakyBucket => interval,
+        };
+        Self {
+            interval,
+            max_lead,
+            heal_limit: max_lead.saturating_add(DEFAULT_HEAL_THRESHOLD_NANOS),
+            empty_lead,
+            heal_threshold: DEFAULT_HEAL_THRESHOLD_NANOS,
+            capacity,
+            kind,
+        }
+    }
+
+    /// Sets the heal threshold: how far beyond its largest possible lead a
+    /// bucket's TAT must be before it is treated as a clock that went back.
+    /// Smaller heals faster after a real jump; it must stay above the
+    /// longest time a caller can hold a stale `now` (preemption between
+    /// reading the clock and checking), or a stale caller could heal a
+    /// fresher one's TAT downward.
+    #[must_use]
+    pub const fn with_heal_threshold(self, threshold_nanos: u64) -> Self {
+        Self {
+            heal_threshold: threshold_nanos,
+            heal_limit: self.max_lead.saturating_add(threshold_nanos),
+            ..self
+        }
+    }
+
+    /// The emission interval `T` in nanoseconds.
+    #[must_use]
+    pub const fn interval_nanos(&self) -> u64 {
+        self.interval
+    }
+
+    /// The tolerance `τ` in nanoseconds (0 for a leaky bucket).
+    #[must_use]
+    pub const fn tolerance_nanos(&self) -> u64 {
+        match self.kind {
+            BucketKind::TokenBucket => self.max_lead - self.interval,
+            BucketKind::LeakyBucket => 0,
+        }
+    }
+
+    /// The heal threshold in nanoseconds.
+    #[must_use]
+    pub const fn heal_threshold_nanos(&self) -> u64 {
+        self.heal_threshold
+    }
+
+    /// Token or leaky bucket.
+    #[must_use]
+    pub const fn kind(&self) -> BucketKind {
+        self.kind
+    }
+
+    /// The largest lead with which `n` permits are still admitted.
+    #[inline]
+    const fn admit_lead(&self, n: u32) -> u64 {
+        match self.kind {
+            // n ≤ capacity, so n·T ≤ max_lead
+            BucketKind::TokenBucket => self.max_lead - (n as u64) * self.interval,
+            BucketKind::LeakyBucket => 0,
+        }
+    }
+
+    #[inline]
+    fn snapshot_for_lead(&self, lead: u64) -> Snapshot {
+        let slack = match self.kind {
+            BucketKind::TokenBucket => self.max_lead.saturating_sub(lead),
+            BucketKind::LeakyBucket if lead == 0 => self.max_lead,
+            BucketKind::LeakyBucket => 0,
+        };
+        Snapshot::from_slack(self.capacity, slack, self.interval, lead)
+    }
+
+    #[inline]
+    fn exceeded(&self, n: u32) -> CapacityExceeded {
+        CapacityExceeded {
+            requested: n,
+            capacity: self.capacity,
+        }
+    }
+}
+
+/// A GCRA bucket's state: one atomic `u64` theoretical arrival time.
+///
+/// 8 bytes, `const`-constructible (so it can be a `static`), `Default` is a
+/// full bucket.
+#[derive(Debug, Default)]
+#[repr(transparent)]
+pub struct GcraState {
+    tat: AtomicU64,
+}
+
+impl GcraState {
+    crate::sync::const_fn_unless_loom! {
+        /// A full bucket.
+        #[must_use]
+        pub fn new() -> Self {
+            Self { tat: AtomicU64::new(0) }
+        }
+    }
+
+    /// The raw theoretical arrival time, in nanoseconds.
+    #[must_use]
+    pub fn tat(&self) -> u64 {
+        self.tat.load(Ordering::Relaxed)
+    }
+}
+
+impl Algorithm for Gcra {
+    type State = GcraState;
+
+    #[inline]
+    fn new_state(&self) -> GcraState {
+        GcraState::new()
+    }
+
+    #[inline]
+    fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    #[inline]
+    fn check_n(&self, state: &GcraState, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+        if n > self.capacity {
+            return Err(self.exceeded(n));
+        }
+        if n == 0 {
+            return Ok(Decision::Allowed(self.snapshot(state, now)));
+        }
+        let mut tat = state.tat.load(Ordering::Relaxed);
+        let cost = (n as u64) * self.interval; // ≤ max_lead, no overflow
+        let admit_lead = self.admit_lead(n);
+        loop {
+            let mut lead = tat.saturating_sub(now);
+            let healed = lead > self.heal_limit;
+            if healed {
+                lead = self.empty_lead;
+            }
+            if lead > admit_lead {
+                let retry = lead - admit_lead;
+                let decision = Decision::Denied(Denied::new(retry, self.snapshot_for_lead(lead)));
+                if !healed {
+                    return Ok(decision);
+                }
+                // Persist the heal so the bucket recovers instead of
+                // re-healing forever; a lost race means someone else moved
+                // the TAT, so decide again on their value.
+                let healed_tat = now.saturating_add(self.empty_lead);
+                match state.tat.compare_exchange_weak(
+                    tat,
+                    healed_tat,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return Ok(decision),
+                    Err(current) => {
+                        tat = current;
+                        continue;
+                    }
+                }
+            }
+            let new_lead = lead + cost; // ≤ admit_lead + cost ≤ max_lead
+            let new_tat = now.saturating_add(new_lead);
+            match state.tat.compare_exchange_weak(
+                tat,
+                new_tat,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(Decision::Allowed(self.snapshot_for_lead(new_lead))),
+                Err(current) => tat = current,
+            }
+        }
+    }
+
+    #[inline]
+    fn refund(&self, state: &GcraState, n: u32, now: u64) {
+        let give_back = (n as u64).saturating_mul(self.interval);
+        if give_back == 0 {
+            return;
+        }
+        let mut tat = state.tat.load(Ordering::Relaxed);
+        loop {
+            if tat <= now {
+                return; // already full: nothing to give back
+            }
+            // Never before `now`: a refund cannot lift capacity above the burst.
+            let new_tat = core::cmp::max(tat.saturating_sub(give_back), now);
+            match state.tat.compare_exchange_weak(
+                tat,
+                new_tat,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(current) => tat = current,
+            }
+        }
+    }
+
+    #[inline]
+    fn snapshot(&self, state: &GcraState, now: u64) -> Snapshot {
+        let lead = state.tat.load(Ordering::Relaxed).saturating_sub(now);
+        let lead = if lead > self.heal_limit {
+            self.empty_lead
+        } else {
+            lead
+        };
+        self.snapshot_for_lead(lead)
+    }
+
+    #[inline]
+    fn time_until_ready(
+        &self,
+        state: &GcraState,
+        n: u32,
+        now: u64,
+    ) -> Result<u64, CapacityExceeded> {
+        if n > self.capacity {
+            return Err(self.exceeded(n));
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        let lead = state.tat.load(Ordering::Relaxed).saturating_sub(now);
+        let lead = if lead > self.heal_limit {
+            self.empty_lead
+        } else {
+            lead
+        };
+        Ok(lead.saturating_sub(self.admit_lead(n)))
+    }
+
+    #[inline]
+    fn is_idle(&self, state: &GcraState, now: u64) -> bool {
+        state.tat.load(Ordering::Relaxed) <= now
+    }
+}
+
+impl Bucket<Gcra> {
+    crate::sync::const_fn_unless_loom! {
+        /// A full token bucket enforcing `quota`'s rate and burst.
+        #[must_use]
+        pub fn token_bucket(quota: Quota) -> Self {
+            Self::from_parts(Gcra::token_bucket(quota), GcraState::new())
+        }
+    }
+
+    crate::sync::const_fn_unless_loom! {
+        /// A strict-pacing leaky bucket enforcing `quota`'s rate, accepting
+        /// requests up to `quota.weight_limit()` permits.
+        #[must_use]
+        pub fn leaky_bucket(quota: Quota) -> Self {
+            Self::from_parts(Gcra::leaky_bucket(quota), GcraState::new())
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The common limiter traits.
+//!
+//! tollgate separates an *algorithm* (a small, `Copy` configuration such as
+//! a [`Gcra`](crate::Gcra) with its interval and tolerance) from its *state*
+//! (a few atomic bytes). [`Algorithm`] is "algorithm applied to state at
+//! `now`": it is what a keyed table uses to keep only the state per key and
+//! compute each key's answer on the fly.
+//!
+//! [`Limiter`] is a self-contained limiter (algorithm and state together,
+//! such as [`Bucket`]); chains, async waiters and middleware work with any
+//! `Limiter`.
+//!
+//! Both traits take `now` in nanoseconds on the caller's monotonic
+//! [`Clock`](crate::Clock). Every operation is lock-free unless the
+//! implementing type documents otherwise.
+
+use crate::decision::{CapacityExceeded, Decision, Snapshot};
+
+/// A rate-limiting algorithm applied to separately stored state.
+///
+/// Implementations must uphold:
+/// - `check_n(state, 0, now)` changes nothing and returns `Ok(Allowed)`;
+/// - `check_n(state, n, now)` with `n > capacity()` returns
+///   `Err(CapacityExceeded)` and changes nothing;
+/// - `refund` never raises the available permits above `capacity()`;
+/// - `is_idle(state, now)` is true only if `state` now behaves exactly like a
+///   freshly created state (so it can be dropped without changing any
+///   future decision).
+pub trait Algorithm {
+    /// The per-limiter mutable state (atomic, shared by reference).
+    type State;
+
+    /// A fresh state (full capacity).
+    fn new_state(&self) -> Self::State;
+
+    /// The most permits one request can ever take.
+    fn capacity(&self) -> u32;
+
+    /// Tries to take `n` permits at `now`.
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` can never be granted.
+    fn check_n(&self, state: &Self::State, n: u32, now: u64) -> Result<Decision, CapacityExceeded>;
+
+    /// Gives back `n` permits taken by an earlier admission (for example
+    /// when a later limiter in a chain refused the request).
+    fn refund(&self, state: &Self::State, n: u32, now: u64);
+
+    /// The state at `now`, without changing it.
+    fn snapshot(&self, state: &Self::State, now: u64) -> Snapshot;
+
+    /// Nanoseconds from `now` until a request for `n` permits would be
+    /// admitted if nothing else happens (0 if it would be admitted now).
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` can never be granted.
+    fn time_until_ready(
+        &self,
+        state: &Self::State,
+        n: u32,
+        now: u64,
+    ) -> Result<u64, CapacityExceeded>;
+
+    /// True if `state` is indistinguishable from a fresh one at `now`.
+    fn is_idle(&self, state: &Self::State, now: u64) -> bool;
+}
+
+/// A self-contained limiter: the operations of [`Algorithm`] on its own
+/// state.
+pub trait Limiter {
+    /// The most permits one request can ever take.
+    fn capacity(&self) -> u32;
+
+    /// Tries to take `n` permits at `now`; `n = 0` is a peek.
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` can never be granted.
+    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded>;
+
+    /// Tries to take one permit at `now`.
+    fn check(&self, now: u64) -> Decision {
+        match self.check_n(1, now) {
+            Ok(decision) => decision,
+            // Only reachable for a limiter of capacity 0, which no tollgate
+            // constructor allows; refuse rather than panic.
+            Err(_) => Decision::Denied(crate::Denied::new(u64::MAX, self.snapshot(now))),
+        }
+    }
+
+    /// Gives back `n` permits of an earlier admission.
+    fn refund(&self, n: u32, now: u64);
+
+    /// The state at `now`, without changing it.
+    fn snapshot(&self, now: u64) -> Snapshot;
+
+    /// Nanoseconds until `n` permits would be admitted (0 if now).
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` can never be granted.
+    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded>;
+
+    /// True if the limiter is indistinguishable from a fresh one at `now`.
+    fn is_idle(&self, now: u64) -> bool;
+}
+
+/// An [`Algorithm`] together with its state: the one-limiter case.
+///
+/// ```
+/// use tollgate::{Bucket, Limiter, Quota};
+///
+/// let bucket = Bucket::token_bucket(Quota::per_second(2)?);
+/// assert!(bucket.check(0).is_allowed());
+/// assert!(bucket.check(0).is_allowed());
+/// assert!(bucket.check(0).is_denied());
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+#[derive(Debug)]
+pub struct Bucket<A: Algorithm> {
+    algorithm: A,
+    state: A::State,
+}
+
+impl<A: Algorithm> Bucket<A> {
+    /// A full limiter running `algorithm`.
+    #[must_use]
+    pub fn new(algorithm: A) -> Self {
+        let state = algorithm.new_state();
+        Self { algorithm, state }
+    }
+
+    /// A limiter from an algorithm and an existing state.
+    #[must_use]
+    pub const fn from_parts(algorithm: A, state: A::State) -> Self {
+        Self { algorithm, state }
+    }
+
+    /// The algorithm (configuration).
+    #[must_use]
+    pub const fn algorithm(&self) -> &A {
+        &self.algorithm
+    }
+
+    /// The state.
+    #[must_use]
+    pub const fn state(&self) -> &A::State {
+        &self.state
+    }
+}
+
+impl<A: Algorithm> Limiter for Bucket<A> {
+    #[inline]
+    fn capacity(&self) -> u32 {
+        self.algorithm.capacity()
+    }
+    #[inline]
+    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+        self.algorithm.check_n(&self.state, n, now)
+    }
+    #[inline]
+    fn refund(&self, n: u32, now: u64) {
+        self.algorithm.refund(&self.state, n, now);
+    }
+    #[inline]
+    fn snapshot(&self, now: u64) -> Snapshot {
+        self.algorithm.snapshot(&self.state, now)
+    }
+    #[inline]
+    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+        self.algorithm.time_until_ready(&self.state, n, now)
+    }
+    #[inline]
+    fn is_idle(&self, now: u64) -> bool {
+        self.algorithm.is_idle(&self.state, now)
+    }
+}
+
+macro_rules! forward_limiter {
+    ($($ptr:ty),*) => {$(
+        impl<L: Limiter + ?Sized> Limiter for $ptr {
+            #[inline]
+            fn capacity(&self) -> u32 {
+                (**self).capacity()
+            }
+            #[inline]
+            fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+                (**self).check_n(n, now)
+            }
+            #[inline]
+            fn check(&self, now: u64) -> Decision {
+                (**self).check(now)
+            }
+            #[inline]
+            fn refund(&self, n: u32, now: u64) {
+                (**self).refund(n, now);
+            }
+            #[inline]
+            fn snapshot(&self, now: u64) -> Snapshot {
+                (**self).snapshot(now)
+            }
+            #[inline]
+            fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+                (**self).time_until_ready(n, now)
+            }
+            #[inline]
+            fn is_idle(&self, now: u64) -> bool {
+                (**self).is_idle(now)
+            }
+        }
+    )*};
+}
+
+forward_limiter!(&L);
+#[cfg(feature = "std")]
+forward_limiter!(std::sync::Arc<L>, std::boxed::Box<L>);
