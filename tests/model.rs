@@ -1,0 +1,361 @@
+//! Property tests: both GCRA buckets against a plain reference model.
+//!
+//! The model is written differently from the implementation on purpose: it
+//! keeps a *credit* (nanoseconds of capacity banked, as a signed integer)
+//! and the time it was last updated, like a textbook token counter, in
+//! `i128` so nothing can overflow. The implementation keeps a single
+//! theoretical arrival time in a saturating `u64`. Equal decisions mean the
+//! GCRA formulation, its rounding and its heal rule are what the contract
+//! (DESIGN.md §2) says.
+
+use proptest::prelude::*;
+use tollgate::{Algorithm, BucketKind, Decision, Gcra, GcraState, Quota};
+
+#[derive(Debug, Clone, Copy)]
+struct Model {
+    kind: BucketKind,
+    interval: i128,
+    capacity: u32,
+    heal_threshold: i128,
+    credit: i128,
+    last: i128,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    TooLarge,
+    Allowed {
+        remaining: u32,
+        reset_after: u64,
+    },
+    Denied {
+        retry_after: u64,
+        remaining: u32,
+        reset_after: u64,
+    },
+}
+
+impl Model {
+    fn new(kind: BucketKind, quota: Quota, heal_threshold: u64) -> Self {
+        let capacity = match kind {
+            BucketKind::TokenBucket => quota.burst(),
+            BucketKind::LeakyBucket => quota.weight_limit(),
+        };
+        let interval = i128::from(quota.interval_nanos());
+        Self {
+            kind,
+            interval,
+            capacity,
+            heal_threshold: i128::from(heal_threshold),
+            // a fresh bucket is full at any time: bank "infinitely" old credit
+            credit: i128::from(capacity) * interval,
+            last: 0,
+        }
+    }
+
+    fn full(&self) -> i128 {
+        i128::from(self.capacity) * self.interval
+    }
+
+    /// Credit available at `now`, capped at full; may be negative when `now`
+    /// is behind the last update (a stale or backwards clock).
+    fn available(&self, now: i128) -> i128 {
+        (self.credit + (now - self.last)).min(self.full())
+    }
+
+    /// Credit after healing: a debt deeper than the threshold means the
+    /// clock went back, and the bucket restarts as "just emptied at now".
+    fn healed(&self, now: i128) -> (i128, bool) {
+        let avail = self.available(now);
+        if avail < -self.heal_threshold {
+            let empty = match self.kind {
+                BucketKind::TokenBucket => 0,
+                BucketKind::LeakyBucket => self.full() - self.interval,
+            };
+            (empty, true)
+        } else {
+            (avail, false)
+        }
+    }
+
+    fn remaining(&self, avail: i128) -> u32 {
+        match self.kind {
+            BucketKind::TokenBucket => {
+                let r = avail.max(0) / self.interval;
+                r.min(i128::from(self.capacity)) as u32
+            }
+            BucketKind::LeakyBucket if avail >= self.full() => self.capacity,
+            BucketKind::LeakyBucket => 0,
+        }
+    }
+
+    fn check(&mut self, n: u32, now: u64) -> Outcome {
+        if n > self.capacity {
+            return Outcome::TooLarge;
+        }
+        let now = i128::from(now);
+        let (avail, healed) = self.healed(now);
+        if n == 0 {
+            return Outcome::Allowed {
+                remaining: self.remaining(avail),
+                reset_after: (self.full() - avail) as u64,
+            };
+        }
+        let cost = i128::from(n) * self.interval;
+        let needed = match self.kind {
+            BucketKind::TokenBucket => cost,
+            BucketKind::LeakyBucket => self.full(),
+        };
+        if avail >= needed {
+            self.credit = avail - cost;
+            self.last = now;
+            Outcome::Allowed {
+                remaining: self.remaining(self.credit),
+                reset_after: (self.full() - self.credit) as u64,
+            }
+        } else {
+            if healed {
+                self.credit = avail;
+                self.last = now;
+            }
+            Outcome::Denied {
+                retry_after: (needed - avail) as u64,
+                remaining: self.remaining(avail),
+                reset_after: (self.full() - avail) as u64,
+            }
+        }
+    }
+
+    fn refund(&mut self, n: u32, now: u64) {
+        let now = i128::from(now);
+        let avail = self.available(now);
+        if avail >= self.full() {
+            return;
+        }
+        self.credit = (avail + i128::from(n) * self.interval).min(self.full());
+        self.last = now;
+    }
+
+    fn time_until_ready(&self, n: u32, now: u64) -> Option<u64> {
+        if n > self.capacity {
+            return None;
+        }
+        if n == 0 {
+            return Some(0);
+        }
+        let (avail, _) = self.healed(i128::from(now));
+        let needed = match self.kind {
+            BucketKind::TokenBucket => i128::from(n) * self.interval,
+            BucketKind::LeakyBucket => self.full(),
+        };
+        Some((needed - avail).max(0) as u64)
+    }
+}
+
+fn outcome(r: Result<Decision, tollgate::CapacityExceeded>) -> Outcome {
+    match r {
+        Err(_) => Outcome::TooLarge,
+        Ok(Decision::Allowed(s)) => Outcome::Allowed {
+            remaining: s.remaining(),
+            reset_after: s.reset_after_nanos(),
+        },
+        Ok(Decision::Denied(d)) => Outcome::Denied {
+            retry_after: d.retry_after_nanos(),
+            remaining: d.snapshot().remaining(),
+            reset_after: d.snapshot().reset_after_nanos(),
+        },
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Check(u32),
+    Refund(u32),
+    Peek,
+}
+
+fn kind() -> impl Strategy<Value = BucketKind> {
+    prop_oneof![Just(BucketKind::TokenBucket), Just(BucketKind::LeakyBucket)]
+}
+
+/// Random quotas: 1 ns to ~1000 s intervals, bursts and weights up to 64.
+fn quota() -> impl Strategy<Value = Quota> {
+    (1u32..=1000, 1u64..=1_000_000_000_000, 1u32..=64, 1u32..=64).prop_map(
+        |(permits, period, burst, weight)| {
+            let period = period.max(u64::from(permits));
+            Quota::from_nanos(permits, period)
+                .and_then(|q| q.allow_burst(burst))
+                .and_then(|q| q.max_weight(weight))
+                .expect("generated quota is valid")
+        },
+    )
+}
+
+fn op(max_n: u32) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0..=max_n).prop_map(Op::Check),
+        1 => (0..=max_n).prop_map(Op::Refund),
+        1 => Just(Op::Peek),
+    ]
+}
+
+/// Time steps: mostly forward, sometimes backwards (small and large).
+fn step() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        8 => 0i64..2_000_000_000,
+        2 => -2_000_000_000i64..0,
+        1 => Just(-3_600_000_000_000i64),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Every decision, snapshot and wait equals the reference model's, for
+    /// monotonic and non-monotonic clocks alike.
+    #[test]
+    fn decisions_equal_the_model(
+        kind in kind(),
+        quota in quota(),
+        heal in prop_oneof![Just(1_000_000_000u64), 0u64..5_000_000_000],
+        start in 0u64..(1 << 50),
+        ops in proptest::collection::vec((step(), op(80)), 1..200),
+    ) {
+        let gcra = Gcra::new(kind, quota).with_heal_threshold(heal);
+        let state = GcraState::new();
+        let mut model = Model::new(kind, quota, heal);
+        let mut now = start;
+        for (dt, op) in ops {
+            now = now.saturating_add_signed(dt);
+            match op {
+                Op::Check(n) => {
+                    let got = outcome(gcra.check_n(&state, n, now));
+                    let want = model.check(n, now);
+                    prop_assert_eq!(got, want, "check_n({}) at {}", n, now);
+                }
+                Op::Refund(n) => {
+                    gcra.refund(&state, n, now);
+                    model.refund(n, now);
+                }
+                Op::Peek => {
+                    let got = outcome(gcra.check_n(&state, 0, now));
+                    prop_assert_eq!(got, model.check(0, now));
+                    let snap = gcra.snapshot(&state, now);
+                    prop_assert_eq!(outcome(Ok(Decision::Allowed(snap))), model.check(0, now));
+                }
+            }
+            for n in [1, 2, quota.burst()] {
+                prop_assert_eq!(
+                    gcra.time_until_ready(&state, n, now).ok(),
+                    model.time_until_ready(n, now)
+                );
+            }
+        }
+    }
+
+    /// Safety: over any interval of length t, admitted ≤ capacity + ⌊t/T⌋.
+    ///
+    /// On a monotonic clock this is checked directly. With callers whose
+    /// `now` is stale by less than the heal threshold, each admission is
+    /// charged at the time its caller presented: for admissions i ≤ j (in
+    /// the order they happened), `Σ n · T ≤ (seen_j − seen_i) + capacity · T`.
+    /// A stale caller is never granted more than a caller who really was at
+    /// its earlier instant; in true time that is at most `stale / T` extra.
+    #[test]
+    fn admitted_never_exceeds_capacity_plus_elapsed_over_interval(
+        kind in kind(),
+        quota in quota(),
+        start in 0u64..(1 << 50),
+        stale_max in prop_oneof![Just(0u64), 1u64..1_000_000_000],
+        ops in proptest::collection::vec(
+            (0u64..3_000_000_000, any::<u64>(), 1u32..=64),
+            1..300
+        ),
+    ) {
+        let gcra = Gcra::new(kind, quota);
+        let state = GcraState::new();
+        let capacity = i128::from(gcra.capacity());
+        let interval = i128::from(quota.interval_nanos());
+        let mut true_now = start;
+        // (true time, presented time, permits)
+        let mut admitted: Vec<(i128, i128, i128)> = Vec::new();
+        for (dt, stale, n) in ops {
+            true_now += dt;
+            let stale = if stale_max == 0 { 0 } else { stale % stale_max };
+            let seen = true_now.saturating_sub(stale);
+            let n = n.min(gcra.capacity());
+            if let Ok(Decision::Allowed(_)) = gcra.check_n(&state, n, seen) {
+                admitted.push((i128::from(true_now), i128::from(seen), i128::from(n)));
+            }
+        }
+        let stale_slack = i128::from(stale_max);
+        for i in 0..admitted.len() {
+            let mut sum = 0;
+            for j in i..admitted.len() {
+                sum += admitted[j].2;
+                let presented = admitted[j].1 - admitted[i].1;
+                prop_assert!(
+                    sum * interval <= presented + capacity * interval,
+                    "{} permits over presented {} ns (capacity {}, T {})",
+                    sum, presented, capacity, interval
+                );
+                let t = admitted[j].0 - admitted[i].0;
+                prop_assert!(
+                    sum <= capacity + (t + stale_slack) / interval,
+                    "{} permits in {} ns true time (capacity {}, T {}, stale < {})",
+                    sum, t, capacity, interval, stale_max
+                );
+            }
+        }
+    }
+
+    /// Liveness: on a monotonic clock, a request the model admits is admitted.
+    #[test]
+    fn monotonic_liveness_matches_the_model(
+        kind in kind(),
+        quota in quota(),
+        ops in proptest::collection::vec((0u64..2_000_000_000, 1u32..=64), 1..200),
+    ) {
+        let gcra = Gcra::new(kind, quota);
+        let state = GcraState::new();
+        let mut model = Model::new(kind, quota, 1_000_000_000);
+        let mut now = 0u64;
+        for (dt, n) in ops {
+            now += dt;
+            let n = n.min(gcra.capacity());
+            let got = gcra.check_n(&state, n, now).map(|d| d.is_allowed()).ok();
+            let want = matches!(model.check(n, now), Outcome::Allowed { .. });
+            prop_assert_eq!(got, Some(want));
+        }
+    }
+
+    /// Extreme values give errors or decisions, never a panic or a wrap.
+    #[test]
+    fn extreme_values_never_panic(
+        kind in kind(),
+        permits in prop_oneof![Just(1u32), Just(u32::MAX), any::<u32>()],
+        period in prop_oneof![Just(1u64), Just(u64::MAX), Just(3_155_760_000_000_000_000u64), any::<u64>()],
+        burst in prop_oneof![Just(1u32), Just(u32::MAX), any::<u32>()],
+        nows in proptest::collection::vec(
+            prop_oneof![Just(0u64), Just(u64::MAX), Just(u64::MAX - 1), any::<u64>()], 1..30),
+        ns in proptest::collection::vec(prop_oneof![Just(0u32), Just(1u32), Just(u32::MAX), any::<u32>()], 1..30),
+    ) {
+        let Ok(quota) = Quota::from_nanos(permits, period) else { return Ok(()) };
+        let quota = quota.allow_burst(burst).unwrap_or(quota);
+        let quota = quota.max_weight(burst).unwrap_or(quota);
+        for heal in [0, 1, u64::MAX] {
+            let gcra = Gcra::new(kind, quota).with_heal_threshold(heal);
+            let state = GcraState::new();
+            for (&now, &n) in nows.iter().zip(ns.iter().cycle()) {
+                if let Ok(d) = gcra.check_n(&state, n, now) {
+                    let _ = d.snapshot().remaining();
+                    let _ = d.retry_after();
+                }
+                gcra.refund(&state, n, now);
+                let _ = gcra.snapshot(&state, now).remaining();
+                let _ = gcra.time_until_ready(&state, n, now);
+                let _ = gcra.is_idle(&state, now);
+            }
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Token bucket behaviour pinned with a ManualClock (DESIGN.md §2).
+
+use std::time::Duration;
+
+use tollgate::{
+    Algorithm, Bucket, CapacityExceeded, Clock, Gcra, GcraState, Limiter, ManualClock, Quota,
+    QuotaError, RateLimiter,
+};
+
+const MS: u64 = 1_000_000;
+
+fn quota(per_sec: u32, burst: u32) -> Quota {
+    Quota::per_second(per_sec)
+        .unwrap()
+        .allow_burst(burst)
+        .unwrap()
+}
+
+#[test]
+fn state_is_eight_bytes() {
+    assert_eq!(core::mem::size_of::<GcraState>(), 8);
+}
+
+#[test]
+fn fresh_bucket_admits_exactly_burst_at_once_then_rate() {
+    let b = Bucket::token_bucket(quota(10, 4)); // T = 100 ms
+    let now = 5 * MS;
+    let admitted = (0..100).filter(|_| b.check(now).is_allowed()).count();
+    assert_eq!(admitted, 4);
+    // then exactly 10 per second: one per 100 ms
+    let mut per_ms = Vec::new();
+    for ms in 1..=1000u64 {
+        if b.check(now + ms * MS).is_allowed() {
+            per_ms.push(ms);
+        }
+    }
+    assert_eq!(per_ms, (1..=10).map(|i| i * 100).collect::<Vec<_>>());
+}
+
+#[test]
+fn retry_after_is_exact_to_the_nanosecond() {
+    let b = Bucket::token_bucket(quota(3, 1)); // T = 333_333_334 ns
+    assert!(b.check(1_000).is_allowed());
+    let d = b.check(1_000 + 7).denied().copied().unwrap();
+    assert_eq!(d.retry_after_nanos(), 333_333_334 - 7);
+    // one nanosecond before is refused, at the instant is admitted
+    assert!(b.check(1_000 + 333_333_333).is_denied());
+    assert!(b.check(1_000 + 333_333_334).is_allowed());
+}
+
+#[test]
+fn retry_after_for_n_permits() {
+    let b = Bucket::token_bucket(quota(10, 5));
+    assert!(b.check_n(5, 0).unwrap().is_allowed());
+    let d = b.check_n(3, 0).unwrap();
+    assert_eq!(d.retry_after(), Duration::from_millis(300));
+    assert_eq!(b.time_until_ready(3, 0), Ok(300 * MS));
+    assert_eq!(b.time_until_ready(3, 300 * MS), Ok(0));
+    assert!(b.check_n(3, 300 * MS - 1).unwrap().is_denied());
+    assert!(b.check_n(3, 300 * MS).unwrap().is_allowed());
+}
+
+#[test]
+fn n_above_burst_can_never_succeed() {
+    let b = Bucket::token_bucket(quota(10, 5));
+    assert_eq!(
+        b.check_n(6, 0),
+        Err(CapacityExceeded {
+            requested: 6,
+            capacity: 5
+        })
+    );
+    assert_eq!(b.time_until_ready(6, 0).unwrap_err().requested, 6);
+    assert!(b.check_n(u32::MAX, u64::MAX).is_err());
+    // and it took nothing
+    assert_eq!(b.snapshot(0).remaining(), 5);
+}
+
+#[test]
+fn n_zero_is_a_peek_that_changes_nothing() {
+    let b = Bucket::token_bucket(quota(10, 5));
+    assert!(b.check_n(2, 0).unwrap().is_allowed());
+    let tat = b.state().tat();
+    let peek = b.check_n(0, 50 * MS).unwrap();
+    assert!(peek.is_allowed());
+    assert_eq!(peek.snapshot().remaining(), 3);
+    assert_eq!(peek.snapshot().reset_after_nanos(), 150 * MS);
+    assert_eq!(b.state().tat(), tat);
+}
+
+#[test]
+fn refund_never_lifts_capacity_above_burst() {
+    let b = Bucket::token_bucket(quota(10, 3));
+    assert!(b.check_n(2, 0).unwrap().is_allowed());
+    assert_eq!(b.snapshot(0).remaining(), 1);
+    b.refund(1, 0);
+    assert_eq!(b.snapshot(0).remaining(), 2);
+    b.refund(100, 0);
+    assert_eq!(b.snapshot(0).remaining(), 3);
+    // a full bucket still admits exactly the burst, not more
+    let admitted = (0..10).filter(|_| b.check(0).is_allowed()).count();
+    assert_eq!(admitted, 3);
+    b.refund(u32::MAX, u64::MAX);
+    assert!(b.is_idle(u64::MAX));
+}
+
+#[test]
+fn idle_bucket_refills_to_burst_and_no_further() {
+    let b = Bucket::token_bucket(quota(10, 4));
+    for _ in 0..4 {
+        assert!(b.check(0).is_allowed());
+    }
+    assert!(!b.is_idle(0));
+    assert_eq!(b.snapshot(200 * MS).remaining(), 2);
+    assert!(!b.is_idle(399 * MS));
+    assert!(b.is_idle(400 * MS));
+    // an hour of idleness still gives only the burst
+    let later = 3_600_000 * MS;
+    assert_eq!(b.snapshot(later).remaining(), 4);
+    let admitted = (0..100).filter(|_| b.check(later).is_allowed()).count();
+    assert_eq!(admitted, 4);
+}
+
+#[test]
+fn snapshot_reports_remaining_and_reset_after() {
+    let b = Bucket::token_bucket(quota(10, 4));
+    let s = b.check(0).snapshot().to_owned();
+    assert_eq!((s.limit(), s.remaining()), (4, 3));
+    assert_eq!(s.reset_after(), Duration::from_millis(100));
+    let s = b.check_n(3, 0).unwrap().snapshot().to_owned();
+    assert_eq!((s.remaining(), s.reset_after_nanos()), (0, 400 * MS));
+    assert_eq!(b.snapshot(250 * MS).remaining(), 2);
+}
+
+#[test]
+fn rate_limiter_reads_its_clock() {
+    let clock = ManualClock::new(0);
+    let rl = RateLimiter::token_bucket(quota(2, 1), &clock).unwrap();
+    assert!(rl.try_acquire().is_allowed());
+    assert_eq!(rl.try_acquire().retry_after(), Duration::from_millis(500));
+    assert_eq!(rl.time_until_ready(1), Ok(Duration::from_millis(500)));
+    clock.advance(Duration::from_millis(500));
+    assert!(rl.try_acquire_n(1).unwrap().is_allowed());
+    rl.refund(1);
+    assert_eq!(rl.snapshot().remaining(), 1);
+}
+
+#[test]
+fn quota_finer_than_the_clock_is_a_construction_error() {
+    let tick_clock = ManualClock::with_resolution(0, 1_000_000); // 1 ms ticks
+    assert_eq!(tick_clock.resolution(), 1_000_000);
+    let err = RateLimiter::token_bucket(Quota::per_second(2000).unwrap(), &tick_clock).unwrap_err();
+    assert_eq!(
+        err,
+        QuotaError::BelowClockResolution {
+            interval_nanos: 500_000,
+            resolution_nanos: 1_000_000
+        }
+    );
+    assert!(RateLimiter::token_bucket(Quota::per_second(1000).unwrap(), &tick_clock).is_ok());
+}
+
+#[test]
+fn algorithm_and_state_apart() {
+    // one algorithm value, many 8-byte states
+    let gcra = Gcra::token_bucket(quota(1, 1));
+    let states: Vec<GcraState> = (0..3).map(|_| gcra.new_state()).collect();
+    for s in &states {
+        assert!(gcra.check_n(s, 1, 0).unwrap().is_allowed());
+        assert!(gcra.check_n(s, 1, 0).unwrap().is_denied());
+    }
+    assert_eq!(gcra.capacity(), 1);
+    assert_eq!(gcra.tolerance_nanos(), 0);
+}
+
+#[test]
+fn static_bucket_in_const_context() {
+    const Q: Quota = match Quota::per_minute(60) {
+        Ok(q) => q,
+        Err(_) => panic!(),
+    };
+    static B: Bucket<Gcra> = Bucket::token_bucket(Q);
+    assert!(B.check(0).is_allowed());
+}
+
+#[test]
+fn extreme_instants_never_panic() {
+    let b = Bucket::token_bucket(quota(10, 10));
+    for now in [0, 1, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+        let _ = b.check(now);
+        let _ = b.check_n(10, now);
+        b.refund(3, now);
+        let _ = b.snapshot(now).remaining();
+        let _ = b.time_until_ready(10, now);
+    }
+    let century = Quota::new(1, Duration::from_secs(100 * 365 * 86_400)).unwrap();
+    let b = Bucket::token_bucket(century);
+    let late = u64::MAX - 4_000_000_000_000_000_000; // a century still fits after it
+    assert!(b.check(late).is_allowed());
+    assert!(b.check(late).is_denied());
+    // at the very end of time the TAT saturates: decisions, never a panic or wrap
+    let _ = b.check(u64::MAX);
+    let _ = b.check(u64::MAX);
+}
