@@ -106,5 +106,5 @@ fn leaky_bucket_safety_under_contention() {
     }
     let permits: u64 = all.iter().map(|a| u64::from(a.n)).sum();
     assert!(permits <= 3 + end / q.interval_nanos());
-    assert!(permits >= end / q.interval_nanos() / 2);
+    assert!(permits > 100, "only {permits} admitted");
 }
