@@ -198,4 +198,132 @@ mod std_clock {
 }
 
 #[cfg(feature = "std")]
+mod coarse {
+    extern crate std;
+    use std::sync::{Arc, Weak};
+    use std::thread;
+    use std::time::Duration;
+
+    use super::{duration_to_nanos, Clock, StdClock};
+    use crate::sync::{AtomicU64, Ordering};
+
+    /// A cached timestamp refreshed by a background thread every `period`:
+    /// reading it is one relaxed atomic load, for callers that trade
+    /// precision for speed.
+    ///
+    /// Its honest [`resolution`](Clock::resolution) is the refresh period,
+    /// so a quota whose interval is finer than the period is rejected when
+    /// paired with it. Clones share one timestamp and one thread; the
+    /// thread ends within one period after the last clone is dropped.
+    ///
+    /// The timestamp may lag the true time by up to one period (more if the
+    /// thread is descheduled); a limiter on it never admits extra, it only
+    /// sees time advance in steps.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, CoarseClock};
+    ///
+    /// let clock = CoarseClock::start(Duration::from_millis(1))?;
+    /// assert_eq!(clock.resolution(), 1_000_000);
+    /// let a = clock.now();
+    /// std::thread::sleep(Duration::from_millis(5));
+    /// assert!(clock.now() > a);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[derive(Debug, Clone)]
+    pub struct CoarseClock {
+        now: Arc<AtomicU64>,
+        period: u64,
+    }
+
+    impl CoarseClock {
+        /// Starts the refresh thread with the given period (at least 1 µs;
+        /// shorter periods are raised to 1 µs).
+        ///
+        /// # Errors
+        /// The operating system's error if the thread cannot be spawned.
+        pub fn start(period: Duration) -> std::io::Result<Self> {
+            let period = period.max(Duration::from_micros(1));
+            let source = StdClock::new();
+            let now = Arc::new(AtomicU64::new(source.now()));
+            let weak: Weak<AtomicU64> = Arc::downgrade(&now);
+            thread::Builder::new()
+                .name("tollgate-coarse-clock".into())
+                .spawn(move || {
+                    while let Some(shared) = weak.upgrade() {
+                        shared.store(source.now(), Ordering::Relaxed);
+                        drop(shared);
+                        thread::sleep(period);
+                    }
+                })?;
+            Ok(Self {
+                now,
+                period: duration_to_nanos(period),
+            })
+        }
+    }
+
+    impl Clock for CoarseClock {
+        #[inline]
+        fn now(&self) -> u64 {
+            self.now.load(Ordering::Relaxed)
+        }
+        fn resolution(&self) -> u64 {
+            self.period
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+pub use coarse::CoarseClock;
+#[cfg(feature = "std")]
 pub use std_clock::StdClock;
+
+#[cfg(feature = "quanta")]
+mod tsc {
+    use super::Clock;
+
+    /// A TSC-based clock through the `quanta` crate (feature `quanta`), the
+    /// clock governor uses: cheaper to read than `std::time::Instant` on
+    /// x86_64 with an invariant TSC.
+    ///
+    /// Caveat: TSCs of different cores or sockets can disagree slightly, so
+    /// readings from two threads may not be monotonic with respect to each
+    /// other. tollgate stays safe under that: a reading behind the bucket's
+    /// state only makes the bucket look fuller (no extra admission), and
+    /// only a jump back larger than the heal threshold resets the bucket.
+    /// Readings before the clock's origin saturate to 0.
+    #[derive(Debug, Clone)]
+    pub struct QuantaClock {
+        clock: quanta::Clock,
+        origin: u64,
+    }
+
+    impl QuantaClock {
+        /// A clock whose zero is now.
+        #[must_use]
+        pub fn new() -> Self {
+            let clock = quanta::Clock::new();
+            let origin = clock.raw();
+            Self { clock, origin }
+        }
+    }
+
+    impl Default for QuantaClock {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    impl Clock for QuantaClock {
+        #[inline]
+        fn now(&self) -> u64 {
+            // quanta returns 0 for a reading before the origin
+            self.clock.delta_as_nanos(self.origin, self.clock.raw())
+        }
+    }
+}
+
+#[cfg(feature = "quanta")]
+pub use tsc::QuantaClock;

@@ -125,7 +125,8 @@
 //!
 //! | feature | default | adds |
 //! |---|---|---|
-//! | `std` | yes | [`StdClock`], `Clock`/`Limiter` for `Arc` and `Box` |
+//! | `std` | yes | [`StdClock`], [`CoarseClock`], `Clock`/`Limiter` for `Arc` and `Box` |
+//! | `quanta` | no | `[`QuantaClock`](clock::QuantaClock) (feature-gated): a TSC clock through the `quanta` crate |
 //!
 //! Without default features the crate is `no_std` and allocation-free. On
 //! targets without native 64-bit atomics (thumbv6m, riscv32imc) the final
@@ -154,9 +155,11 @@ pub mod sync;
 #[cfg(not(loom))]
 mod sync;
 
-#[cfg(feature = "std")]
-pub use clock::StdClock;
+#[cfg(feature = "quanta")]
+pub use clock::QuantaClock;
 pub use clock::{Clock, ManualClock};
+#[cfg(feature = "std")]
+pub use clock::{CoarseClock, StdClock};
 pub use decision::{CapacityExceeded, Decision, Denied, Snapshot};
 pub use gcra::{BucketKind, Gcra, GcraState};
 pub use limiter::{Algorithm, Bucket, Limiter};
