@@ -147,6 +147,7 @@ pub mod gcra;
 pub mod limiter;
 pub mod quota;
 pub mod rate_limiter;
+pub mod window;
 
 #[cfg(loom)]
 #[doc(hidden)]
@@ -162,3 +163,4 @@ pub use gcra::{BucketKind, Gcra, GcraState};
 pub use limiter::{Algorithm, Bucket, Limiter};
 pub use quota::{Quota, QuotaError};
 pub use rate_limiter::RateLimiter;
+pub use window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState, WindowError};
