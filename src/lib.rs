@@ -141,12 +141,15 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod chain;
 pub mod clock;
+pub mod concurrency;
 pub mod decision;
 pub mod gcra;
 pub mod limiter;
 pub mod quota;
 pub mod rate_limiter;
+pub mod stats;
 pub mod window;
 
 #[cfg(loom)]
@@ -155,12 +158,18 @@ pub mod sync;
 #[cfg(not(loom))]
 mod sync;
 
+pub use chain::Chain;
 #[cfg(feature = "std")]
 pub use clock::StdClock;
 pub use clock::{Clock, ManualClock};
+pub use concurrency::{
+    AcquireError, Concurrency, ConcurrencyError, ConcurrencyLimiter, ConcurrencyPermit,
+    ConcurrencyState,
+};
 pub use decision::{CapacityExceeded, Decision, Denied, Snapshot};
 pub use gcra::{BucketKind, Gcra, GcraState};
 pub use limiter::{Algorithm, Bucket, Limiter};
 pub use quota::{Quota, QuotaError};
 pub use rate_limiter::RateLimiter;
+pub use stats::{Statistics, WithStats};
 pub use window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState, WindowError};

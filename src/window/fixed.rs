@@ -396,7 +396,9 @@ mod tests {
 
     #[test]
     fn heal_redates_the_count() {
-        let w = FixedWindow::from_nanos(2, 1_000).unwrap().with_heal_threshold(5_000);
+        let w = FixedWindow::from_nanos(2, 1_000)
+            .unwrap()
+            .with_heal_threshold(5_000);
         let b = Bucket::new(w);
         assert!(b.check_n(2, 1_000_000).unwrap().is_allowed());
         // a small step back is charged to the newer window
@@ -407,5 +409,4 @@ mod tests {
         assert_eq!(d.denied().unwrap().retry_after_nanos(), 1_000);
         assert!(b.check(11_000).is_allowed());
     }
-
 }

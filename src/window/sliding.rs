@@ -68,7 +68,7 @@ impl<const SEGMENTS: usize> SlidingWindow<SEGMENTS> {
             return Err(WindowError::ZeroSegments);
         }
         let segments = SEGMENTS as u64;
-        if window_nanos % segments != 0 {
+        if !window_nanos.is_multiple_of(segments) {
             return Err(WindowError::WindowNotDivisible {
                 window_nanos,
                 segments,
@@ -486,12 +486,11 @@ mod tests {
 
     #[test]
     fn static_state_is_const() {
-        static W: Bucket<SlidingWindow<3>> = Bucket::sliding_window(
-            match SlidingWindow::<3>::from_nanos(2, 30) {
+        static W: Bucket<SlidingWindow<3>> =
+            Bucket::sliding_window(match SlidingWindow::<3>::from_nanos(2, 30) {
                 Ok(w) => w,
                 Err(_) => panic!(),
-            },
-        );
+            });
         assert!(W.check_n(2, 0).unwrap().is_allowed());
         assert!(W.check(29).is_denied());
         assert!(W.check(30).is_allowed());
