@@ -134,12 +134,16 @@ impl fmt::Display for WindowError {
 
 impl core::error::Error for WindowError {}
 
-/// `(index + 1) · len − now`, saturating, and at least 1 ns: the wait until
-/// the step after `index` begins (`index` is never before `now`'s step).
+/// The wait from `now` until `start + len`, exact even when `start + len`
+/// lies beyond `u64::MAX` (then it saturates), and at least 1 ns. `start`
+/// is the start of a window or segment that has not ended at `now`.
 #[inline]
-const fn until_step_end(index: u64, len: u64, now: u64) -> u64 {
-    let end = index.saturating_add(1).saturating_mul(len);
-    let wait = end.saturating_sub(now);
+const fn wait_until(start: u64, len: u64, now: u64) -> u64 {
+    let wait = if start >= now {
+        (start - now).saturating_add(len)
+    } else {
+        len.saturating_sub(now - start)
+    };
     if wait == 0 {
         1
     } else {
@@ -166,9 +170,12 @@ mod tests {
     }
 
     #[test]
-    fn step_end_saturates_and_is_positive() {
-        assert_eq!(until_step_end(0, 10, 3), 7);
-        assert_eq!(until_step_end(u64::MAX / 10, 10, u64::MAX), 1);
-        assert_eq!(until_step_end(u64::MAX, 1, u64::MAX), 1);
+    fn wait_is_exact_past_the_end_of_time() {
+        assert_eq!(wait_until(0, 10, 3), 7);
+        assert_eq!(wait_until(20, 10, 3), 27);
+        // a window [MAX - 1, MAX + 6) at MAX: 6 ns, though unreachable
+        assert_eq!(wait_until(u64::MAX - 1, 7, u64::MAX), 6);
+        assert_eq!(wait_until(u64::MAX, u64::MAX, 0), u64::MAX);
+        assert_eq!(wait_until(0, 5, 9), 1);
     }
 }

@@ -2,7 +2,7 @@
 
 use core::time::Duration;
 
-use super::{until_step_end, WindowError, DEFAULT_HEAL_THRESHOLD_NANOS};
+use super::{wait_until, WindowError, DEFAULT_HEAL_THRESHOLD_NANOS};
 use crate::clock::duration_to_nanos;
 use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
 use crate::limiter::{Algorithm, Bucket};
@@ -172,8 +172,8 @@ impl FixedWindow {
         } else if index == cur {
             (cur, count, false)
         } else {
-            // index ≤ u64::MAX / window (it came from some `now`), no overflow
-            let ahead = index * self.window - now;
+            // index > cur, so the stored window starts after `now`
+            let ahead = index.saturating_mul(self.window).saturating_sub(now);
             if ahead > self.heal_threshold {
                 (cur, count, true)
             } else {
@@ -189,7 +189,7 @@ impl FixedWindow {
         let reset = if count == 0 {
             0
         } else {
-            until_step_end(index, self.window, now)
+            wait_until(index.saturating_mul(self.window), self.window, now)
         };
         Snapshot::new(self.limit, remaining, reset)
     }
@@ -265,7 +265,7 @@ impl Algorithm for FixedWindow {
                 )
             } else {
                 let denied = Denied::new(
-                    until_step_end(index, self.window, now),
+                    wait_until(index.saturating_mul(self.window), self.window, now),
                     self.snapshot_of(index, count, now),
                 );
                 if !healed {
@@ -328,7 +328,11 @@ impl Algorithm for FixedWindow {
         if count + n as u64 <= self.limit as u64 {
             Ok(0)
         } else {
-            Ok(until_step_end(index, self.window, now))
+            Ok(wait_until(
+                index.saturating_mul(self.window),
+                self.window,
+                now,
+            ))
         }
     }
 

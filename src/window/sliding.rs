@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 
-use super::{until_step_end, WindowError, DEFAULT_HEAL_THRESHOLD_NANOS};
+use super::{wait_until, WindowError, DEFAULT_HEAL_THRESHOLD_NANOS};
 use crate::clock::duration_to_nanos;
 use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
 use crate::limiter::{Algorithm, Bucket};
@@ -167,14 +167,14 @@ impl<const SEGMENTS: usize> SlidingWindow<SEGMENTS> {
             }
             w.head = cur;
         } else if w.head > cur {
-            // head ≤ u64::MAX / segment (it came from some `now`): no overflow
-            let ahead = w.head * self.segment - now;
+            // head > cur, so the head segment starts after `now`
+            let ahead = w.head.saturating_mul(self.segment).saturating_sub(now);
             if ahead > self.heal_threshold {
                 // clock jump back: re-date every counted permit to `now`
                 let total = w.total();
                 w.counts = [0; SEGMENTS];
                 // total ≤ limit ≤ u32::MAX
-                w.counts[slot::<SEGMENTS>(cur)] = total as u32;
+                w.counts[slot::<SEGMENTS>(cur)] = u32::try_from(total).unwrap_or(u32::MAX);
                 w.head = cur;
             }
             // else: a stale `now` is charged to the newer head segment
@@ -188,11 +188,8 @@ impl<const SEGMENTS: usize> SlidingWindow<SEGMENTS> {
             freed += count as u64;
             if freed >= need {
                 // segment `index` leaves the window when `index + SEGMENTS` begins
-                return until_step_end(
-                    index.saturating_add(SEGMENTS as u64 - 1),
-                    self.segment,
-                    now,
-                );
+                // a live segment has not left the window at `now`
+                return wait_until(index.saturating_mul(self.segment), self.window, now);
             }
         }
         // unreachable while need ≤ total; refuse to promise anything sooner
