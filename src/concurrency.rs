@@ -397,6 +397,75 @@ impl Limiter for ConcurrencyLimiter {
     }
 }
 
+#[cfg(feature = "std")]
+mod owned {
+    use std::sync::Arc;
+
+    use super::{AcquireError, ConcurrencyLimiter};
+
+    /// `n` permits held on an `Arc`-shared limiter, for work that outlives
+    /// the current borrow (a spawned task). Dropping it gives them back.
+    #[must_use = "dropping the permit releases it at once"]
+    #[derive(Debug)]
+    pub struct OwnedConcurrencyPermit {
+        limiter: Arc<ConcurrencyLimiter>,
+        permits: u32,
+    }
+
+    impl OwnedConcurrencyPermit {
+        /// The permits this guard holds.
+        #[must_use]
+        pub const fn permits(&self) -> u32 {
+            self.permits
+        }
+
+        /// The limiter the permits belong to.
+        #[must_use]
+        pub fn limiter(&self) -> &Arc<ConcurrencyLimiter> {
+            &self.limiter
+        }
+    }
+
+    impl Drop for OwnedConcurrencyPermit {
+        fn drop(&mut self) {
+            self.limiter.release(self.permits);
+        }
+    }
+
+    impl ConcurrencyLimiter {
+        /// Like [`try_acquire`](ConcurrencyLimiter::try_acquire), with a
+        /// permit that keeps the limiter alive (feature `std`).
+        ///
+        /// ```
+        /// use std::sync::Arc;
+        /// use tollgate::ConcurrencyLimiter;
+        ///
+        /// let limiter = Arc::new(ConcurrencyLimiter::new(1)?);
+        /// let permit = limiter.try_acquire_owned(1)?;
+        /// let worker = std::thread::spawn(move || drop(permit));
+        /// worker.join().unwrap();
+        /// assert_eq!(limiter.in_flight(), 0);
+        /// # Ok::<(), Box<dyn std::error::Error>>(())
+        /// ```
+        ///
+        /// # Errors
+        /// As [`try_acquire`](ConcurrencyLimiter::try_acquire).
+        pub fn try_acquire_owned(
+            self: &Arc<Self>,
+            n: u32,
+        ) -> Result<OwnedConcurrencyPermit, AcquireError> {
+            let permits = self.try_acquire(n)?.into_raw();
+            Ok(OwnedConcurrencyPermit {
+                limiter: Arc::clone(self),
+                permits,
+            })
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+pub use owned::OwnedConcurrencyPermit;
+
 /// Why a [`Concurrency`] limiter could not be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -254,6 +254,8 @@ pub use chain::Chain;
 #[cfg(feature = "std")]
 pub use clock::StdClock;
 pub use clock::{Clock, ManualClock};
+#[cfg(feature = "std")]
+pub use concurrency::OwnedConcurrencyPermit;
 pub use concurrency::{
     AcquireError, Concurrency, ConcurrencyError, ConcurrencyLimiter, ConcurrencyPermit,
     ConcurrencyState,

@@ -234,3 +234,35 @@ fn a_static_fixed_window() {
     assert!(LIMIT.check(63).is_denied());
     assert!(LIMIT.check(64).is_allowed());
 }
+
+#[test]
+fn concurrent_checks_admit_exactly_the_limit_per_window() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Barrier;
+    const THREADS: u64 = 4;
+    let limiter = Bucket::new(FixedWindow::from_nanos(100, 1_000).unwrap());
+    let per_window = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+    let barrier = Barrier::new(THREADS as usize);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (limiter, per_window, barrier) = (&limiter, &per_window, &barrier);
+            s.spawn(move || {
+                // every thread races through window k, then all move on
+                for (k, count) in per_window.iter().enumerate() {
+                    for i in 0..200u64 {
+                        let now = k as u64 * 1_000 + (i * 7 + t * 13) % 1_000;
+                        if limiter.check_n(1, now).unwrap().is_allowed() {
+                            count.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    barrier.wait();
+                }
+            });
+        }
+    });
+    let counts: Vec<u64> = per_window
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .collect();
+    assert_eq!(counts, [100, 100, 100]);
+}
