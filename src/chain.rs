@@ -86,8 +86,13 @@ impl<A, B> Chain<A, B> {
 #[must_use]
 pub fn most_restrictive(a: &Snapshot, b: &Snapshot) -> Snapshot {
     let reset = core::cmp::max(a.reset_after_nanos(), b.reset_after_nanos());
-    let tight = if b.remaining() < a.remaining() { b } else { a };
-    Snapshot::new(tight.limit(), tight.remaining(), reset)
+    // `remaining` may divide: compute each once
+    let (ra, rb) = (a.remaining(), b.remaining());
+    if rb < ra {
+        Snapshot::new(b.limit(), rb, reset)
+    } else {
+        Snapshot::new(a.limit(), ra, reset)
+    }
 }
 
 fn denied(retry_after: u64, a: &Snapshot, b: &Snapshot) -> Decision {
