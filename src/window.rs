@@ -15,7 +15,7 @@
 //!   length `w / SEGMENTS` (.NET's `SegmentsPerWindow`). A permit counts
 //!   against the window until the segment it was taken in leaves the window,
 //!   so any `SEGMENTS` consecutive segments admit at most `limit` permits:
-//!   fairer than a fixed window, at the price of `4·SEGMENTS + 12` bytes of
+//!   fairer than a fixed window, at the price of about `4·SEGMENTS + 12` bytes of
 //!   state and a short critical section (see [`SlidingWindowState`]).
 //!   `retry_after` is the time until enough old segments expire for the
 //!   request.

@@ -233,7 +233,8 @@ impl<const S: usize> Counts<S> {
 }
 
 /// A [`SlidingWindow`]'s state: a lock word, the head segment index and one
-/// counter per segment (`4·SEGMENTS + 12` bytes).
+/// counter per segment (`4·SEGMENTS + 12` bytes, rounded up to a multiple of
+/// 8).
 ///
 /// # Protocol (for model checking)
 ///
@@ -507,6 +508,14 @@ mod tests {
         let d = b.check(10_000);
         assert_eq!(d.denied().unwrap().retry_after_nanos(), 2_000);
         assert!(b.check(12_000).is_allowed());
+    }
+
+    #[test]
+    fn state_size_is_as_documented() {
+        use core::mem::size_of;
+        assert_eq!(size_of::<SlidingWindowState<4>>(), 32); // 4·4 + 12, rounded up
+        assert_eq!(size_of::<SlidingWindowState<1>>(), 16);
+        assert_eq!(size_of::<crate::FixedWindowState>(), 8);
     }
 
     #[test]
