@@ -37,6 +37,10 @@
 //! | [`decision`] | [`Decision`], [`Snapshot`], [`Denied`], [`CapacityExceeded`] |
 //! | [`limiter`] | the [`Algorithm`] and [`Limiter`] traits, [`Bucket`] |
 //! | [`rate_limiter`] | [`RateLimiter`]: a limiter bundled with its clock |
+//! | [`window`] | [`FixedWindow`], [`SlidingWindow`]: permits per window; [`WindowError`] |
+//! | [`concurrency`] | [`ConcurrencyLimiter`]: permits in flight, RAII [`ConcurrencyPermit`] |
+//! | [`chain`] | [`Chain`]: all must allow, refused requests cost nothing |
+//! | [`stats`] | [`WithStats`]: opt-in admitted / refused / refunded counters |
 //!
 //! Algorithms are small `Copy` configurations; state is a few atomic bytes
 //! (8 for a GCRA bucket). An operation is "algorithm applied to state at
@@ -77,6 +81,94 @@
 //! let leaky_burst = (0..10).filter(|_| leaky.check(0).is_allowed()).count();
 //! assert_eq!((token_burst, leaky_burst), (4, 1));
 //! # Ok::<(), tollgate::QuotaError>(())
+//! ```
+//!
+//! ## Windows, concurrency, chains and statistics
+//!
+//! Every algorithm implements [`Algorithm`] (so keyed tables can keep its
+//! state per key) and, bundled in a [`Bucket`], [`Limiter`]. Which one:
+//!
+//! | algorithm | use it when |
+//! |---|---|
+//! | token bucket ([`Bucket::token_bucket`]) | clients are bursty: allow a burst, then a steady rate |
+//! | leaky bucket ([`Bucket::leaky_bucket`]) | the downstream wants smooth, evenly spaced traffic |
+//! | fixed window ([`FixedWindow`]) | you want the cheapest "N per minute" and can accept up to 2N across a boundary |
+//! | sliding window ([`SlidingWindow`]) | "N per minute" must hold in every minute (at segment resolution), fairly |
+//! | concurrency ([`ConcurrencyLimiter`]) | you limit work in flight (connections, jobs), not a rate |
+//!
+//! A **fixed window** admits `limit` permits per aligned window in one
+//! atomic word; a refusal waits only until the next boundary:
+//!
+//! ```
+//! use core::time::Duration;
+//! use tollgate::{Bucket, FixedWindow, Limiter};
+//!
+//! const WINDOW: FixedWindow = match FixedWindow::new(100, Duration::from_secs(60)) {
+//!     Ok(w) => w,
+//!     Err(_) => panic!("bad window"),
+//! };
+//! static API: Bucket<FixedWindow> = Bucket::fixed_window(WINDOW);
+//!
+//! let t = 59_000_000_000; // 59 s
+//! assert!(API.check_n(100, t)?.is_allowed());
+//! assert_eq!(API.check(t).retry_after(), Duration::from_secs(1));
+//! # Ok::<(), tollgate::CapacityExceeded>(())
+//! ```
+//!
+//! A **sliding window** (.NET's segments) counts a permit until its segment
+//! leaves the window, so no span of the window's length admits more than
+//! the limit:
+//!
+//! ```
+//! use core::time::Duration;
+//! use tollgate::{Bucket, Limiter, SlidingWindow};
+//!
+//! // 100 per minute, in 6 segments of 10 s.
+//! let limiter = Bucket::new(SlidingWindow::<6>::new(100, Duration::from_secs(60))?);
+//! let t = 59_000_000_000;
+//! assert!(limiter.check_n(100, t)?.is_allowed());
+//! // Unlike a fixed window, the next minute does not start afresh at 60 s:
+//! // these permits leave the window when their segment (50..60 s) does, at 110 s.
+//! assert_eq!(limiter.check(60_000_000_000).retry_after(), Duration::from_secs(50));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A **concurrency limiter** bounds the permits in flight; a permit gives
+//! its share back when dropped:
+//!
+//! ```
+//! use tollgate::ConcurrencyLimiter;
+//!
+//! static JOBS: ConcurrencyLimiter = match ConcurrencyLimiter::new(4) {
+//!     Ok(l) => l,
+//!     Err(_) => panic!("bad limit"),
+//! };
+//! {
+//!     let _permit = JOBS.try_acquire(3)?;
+//!     assert!(JOBS.try_acquire(2).is_err());
+//! } // dropped: the 3 permits return
+//! assert_eq!(JOBS.available(), 4);
+//! # Ok::<(), tollgate::AcquireError>(())
+//! ```
+//!
+//! A [`Chain`] needs every member to allow; when a later one refuses, the
+//! earlier ones are refunded, so a refused request costs nothing. Wrap any
+//! limiter in [`WithStats`] to count what it admitted and refused:
+//!
+//! ```
+//! use core::time::Duration;
+//! use tollgate::{Bucket, Chain, FixedWindow, Limiter, Quota, WithStats};
+//!
+//! let chain = Chain::new(
+//!     WithStats::new(Bucket::token_bucket(Quota::per_second(100)?)),
+//!     Bucket::new(FixedWindow::new(2, Duration::from_secs(1))?),
+//! );
+//! let admitted = (0..5).filter(|_| chain.check(0).is_allowed()).count();
+//! assert_eq!(admitted, 2);
+//! let stats = chain.first().statistics(0);
+//! // 5 admitted by the bucket, 3 given back when the window refused
+//! assert_eq!((stats.admitted, stats.refunded, stats.available), (5, 3, 98));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! ## Decisions
@@ -142,12 +234,16 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod chain;
 pub mod clock;
+pub mod concurrency;
 pub mod decision;
 pub mod gcra;
 pub mod limiter;
 pub mod quota;
 pub mod rate_limiter;
+pub mod stats;
+pub mod window;
 
 #[cfg(loom)]
 #[doc(hidden)]
@@ -155,13 +251,22 @@ pub mod sync;
 #[cfg(not(loom))]
 mod sync;
 
+pub use chain::Chain;
 #[cfg(feature = "quanta")]
 pub use clock::QuantaClock;
 pub use clock::{Clock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, StdClock};
+#[cfg(feature = "std")]
+pub use concurrency::OwnedConcurrencyPermit;
+pub use concurrency::{
+    AcquireError, Concurrency, ConcurrencyError, ConcurrencyLimiter, ConcurrencyPermit,
+    ConcurrencyState,
+};
 pub use decision::{CapacityExceeded, Decision, Denied, Snapshot};
 pub use gcra::{BucketKind, Gcra, GcraState};
 pub use limiter::{Algorithm, Bucket, Limiter};
 pub use quota::{Quota, QuotaError};
 pub use rate_limiter::RateLimiter;
+pub use stats::{Statistics, WithStats};
+pub use window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState, WindowError};

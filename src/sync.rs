@@ -20,6 +20,15 @@ pub use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 #[allow(unused_imports)]
 pub use portable_atomic::{AtomicU32, AtomicU64, Ordering};
 
+#[cfg(not(loom))]
+#[allow(unused_imports)]
+pub use core::hint::spin_loop;
+/// The busy-wait hint for spin loops (loom's yields to its scheduler, so a
+/// model of a spin lock terminates).
+#[cfg(loom)]
+#[allow(unused_imports)]
+pub use loom::hint::spin_loop;
+
 /// Declares a function that is `const fn` in normal builds and a plain `fn`
 /// under `cfg(loom)`, where atomic constructors are not `const`.
 macro_rules! const_fn_unless_loom {

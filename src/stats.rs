@@ -1,0 +1,187 @@
+//! Opt-in statistics: what .NET's `GetStatistics` reports.
+//!
+//! Wrap any [`Limiter`] in [`WithStats`] to count the permits it admitted,
+//! refused and had refunded, and to read its currently available permits.
+//! A limiter that is not wrapped pays nothing. The counters are separate
+//! `Relaxed` atomic `u64`s updated after the decision (one `fetch_add` per
+//! check, no lock): each total is exact once the counted calls have
+//! returned, but a [`Statistics`] read during concurrent checks is not one
+//! atomic snapshot of all counters.
+//!
+//! Counting rules (in permits, not requests):
+//! - a check of `n` that is allowed adds `n` to `admitted`; a peek (`n = 0`)
+//!   counts nothing;
+//! - a refused check adds `n` to `refused`, and so does a request that can
+//!   never succeed ([`CapacityExceeded`]);
+//! - a refund of `n` adds `n` to `refunded` (so a request refused later in a
+//!   [`Chain`](crate::Chain) shows up as admitted and refunded by the
+//!   limiters before the refusing one: `admitted − refunded` is the net).
+//!
+//! ```
+//! use tollgate::{Bucket, Limiter, Quota, WithStats};
+//!
+//! let limiter = WithStats::new(Bucket::token_bucket(Quota::per_second(3)?));
+//! for _ in 0..5 {
+//!     let _ = limiter.check(0);
+//! }
+//! let stats = limiter.statistics(0);
+//! assert_eq!((stats.admitted, stats.refused, stats.available), (3, 2, 0));
+//! # Ok::<(), tollgate::QuotaError>(())
+//! ```
+
+use crate::decision::{CapacityExceeded, Decision, Snapshot};
+use crate::limiter::Limiter;
+use crate::sync::{AtomicU64, Ordering};
+
+/// A limiter with permit counters. See the [module documentation](self).
+#[derive(Debug)]
+pub struct WithStats<L> {
+    inner: L,
+    admitted: AtomicU64,
+    refused: AtomicU64,
+    refunded: AtomicU64,
+}
+
+/// Totals read from a [`WithStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub struct Statistics {
+    /// Permits admitted since creation (or the last reset).
+    pub admitted: u64,
+    /// Permits refused (including requests that can never succeed).
+    pub refused: u64,
+    /// Permits given back through `refund`.
+    pub refunded: u64,
+    /// Permits the limiter could admit at the instant read.
+    pub available: u32,
+}
+
+impl<L> WithStats<L> {
+    crate::sync::const_fn_unless_loom! {
+        /// Wraps `inner` with zeroed counters.
+        #[must_use]
+        pub fn new(inner: L) -> Self {
+            Self {
+                inner,
+                admitted: AtomicU64::new(0),
+                refused: AtomicU64::new(0),
+                refunded: AtomicU64::new(0),
+            }
+        }
+    }
+
+    /// The wrapped limiter.
+    #[must_use]
+    pub const fn inner(&self) -> &L {
+        &self.inner
+    }
+
+    /// Unwraps the limiter, dropping the counters.
+    #[must_use]
+    pub fn into_inner(self) -> L {
+        self.inner
+    }
+
+    /// Permits admitted so far.
+    #[must_use]
+    pub fn admitted(&self) -> u64 {
+        self.admitted.load(Ordering::Relaxed)
+    }
+
+    /// Permits refused so far.
+    #[must_use]
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Permits refunded so far.
+    #[must_use]
+    pub fn refunded(&self) -> u64 {
+        self.refunded.load(Ordering::Relaxed)
+    }
+
+    /// Zeroes the counters and returns their previous values (each swapped
+    /// atomically on its own); `available` is not a counter and reads 0.
+    pub fn take(&self) -> Statistics {
+        Statistics {
+            admitted: self.admitted.swap(0, Ordering::Relaxed),
+            refused: self.refused.swap(0, Ordering::Relaxed),
+            refunded: self.refunded.swap(0, Ordering::Relaxed),
+            available: 0,
+        }
+    }
+
+    #[inline]
+    fn count(counter: &AtomicU64, n: u32) {
+        if n != 0 {
+            // u64 of permits: 2^32 checks of u32::MAX permits before a wrap;
+            // saturate anyway rather than wrap
+            let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v.saturating_add(n as u64))
+            });
+        }
+    }
+}
+
+impl<L: Limiter> WithStats<L> {
+    /// The counters and the permits available at `now`.
+    #[must_use]
+    pub fn statistics(&self, now: u64) -> Statistics {
+        Statistics {
+            admitted: self.admitted(),
+            refused: self.refused(),
+            refunded: self.refunded(),
+            available: self.inner.snapshot(now).remaining(),
+        }
+    }
+}
+
+impl<L: Limiter> Limiter for WithStats<L> {
+    #[inline]
+    fn capacity(&self) -> u32 {
+        self.inner.capacity()
+    }
+
+    #[inline]
+    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+        let result = self.inner.check_n(n, now);
+        match &result {
+            Ok(Decision::Allowed(_)) => Self::count(&self.admitted, n),
+            Ok(Decision::Denied(_)) | Err(_) => Self::count(&self.refused, n),
+        }
+        result
+    }
+
+    #[inline]
+    fn check(&self, now: u64) -> Decision {
+        let decision = self.inner.check(now);
+        let counter = if decision.is_allowed() {
+            &self.admitted
+        } else {
+            &self.refused
+        };
+        Self::count(counter, 1);
+        decision
+    }
+
+    #[inline]
+    fn refund(&self, n: u32, now: u64) {
+        self.inner.refund(n, now);
+        Self::count(&self.refunded, n);
+    }
+
+    #[inline]
+    fn snapshot(&self, now: u64) -> Snapshot {
+        self.inner.snapshot(now)
+    }
+
+    #[inline]
+    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+        self.inner.time_until_ready(n, now)
+    }
+
+    #[inline]
+    fn is_idle(&self, now: u64) -> bool {
+        self.inner.is_idle(now)
+    }
+}

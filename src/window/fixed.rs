@@ -1,0 +1,416 @@
+//! The fixed window: one atomic word, windows aligned on multiples of `w`.
+
+use core::time::Duration;
+
+use super::{wait_until, WindowError, DEFAULT_HEAL_THRESHOLD_NANOS};
+use crate::clock::duration_to_nanos;
+use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
+use crate::limiter::{Algorithm, Bucket};
+use crate::quota::Quota;
+use crate::sync::{AtomicU64, Ordering};
+
+/// At most `limit` permits per aligned window `[k·w, (k+1)·w)`.
+///
+/// A small `Copy` configuration; apply it to a [`FixedWindowState`] (8
+/// bytes) through [`Algorithm`], or bundle both in a [`Bucket`].
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::{Bucket, FixedWindow, Limiter};
+///
+/// // 3 per 100 ms.
+/// let window = Bucket::new(FixedWindow::new(3, Duration::from_millis(100))?);
+/// assert!(window.check_n(3, 10_000_000)?.is_allowed());
+/// let refused = window.check(40_000_000);
+/// // Not a whole window: the next one opens at 100 ms.
+/// assert_eq!(refused.retry_after(), Duration::from_millis(60));
+/// assert!(window.check(100_000_000).is_allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # State protocol (for model checking)
+///
+/// The state is one `AtomicU64` word `index << bits | count`, where `bits`
+/// is the bit width of `limit`, `index` the number of the window the count
+/// belongs to and `count` the permits taken in it. Construction rejects
+/// windows so short that `u64::MAX / w` would not fit in `64 − bits` bits
+/// ([`WindowError::WindowTooShort`]), so the index never wraps and every
+/// `u64` instant is handled exactly. Every operation is a load, a pure
+/// computation from `(word, now)` and one `compare_exchange_weak` of the
+/// whole word, retried from the fresh value on failure (`Relaxed` throughout:
+/// the word publishes nothing else). With `cur = now / w`, the *effective*
+/// window of a word is
+/// - `(cur, 0)` if `index < cur` (the stored window is over);
+/// - `(index, count)` if `index ≥ cur` and the stored window does not start
+///   more than the heal threshold after `now` (a stale or slightly backwards
+///   `now` is charged to the newer window);
+/// - `(cur, count)` otherwise (a clock jump back: the count is re-dated).
+///
+/// A check of `n` admits iff `count + n ≤ limit` on the effective window and
+/// then writes `(index, count + n)`; a refusal writes only when it healed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FixedWindow {
+    window: u64,
+    heal_threshold: u64,
+    limit: u32,
+    count_bits: u32,
+}
+
+impl FixedWindow {
+    /// `limit` permits per window of length `window`.
+    ///
+    /// # Errors
+    /// [`WindowError::ZeroLimit`], [`WindowError::ZeroWindow`], or
+    /// [`WindowError::WindowTooShort`] when the window is under
+    /// `2^bits(limit)` ns (more than about one permit per nanosecond).
+    pub const fn new(limit: u32, window: Duration) -> Result<Self, WindowError> {
+        Self::from_nanos(limit, duration_to_nanos(window))
+    }
+
+    /// `limit` permits per window of `window_nanos` nanoseconds. See
+    /// [`FixedWindow::new`].
+    ///
+    /// # Errors
+    /// As [`FixedWindow::new`].
+    pub const fn from_nanos(limit: u32, window_nanos: u64) -> Result<Self, WindowError> {
+        if limit == 0 {
+            return Err(WindowError::ZeroLimit);
+        }
+        if window_nanos == 0 {
+            return Err(WindowError::ZeroWindow);
+        }
+        let count_bits = u32::BITS - limit.leading_zeros(); // 1..=32
+        let max_index = u64::MAX / window_nanos;
+        if max_index >> (u64::BITS - count_bits) != 0 {
+            return Err(WindowError::WindowTooShort {
+                window_nanos,
+                limit,
+                min_window_nanos: 1u64 << count_bits,
+            });
+        }
+        Ok(Self {
+            window: window_nanos,
+            heal_threshold: DEFAULT_HEAL_THRESHOLD_NANOS,
+            limit,
+            count_bits,
+        })
+    }
+
+    /// A fixed window of `quota.permits()` per `quota.period()` (the burst
+    /// and weight settings of the quota do not apply to windows).
+    ///
+    /// # Errors
+    /// As [`FixedWindow::new`].
+    pub const fn from_quota(quota: Quota) -> Result<Self, WindowError> {
+        Self::from_nanos(quota.permits(), quota.period_nanos())
+    }
+
+    /// Sets the heal threshold: how far after `now` the counted window must
+    /// start before the clock is taken to have jumped back (see the
+    /// [module documentation](crate::window)). It must stay above the
+    /// longest time a caller can hold a stale `now`.
+    #[must_use]
+    pub const fn with_heal_threshold(self, threshold_nanos: u64) -> Self {
+        Self {
+            heal_threshold: threshold_nanos,
+            ..self
+        }
+    }
+
+    /// Checks that the window is not finer than a clock of resolution
+    /// `resolution_nanos` can show.
+    ///
+    /// # Errors
+    /// [`WindowError::BelowClockResolution`].
+    pub const fn check_resolution(self, resolution_nanos: u64) -> Result<Self, WindowError> {
+        if self.window < resolution_nanos {
+            return Err(WindowError::BelowClockResolution {
+                step_nanos: self.window,
+                resolution_nanos,
+            });
+        }
+        Ok(self)
+    }
+
+    /// Permits per window.
+    #[must_use]
+    pub const fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// The window length.
+    #[must_use]
+    pub const fn window(&self) -> Duration {
+        Duration::from_nanos(self.window)
+    }
+
+    /// The window length in nanoseconds.
+    #[must_use]
+    pub const fn window_nanos(&self) -> u64 {
+        self.window
+    }
+
+    /// The heal threshold in nanoseconds.
+    #[must_use]
+    pub const fn heal_threshold_nanos(&self) -> u64 {
+        self.heal_threshold
+    }
+
+    #[inline]
+    const fn pack(&self, index: u64, count: u64) -> u64 {
+        (index << self.count_bits) | count
+    }
+
+    /// `(effective index, count, healed)` of `word` at `now`.
+    #[inline]
+    const fn effective(&self, word: u64, now: u64) -> (u64, u64, bool) {
+        let index = word >> self.count_bits;
+        let count = word & ((1u64 << self.count_bits) - 1);
+        let cur = now / self.window;
+        if index < cur {
+            (cur, 0, false)
+        } else if index == cur {
+            (cur, count, false)
+        } else {
+            // index > cur, so the stored window starts after `now`
+            let ahead = index.saturating_mul(self.window).saturating_sub(now);
+            if ahead > self.heal_threshold {
+                (cur, count, true)
+            } else {
+                (index, count, false)
+            }
+        }
+    }
+
+    #[inline]
+    const fn snapshot_of(&self, index: u64, count: u64, now: u64) -> Snapshot {
+        // count ≤ limit always holds for a word this type wrote
+        let remaining = (self.limit as u64).saturating_sub(count) as u32;
+        let reset = if count == 0 {
+            0
+        } else {
+            wait_until(index.saturating_mul(self.window), self.window, now)
+        };
+        Snapshot::new(self.limit, remaining, reset)
+    }
+
+    #[inline]
+    const fn exceeded(&self, n: u32) -> CapacityExceeded {
+        CapacityExceeded {
+            requested: n,
+            capacity: self.limit,
+        }
+    }
+}
+
+/// A [`FixedWindow`]'s state: one atomic `u64` (window index and count).
+///
+/// `const`-constructible (so it can be a `static`); `Default` is a fresh
+/// window.
+#[derive(Debug, Default)]
+#[repr(transparent)]
+pub struct FixedWindowState {
+    word: AtomicU64,
+}
+
+impl FixedWindowState {
+    crate::sync::const_fn_unless_loom! {
+        /// A fresh state: nothing counted.
+        #[must_use]
+        pub fn new() -> Self {
+            Self { word: AtomicU64::new(0) }
+        }
+    }
+
+    /// The raw packed word (`index << bits | count`), for diagnostics.
+    #[must_use]
+    pub fn raw(&self) -> u64 {
+        self.word.load(Ordering::Relaxed)
+    }
+}
+
+impl Algorithm for FixedWindow {
+    type State = FixedWindowState;
+
+    #[inline]
+    fn new_state(&self) -> FixedWindowState {
+        FixedWindowState::new()
+    }
+
+    #[inline]
+    fn capacity(&self) -> u32 {
+        self.limit
+    }
+
+    fn check_n(
+        &self,
+        state: &FixedWindowState,
+        n: u32,
+        now: u64,
+    ) -> Result<Decision, CapacityExceeded> {
+        if n > self.limit {
+            return Err(self.exceeded(n));
+        }
+        if n == 0 {
+            return Ok(Decision::Allowed(self.snapshot(state, now)));
+        }
+        let mut word = state.word.load(Ordering::Relaxed);
+        loop {
+            let (index, count, healed) = self.effective(word, now);
+            let (new_word, decision) = if count + n as u64 <= self.limit as u64 {
+                let count = count + n as u64;
+                (
+                    self.pack(index, count),
+                    Decision::Allowed(self.snapshot_of(index, count, now)),
+                )
+            } else {
+                let denied = Denied::new(
+                    wait_until(index.saturating_mul(self.window), self.window, now),
+                    self.snapshot_of(index, count, now),
+                );
+                if !healed {
+                    return Ok(Decision::Denied(denied));
+                }
+                // persist the heal, or every later check would re-date again
+                (self.pack(index, count), Decision::Denied(denied))
+            };
+            match state.word.compare_exchange_weak(
+                word,
+                new_word,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(decision),
+                Err(current) => word = current,
+            }
+        }
+    }
+
+    fn refund(&self, state: &FixedWindowState, n: u32, now: u64) {
+        if n == 0 {
+            return;
+        }
+        let mut word = state.word.load(Ordering::Relaxed);
+        loop {
+            let (index, count, _) = self.effective(word, now);
+            if count == 0 {
+                return; // a window that is over has nothing to give back
+            }
+            let new_word = self.pack(index, count.saturating_sub(n as u64));
+            match state.word.compare_exchange_weak(
+                word,
+                new_word,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(current) => word = current,
+            }
+        }
+    }
+
+    #[inline]
+    fn snapshot(&self, state: &FixedWindowState, now: u64) -> Snapshot {
+        let (index, count, _) = self.effective(state.word.load(Ordering::Relaxed), now);
+        self.snapshot_of(index, count, now)
+    }
+
+    fn time_until_ready(
+        &self,
+        state: &FixedWindowState,
+        n: u32,
+        now: u64,
+    ) -> Result<u64, CapacityExceeded> {
+        if n > self.limit {
+            return Err(self.exceeded(n));
+        }
+        let (index, count, _) = self.effective(state.word.load(Ordering::Relaxed), now);
+        if count + n as u64 <= self.limit as u64 {
+            Ok(0)
+        } else {
+            Ok(wait_until(
+                index.saturating_mul(self.window),
+                self.window,
+                now,
+            ))
+        }
+    }
+
+    #[inline]
+    fn is_idle(&self, state: &FixedWindowState, now: u64) -> bool {
+        let word = state.word.load(Ordering::Relaxed);
+        let index = word >> self.count_bits;
+        let cur = now / self.window;
+        index < cur || (index == cur && word & ((1u64 << self.count_bits) - 1) == 0)
+    }
+}
+
+impl Bucket<FixedWindow> {
+    crate::sync::const_fn_unless_loom! {
+        /// A fresh fixed-window limiter (usable in a `static`).
+        #[must_use]
+        pub fn fixed_window(window: FixedWindow) -> Self {
+            Self::from_parts(window, FixedWindowState::new())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limiter::Limiter;
+
+    #[test]
+    fn validation() {
+        assert_eq!(FixedWindow::from_nanos(0, 10), Err(WindowError::ZeroLimit));
+        assert_eq!(FixedWindow::from_nanos(1, 0), Err(WindowError::ZeroWindow));
+        // limit 1 needs 1 count bit, so windows of at least 2 ns
+        assert!(matches!(
+            FixedWindow::from_nanos(1, 1),
+            Err(WindowError::WindowTooShort {
+                min_window_nanos: 2,
+                ..
+            })
+        ));
+        assert!(FixedWindow::from_nanos(1, 2).is_ok());
+        assert!(FixedWindow::from_nanos(u32::MAX, 1 << 32).is_ok());
+        assert!(FixedWindow::from_nanos(u32::MAX, (1 << 32) - 1).is_err());
+        assert!(FixedWindow::from_nanos(u32::MAX, u64::MAX).is_ok());
+        let w = FixedWindow::from_nanos(5, 100).unwrap();
+        assert!(w.check_resolution(100).is_ok());
+        assert!(matches!(
+            w.check_resolution(101),
+            Err(WindowError::BelowClockResolution { .. })
+        ));
+    }
+
+    #[test]
+    fn last_window_before_the_end_of_time() {
+        let w = FixedWindow::from_nanos(2, 7).unwrap(); // the last window is partial
+        let b = Bucket::new(w);
+        let t = u64::MAX;
+        assert!(b.check_n(2, t).unwrap().is_allowed());
+        let d = b.check(t);
+        assert!(d.is_denied());
+        assert!(d.retry_after().as_nanos() >= 1);
+        assert!(!b.is_idle(t));
+        b.refund(2, t);
+        assert!(b.is_idle(t));
+    }
+
+    #[test]
+    fn heal_redates_the_count() {
+        let w = FixedWindow::from_nanos(2, 1_000)
+            .unwrap()
+            .with_heal_threshold(5_000);
+        let b = Bucket::new(w);
+        assert!(b.check_n(2, 1_000_000).unwrap().is_allowed());
+        // a small step back is charged to the newer window
+        let d = b.check(1_000_000 - 3_000);
+        assert_eq!(d.denied().unwrap().retry_after_nanos(), 4_000);
+        // a jump back beyond the threshold re-dates the 2 permits to now
+        let d = b.check(10_000);
+        assert_eq!(d.denied().unwrap().retry_after_nanos(), 1_000);
+        assert!(b.check(11_000).is_allowed());
+    }
+}

@@ -1,0 +1,531 @@
+//! The sliding window: `SEGMENTS` per-segment counters behind a short
+//! critical section.
+
+use core::time::Duration;
+
+use super::{wait_until, WindowError, DEFAULT_HEAL_THRESHOLD_NANOS};
+use crate::clock::duration_to_nanos;
+use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
+use crate::limiter::{Algorithm, Bucket};
+use crate::quota::Quota;
+use crate::sync::{spin_loop, AtomicU32, AtomicU64, Ordering};
+
+/// At most `limit` permits in any `SEGMENTS` consecutive segments of length
+/// `w / SEGMENTS`: .NET's sliding window with `SegmentsPerWindow`.
+///
+/// Time is cut into segments `[k·s, (k+1)·s)` with `s = w / SEGMENTS`. A
+/// permit taken in segment `k` counts until segment `k + SEGMENTS` begins
+/// (when its segment leaves the window), so over any span of `SEGMENTS`
+/// whole segments at most `limit` permits are admitted. More segments track
+/// a true sliding window more closely; `SEGMENTS = 1` is a fixed window.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::{Bucket, Limiter, SlidingWindow};
+///
+/// // 4 per second, in 2 segments of 500 ms.
+/// let window = Bucket::new(SlidingWindow::<2>::new(4, Duration::from_secs(1))?);
+/// assert!(window.check_n(3, 0)?.is_allowed()); // segment 0
+/// assert!(window.check(600_000_000).is_allowed()); // segment 1: window full
+/// // Segment 0 leaves the window at 1 s and gives its 3 permits back.
+/// let refused = window.check_n(2, 700_000_000)?;
+/// assert_eq!(refused.retry_after(), Duration::from_millis(300));
+/// assert!(window.check_n(3, 1_000_000_000)?.is_allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SlidingWindow<const SEGMENTS: usize> {
+    window: u64,
+    segment: u64,
+    heal_threshold: u64,
+    limit: u32,
+}
+
+impl<const SEGMENTS: usize> SlidingWindow<SEGMENTS> {
+    /// `limit` permits per window of length `window`, split in `SEGMENTS`.
+    ///
+    /// # Errors
+    /// [`WindowError::ZeroLimit`], [`WindowError::ZeroWindow`],
+    /// [`WindowError::ZeroSegments`], or [`WindowError::WindowNotDivisible`]
+    /// when `window` is not a whole number of nanoseconds per segment.
+    pub const fn new(limit: u32, window: Duration) -> Result<Self, WindowError> {
+        Self::from_nanos(limit, duration_to_nanos(window))
+    }
+
+    /// `limit` permits per window of `window_nanos` nanoseconds. See
+    /// [`SlidingWindow::new`].
+    ///
+    /// # Errors
+    /// As [`SlidingWindow::new`].
+    pub const fn from_nanos(limit: u32, window_nanos: u64) -> Result<Self, WindowError> {
+        if limit == 0 {
+            return Err(WindowError::ZeroLimit);
+        }
+        if window_nanos == 0 {
+            return Err(WindowError::ZeroWindow);
+        }
+        if SEGMENTS == 0 {
+            return Err(WindowError::ZeroSegments);
+        }
+        let segments = SEGMENTS as u64;
+        if !window_nanos.is_multiple_of(segments) {
+            return Err(WindowError::WindowNotDivisible {
+                window_nanos,
+                segments,
+            });
+        }
+        Ok(Self {
+            window: window_nanos,
+            segment: window_nanos / segments, // ≥ 1: window ≥ segments
+            heal_threshold: DEFAULT_HEAL_THRESHOLD_NANOS,
+            limit,
+        })
+    }
+
+    /// A sliding window of `quota.permits()` per `quota.period()`.
+    ///
+    /// # Errors
+    /// As [`SlidingWindow::new`].
+    pub const fn from_quota(quota: Quota) -> Result<Self, WindowError> {
+        Self::from_nanos(quota.permits(), quota.period_nanos())
+    }
+
+    /// Sets the heal threshold (see the [module documentation](crate::window)).
+    #[must_use]
+    pub const fn with_heal_threshold(self, threshold_nanos: u64) -> Self {
+        Self {
+            heal_threshold: threshold_nanos,
+            ..self
+        }
+    }
+
+    /// Checks that a segment is not finer than a clock of resolution
+    /// `resolution_nanos` can show.
+    ///
+    /// # Errors
+    /// [`WindowError::BelowClockResolution`].
+    pub const fn check_resolution(self, resolution_nanos: u64) -> Result<Self, WindowError> {
+        if self.segment < resolution_nanos {
+            return Err(WindowError::BelowClockResolution {
+                step_nanos: self.segment,
+                resolution_nanos,
+            });
+        }
+        Ok(self)
+    }
+
+    /// Permits per window.
+    #[must_use]
+    pub const fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// The window length.
+    #[must_use]
+    pub const fn window(&self) -> Duration {
+        Duration::from_nanos(self.window)
+    }
+
+    /// The window length in nanoseconds.
+    #[must_use]
+    pub const fn window_nanos(&self) -> u64 {
+        self.window
+    }
+
+    /// The segment length in nanoseconds (`window / SEGMENTS`).
+    #[must_use]
+    pub const fn segment_nanos(&self) -> u64 {
+        self.segment
+    }
+
+    /// The heal threshold in nanoseconds.
+    #[must_use]
+    pub const fn heal_threshold_nanos(&self) -> u64 {
+        self.heal_threshold
+    }
+
+    #[inline]
+    const fn exceeded(&self, n: u32) -> CapacityExceeded {
+        CapacityExceeded {
+            requested: n,
+            capacity: self.limit,
+        }
+    }
+
+    /// Brings `w` to the effective segment at `now` (see
+    /// [`SlidingWindowState`]); returns `now`'s segment.
+    fn settle(&self, w: &mut Counts<SEGMENTS>, now: u64) {
+        let cur = now / self.segment;
+        if w.head < cur {
+            let steps = cur - w.head;
+            if steps >= SEGMENTS as u64 {
+                w.counts = [0; SEGMENTS];
+            } else {
+                for i in 1..=steps {
+                    w.counts[slot::<SEGMENTS>(w.head + i)] = 0;
+                }
+            }
+            w.head = cur;
+        } else if w.head > cur {
+            // head > cur, so the head segment starts after `now`
+            let ahead = w.head.saturating_mul(self.segment).saturating_sub(now);
+            if ahead > self.heal_threshold {
+                // clock jump back: re-date every counted permit to `now`
+                let total = w.total();
+                w.counts = [0; SEGMENTS];
+                // total ≤ limit ≤ u32::MAX
+                w.counts[slot::<SEGMENTS>(cur)] = u32::try_from(total).unwrap_or(u32::MAX);
+                w.head = cur;
+            }
+            // else: a stale `now` is charged to the newer head segment
+        }
+    }
+
+    /// Wait until `need` permits have left the window (settled `w`).
+    fn wait_for(&self, w: &Counts<SEGMENTS>, need: u64, now: u64) -> u64 {
+        let mut freed = 0u64;
+        for (index, count) in w.live() {
+            freed += count as u64;
+            if freed >= need {
+                // segment `index` leaves the window when `index + SEGMENTS` begins
+                // a live segment has not left the window at `now`
+                return wait_until(index.saturating_mul(self.segment), self.window, now);
+            }
+        }
+        // unreachable while need ≤ total; refuse to promise anything sooner
+        u64::MAX
+    }
+
+    fn snapshot_of(&self, w: &Counts<SEGMENTS>, now: u64) -> Snapshot {
+        let total = w.total();
+        let remaining = (self.limit as u64).saturating_sub(total) as u32;
+        let reset = if total == 0 {
+            0
+        } else {
+            self.wait_for(w, total, now)
+        };
+        Snapshot::new(self.limit, remaining, reset)
+    }
+}
+
+#[inline]
+const fn slot<const S: usize>(index: u64) -> usize {
+    (index % S as u64) as usize
+}
+
+/// A plain copy of the state, worked on inside the critical section.
+#[derive(Clone, Copy)]
+struct Counts<const S: usize> {
+    head: u64,
+    counts: [u32; S],
+}
+
+impl<const S: usize> Counts<S> {
+    fn total(&self) -> u64 {
+        self.counts.iter().map(|&c| c as u64).sum()
+    }
+
+    /// `(segment index, count)` of the live segments, oldest first.
+    fn live(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let first = self.head.saturating_sub(S as u64 - 1);
+        (first..=self.head).map(move |i| (i, self.counts[slot::<S>(i)]))
+    }
+}
+
+/// A [`SlidingWindow`]'s state: a lock word, the head segment index and one
+/// counter per segment (`4·SEGMENTS + 12` bytes, rounded up to a multiple of
+/// 8).
+///
+/// # Protocol (for model checking)
+///
+/// A sliding window's decision depends on `SEGMENTS + 1` words at once, and
+/// its admission must be linearisable with the expiry of old segments: a
+/// lock-free scheme would need a multi-word compare-and-swap (or segment
+/// counts packed into one word, which caps both `limit` and `SEGMENTS`).
+/// So every operation runs in a *critical section* guarded by `lock`:
+///
+/// 1. acquire: `lock.compare_exchange_weak(0, 1, Acquire, Relaxed)`; on
+///    failure spin (`spin_loop` hint) on a `Relaxed` load until it reads 0,
+///    then retry;
+/// 2. copy `head` and the counters into a local value (`Relaxed` loads),
+///    compute the answer on the copy: *settle* it to `now` (zero the
+///    counters of segments that left the window, re-date on a clock jump
+///    back, see below), then admit iff `total + n ≤ limit` by adding `n` to
+///    the head segment's counter, or take back a refund from the newest
+///    segments first;
+/// 3. if the operation mutates (check with `n > 0`, refund), store the copy
+///    back (`Relaxed` stores);
+/// 4. release: `lock.store(0, Release)`.
+///
+/// The section is a few dozen instructions with no user code, no
+/// allocation and no panics, so it is held very briefly; peeks, snapshots
+/// and `is_idle` take it too, so they never see a half-written state.
+///
+/// Settling with `cur = now / segment`: if `head < cur`, the segments
+/// `head+1 ..= cur` are zeroed (all of them if `SEGMENTS` or more) and
+/// `head = cur`; if `head > cur` and the head segment starts at most the
+/// heal threshold after `now`, the request is charged to the head segment
+/// (a stale `now` never opens an older window); beyond the threshold every
+/// counted permit is moved to segment `cur`.
+///
+/// **Interrupts:** like any spin lock, a `SlidingWindowState` must not be
+/// used both by an interrupt handler and by the code it interrupts on the
+/// same core (the handler would spin on a lock its victim holds). Use a
+/// [`FixedWindow`](crate::FixedWindow) or a GCRA bucket there (lock-free),
+/// or call the sliding window inside `critical_section::with`.
+#[derive(Debug)]
+pub struct SlidingWindowState<const SEGMENTS: usize> {
+    lock: AtomicU32,
+    head: AtomicU64,
+    counts: [AtomicU32; SEGMENTS],
+}
+
+impl<const SEGMENTS: usize> SlidingWindowState<SEGMENTS> {
+    #[cfg(not(loom))]
+    /// A fresh state: nothing counted.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self {
+            lock: AtomicU32::new(0),
+            head: AtomicU64::new(0),
+            counts: [const { AtomicU32::new(0) }; SEGMENTS],
+        }
+    }
+
+    #[cfg(loom)]
+    /// A fresh state: nothing counted.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            lock: AtomicU32::new(0),
+            head: AtomicU64::new(0),
+            counts: core::array::from_fn(|_| AtomicU32::new(0)),
+        }
+    }
+
+    /// Runs `f` on a copy of the state inside the critical section, storing
+    /// the copy back if `f` returns `true` as its second value.
+    fn with<R>(&self, f: impl FnOnce(&mut Counts<SEGMENTS>) -> (R, bool)) -> R {
+        while self
+            .lock
+            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            while self.lock.load(Ordering::Relaxed) != 0 {
+                spin_loop();
+            }
+        }
+        let mut copy = Counts {
+            head: self.head.load(Ordering::Relaxed),
+            counts: [0; SEGMENTS],
+        };
+        for (c, a) in copy.counts.iter_mut().zip(self.counts.iter()) {
+            *c = a.load(Ordering::Relaxed);
+        }
+        let (result, store) = f(&mut copy);
+        if store {
+            self.head.store(copy.head, Ordering::Relaxed);
+            for (c, a) in copy.counts.iter().zip(self.counts.iter()) {
+                a.store(*c, Ordering::Relaxed);
+            }
+        }
+        self.lock.store(0, Ordering::Release);
+        result
+    }
+}
+
+impl<const SEGMENTS: usize> Default for SlidingWindowState<SEGMENTS> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const SEGMENTS: usize> Algorithm for SlidingWindow<SEGMENTS> {
+    type State = SlidingWindowState<SEGMENTS>;
+
+    #[inline]
+    fn new_state(&self) -> Self::State {
+        SlidingWindowState::new()
+    }
+
+    #[inline]
+    fn capacity(&self) -> u32 {
+        self.limit
+    }
+
+    fn check_n(&self, state: &Self::State, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+        if n > self.limit {
+            return Err(self.exceeded(n));
+        }
+        if n == 0 {
+            return Ok(Decision::Allowed(self.snapshot(state, now)));
+        }
+        Ok(state.with(|w| {
+            self.settle(w, now);
+            let total = w.total();
+            let n = n as u64;
+            if total + n <= self.limit as u64 {
+                // ≤ limit, fits in u32
+                w.counts[slot::<SEGMENTS>(w.head)] += n as u32;
+                (Decision::Allowed(self.snapshot_of(w, now)), true)
+            } else {
+                let retry = self.wait_for(w, total + n - self.limit as u64, now);
+                let denied = Denied::new(retry, self.snapshot_of(w, now));
+                (Decision::Denied(denied), true)
+            }
+        }))
+    }
+
+    fn refund(&self, state: &Self::State, n: u32, now: u64) {
+        if n == 0 {
+            return;
+        }
+        state.with(|w| {
+            self.settle(w, now);
+            let mut left = n;
+            for i in (0..SEGMENTS as u64).map(|back| w.head.wrapping_sub(back)) {
+                let c = &mut w.counts[slot::<SEGMENTS>(i)];
+                let take = core::cmp::min(*c, left);
+                *c -= take;
+                left -= take;
+                if left == 0 {
+                    break;
+                }
+            }
+            ((), true)
+        });
+    }
+
+    fn snapshot(&self, state: &Self::State, now: u64) -> Snapshot {
+        state.with(|w| {
+            self.settle(w, now);
+            (self.snapshot_of(w, now), false)
+        })
+    }
+
+    fn time_until_ready(
+        &self,
+        state: &Self::State,
+        n: u32,
+        now: u64,
+    ) -> Result<u64, CapacityExceeded> {
+        if n > self.limit {
+            return Err(self.exceeded(n));
+        }
+        Ok(state.with(|w| {
+            self.settle(w, now);
+            let total = w.total() + n as u64;
+            let wait = if total <= self.limit as u64 {
+                0
+            } else {
+                self.wait_for(w, total - self.limit as u64, now)
+            };
+            (wait, false)
+        }))
+    }
+
+    fn is_idle(&self, state: &Self::State, now: u64) -> bool {
+        state.with(|w| {
+            self.settle(w, now);
+            (w.head <= now / self.segment && w.total() == 0, false)
+        })
+    }
+}
+
+impl<const SEGMENTS: usize> Bucket<SlidingWindow<SEGMENTS>> {
+    #[cfg(not(loom))]
+    /// A fresh sliding-window limiter (usable in a `static`).
+    #[must_use]
+    pub const fn sliding_window(window: SlidingWindow<SEGMENTS>) -> Self {
+        Self::from_parts(window, SlidingWindowState::new())
+    }
+
+    #[cfg(loom)]
+    /// A fresh sliding-window limiter.
+    #[must_use]
+    pub fn sliding_window(window: SlidingWindow<SEGMENTS>) -> Self {
+        Self::from_parts(window, SlidingWindowState::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limiter::Limiter;
+
+    #[test]
+    fn validation() {
+        assert_eq!(
+            SlidingWindow::<4>::from_nanos(0, 8),
+            Err(WindowError::ZeroLimit)
+        );
+        assert_eq!(
+            SlidingWindow::<4>::from_nanos(1, 0),
+            Err(WindowError::ZeroWindow)
+        );
+        assert_eq!(
+            SlidingWindow::<0>::from_nanos(1, 8),
+            Err(WindowError::ZeroSegments)
+        );
+        assert_eq!(
+            SlidingWindow::<3>::from_nanos(1, 8),
+            Err(WindowError::WindowNotDivisible {
+                window_nanos: 8,
+                segments: 3
+            })
+        );
+        // a window shorter than its segment count is not divisible either
+        assert!(SlidingWindow::<4>::from_nanos(1, 2).is_err());
+        let w = SlidingWindow::<4>::from_nanos(1, 8).unwrap();
+        assert_eq!(w.segment_nanos(), 2);
+        assert!(w.check_resolution(2).is_ok());
+        assert!(w.check_resolution(3).is_err());
+    }
+
+    #[test]
+    fn static_state_is_const() {
+        static W: Bucket<SlidingWindow<3>> =
+            Bucket::sliding_window(match SlidingWindow::<3>::from_nanos(2, 30) {
+                Ok(w) => w,
+                Err(_) => panic!(),
+            });
+        assert!(W.check_n(2, 0).unwrap().is_allowed());
+        assert!(W.check(29).is_denied());
+        assert!(W.check(30).is_allowed());
+    }
+
+    #[test]
+    fn heal_redates_counts() {
+        let w = SlidingWindow::<2>::from_nanos(2, 2_000)
+            .unwrap()
+            .with_heal_threshold(5_000);
+        let b = Bucket::new(w);
+        assert!(b.check_n(2, 1_000_000).unwrap().is_allowed());
+        // a small step back: charged to the head segment, expires with it
+        let d = b.check(998_000);
+        assert_eq!(d.denied().unwrap().retry_after_nanos(), 4_000);
+        // a jump back: the 2 permits are re-dated to segment 10
+        let d = b.check(10_000);
+        assert_eq!(d.denied().unwrap().retry_after_nanos(), 2_000);
+        assert!(b.check(12_000).is_allowed());
+    }
+
+    #[test]
+    fn state_size_is_as_documented() {
+        use core::mem::size_of;
+        assert_eq!(size_of::<SlidingWindowState<4>>(), 32); // 4·4 + 12, rounded up
+        assert_eq!(size_of::<SlidingWindowState<1>>(), 16);
+        assert_eq!(size_of::<crate::FixedWindowState>(), 8);
+    }
+
+    #[test]
+    fn end_of_time() {
+        let b = Bucket::new(SlidingWindow::<4>::from_nanos(3, 4).unwrap());
+        assert!(b.check_n(3, u64::MAX).unwrap().is_allowed());
+        let d = b.check(u64::MAX);
+        assert!(d.is_denied());
+        assert!(d.retry_after().as_nanos() >= 1);
+        b.refund(u32::MAX, u64::MAX);
+        assert!(b.is_idle(u64::MAX));
+    }
+}

@@ -1,0 +1,268 @@
+//! The fixed window against a reference model that keeps a log of every
+//! admission and counts the log entries of `now`'s aligned window.
+
+use proptest::prelude::*;
+use tollgate::{Bucket, Clock, Decision, FixedWindow, Limiter, ManualClock, WindowError};
+
+/// The reference: a log of admissions `(instant, permits)`. A window is
+/// `[start, start + w)` with `start = now − now mod w`, in `u128` so that
+/// the last window before `u64::MAX` needs no special case.
+struct Model {
+    limit: u64,
+    window: u128,
+    log: Vec<(u64, u64)>,
+}
+
+impl Model {
+    fn start(&self, now: u64) -> u128 {
+        let now = now as u128;
+        now - now % self.window
+    }
+
+    fn used(&self, now: u64) -> u64 {
+        let start = self.start(now);
+        self.log
+            .iter()
+            .filter(|(t, _)| self.start(*t) == start)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    fn wait(&self, now: u64) -> u64 {
+        let wait = self.start(now) + self.window - now as u128;
+        u64::try_from(wait).unwrap_or(u64::MAX)
+    }
+
+    /// `Some(remaining)` when admitted, `Err(retry_after)` when refused.
+    fn check(&mut self, n: u64, now: u64) -> Result<u64, u64> {
+        let used = self.used(now);
+        if used + n <= self.limit {
+            if n > 0 {
+                self.log.push((now, n));
+            }
+            Ok(self.limit - used - n)
+        } else {
+            Err(self.wait(now))
+        }
+    }
+
+    /// Takes back `n` permits of the current window, newest first.
+    fn refund(&mut self, mut n: u64, now: u64) {
+        let start = self.start(now);
+        let window = self.window;
+        for entry in self.log.iter_mut().rev() {
+            if n == 0 || entry.0 as u128 - entry.0 as u128 % window != start {
+                break;
+            }
+            let take = entry.1.min(n);
+            entry.1 -= take;
+            n -= take;
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Advance(u64),
+    Check(u32),
+    Refund(u32),
+    Ready(u32),
+}
+
+fn ops(window: u64, limit: u32) -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![
+        3 => (0..=window.saturating_mul(2)).prop_map(Op::Advance),
+        5 => (0..=limit.saturating_add(1)).prop_map(Op::Check),
+        1 => (0..=limit).prop_map(Op::Refund),
+        1 => (0..=limit.saturating_add(1)).prop_map(Op::Ready),
+    ];
+    prop::collection::vec(op, 1..120)
+}
+
+fn config() -> impl Strategy<Value = (u32, u64, u64, Vec<Op>)> {
+    (
+        1u32..=12,
+        0u64..200,
+        prop_oneof![Just(0u64), Just(u64::MAX - 1_000)],
+    )
+        .prop_flat_map(|(limit, extra, start)| {
+            let min = 1u64 << (32 - limit.leading_zeros());
+            let window = min + extra;
+            (Just(limit), Just(window), Just(start), ops(window, limit))
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Same decisions as the model (allowed / refused, remaining,
+    /// retry_after, time_until_ready), and never more than `limit` per
+    /// aligned window, on monotonic clocks starting at 0 or near u64::MAX.
+    #[test]
+    fn matches_the_log_model_and_never_exceeds_the_limit_per_window(
+        (limit, window, start, ops) in config()
+    ) {
+        let clock = ManualClock::new(start);
+        let limiter = Bucket::new(FixedWindow::from_nanos(limit, window).unwrap());
+        let mut model = Model { limit: limit as u64, window: window as u128, log: vec![] };
+        let mut admitted: Vec<(u64, u64)> = vec![];
+        for op in ops {
+            let now = clock.now();
+            match op {
+                Op::Advance(d) => clock.advance_nanos(d),
+                Op::Check(n) => {
+                    let got = limiter.check_n(n, now);
+                    if n > limit {
+                        let e = got.unwrap_err();
+                        prop_assert_eq!((e.requested, e.capacity), (n, limit));
+                        continue;
+                    }
+                    match (got.unwrap(), model.check(n as u64, now)) {
+                        (Decision::Allowed(s), Ok(remaining)) => {
+                            prop_assert_eq!(s.remaining() as u64, remaining);
+                            prop_assert_eq!(s.limit(), limit);
+                            admitted.push((now, n as u64));
+                        }
+                        (Decision::Denied(d), Err(retry)) => {
+                            prop_assert_eq!(d.retry_after_nanos(), retry);
+                            // retry_after is the next boundary: the request fits then
+                            prop_assert!(retry <= window);
+                        }
+                        (got, want) => prop_assert!(false, "at {now}: {got:?} vs model {want:?}"),
+                    }
+                }
+                Op::Refund(n) => {
+                    limiter.refund(n, now);
+                    model.refund(n as u64, now);
+                    let start = model.start(now);
+                    let mut left = n as u64;
+                    for entry in admitted.iter_mut().rev() {
+                        if left == 0 || model.start(entry.0) != start { break; }
+                        let take = entry.1.min(left);
+                        entry.1 -= take;
+                        left -= take;
+                    }
+                }
+                Op::Ready(n) => {
+                    let got = limiter.time_until_ready(n, now);
+                    if n > limit {
+                        prop_assert!(got.is_err());
+                    } else {
+                        let used = model.used(now);
+                        let want = if used + n as u64 <= limit as u64 { 0 } else { model.wait(now) };
+                        prop_assert_eq!(got.unwrap(), want);
+                    }
+                }
+            }
+            let now = clock.now();
+            prop_assert_eq!(
+                limiter.snapshot(now).remaining() as u64,
+                limit as u64 - model.used(now)
+            );
+            prop_assert_eq!(limiter.is_idle(now), model.used(now) == 0);
+        }
+        // the safety bound, from the limiter's own admissions
+        let mut per_window = std::collections::BTreeMap::<u128, u64>::new();
+        for (t, n) in admitted {
+            *per_window.entry(model.start(t)).or_default() += n;
+        }
+        for (start, total) in per_window {
+            prop_assert!(total <= limit as u64, "window at {start}: {total} > {limit}");
+        }
+    }
+
+    /// Arbitrary (non-monotonic) instants and sizes never panic, and every
+    /// answer is internally consistent.
+    #[test]
+    fn extreme_inputs_never_panic(
+        limit in prop_oneof![Just(1u32), Just(u32::MAX), any::<u32>()],
+        window in prop_oneof![Just(u64::MAX), Just(1u64 << 32), any::<u64>()],
+        steps in prop::collection::vec(
+            (prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>()], any::<u32>()), 1..40),
+    ) {
+        let Ok(alg) = FixedWindow::from_nanos(limit, window) else {
+            prop_assert!(limit == 0 || window < (1u64 << (32 - limit.leading_zeros())));
+            return Ok(());
+        };
+        let limiter = Bucket::new(alg);
+        for (now, n) in steps {
+            match limiter.check_n(n, now) {
+                Ok(Decision::Denied(d)) => prop_assert!(d.retry_after_nanos() >= 1),
+                Ok(Decision::Allowed(s)) => prop_assert!(s.remaining() <= limit),
+                Err(e) => prop_assert!(e.requested > limit),
+            }
+            limiter.refund(n, now);
+            let _ = limiter.time_until_ready(n, now);
+            prop_assert!(limiter.snapshot(now).remaining() <= limit);
+        }
+    }
+}
+
+#[test]
+fn retry_after_is_the_time_to_the_next_boundary_not_a_whole_window() {
+    // dotnet/runtime#92557: a refusal late in a window must not wait a whole window.
+    let limiter = Bucket::new(FixedWindow::from_nanos(10, 1_000).unwrap());
+    assert!(limiter.check_n(10, 100).unwrap().is_allowed());
+    let refused = limiter.check(990);
+    assert_eq!(refused.denied().unwrap().retry_after_nanos(), 10);
+    assert!(limiter.check_n(10, 1_000).unwrap().is_allowed());
+}
+
+#[test]
+fn rejected_configurations_are_typed_errors() {
+    assert_eq!(FixedWindow::from_nanos(0, 1), Err(WindowError::ZeroLimit));
+    assert_eq!(FixedWindow::from_nanos(3, 0), Err(WindowError::ZeroWindow));
+    assert_eq!(
+        FixedWindow::from_nanos(1_000, 1_000),
+        Err(WindowError::WindowTooShort {
+            window_nanos: 1_000,
+            limit: 1_000,
+            min_window_nanos: 1_024
+        })
+    );
+}
+
+#[test]
+fn a_static_fixed_window() {
+    static LIMIT: Bucket<FixedWindow> =
+        Bucket::fixed_window(match FixedWindow::from_nanos(2, 64) {
+            Ok(w) => w,
+            Err(_) => panic!("bad window"),
+        });
+    assert!(LIMIT.check(0).is_allowed());
+    assert!(LIMIT.check(1).is_allowed());
+    assert!(LIMIT.check(63).is_denied());
+    assert!(LIMIT.check(64).is_allowed());
+}
+
+#[test]
+fn concurrent_checks_admit_exactly_the_limit_per_window() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Barrier;
+    const THREADS: u64 = 4;
+    let limiter = Bucket::new(FixedWindow::from_nanos(100, 1_000).unwrap());
+    let per_window = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+    let barrier = Barrier::new(THREADS as usize);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (limiter, per_window, barrier) = (&limiter, &per_window, &barrier);
+            s.spawn(move || {
+                // every thread races through window k, then all move on
+                for (k, count) in per_window.iter().enumerate() {
+                    for i in 0..200u64 {
+                        let now = k as u64 * 1_000 + (i * 7 + t * 13) % 1_000;
+                        if limiter.check_n(1, now).unwrap().is_allowed() {
+                            count.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    barrier.wait();
+                }
+            });
+        }
+    });
+    let counts: Vec<u64> = per_window
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .collect();
+    assert_eq!(counts, [100, 100, 100]);
+}

@@ -1,0 +1,74 @@
+//! Window limiters under callers whose `now` is stale (up to a lag below the
+//! heal threshold behind the newest instant seen): a stale `now` is charged
+//! to the newer window, never to a fresh older one, so no window admits more
+//! than its limit.
+//!
+//! The window an admission was charged to is read back from the decision:
+//! an allowed snapshot's `reset_after` runs to the end of that window (fixed)
+//! or until the head segment leaves the window (sliding).
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use tollgate::{Bucket, Decision, FixedWindow, Limiter, SlidingWindow};
+
+/// `(advance, lag, n)`: the newest instant moves by `advance`, the caller
+/// reads it `lag` ns late, and asks for `n`.
+fn steps() -> impl Strategy<Value = Vec<(u64, u64, u32)>> {
+    prop::collection::vec((0u64..60, 0u64..200, 0u32..4), 1..200)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn fixed_window_stale_callers_never_over_admit(limit in 1u32..6, window in 8u64..100, steps in steps()) {
+        // heal threshold far above the largest lag: staleness, not a jump
+        let limiter = Bucket::new(FixedWindow::from_nanos(limit, window).unwrap().with_heal_threshold(10_000));
+        let mut newest = 1_000u64;
+        let mut charged = BTreeMap::<u64, u64>::new();
+        for (advance, lag, n) in steps {
+            newest += advance;
+            let now = newest - lag;
+            if let Ok(Decision::Allowed(s)) = limiter.check_n(n, now) {
+                if n == 0 { continue; }
+                let end = now + s.reset_after_nanos();
+                prop_assert_eq!(end % window, 0, "reset_after runs to a window boundary");
+                let e = end / window - 1;
+                prop_assert!(e >= now / window && e <= newest / window, "charged to window {e}");
+                *charged.entry(e).or_default() += n as u64;
+            }
+        }
+        for (e, total) in charged {
+            prop_assert!(total <= limit as u64, "window {e}: {total}");
+        }
+    }
+
+    #[test]
+    fn sliding_window_stale_callers_never_over_admit(limit in 1u32..6, segment in 2u64..30, steps in steps()) {
+        const S: u64 = 4;
+        let limiter = Bucket::new(
+            SlidingWindow::<4>::from_nanos(limit, segment * S).unwrap().with_heal_threshold(10_000),
+        );
+        let mut newest = 1_000u64;
+        let mut charged = BTreeMap::<u64, u64>::new();
+        for (advance, lag, n) in steps {
+            newest += advance;
+            let now = newest - lag;
+            if let Ok(Decision::Allowed(s)) = limiter.check_n(n, now) {
+                if n == 0 { continue; }
+                // reset_after: until the head segment (holding this request) leaves
+                let leaves = now + s.reset_after_nanos();
+                prop_assert_eq!(leaves % segment, 0);
+                let head = leaves / segment - S;
+                prop_assert!(head >= now / segment && head <= newest / segment, "charged to segment {head}");
+                *charged.entry(head).or_default() += n as u64;
+            }
+        }
+        // any S consecutive segments hold at most `limit`
+        for &first in charged.keys() {
+            let total: u64 = charged.range(first..first + S).map(|(_, n)| n).sum();
+            prop_assert!(total <= limit as u64, "segments {first}..+{S}: {total}");
+        }
+    }
+}
