@@ -35,7 +35,7 @@
 //! | [`quota`] | [`Quota`]: permits per period, burst, largest weight; [`QuotaError`] |
 //! | [`gcra`] | [`Gcra`] + [`GcraState`]: the token and leaky buckets |
 //! | [`decision`] | [`Decision`], [`Snapshot`], [`Denied`], [`CapacityExceeded`] |
-//! | [`limiter`] | the [`Algorithm`] and [`Limiter`] traits, [`Bucket`] |
+//! | [`limiter`] | the [`Algorithm`] and [`Limiter`] traits, [`Bucket`], [`BucketRef`] |
 //! | [`rate_limiter`] | [`RateLimiter`]: a limiter bundled with its clock |
 //!
 //! Algorithms are small `Copy` configurations; state is a few atomic bytes
@@ -197,6 +197,6 @@ pub use clock::StdClock;
 pub use clock::{Clock, ManualClock};
 pub use decision::{CapacityExceeded, Decision, Denied, Snapshot};
 pub use gcra::{BucketKind, Gcra, GcraState};
-pub use limiter::{Algorithm, Bucket, Limiter};
+pub use limiter::{Algorithm, Bucket, BucketRef, Limiter};
 pub use quota::{Quota, QuotaError};
 pub use rate_limiter::RateLimiter;
