@@ -84,19 +84,22 @@ const fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
-/// `ticks · 10⁹ / hz`, rounded down, saturating at `u64::MAX`.
-///
-/// The ratio is reduced by `gcd(hz, 10⁹)` and split into whole and
-/// remainder parts, so common rates (1 MHz, 32 768 Hz, 1 GHz) stay in `u64`
-/// arithmetic; the remainder falls back to `u128` only for rates whose
-/// reduced ratio would overflow.
-const fn ticks_to_nanos_at(ticks: u64, hz: u64) -> u64 {
-    if hz == 0 {
-        return u64::MAX;
-    }
+/// `10⁹ / hz` as a reduced fraction `(num, den)`: `den` ticks last `num`
+/// nanoseconds. Evaluated in `const` for `TICK_HZ`, so no division by a
+/// run-time value is left in the firmware.
+const fn ratio(hz: u64) -> (u64, u64) {
+    let hz = if hz == 0 { 1 } else { hz };
     let g = gcd(hz, NANOS_PER_SEC);
-    let num = NANOS_PER_SEC / g; // nanoseconds per `den` ticks
-    let den = hz / g;
+    (NANOS_PER_SEC / g, hz / g)
+}
+
+/// `ticks · num / den`, rounded down, saturating at `u64::MAX`.
+///
+/// Split into whole and remainder parts, so common rates (1 MHz, 32 768 Hz,
+/// 1 GHz) stay in `u64` arithmetic; the remainder falls back to `u128` only
+/// for rates whose reduced ratio would overflow.
+#[inline]
+const fn ticks_to_nanos_with(ticks: u64, (num, den): (u64, u64)) -> u64 {
     let whole = match (ticks / den).checked_mul(num) {
         Some(w) => w,
         None => return u64::MAX,
@@ -109,15 +112,10 @@ const fn ticks_to_nanos_at(ticks: u64, hz: u64) -> u64 {
     whole.saturating_add(part)
 }
 
-/// The smallest tick count `t` with `ticks_to_nanos_at(t, hz) >= nanos`,
-/// i.e. `⌈nanos · hz / 10⁹⌉`, saturating at `u64::MAX`.
-const fn nanos_to_ticks_ceil_at(nanos: u64, hz: u64) -> u64 {
-    if hz == 0 {
-        return u64::MAX;
-    }
-    let g = gcd(hz, NANOS_PER_SEC);
-    let num = NANOS_PER_SEC / g;
-    let den = hz / g; // `den` ticks per `num` nanoseconds
+/// The smallest tick count `t` with `ticks_to_nanos_with(t) >= nanos`,
+/// i.e. `⌈nanos · den / num⌉`, saturating at `u64::MAX`.
+#[inline]
+const fn nanos_to_ticks_ceil_with(nanos: u64, (num, den): (u64, u64)) -> u64 {
     let whole = match (nanos / num).checked_mul(den) {
         Some(w) => w,
         None => return u64::MAX,
@@ -129,6 +127,10 @@ const fn nanos_to_ticks_ceil_at(nanos: u64, hz: u64) -> u64 {
     };
     whole.saturating_add(part)
 }
+
+/// The application's tick rate as a reduced fraction, computed at compile
+/// time.
+const TICK_RATIO: (u64, u64) = ratio(TICK_HZ);
 
 /// One tick in nanoseconds, rounded up (at least 1).
 const fn resolution_at(hz: u64) -> u64 {
@@ -182,14 +184,14 @@ impl EmbassyClock {
     /// Converts embassy ticks to nanoseconds, rounded down, saturating.
     #[must_use]
     pub const fn ticks_to_nanos(ticks: u64) -> u64 {
-        ticks_to_nanos_at(ticks, TICK_HZ)
+        ticks_to_nanos_with(ticks, TICK_RATIO)
     }
 
     /// The first tick at which this clock reads at least `nanos`: the
     /// nanoseconds rounded **up** to a whole tick, saturating.
     #[must_use]
     pub const fn nanos_to_ticks_ceil(nanos: u64) -> u64 {
-        nanos_to_ticks_ceil_at(nanos, TICK_HZ)
+        nanos_to_ticks_ceil_with(nanos, TICK_RATIO)
     }
 
     /// The [`Instant`] at which this clock first reads at least `nanos`.
@@ -443,6 +445,14 @@ mod tests {
 
     use super::*;
     use proptest::prelude::*;
+
+    fn ticks_to_nanos_at(ticks: u64, hz: u64) -> u64 {
+        ticks_to_nanos_with(ticks, ratio(hz))
+    }
+
+    fn nanos_to_ticks_ceil_at(nanos: u64, hz: u64) -> u64 {
+        nanos_to_ticks_ceil_with(nanos, ratio(hz))
+    }
 
     /// Reference: the whole computation in u128, no reduction, no split.
     fn ref_ticks_to_nanos(ticks: u64, hz: u64) -> u64 {
