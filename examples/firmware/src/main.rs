@@ -206,7 +206,11 @@ fn check_token_bucket(log: &Log<TELEMETRY_N>) -> bool {
             let window_ns = at[j] - at[i];
             let bound = u64::from(BURST) + window_ns / t_ns;
             if (j - i + 1) as u64 > bound {
-                hprintln!("FAIL token-bucket: {} admitted in {} ns", j - i + 1, window_ns);
+                hprintln!(
+                    "FAIL token-bucket: {} admitted in {} ns",
+                    j - i + 1,
+                    window_ns
+                );
                 ok = false;
             }
         }
@@ -216,7 +220,12 @@ fn check_token_bucket(log: &Log<TELEMETRY_N>) -> bool {
         let due_tick = EmbassyClock::nanos_to_ticks_ceil(due_ns);
         let tick = EmbassyClock::nanos_to_ticks_ceil(at[i]);
         if tick > due_tick + 1 {
-            hprintln!("FAIL token-bucket: admission {} at tick {}, due {}", i, tick, due_tick);
+            hprintln!(
+                "FAIL token-bucket: admission {} at tick {}, due {}",
+                i,
+                tick,
+                due_tick
+            );
             ok = false;
         }
         max_late_ticks = max_late_ticks.max(tick.saturating_sub(due_tick));
@@ -251,7 +260,11 @@ fn check_leaky_bucket(log: &Log<RADIO_N>) -> bool {
         min_gap = min_gap.min(gap_ns);
         max_gap = max_gap.max(gap_ns);
         if gap_ns < t_ns || gap_ns > t_ns + TICK_NS {
-            hprintln!("FAIL leaky-bucket: gap of {} ns, interval {} ns", gap_ns, t_ns);
+            hprintln!(
+                "FAIL leaky-bucket: gap of {} ns, interval {} ns",
+                gap_ns,
+                t_ns
+            );
             ok = false;
         }
     }
@@ -317,7 +330,13 @@ async fn check_errors() -> bool {
     let timed_out = matches!(short, Err(WaitError::Timeout { ready_at, .. }) if ready_at.as_ticks() == due)
         && Instant::now().as_ticks() < due;
     if !timed_out {
-        hprintln!("  short deadline: {:?}, start {} due {} now {}", short, start, due, Instant::now().as_ticks());
+        hprintln!(
+            "  short deadline: {:?}, start {} due {} now {}",
+            short,
+            start,
+            due,
+            Instant::now().as_ticks()
+        );
     }
     // A deadline exactly when it is due: served at that tick.
     let long = TELEMETRY
