@@ -197,6 +197,7 @@ impl<A: Algorithm> Limiter for Bucket<A> {
 /// assert!(RADIO.check(0).is_allowed());
 /// assert!(RADIO.check(0).is_denied());
 /// assert_eq!(core::mem::size_of::<GcraState>(), 8);
+/// assert_eq!(core::mem::size_of::<tollgate::Bucket<Gcra>>(), 56);
 /// ```
 #[derive(Debug)]
 pub struct BucketRef<'a, A: Algorithm> {
