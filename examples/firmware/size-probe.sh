@@ -5,9 +5,12 @@
 # (.data + .bss) of both and the difference.
 #   ./size-probe.sh                  thumbv7em-none-eabihf (unsafe-assume-single-core)
 #   ./size-probe.sh thumbv7m-none-eabi   (portable-atomic fallback lock table)
+#   ./size-probe.sh thumbv7em-none-eabihf acquire   (price acquire(1).await)
 set -euo pipefail
 cd "$(dirname "$0")"
 T=${1:-thumbv7em-none-eabihf}
+EXTRA=()
+if [ "${2:-}" = acquire ]; then EXTRA=(--features probe-acquire); fi
 
 if command -v llvm-size >/dev/null; then SIZE=llvm-size
 elif command -v arm-none-eabi-size >/dev/null; then SIZE=arm-none-eabi-size
@@ -35,11 +38,11 @@ PY
   fi
 }
 
-cargo build --release --target "$T" --bin size-probe --target-dir target/size-with
-cargo build --release --target "$T" --bin size-probe --target-dir target/size-without --features noop-limiter
+cargo build --release --target "$T" --bin size-probe --target-dir target/size-with "${EXTRA[@]}"
+cargo build --release --target "$T" --bin size-probe --target-dir target/size-without --features noop-limiter "${EXTRA[@]}"
 read -r t1 d1 b1 < <(sections "target/size-with/$T/release/size-probe")
 read -r t0 d0 b0 < <(sections "target/size-without/$T/release/size-probe")
-echo "target $T"
+echo "target $T ${2:-check}"
 printf '%-28s %8s %8s %8s\n' "" ".text" ".data" ".bss"
 printf '%-28s %8d %8d %8d\n' "with token bucket" "$t1" "$d1" "$b1"
 printf '%-28s %8d %8d %8d\n' "no-op limiter (baseline)" "$t0" "$d0" "$b0"

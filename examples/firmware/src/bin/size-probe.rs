@@ -5,7 +5,10 @@
 //! 8-byte `GcraState` in RAM) against `EmbassyClock` time; with feature
 //! `noop-limiter` the bucket is swapped for a no-op that admits everything,
 //! and tollgate drops out of the image. The difference in `.text` and in
-//! `.data + .bss` is what the token bucket costs (`size-probe.sh`).
+//! `.data + .bss` is what the token bucket costs (`size-probe.sh`). With
+//! feature `probe-acquire` both variants wait instead: `acquire(1).await`
+//! on the bucket against a plain `Timer` for the no-op, which prices the
+//! async waiter too.
 //! It also runs: `cargo run --release --bin size-probe --target ...`.
 #![no_std]
 #![no_main]
@@ -20,6 +23,8 @@ use tollgate_firmware as board;
 #[cfg(not(feature = "noop-limiter"))]
 mod limiter {
     use tollgate::embassy::EmbassyClock;
+    #[cfg(feature = "probe-acquire")]
+    use tollgate::{embassy::AsyncLimiter, BucketRef};
     use tollgate::{Algorithm, Gcra, GcraState, Quota};
 
     const QUOTA: Quota = match Quota::per_second(100) {
@@ -32,7 +37,14 @@ mod limiter {
     static CONFIG: Gcra = Gcra::token_bucket(QUOTA); // flash
     static STATE: GcraState = GcraState::new(); // RAM: 8 bytes
 
+    /// Waits for one permit.
+    #[cfg(feature = "probe-acquire")]
+    pub async fn wait() -> bool {
+        BucketRef::new(&CONFIG, &STATE).acquire(1).await.is_ok()
+    }
+
     /// One token-bucket check at embassy time `ticks`.
+    #[cfg_attr(feature = "probe-acquire", allow(dead_code))]
     pub fn admit(ticks: u64) -> bool {
         CONFIG
             .check_n(&STATE, 1, EmbassyClock::ticks_to_nanos(ticks))
@@ -42,7 +54,15 @@ mod limiter {
 
 #[cfg(feature = "noop-limiter")]
 mod limiter {
+    /// The baseline of `wait`: a plain timer.
+    #[cfg(feature = "probe-acquire")]
+    pub async fn wait() -> bool {
+        embassy_time::Timer::after_ticks(100).await;
+        core::hint::black_box(true)
+    }
+
     /// The baseline: admits everything, stores nothing.
+    #[cfg_attr(feature = "probe-acquire", allow(dead_code))]
     pub fn admit(ticks: u64) -> bool {
         core::hint::black_box(ticks);
         core::hint::black_box(true)
@@ -55,10 +75,17 @@ async fn main(_spawner: Spawner) {
     board::start_time_driver(peripherals.SYST);
     let mut admitted = 0u32;
     for _ in 0..200 {
-        if limiter::admit(black_box(Instant::now().as_ticks())) {
+        #[cfg(feature = "probe-acquire")]
+        if limiter::wait().await {
             admitted += 1;
         }
-        Timer::after_ticks(100).await;
+        #[cfg(not(feature = "probe-acquire"))]
+        {
+            if limiter::admit(black_box(Instant::now().as_ticks())) {
+                admitted += 1;
+            }
+            Timer::after_ticks(100).await;
+        }
     }
     hprintln!("size-probe: admitted {} of 200", admitted);
     board::exit(true);
