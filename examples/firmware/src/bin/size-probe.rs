@@ -13,11 +13,8 @@
 #![no_std]
 #![no_main]
 
-use core::hint::black_box;
-
 use cortex_m_semihosting::hprintln;
 use embassy_executor::Spawner;
-use embassy_time::{Instant, Timer};
 use tollgate_firmware as board;
 
 #[cfg(not(feature = "noop-limiter"))]
@@ -81,10 +78,11 @@ async fn main(_spawner: Spawner) {
         }
         #[cfg(not(feature = "probe-acquire"))]
         {
-            if limiter::admit(black_box(Instant::now().as_ticks())) {
+            let now = core::hint::black_box(embassy_time::Instant::now().as_ticks());
+            if limiter::admit(now) {
                 admitted += 1;
             }
-            Timer::after_ticks(100).await;
+            embassy_time::Timer::after_ticks(100).await;
         }
     }
     hprintln!("size-probe: admitted {} of 200", admitted);
