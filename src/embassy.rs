@@ -327,7 +327,7 @@ impl<'a, L: Limiter + ?Sized> Wait<'a, L> {
         self.with_deadline(deadline)
     }
 
-    /// Asks the limiter once at `now_ticks`: the snapshot if granted,
+    /// Asks the limiter once at `now_nanos`: the snapshot if granted,
     /// otherwise the nanoseconds still to wait.
     fn ask(&self, now_nanos: u64) -> Result<Result<Snapshot, u64>, CapacityExceeded> {
         if self.take {
