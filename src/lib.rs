@@ -35,7 +35,7 @@
 //! | [`quota`] | [`Quota`]: permits per period, burst, largest weight; [`QuotaError`] |
 //! | [`gcra`] | [`Gcra`] + [`GcraState`]: the token and leaky buckets |
 //! | [`decision`] | [`Decision`], [`Snapshot`], [`Denied`], [`CapacityExceeded`] |
-//! | [`limiter`] | the [`Algorithm`] and [`Limiter`] traits, [`Bucket`] |
+//! | [`limiter`] | the [`Algorithm`] and [`Limiter`] traits, [`Bucket`], [`BucketRef`] |
 //! | [`rate_limiter`] | [`RateLimiter`]: a limiter bundled with its clock |
 //! | [`window`] | [`FixedWindow`], [`SlidingWindow`]: permits per window; [`WindowError`] |
 //! | [`concurrency`] | [`ConcurrencyLimiter`]: permits in flight, RAII [`ConcurrencyPermit`] |
@@ -213,12 +213,49 @@
 //! (default 1 s) resets the bucket to "empty at now", so service resumes one
 //! interval later instead of after the jump. See [`gcra`].
 //!
+//! ## Embassy: async waiting on firmware
+//!
+//! With feature `embassy`, `embassy::EmbassyClock` reads embassy-time's
+//! tick counter as nanoseconds (its resolution is one tick, so a quota finer
+//! than a tick is refused), and `embassy::AsyncLimiter` adds
+//! `acquire(n).await` (wait, then take) and `until_ready(n).await` (wait,
+//! take nothing) to every limiter. A waiter sleeps on `embassy_time::Timer`
+//! until the refusal's `retry_after`, rounded up to the next tick, then
+//! checks again; `n` above the burst is an error at once, and
+//! `.with_timeout(..)` / `.with_deadline(..)` bound the wait:
+//!
+//! ```
+//! # #[cfg(feature = "embassy")] {
+//! use tollgate::embassy::{AsyncLimiter, WaitError};
+//! use tollgate::{Bucket, Gcra, Quota};
+//!
+//! const TELEMETRY: Quota = match Quota::per_second(20) {
+//!     Ok(q) => q,
+//!     Err(_) => panic!("invalid quota"),
+//! };
+//! static UPLINK: Bucket<Gcra> = Bucket::token_bucket(TELEMETRY);
+//!
+//! async fn publish() -> Result<(), WaitError> {
+//!     UPLINK.acquire(1).await?;
+//!     // ... send one telemetry frame ...
+//!     Ok(())
+//! }
+//! # embassy_futures::block_on(publish()).unwrap();
+//! # }
+//! ```
+//!
+//! The library picks no time driver and no tick rate; the firmware does.
+//! `examples/firmware` runs token and leaky buckets on three Cortex-M
+//! machines under QEMU and checks the admissions from inside the firmware.
+//!
 //! ## Features
 //!
 //! | feature | default | adds |
 //! |---|---|---|
 //! | `std` | yes | [`StdClock`], [`CoarseClock`], `Clock`/`Limiter` for `Arc` and `Box` |
-//! | `quanta` | no | `[`QuantaClock`](clock::QuantaClock) (feature-gated): a TSC clock through the `quanta` crate |
+//! | `quanta` | no | [`QuantaClock`](clock::QuantaClock): a TSC clock through the `quanta` crate |
+//! | `std` | yes | [`StdClock`], `Clock`/`Limiter` for `Arc` and `Box` |
+//! | `embassy` | no | `embassy::EmbassyClock`, async `acquire(n).await` / `until_ready(n).await` with deadlines (module `embassy`) |
 //!
 //! Without default features the crate is `no_std` and allocation-free. On
 //! targets without native 64-bit atomics (thumbv6m, riscv32imc) the final
@@ -238,6 +275,8 @@ pub mod chain;
 pub mod clock;
 pub mod concurrency;
 pub mod decision;
+#[cfg(feature = "embassy")]
+pub mod embassy;
 pub mod gcra;
 pub mod limiter;
 pub mod quota;
@@ -265,7 +304,7 @@ pub use concurrency::{
 };
 pub use decision::{CapacityExceeded, Decision, Denied, Snapshot};
 pub use gcra::{BucketKind, Gcra, GcraState};
-pub use limiter::{Algorithm, Bucket, Limiter};
+pub use limiter::{Algorithm, Bucket, BucketRef, Limiter};
 pub use quota::{Quota, QuotaError};
 pub use rate_limiter::RateLimiter;
 pub use stats::{Statistics, WithStats};

@@ -174,6 +174,92 @@ impl<A: Algorithm> Limiter for Bucket<A> {
     }
 }
 
+/// An [`Algorithm`] and its state held by reference: a [`Limiter`] whose
+/// configuration can stay in flash.
+///
+/// A `static` [`Bucket`] holds its configuration next to its atomic state,
+/// and a `static` with interior mutability is placed in RAM whole (56 bytes
+/// for a [`Bucket<Gcra>`](crate::Gcra)). Keeping the algorithm in an
+/// immutable `static` (read-only memory) and only the state in a mutable one
+/// brings a bucket's RAM down to its state: 8 bytes for a GCRA bucket.
+///
+/// ```
+/// use tollgate::{BucketRef, Gcra, GcraState, Limiter, Quota};
+///
+/// const QUOTA: Quota = match Quota::per_second(50) {
+///     Ok(q) => q,
+///     Err(_) => panic!("invalid quota"),
+/// };
+/// static RADIO_CONFIG: Gcra = Gcra::leaky_bucket(QUOTA); // read-only memory
+/// static RADIO_STATE: GcraState = GcraState::new(); // 8 bytes of RAM
+/// static RADIO: BucketRef<'static, Gcra> = BucketRef::new(&RADIO_CONFIG, &RADIO_STATE);
+///
+/// assert!(RADIO.check(0).is_allowed());
+/// assert!(RADIO.check(0).is_denied());
+/// assert_eq!(core::mem::size_of::<GcraState>(), 8);
+/// assert_eq!(core::mem::size_of::<tollgate::Bucket<Gcra>>(), 56);
+/// ```
+#[derive(Debug)]
+pub struct BucketRef<'a, A: Algorithm> {
+    algorithm: &'a A,
+    state: &'a A::State,
+}
+
+impl<A: Algorithm> Clone for BucketRef<'_, A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<A: Algorithm> Copy for BucketRef<'_, A> {}
+
+impl<'a, A: Algorithm> BucketRef<'a, A> {
+    /// A limiter applying `algorithm` to `state`.
+    #[must_use]
+    pub const fn new(algorithm: &'a A, state: &'a A::State) -> Self {
+        Self { algorithm, state }
+    }
+
+    /// The algorithm (configuration).
+    #[must_use]
+    pub const fn algorithm(&self) -> &'a A {
+        self.algorithm
+    }
+
+    /// The state.
+    #[must_use]
+    pub const fn state(&self) -> &'a A::State {
+        self.state
+    }
+}
+
+impl<A: Algorithm> Limiter for BucketRef<'_, A> {
+    #[inline]
+    fn capacity(&self) -> u32 {
+        self.algorithm.capacity()
+    }
+    #[inline]
+    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+        self.algorithm.check_n(self.state, n, now)
+    }
+    #[inline]
+    fn refund(&self, n: u32, now: u64) {
+        self.algorithm.refund(self.state, n, now);
+    }
+    #[inline]
+    fn snapshot(&self, now: u64) -> Snapshot {
+        self.algorithm.snapshot(self.state, now)
+    }
+    #[inline]
+    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+        self.algorithm.time_until_ready(self.state, n, now)
+    }
+    #[inline]
+    fn is_idle(&self, now: u64) -> bool {
+        self.algorithm.is_idle(self.state, now)
+    }
+}
+
 macro_rules! forward_limiter {
     ($($ptr:ty),*) => {$(
         impl<L: Limiter + ?Sized> Limiter for $ptr {

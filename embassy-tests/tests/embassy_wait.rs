@@ -1,0 +1,377 @@
+//! Async waiting on tollgate limiters, driven by embassy-time's mock driver.
+//!
+//! The mock driver's clock is process-global, so every test takes `SERIAL`
+//! and resets the driver first. Futures are polled by hand with a waker
+//! that counts its wake-ups: a test advances time tick by tick and checks
+//! both that the waiter is woken (no lost wake-up, no busy polling) and
+//! that it completes at the exact tick the quota allows.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Wake, Waker};
+
+use embassy_time::{Duration, Instant, MockDriver, TICK_HZ};
+use tollgate::embassy::{AsyncLimiter, EmbassyClock, WaitError};
+use tollgate::{Bucket, Clock, Gcra, Limiter, Quota, QuotaError, RateLimiter};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Serialises the tests and resets the global mock clock to tick 0.
+fn fresh_time() -> MutexGuard<'static, ()> {
+    let guard = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    MockDriver::get().reset();
+    guard
+}
+
+#[derive(Default)]
+struct CountingWaker(AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+struct Poller {
+    count: Arc<CountingWaker>,
+    waker: Waker,
+}
+
+impl Poller {
+    fn new() -> Self {
+        let count = Arc::new(CountingWaker::default());
+        let waker = Waker::from(count.clone());
+        Self { count, waker }
+    }
+
+    fn poll<F: Future + Unpin>(&self, fut: &mut F) -> Poll<F::Output> {
+        Pin::new(fut).poll(&mut Context::from_waker(&self.waker))
+    }
+
+    fn wakes(&self) -> usize {
+        self.count.0.load(Ordering::SeqCst)
+    }
+}
+
+fn advance_ticks(ticks: u64) {
+    MockDriver::get().advance(Duration::from_ticks(ticks));
+}
+
+fn now_ticks() -> u64 {
+    Instant::now().as_ticks()
+}
+
+const MS: u64 = 1_000_000;
+
+#[test]
+fn mock_driver_runs_at_one_megahertz() {
+    // The tick arithmetic in these tests assumes embassy's test rate.
+    assert_eq!(TICK_HZ, 1_000_000);
+    assert_eq!(EmbassyClock::RESOLUTION_NANOS, 1_000);
+}
+
+#[test]
+fn waiter_completes_at_the_exact_tick_not_one_earlier() {
+    let _t = fresh_time();
+    // 10 per second, burst 1: T = 100 ms = 100 000 ticks.
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(1).unwrap());
+    let p = Poller::new();
+
+    let first = p.poll(&mut bucket.acquire(1));
+    assert!(
+        matches!(first, Poll::Ready(Ok(_))),
+        "a full bucket admits at once"
+    );
+
+    let mut second = bucket.acquire(1);
+    assert!(p.poll(&mut second).is_pending());
+    advance_ticks(99_999);
+    assert_eq!(p.wakes(), 0, "woken a tick early");
+    assert!(p.poll(&mut second).is_pending());
+    advance_ticks(1);
+    assert_eq!(p.wakes(), 1, "not woken when the quota allows");
+    let Poll::Ready(Ok(snapshot)) = p.poll(&mut second) else {
+        panic!("not admitted at 100 ms");
+    };
+    assert_eq!(now_ticks(), 100_000);
+    assert_eq!(snapshot.remaining(), 0);
+    // It took the permit: the next one is 100 ms away again.
+    assert_eq!(bucket.time_until_ready(1, EmbassyClock.now()), Ok(100 * MS));
+}
+
+#[test]
+fn interval_between_ticks_rounds_the_wake_up_to_the_next_tick() {
+    let _t = fresh_time();
+    // One per 1 500 500 ns: the second admission is due 1 500.5 ticks in,
+    // so the first tick that reaches it is 1 501.
+    let quota = Quota::from_nanos(1, 1_500_500).unwrap();
+    let bucket = Bucket::leaky_bucket(quota);
+    let p = Poller::new();
+    assert!(p.poll(&mut bucket.acquire(1)).is_ready());
+
+    let mut next = bucket.acquire(1);
+    assert!(p.poll(&mut next).is_pending());
+    advance_ticks(1_500);
+    assert_eq!(p.wakes(), 0);
+    assert!(
+        p.poll(&mut next).is_pending(),
+        "admitted before 1 500 500 ns"
+    );
+    advance_ticks(1);
+    assert_eq!(p.wakes(), 1);
+    assert!(matches!(p.poll(&mut next), Poll::Ready(Ok(_))));
+    assert_eq!(now_ticks(), 1_501);
+}
+
+#[test]
+fn weighted_leaky_request_waits_for_the_previous_work_to_drain() {
+    let _t = fresh_time();
+    // 1 per ms, weights up to 4.
+    let quota = Quota::from_nanos(1, MS).unwrap().max_weight(4).unwrap();
+    let bucket = Bucket::leaky_bucket(quota);
+    let p = Poller::new();
+    assert!(p.poll(&mut bucket.acquire(3)).is_ready()); // occupies 3 ms
+    let mut heavy = bucket.acquire(4);
+    assert!(p.poll(&mut heavy).is_pending());
+    advance_ticks(2_999);
+    assert!(p.poll(&mut heavy).is_pending());
+    advance_ticks(1);
+    assert!(matches!(p.poll(&mut heavy), Poll::Ready(Ok(_))));
+    assert_eq!(now_ticks(), 3_000);
+}
+
+#[test]
+fn until_ready_waits_without_taking() {
+    let _t = fresh_time();
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(2).unwrap());
+    let p = Poller::new();
+    // Ready at once on a full bucket, and takes nothing.
+    let Poll::Ready(Ok(s)) = p.poll(&mut bucket.until_ready(2)) else {
+        panic!("a full bucket is ready");
+    };
+    assert_eq!(s.remaining(), 2);
+    assert!(bucket.check_n(2, EmbassyClock.now()).unwrap().is_allowed());
+
+    let mut ready = bucket.until_ready(1);
+    assert!(p.poll(&mut ready).is_pending());
+    advance_ticks(99_999);
+    assert!(p.poll(&mut ready).is_pending());
+    advance_ticks(1);
+    let Poll::Ready(Ok(s)) = p.poll(&mut ready) else {
+        panic!("not ready at 100 ms");
+    };
+    assert_eq!(s.remaining(), 1);
+    // Still there: until_ready took nothing.
+    assert_eq!(bucket.snapshot(EmbassyClock.now()).remaining(), 1);
+}
+
+#[test]
+fn timeout_too_short_fails_at_once_and_takes_nothing() {
+    let _t = fresh_time();
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(1).unwrap());
+    let p = Poller::new();
+    assert!(p.poll(&mut bucket.acquire(1)).is_ready());
+
+    let mut late = bucket.acquire(1).with_timeout(Duration::from_millis(50));
+    match p.poll(&mut late) {
+        Poll::Ready(Err(WaitError::Timeout { ready_at, deadline })) => {
+            assert_eq!(ready_at, Instant::from_millis(100));
+            assert_eq!(deadline, Instant::from_millis(50));
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    // Nothing was taken: the permit is still due at 100 ms.
+    assert_eq!(bucket.time_until_ready(1, EmbassyClock.now()), Ok(100 * MS));
+}
+
+#[test]
+fn deadline_met_exactly_is_granted() {
+    let _t = fresh_time();
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(1).unwrap());
+    let p = Poller::new();
+    assert!(p.poll(&mut bucket.acquire(1)).is_ready());
+
+    let mut on_time = bucket.acquire(1).with_deadline(Instant::from_millis(100));
+    assert!(p.poll(&mut on_time).is_pending());
+    advance_ticks(100_000);
+    assert!(matches!(p.poll(&mut on_time), Poll::Ready(Ok(_))));
+}
+
+#[test]
+fn deadline_expires_when_another_task_takes_the_permit_first() {
+    let _t = fresh_time();
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(1).unwrap());
+    let p = Poller::new();
+    assert!(p.poll(&mut bucket.acquire(1)).is_ready());
+
+    // Due at 100 ms, deadline 150 ms.
+    let mut waiter = bucket.acquire(1).with_deadline(Instant::from_millis(150));
+    assert!(p.poll(&mut waiter).is_pending());
+    advance_ticks(100_000);
+    // Someone else checks first at 100 ms and takes the permit.
+    assert!(bucket.check(EmbassyClock.now()).is_allowed());
+    match p.poll(&mut waiter) {
+        Poll::Ready(Err(WaitError::Timeout { ready_at, deadline })) => {
+            assert_eq!(ready_at, Instant::from_millis(200));
+            assert_eq!(deadline, Instant::from_millis(150));
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+}
+
+#[test]
+fn request_above_burst_is_an_error_not_a_wait() {
+    let _t = fresh_time();
+    let token = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(3).unwrap());
+    let leaky = Bucket::leaky_bucket(Quota::per_second(10).unwrap().max_weight(2).unwrap());
+    let p = Poller::new();
+    for (limiter, n, capacity) in [(&token, 4, 3), (&leaky, 3, 2)] {
+        // Even with a deadline far away, and on the first poll.
+        let mut never = limiter.acquire(n).with_timeout(Duration::from_secs(3600));
+        match p.poll(&mut never) {
+            Poll::Ready(Err(WaitError::CapacityExceeded(e))) => {
+                assert_eq!((e.requested, e.capacity), (n, capacity));
+            }
+            other => panic!("expected CapacityExceeded, got {other:?}"),
+        }
+        assert!(matches!(
+            p.poll(&mut limiter.until_ready(n)),
+            Poll::Ready(Err(WaitError::CapacityExceeded(_)))
+        ));
+    }
+    // No timer was armed for them.
+    advance_ticks(10_000_000);
+    assert_eq!(p.wakes(), 0);
+    // And nothing was taken.
+    assert_eq!(token.snapshot(EmbassyClock.now()).remaining(), 3);
+}
+
+#[test]
+fn dropping_a_pending_waiter_takes_nothing() {
+    let _t = fresh_time();
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(1).unwrap());
+    let p = Poller::new();
+    assert!(p.poll(&mut bucket.acquire(1)).is_ready());
+    {
+        let mut cancelled = bucket.acquire(1);
+        assert!(p.poll(&mut cancelled).is_pending());
+        advance_ticks(50_000);
+    } // dropped while waiting
+    advance_ticks(50_000);
+    // The permit due at 100 ms is still there for a plain check.
+    assert!(bucket.check(EmbassyClock.now()).is_allowed());
+}
+
+/// Two tasks, five permits each, on one token bucket (burst 2, 1 per ms),
+/// polled only when woken while time advances one tick at a time. Every
+/// admission must land exactly where a plain credit count says the quota
+/// allows it, and both tasks must be served.
+#[test]
+fn two_tasks_on_one_limiter_are_both_served_within_quota() {
+    let _t = fresh_time();
+    let bucket = Bucket::token_bucket(Quota::from_nanos(1, MS).unwrap().allow_burst(2).unwrap());
+    let admitted: Mutex<Vec<(u8, u64)>> = Mutex::new(Vec::new());
+
+    let task = |id: u8| {
+        let bucket = &bucket;
+        let admitted = &admitted;
+        async move {
+            for _ in 0..5 {
+                bucket.acquire(1).await.expect("within capacity");
+                admitted.lock().unwrap().push((id, now_ticks()));
+            }
+        }
+    };
+    let mut both = Box::pin(embassy_futures::join::join(task(1), task(2)));
+
+    let p = Poller::new();
+    let mut polls = 1;
+    let mut done = p.poll(&mut both).is_ready();
+    let mut seen_wakes = 0;
+    let mut ticks = 0u64;
+    while !done {
+        assert!(ticks < 20_000, "waiters were never served (lost wake-up?)");
+        advance_ticks(1);
+        ticks += 1;
+        if p.wakes() > seen_wakes {
+            seen_wakes = p.wakes();
+            polls += 1;
+            done = p.poll(&mut both).is_ready();
+        }
+    }
+
+    let admitted = admitted.into_inner().unwrap();
+    let mut times: Vec<u64> = admitted.iter().map(|&(_, t)| t).collect();
+    times.sort_unstable();
+    // Reference: a credit counter (2 at t = 0, +1 per 1 000 ticks, capped
+    // at 2) spent greedily whenever demand is waiting.
+    let mut expected = Vec::new();
+    let (mut credit, mut t) = (2u32, 0u64);
+    while expected.len() < 10 {
+        while credit > 0 && expected.len() < 10 {
+            credit -= 1;
+            expected.push(t);
+        }
+        t += 1_000;
+        credit = (credit + 1).min(2);
+    }
+    assert_eq!(times, expected);
+    for id in [1, 2] {
+        assert_eq!(admitted.iter().filter(|&&(who, _)| who == id).count(), 5);
+    }
+    // Woken only when there was something to do: far fewer polls than ticks.
+    assert!(
+        polls <= 2 * times.len() + 2,
+        "{polls} polls for 10 admissions"
+    );
+}
+
+#[test]
+fn embassy_clock_reads_driver_ticks_as_nanoseconds() {
+    let _t = fresh_time();
+    let clock = EmbassyClock::new();
+    assert_eq!(clock.now(), 0);
+    advance_ticks(1_234);
+    assert_eq!(clock.now(), 1_234_000);
+    assert_eq!(clock.resolution(), 1_000);
+    assert_eq!(
+        EmbassyClock::instant_at(1_234_001),
+        Instant::from_ticks(1_235)
+    );
+}
+
+#[test]
+fn quota_finer_than_a_tick_is_rejected() {
+    let _t = fresh_time();
+    let too_fine = Quota::from_nanos(1, 999).unwrap();
+    assert_eq!(
+        RateLimiter::token_bucket(too_fine, EmbassyClock::new()).err(),
+        Some(QuotaError::BelowClockResolution {
+            interval_nanos: 999,
+            resolution_nanos: 1_000
+        })
+    );
+    let one_tick = Quota::from_nanos(1, 1_000).unwrap();
+    assert!(RateLimiter::leaky_bucket(one_tick, EmbassyClock::new()).is_ok());
+}
+
+#[test]
+fn rate_limiter_with_embassy_clock_acquires_asynchronously() {
+    let _t = fresh_time();
+    let limiter: RateLimiter<EmbassyClock, Bucket<Gcra>> =
+        RateLimiter::leaky_bucket(Quota::per_second(100).unwrap(), EmbassyClock::new()).unwrap();
+    let p = Poller::new();
+    assert!(p.poll(&mut limiter.acquire(1)).is_ready());
+    assert!(limiter.try_acquire().is_denied());
+    let mut next = limiter.acquire(1);
+    assert!(p.poll(&mut next).is_pending());
+    advance_ticks(9_999);
+    assert!(p.poll(&mut next).is_pending());
+    advance_ticks(1);
+    assert!(matches!(p.poll(&mut next), Poll::Ready(Ok(_))));
+    assert_eq!(now_ticks(), 10_000);
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# cargo runner: boots an ELF in QEMU on the machine that fits its target.
+set -euo pipefail
+elf="$1"
+case "$elf" in
+  *thumbv7em-none-eabihf*) machine=(-cpu cortex-m4 -machine mps2-an386) ;;
+  *) machine=(-cpu cortex-m3 -machine lm3s6965evb) ;;
+esac
+exec qemu-system-arm "${machine[@]}" -icount shift=1,align=off,sleep=off \
+  -semihosting-config enable=on,target=native -nographic -kernel "$elf"

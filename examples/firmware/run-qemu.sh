@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Builds the firmware for three Cortex-M targets and runs each under QEMU:
+#   thumbv7m-none-eabi    on -cpu cortex-m3 -machine lm3s6965evb
+#   thumbv6m-none-eabi    on -cpu cortex-m3 -machine lm3s6965evb (v6-M code runs on an M3)
+#   thumbv7em-none-eabihf on -cpu cortex-m4 -machine mps2-an386
+# Fails if a build fails, QEMU exits non-zero (the firmware's own checks or
+# a panic), a run exceeds its timeout (a hang), or an expected line is
+# missing from the output.
+#
+# QEMU runs with -icount (virtual time counted in instructions, sleep=off):
+# the firmware's "within one tick" checks then measure the firmware, not
+# how busy the host is or how long QEMU takes to translate code.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+TIMEOUT=${QEMU_TIMEOUT:-60}
+expected=(
+  "TICK_HZ=32768"
+  "token-bucket: admitted=30 tasks=3 per-task=10/10/10 burst=5 interval_us=5000"
+  "leaky-bucket: admitted=20 tasks=2 per-task=10/10 interval_us=3250.000"
+  "capacity: acquire(6) on burst 5 -> CapacityExceeded PASS"
+  "deadline 1 tick early -> Timeout PASS; deadline on the due tick -> served on it PASS"
+  "ALL PASS"
+)
+
+status=0
+for target in thumbv7m-none-eabi thumbv6m-none-eabi thumbv7em-none-eabihf; do
+  case "$target" in
+    thumbv7em-*) machine=(-cpu cortex-m4 -machine mps2-an386) ;;
+    *) machine=(-cpu cortex-m3 -machine lm3s6965evb) ;;
+  esac
+  echo "--- $target on ${machine[*]}"
+  cargo build --release --target "$target" --bin tollgate-firmware
+  elf="target/$target/release/tollgate-firmware"
+  set +e
+  out=$(timeout "$TIMEOUT" qemu-system-arm "${machine[@]}" \
+    -icount shift=1,align=off,sleep=off \
+    -semihosting-config enable=on,target=native -nographic -kernel "$elf" 2>&1)
+  rc=$?
+  set -e
+  echo "$out"
+  if [ "$rc" -eq 124 ]; then
+    echo "FAIL $target: QEMU timed out after ${TIMEOUT}s" >&2
+    status=1
+    continue
+  elif [ "$rc" -ne 0 ]; then
+    echo "FAIL $target: QEMU exited with $rc" >&2
+    status=1
+    continue
+  fi
+  for line in "${expected[@]}" "tollgate firmware on $target:"; do
+    if ! grep -qF -- "$line" <<<"$out"; then
+      echo "FAIL $target: missing output line: $line" >&2
+      status=1
+    fi
+  done
+  if grep -q "PASS" <<<"$out" && ! grep -qE "FAIL|PANIC" <<<"$out"; then
+    echo "--- $target: ok"
+  else
+    echo "FAIL $target: a check failed" >&2
+    status=1
+  fi
+done
+exit "$status"

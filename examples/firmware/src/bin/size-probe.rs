@@ -1,0 +1,90 @@
+//! Size probe: the cost of one tollgate token bucket in a firmware image.
+//!
+//! Built twice for thumbv7em-none-eabihf (release, opt-level "s"): as is,
+//! one task checks a token bucket (configuration in a read-only `static`,
+//! 8-byte `GcraState` in RAM) against `EmbassyClock` time; with feature
+//! `noop-limiter` the bucket is swapped for a no-op that admits everything,
+//! and tollgate drops out of the image. The difference in `.text` and in
+//! `.data + .bss` is what the token bucket costs (`size-probe.sh`). With
+//! feature `probe-acquire` both variants wait instead: `acquire(1).await`
+//! on the bucket against a plain `Timer` for the no-op, which prices the
+//! async waiter too.
+//! It also runs: `cargo run --release --bin size-probe --target ...`.
+#![no_std]
+#![no_main]
+
+use cortex_m_semihosting::hprintln;
+use embassy_executor::Spawner;
+use tollgate_firmware as board;
+
+#[cfg(not(feature = "noop-limiter"))]
+mod limiter {
+    use tollgate::embassy::EmbassyClock;
+    #[cfg(feature = "probe-acquire")]
+    use tollgate::{embassy::AsyncLimiter, BucketRef};
+    use tollgate::{Algorithm, Gcra, GcraState, Quota};
+
+    const QUOTA: Quota = match Quota::per_second(100) {
+        Ok(q) => match q.allow_burst(3) {
+            Ok(q) => q,
+            Err(_) => panic!("invalid burst"),
+        },
+        Err(_) => panic!("invalid quota"),
+    };
+    static CONFIG: Gcra = Gcra::token_bucket(QUOTA); // flash
+    static STATE: GcraState = GcraState::new(); // RAM: 8 bytes
+
+    /// Waits for one permit.
+    #[cfg(feature = "probe-acquire")]
+    pub async fn wait() -> bool {
+        BucketRef::new(&CONFIG, &STATE).acquire(1).await.is_ok()
+    }
+
+    /// One token-bucket check at embassy time `ticks`.
+    #[cfg_attr(feature = "probe-acquire", allow(dead_code))]
+    pub fn admit(ticks: u64) -> bool {
+        CONFIG
+            .check_n(&STATE, 1, EmbassyClock::ticks_to_nanos(ticks))
+            .is_ok_and(|d| d.is_allowed())
+    }
+}
+
+#[cfg(feature = "noop-limiter")]
+mod limiter {
+    /// The baseline of `wait`: a plain timer.
+    #[cfg(feature = "probe-acquire")]
+    pub async fn wait() -> bool {
+        embassy_time::Timer::after_ticks(100).await;
+        core::hint::black_box(true)
+    }
+
+    /// The baseline: admits everything, stores nothing.
+    #[cfg_attr(feature = "probe-acquire", allow(dead_code))]
+    pub fn admit(ticks: u64) -> bool {
+        core::hint::black_box(ticks);
+        core::hint::black_box(true)
+    }
+}
+
+#[embassy_executor::main]
+async fn main(_spawner: Spawner) {
+    let peripherals = cortex_m::Peripherals::take().expect("peripherals taken once");
+    board::start_time_driver(peripherals.SYST);
+    let mut admitted = 0u32;
+    for _ in 0..200 {
+        #[cfg(feature = "probe-acquire")]
+        if limiter::wait().await {
+            admitted += 1;
+        }
+        #[cfg(not(feature = "probe-acquire"))]
+        {
+            let now = core::hint::black_box(embassy_time::Instant::now().as_ticks());
+            if limiter::admit(now) {
+                admitted += 1;
+            }
+            embassy_time::Timer::after_ticks(100).await;
+        }
+    }
+    hprintln!("size-probe: admitted {} of 200", admitted);
+    board::exit(true);
+}

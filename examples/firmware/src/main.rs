@@ -1,0 +1,397 @@
+//! tollgate on embassy, checked from inside the firmware.
+//!
+//! Three "sensor" tasks share one token bucket (telemetry: 200/s, bursts of
+//! 5) and two "radio" tasks share one strict-pacing leaky bucket (one frame
+//! per 3.25 ms). Time runs at 32 768 ticks per second, the common embassy
+//! rate, so neither interval nor the tick itself (30 517.578 ns) is a whole
+//! number of the other. Every task waits with `acquire(1).await`. When all are done the
+//! firmware checks, with the `now` of each admission as the limiter saw it,
+//! that
+//!
+//! - no window of the token bucket's admissions holds more than
+//!   `burst + ⌊t / T⌋` permits, and each admission came no more than one
+//!   tick after the earliest time the quota allows it;
+//! - leaky-bucket admissions are never closer than `T` and never more than
+//!   `T` plus one tick apart;
+//! - every task got all its permits;
+//! - a request above the burst is `CapacityExceeded` at once, and a
+//!   timeout shorter than the wait is `Timeout` while a long enough one
+//!   is served when the permit is due.
+//!
+//! It prints the results over semihosting and exits 0 when all hold,
+//! 1 otherwise (a panic exits 1 too). The keyed limiter has not landed yet,
+//! so it is not exercised here.
+#![no_std]
+#![no_main]
+
+use core::cell::{Cell, RefCell};
+
+use cortex_m_semihosting::hprintln;
+use critical_section::Mutex;
+use embassy_executor::Spawner;
+use embassy_time::{Duration, Instant, Timer, TICK_HZ};
+use tollgate::embassy::{AsyncLimiter, EmbassyClock, WaitError};
+use tollgate::{
+    BucketRef, CapacityExceeded, Clock, Decision, Gcra, GcraState, Limiter, Quota, QuotaError,
+    Snapshot,
+};
+use tollgate_firmware as board;
+
+/// A quota that the tick can resolve, checked at compile time.
+const fn tick_checked(quota: Result<Quota, QuotaError>) -> Quota {
+    match quota {
+        Ok(q) => match q.check_resolution(EmbassyClock::RESOLUTION_NANOS) {
+            Ok(q) => q,
+            Err(_) => panic!("quota finer than one tick"),
+        },
+        Err(_) => panic!("invalid quota"),
+    }
+}
+
+const BURST: u32 = 5;
+const TELEMETRY_QUOTA: Quota = tick_checked(match Quota::per_second(200) {
+    Ok(q) => q.allow_burst(BURST),
+    Err(e) => Err(e),
+});
+// Configuration in flash, 8 bytes of state in RAM.
+static TELEMETRY_CONFIG: Gcra = Gcra::token_bucket(TELEMETRY_QUOTA);
+static TELEMETRY_STATE: GcraState = GcraState::new();
+static TELEMETRY: Recorded<TELEMETRY_N> = Recorded {
+    bucket: BucketRef::new(&TELEMETRY_CONFIG, &TELEMETRY_STATE),
+    log: &TELEMETRY_LOG,
+};
+
+const RADIO_QUOTA: Quota = tick_checked(Quota::from_nanos(1, 3_250_000));
+static RADIO_CONFIG: Gcra = Gcra::leaky_bucket(RADIO_QUOTA);
+static RADIO_STATE: GcraState = GcraState::new();
+static RADIO: Recorded<RADIO_N> = Recorded {
+    bucket: BucketRef::new(&RADIO_CONFIG, &RADIO_STATE),
+    log: &RADIO_LOG,
+};
+
+const SENSORS: usize = 3;
+const PER_SENSOR: usize = 10;
+const RADIOS: usize = 2;
+const PER_RADIO: usize = 10;
+const TELEMETRY_N: usize = SENSORS * PER_SENSOR;
+const RADIO_N: usize = RADIOS * PER_RADIO;
+
+/// One tick in nanoseconds, rounded up: the "within one tick" tolerance.
+const TICK_NS: u64 = EmbassyClock::RESOLUTION_NANOS;
+
+fn ns(ticks: u64) -> u64 {
+    EmbassyClock::ticks_to_nanos(ticks)
+}
+
+/// Admission times, in the nanoseconds the limiter itself was given.
+struct Log<const N: usize> {
+    at: [u64; N],
+    len: usize,
+}
+
+impl<const N: usize> Log<N> {
+    const fn new() -> Self {
+        Self { at: [0; N], len: 0 }
+    }
+}
+
+static TELEMETRY_LOG: Mutex<RefCell<Log<TELEMETRY_N>>> = Mutex::new(RefCell::new(Log::new()));
+static RADIO_LOG: Mutex<RefCell<Log<RADIO_N>>> = Mutex::new(RefCell::new(Log::new()));
+static SENSOR_COUNTS: Mutex<RefCell<[usize; SENSORS]>> = Mutex::new(RefCell::new([0; SENSORS]));
+static RADIO_COUNTS: Mutex<RefCell<[usize; RADIOS]>> = Mutex::new(RefCell::new([0; RADIOS]));
+static FINISHED: Mutex<Cell<usize>> = Mutex::new(Cell::new(0));
+static FAILED: Mutex<Cell<bool>> = Mutex::new(Cell::new(false));
+
+/// A bucket that logs the exact `now` of every admission: the waiters
+/// work on any `Limiter`, and this one lets the firmware check the times
+/// the limiter saw rather than when a task happened to resume.
+struct Recorded<const N: usize> {
+    bucket: BucketRef<'static, Gcra>,
+    log: &'static Mutex<RefCell<Log<N>>>,
+}
+
+impl<const N: usize> Limiter for Recorded<N> {
+    fn capacity(&self) -> u32 {
+        self.bucket.capacity()
+    }
+    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+        let decision = self.bucket.check_n(n, now)?;
+        if n > 0 && decision.is_allowed() {
+            critical_section::with(|cs| {
+                let mut log = self.log.borrow_ref_mut(cs);
+                // Full once the tasks are done; later checks go unlogged.
+                for _ in 0..n {
+                    let i = log.len;
+                    if i < N {
+                        log.at[i] = now;
+                        log.len = i + 1;
+                    }
+                }
+            });
+        }
+        Ok(decision)
+    }
+    fn refund(&self, n: u32, now: u64) {
+        self.bucket.refund(n, now);
+    }
+    fn snapshot(&self, now: u64) -> Snapshot {
+        self.bucket.snapshot(now)
+    }
+    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+        self.bucket.time_until_ready(n, now)
+    }
+    fn is_idle(&self, now: u64) -> bool {
+        self.bucket.is_idle(now)
+    }
+}
+
+fn count<const T: usize>(counts: &Mutex<RefCell<[usize; T]>>, task: u8) {
+    critical_section::with(|cs| {
+        if let Some(c) = counts.borrow_ref_mut(cs).get_mut(usize::from(task)) {
+            *c += 1;
+        }
+    });
+}
+
+fn finished() {
+    critical_section::with(|cs| {
+        let f = FINISHED.borrow(cs);
+        f.set(f.get() + 1);
+    });
+}
+
+#[embassy_executor::task(pool_size = 3)]
+async fn sensor(id: u8) {
+    for _ in 0..PER_SENSOR {
+        match TELEMETRY.acquire(1).await {
+            Ok(_) => count(&SENSOR_COUNTS, id),
+            Err(e) => {
+                hprintln!("FAIL sensor {}: {}", id, e);
+                critical_section::with(|cs| FAILED.borrow(cs).set(true));
+            }
+        }
+    }
+    finished();
+}
+
+#[embassy_executor::task(pool_size = 2)]
+async fn radio(id: u8) {
+    for _ in 0..PER_RADIO {
+        match RADIO.acquire(1).await {
+            Ok(_) => count(&RADIO_COUNTS, id),
+            Err(e) => {
+                hprintln!("FAIL radio {}: {}", id, e);
+                critical_section::with(|cs| FAILED.borrow(cs).set(true));
+            }
+        }
+    }
+    finished();
+}
+
+fn sorted<const N: usize>(log: &Log<N>) -> [u64; N] {
+    let mut at = log.at;
+    at[..log.len].sort_unstable();
+    at
+}
+
+/// Token bucket: the `burst + ⌊t/T⌋` bound over every window, and each
+/// admission at most one tick after the earliest time the quota allows.
+fn check_token_bucket(log: &Log<TELEMETRY_N>) -> bool {
+    let at = sorted(log);
+    let t_ns = TELEMETRY_QUOTA.interval_nanos();
+    let mut ok = log.len == TELEMETRY_N;
+    let mut max_late_ticks = 0;
+    for i in 0..log.len {
+        for j in i..log.len {
+            let window_ns = at[j] - at[i];
+            let bound = u64::from(BURST) + window_ns / t_ns;
+            if (j - i + 1) as u64 > bound {
+                hprintln!(
+                    "FAIL token-bucket: {} admitted in {} ns",
+                    j - i + 1,
+                    window_ns
+                );
+                ok = false;
+            }
+        }
+        // Demand was waiting from the first admission on: admission k is
+        // due at start + max(0, k + 1 - burst)·T, rounded up to a tick.
+        let due_ns = at[0] + (i as u64 + 1).saturating_sub(u64::from(BURST)) * t_ns;
+        let due_tick = EmbassyClock::nanos_to_ticks_ceil(due_ns);
+        let tick = EmbassyClock::nanos_to_ticks_ceil(at[i]);
+        if tick > due_tick + 1 {
+            hprintln!(
+                "FAIL token-bucket: admission {} at tick {}, due {}",
+                i,
+                tick,
+                due_tick
+            );
+            ok = false;
+        }
+        max_late_ticks = max_late_ticks.max(tick.saturating_sub(due_tick));
+    }
+    let counts = critical_section::with(|cs| *SENSOR_COUNTS.borrow_ref(cs));
+    ok &= counts == [PER_SENSOR; SENSORS];
+    hprintln!(
+        "token-bucket: admitted={} tasks={} per-task={}/{}/{} burst={} interval_us={} max_late_ticks={} {}",
+        log.len,
+        SENSORS,
+        counts[0],
+        counts[1],
+        counts[2],
+        BURST,
+        t_ns / 1_000,
+        max_late_ticks,
+        if ok { "PASS" } else { "FAIL" }
+    );
+    print_times("token-bucket", &at[..log.len]);
+    ok
+}
+
+/// Leaky bucket: consecutive admissions at least `T` and at most `T` plus
+/// one tick apart.
+fn check_leaky_bucket(log: &Log<RADIO_N>) -> bool {
+    let at = sorted(log);
+    let t_ns = RADIO_QUOTA.interval_nanos();
+    let mut ok = log.len == RADIO_N;
+    let (mut min_gap, mut max_gap) = (u64::MAX, 0);
+    for w in at[..log.len].windows(2) {
+        let gap_ns = w[1] - w[0];
+        min_gap = min_gap.min(gap_ns);
+        max_gap = max_gap.max(gap_ns);
+        if gap_ns < t_ns || gap_ns > t_ns + TICK_NS {
+            hprintln!(
+                "FAIL leaky-bucket: gap of {} ns, interval {} ns",
+                gap_ns,
+                t_ns
+            );
+            ok = false;
+        }
+    }
+    let counts = critical_section::with(|cs| *RADIO_COUNTS.borrow_ref(cs));
+    ok &= counts == [PER_RADIO; RADIOS];
+    hprintln!(
+        "leaky-bucket: admitted={} tasks={} per-task={}/{} interval_us={}.{:03} min_gap_us={} max_gap_us={} {}",
+        log.len,
+        RADIOS,
+        counts[0],
+        counts[1],
+        t_ns / 1_000,
+        t_ns % 1_000,
+        min_gap / 1_000,
+        max_gap / 1_000,
+        if ok { "PASS" } else { "FAIL" }
+    );
+    print_times("leaky-bucket", &at[..log.len]);
+    ok
+}
+
+/// Prints admission times in microseconds from the first one, ten a line.
+fn print_times(name: &str, at: &[u64]) {
+    for (row, chunk) in at.chunks(10).enumerate() {
+        let mut line = [0u64; 10];
+        for (slot, &t) in line.iter_mut().zip(chunk) {
+            *slot = (t - at[0]) / 1_000;
+        }
+        let l = &line[..chunk.len()];
+        hprintln!("  {} t_us[{}..]: {:?}", name, row * 10, l);
+    }
+}
+
+/// The errors: a request above the burst fails at once; a timeout shorter
+/// than the wait fails at once; a long enough one is served on time.
+async fn check_errors() -> bool {
+    let mut ok = true;
+    // Above the burst: an error, not a wait.
+    let capacity = matches!(
+        TELEMETRY.acquire(BURST + 1).await,
+        Err(WaitError::CapacityExceeded(e)) if e.requested == BURST + 1 && e.capacity == BURST
+    );
+    hprintln!(
+        "capacity: acquire({}) on burst {} -> CapacityExceeded {}",
+        BURST + 1,
+        BURST,
+        if capacity { "PASS" } else { "FAIL" }
+    );
+    ok &= capacity;
+
+    // Empty the bucket; the next permit is due in `wait` ns (0 < wait ≤ T).
+    let clock = EmbassyClock::new();
+    while TELEMETRY.check(clock.now()).is_allowed() {}
+    let start = Instant::now().as_ticks();
+    let wait = TELEMETRY.time_until_ready(1, ns(start)).unwrap_or(u64::MAX);
+    let due = EmbassyClock::nanos_to_ticks_ceil(ns(start) + wait);
+    // A deadline one tick before the permit is due: Timeout, at once.
+    let short = TELEMETRY
+        .acquire(1)
+        .with_deadline(Instant::from_ticks(due - 1))
+        .await;
+    // It gave up without sleeping until the permit was due.
+    let timed_out = matches!(short, Err(WaitError::Timeout { ready_at, .. }) if ready_at.as_ticks() == due)
+        && Instant::now().as_ticks() < due;
+    if !timed_out {
+        hprintln!(
+            "  short deadline: {:?}, start {} due {} now {}",
+            short,
+            start,
+            due,
+            Instant::now().as_ticks()
+        );
+    }
+    // A deadline exactly when it is due: served at that tick.
+    let long = TELEMETRY
+        .acquire(1)
+        .with_deadline(Instant::from_ticks(due))
+        .await;
+    let served_at = Instant::now().as_ticks();
+    let served = long.is_ok() && served_at == due;
+    hprintln!(
+        "deadline: permit due in {} us; deadline 1 tick early -> Timeout {}; deadline on the due tick -> served on it {}",
+        wait / 1_000,
+        if timed_out { "PASS" } else { "FAIL" },
+        if served { "PASS" } else { "FAIL" }
+    );
+    ok && timed_out && served
+}
+
+#[embassy_executor::main]
+async fn main(spawner: Spawner) {
+    let peripherals = cortex_m::Peripherals::take().expect("peripherals taken once");
+    board::start_time_driver(peripherals.SYST);
+    hprintln!(
+        "tollgate firmware on {}: TICK_HZ={} (tick {} ns rounded up), GcraState {} bytes",
+        env!("FIRMWARE_TARGET"),
+        TICK_HZ,
+        TICK_NS,
+        core::mem::size_of::<GcraState>()
+    );
+
+    for id in 0..SENSORS as u8 {
+        spawner.spawn(sensor(id).expect("sensor pool"));
+    }
+    for id in 0..RADIOS as u8 {
+        spawner.spawn(radio(id).expect("radio pool"));
+    }
+
+    // Wait for all tasks, with a guard in embassy time.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while critical_section::with(|cs| FINISHED.borrow(cs).get()) < SENSORS + RADIOS {
+        if Instant::now() > deadline {
+            hprintln!("FAIL: tasks did not finish within 5 s");
+            board::exit(false);
+        }
+        Timer::after_millis(1).await;
+    }
+
+    let (telemetry, radio) = critical_section::with(|cs| {
+        let t = TELEMETRY_LOG.borrow_ref(cs);
+        let r = RADIO_LOG.borrow_ref(cs);
+        (check_token_bucket(&t), check_leaky_bucket(&r))
+    });
+    let errors = check_errors().await;
+    let failed = critical_section::with(|cs| FAILED.borrow(cs).get());
+
+    let ok = telemetry && radio && errors && !failed;
+    hprintln!("{}", if ok { "ALL PASS" } else { "FAILED" });
+    board::exit(ok);
+}

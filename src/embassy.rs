@@ -1,0 +1,525 @@
+//! Embassy integration: a [`Clock`] on `embassy-time` and async waiting on
+//! any [`Limiter`] (feature `embassy`).
+//!
+//! - [`EmbassyClock`] reads [`embassy_time::Instant::now`] and converts its
+//!   ticks to nanoseconds exactly (floor) for any `TICK_HZ`, without
+//!   overflow. Its [`resolution`](Clock::resolution) is one tick rounded up
+//!   to whole nanoseconds, so a quota finer than a tick is a construction
+//!   error ([`QuotaError::BelowClockResolution`](crate::QuotaError::BelowClockResolution))
+//!   from [`RateLimiter::new`](crate::RateLimiter::new) or
+//!   [`Quota::check_resolution`](crate::Quota::check_resolution) with
+//!   [`EmbassyClock::RESOLUTION_NANOS`].
+//! - [`AsyncLimiter::acquire`] waits until `n` permits are granted and takes
+//!   them; [`AsyncLimiter::until_ready`] waits until they *could* be taken,
+//!   without taking them. Both sleep on [`embassy_time::Timer::at`] (no
+//!   polling loop, no allocation): check; on a refusal sleep until the
+//!   refusal's `retry_after`, rounded **up** to the next tick; check again.
+//!   A request that can never succeed (`n` above the burst or largest
+//!   weight) is [`WaitError::CapacityExceeded`] at once instead of a wait
+//!   forever. [`Wait::with_deadline`] / [`Wait::with_timeout`] bound the
+//!   wait with [`WaitError::Timeout`].
+//!
+//! The library chooses no time driver and no tick rate: the application
+//! enables one `embassy-time` driver and its `tick-hz-*` feature.
+//!
+//! # Time domain
+//!
+//! The waiters pass `EmbassyClock::now()` (nanoseconds since embassy's tick
+//! 0) to the limiter. Make any direct `check` on the same limiter with the
+//! same clock (for example through a `RateLimiter<EmbassyClock, _>`), or the
+//! two callers would disagree about what time it is.
+//!
+//! # Fairness
+//!
+//! Waiters do not queue: each sleeps until its own retry time and re-checks,
+//! and whichever checks first after capacity returns gets it. Every
+//! admission still respects the quota exactly, and every waiter is served
+//! as the quota allows when demand is below the rate. Under sustained
+//! overload a large request can be overtaken repeatedly by smaller ones;
+//! cap such demand upstream or use `n = 1` permits.
+//!
+//! # Example
+//!
+//! ```
+//! use tollgate::embassy::{AsyncLimiter, EmbassyClock, WaitError};
+//! use tollgate::{Bucket, Quota};
+//!
+//! const QUOTA: Quota = match Quota::per_second(50) {
+//!     Ok(q) => match q.check_resolution(EmbassyClock::RESOLUTION_NANOS) {
+//!         Ok(q) => q,
+//!         Err(_) => panic!("quota finer than one tick"),
+//!     },
+//!     Err(_) => panic!("invalid quota"),
+//! };
+//! static RADIO: Bucket<tollgate::Gcra> = Bucket::leaky_bucket(QUOTA);
+//!
+//! async fn send_frame() -> Result<(), WaitError> {
+//!     RADIO.acquire(1).await?; // sleeps until the radio may transmit
+//!     // ... transmit ...
+//!     Ok(())
+//! }
+//! # embassy_futures::block_on(send_frame()).unwrap();
+//! ```
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use embassy_time::{Duration, Instant, Timer, TICK_HZ};
+
+use crate::clock::Clock;
+use crate::decision::{CapacityExceeded, Decision, Snapshot};
+use crate::limiter::Limiter;
+use crate::rate_limiter::RateLimiter;
+
+const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+const fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        let r = a % b;
+        a = b;
+        b = r;
+    }
+    a
+}
+
+/// `10⁹ / hz` as a reduced fraction `(num, den)`: `den` ticks last `num`
+/// nanoseconds. Evaluated in `const` for `TICK_HZ`, so no division by a
+/// run-time value is left in the firmware.
+const fn ratio(hz: u64) -> (u64, u64) {
+    let hz = if hz == 0 { 1 } else { hz };
+    let g = gcd(hz, NANOS_PER_SEC);
+    (NANOS_PER_SEC / g, hz / g)
+}
+
+/// `ticks · num / den`, rounded down, saturating at `u64::MAX`.
+///
+/// Split into whole and remainder parts, so common rates (1 MHz, 32 768 Hz,
+/// 1 GHz) stay in `u64` arithmetic; the remainder falls back to `u128` only
+/// for rates whose reduced ratio would overflow.
+#[inline]
+const fn ticks_to_nanos_with(ticks: u64, (num, den): (u64, u64)) -> u64 {
+    let whole = match (ticks / den).checked_mul(num) {
+        Some(w) => w,
+        None => return u64::MAX,
+    };
+    let rem = ticks % den;
+    let part = match rem.checked_mul(num) {
+        Some(p) => p / den,
+        None => ((rem as u128 * num as u128) / den as u128) as u64, // < num
+    };
+    whole.saturating_add(part)
+}
+
+/// The smallest tick count `t` with `ticks_to_nanos_with(t) >= nanos`,
+/// i.e. `⌈nanos · den / num⌉`, saturating at `u64::MAX`.
+#[inline]
+const fn nanos_to_ticks_ceil_with(nanos: u64, (num, den): (u64, u64)) -> u64 {
+    let whole = match (nanos / num).checked_mul(den) {
+        Some(w) => w,
+        None => return u64::MAX,
+    };
+    let rem = nanos % num;
+    let part = match rem.checked_mul(den) {
+        Some(p) => p.div_ceil(num),
+        None => (rem as u128 * den as u128).div_ceil(num as u128) as u64, // <= den
+    };
+    whole.saturating_add(part)
+}
+
+/// The application's tick rate as a reduced fraction, computed at compile
+/// time.
+const TICK_RATIO: (u64, u64) = ratio(TICK_HZ);
+
+/// One tick in nanoseconds, rounded up (at least 1).
+const fn resolution_at(hz: u64) -> u64 {
+    if hz == 0 || hz >= NANOS_PER_SEC {
+        1
+    } else {
+        NANOS_PER_SEC.div_ceil(hz)
+    }
+}
+
+/// The embassy time driver as a tollgate [`Clock`]: nanoseconds since
+/// embassy's tick 0.
+///
+/// Conversion is exact (rounded down to the nanosecond) for any `TICK_HZ`
+/// and saturates instead of overflowing. The resolution is one tick, rounded
+/// up to whole nanoseconds (30 518 ns at 32 768 Hz, 1 000 ns at 1 MHz).
+///
+/// ```
+/// use tollgate::embassy::EmbassyClock;
+/// use tollgate::{Clock, Quota, QuotaError, RateLimiter};
+///
+/// let clock = EmbassyClock::new();
+/// assert_eq!(clock.resolution(), EmbassyClock::RESOLUTION_NANOS);
+/// // Ticks and nanoseconds convert both ways at the application's TICK_HZ.
+/// let one_sec = EmbassyClock::nanos_to_ticks_ceil(1_000_000_000);
+/// assert_eq!(one_sec, embassy_time::TICK_HZ);
+/// assert_eq!(EmbassyClock::ticks_to_nanos(one_sec), 1_000_000_000);
+///
+/// // A quota finer than one tick is refused, never silently clamped.
+/// let too_fine = Quota::from_nanos(1, EmbassyClock::RESOLUTION_NANOS - 1)?;
+/// assert!(matches!(
+///     RateLimiter::token_bucket(too_fine, clock),
+///     Err(QuotaError::BelowClockResolution { .. })
+/// ));
+/// # Ok::<(), QuotaError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct EmbassyClock;
+
+impl EmbassyClock {
+    /// One tick of the application's `TICK_HZ`, in nanoseconds rounded up:
+    /// what [`Clock::resolution`] reports, usable in `const` quota checks.
+    pub const RESOLUTION_NANOS: u64 = resolution_at(TICK_HZ);
+
+    /// The clock (it has no state: the driver is global).
+    #[must_use]
+    pub const fn new() -> Self {
+        Self
+    }
+
+    /// Converts embassy ticks to nanoseconds, rounded down, saturating.
+    #[must_use]
+    pub const fn ticks_to_nanos(ticks: u64) -> u64 {
+        ticks_to_nanos_with(ticks, TICK_RATIO)
+    }
+
+    /// The first tick at which this clock reads at least `nanos`: the
+    /// nanoseconds rounded **up** to a whole tick, saturating.
+    #[must_use]
+    pub const fn nanos_to_ticks_ceil(nanos: u64) -> u64 {
+        nanos_to_ticks_ceil_with(nanos, TICK_RATIO)
+    }
+
+    /// The [`Instant`] at which this clock first reads at least `nanos`.
+    #[must_use]
+    pub const fn instant_at(nanos: u64) -> Instant {
+        Instant::from_ticks(Self::nanos_to_ticks_ceil(nanos))
+    }
+}
+
+impl Clock for EmbassyClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        Self::ticks_to_nanos(Instant::now().as_ticks())
+    }
+
+    fn resolution(&self) -> u64 {
+        Self::RESOLUTION_NANOS
+    }
+}
+
+/// Why an async wait ended without permits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WaitError {
+    /// The request can never succeed: it asks for more than the limiter's
+    /// burst (or largest weight). Returned at once, never after a wait.
+    CapacityExceeded(CapacityExceeded),
+    /// The permits cannot be granted by the deadline. Returned as soon as
+    /// the limiter's answer shows it (the waiter does not sleep until the
+    /// deadline for nothing); nothing was taken.
+    Timeout {
+        /// The tick at which the permits would have been available, as the
+        /// limiter saw it when the wait gave up.
+        ready_at: Instant,
+        /// The deadline that would have been missed.
+        deadline: Instant,
+    },
+}
+
+impl fmt::Display for WaitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::CapacityExceeded(e) => fmt::Display::fmt(e, f),
+            Self::Timeout { ready_at, deadline } => write!(
+                f,
+                "rate limited past the deadline: ready at tick {}, deadline at tick {}",
+                ready_at.as_ticks(),
+                deadline.as_ticks()
+            ),
+        }
+    }
+}
+
+impl core::error::Error for WaitError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Self::CapacityExceeded(e) => Some(e),
+            Self::Timeout { .. } => None,
+        }
+    }
+}
+
+impl From<CapacityExceeded> for WaitError {
+    fn from(e: CapacityExceeded) -> Self {
+        Self::CapacityExceeded(e)
+    }
+}
+
+/// The future returned by [`AsyncLimiter::acquire`] and
+/// [`AsyncLimiter::until_ready`].
+///
+/// It resolves to the limiter's [`Snapshot`] once the permits are granted
+/// (for `acquire`: taken; for `until_ready`: available). Dropping it before
+/// it resolves takes nothing, so it is cancel-safe (for example inside
+/// `select`).
+///
+/// ```
+/// use embassy_time::Duration;
+/// use tollgate::embassy::{AsyncLimiter, WaitError};
+/// use tollgate::{Bucket, Quota};
+///
+/// let bucket = Bucket::token_bucket(Quota::per_second(10)?.allow_burst(2)?);
+/// embassy_futures::block_on(async {
+///     // Two permits are there at once.
+///     let s = bucket.acquire(2).with_timeout(Duration::from_millis(10)).await?;
+///     assert_eq!(s.remaining(), 0);
+///     // The next one needs 100 ms: more than the 10 ms timeout allows,
+///     // which the waiter knows without sleeping.
+///     let late = bucket.acquire(1).with_timeout(Duration::from_millis(10)).await;
+///     assert!(matches!(late, Err(WaitError::Timeout { .. })));
+///     // Three can never fit in a burst of two: an error, not a wait.
+///     assert!(matches!(bucket.acquire(3).await, Err(WaitError::CapacityExceeded(_))));
+///     Ok::<(), WaitError>(())
+/// })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+#[derive(Debug)]
+pub struct Wait<'a, L: Limiter + ?Sized> {
+    limiter: &'a L,
+    n: u32,
+    take: bool,
+    deadline: Option<Instant>,
+    timer: Option<Timer>,
+}
+
+impl<'a, L: Limiter + ?Sized> Wait<'a, L> {
+    const fn new(limiter: &'a L, n: u32, take: bool) -> Self {
+        Self {
+            limiter,
+            n,
+            take,
+            deadline: None,
+            timer: None,
+        }
+    }
+
+    /// Gives up with [`WaitError::Timeout`] if the permits cannot be granted
+    /// at or before `deadline`. Permits available right now are granted
+    /// even if the deadline has passed.
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// [`with_deadline`](Self::with_deadline) at `timeout` from now (from
+    /// the moment this method is called), saturating.
+    pub fn with_timeout(self, timeout: Duration) -> Self {
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(timeout)
+            .unwrap_or(Instant::from_ticks(u64::MAX));
+        self.with_deadline(deadline)
+    }
+
+    /// Asks the limiter once at `now_nanos`: the snapshot if granted,
+    /// otherwise the nanoseconds still to wait.
+    fn ask(&self, now_nanos: u64) -> Result<Result<Snapshot, u64>, CapacityExceeded> {
+        if self.take {
+            Ok(match self.limiter.check_n(self.n, now_nanos)? {
+                Decision::Allowed(s) => Ok(s),
+                Decision::Denied(d) => Err(d.retry_after_nanos()),
+            })
+        } else {
+            Ok(match self.limiter.time_until_ready(self.n, now_nanos)? {
+                0 => Ok(self.limiter.snapshot(now_nanos)),
+                wait => Err(wait),
+            })
+        }
+    }
+}
+
+impl<L: Limiter + ?Sized> Future for Wait<'_, L> {
+    type Output = Result<Snapshot, WaitError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // `Wait` is `Unpin`: a reference, integers and an (Unpin) `Timer`.
+        let this = self.get_mut();
+        loop {
+            if let Some(timer) = this.timer.as_mut() {
+                if Pin::new(timer).poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                this.timer = None;
+            }
+            let now = Instant::now().as_ticks();
+            let now_nanos = EmbassyClock::ticks_to_nanos(now);
+            let wait = match this.ask(now_nanos) {
+                Err(e) => return Poll::Ready(Err(WaitError::CapacityExceeded(e))),
+                Ok(Ok(snapshot)) => return Poll::Ready(Ok(snapshot)),
+                Ok(Err(wait)) => wait,
+            };
+            // The first tick whose time is at or after `now + wait`; at
+            // least one tick ahead so a zero wait can never spin.
+            let wake = EmbassyClock::nanos_to_ticks_ceil(now_nanos.saturating_add(wait))
+                .max(now.saturating_add(1));
+            if let Some(deadline) = this.deadline {
+                if wake > deadline.as_ticks() {
+                    return Poll::Ready(Err(WaitError::Timeout {
+                        ready_at: Instant::from_ticks(wake),
+                        deadline,
+                    }));
+                }
+            }
+            // Polling a fresh timer registers the waker and returns Pending.
+            this.timer = Some(Timer::at(Instant::from_ticks(wake)));
+        }
+    }
+}
+
+/// Async waiting on any [`Limiter`], sleeping on embassy timers.
+///
+/// Implemented for every `Limiter` (buckets, `&L`, and any future limiter
+/// type); bring it into scope with `use tollgate::embassy::AsyncLimiter`.
+/// Time is read from [`EmbassyClock`].
+pub trait AsyncLimiter: Limiter {
+    /// Waits until `n` permits are granted and takes them; resolves to the
+    /// snapshot after the admission. `n = 0` resolves at once.
+    ///
+    /// # Errors
+    /// The future resolves to [`WaitError::CapacityExceeded`] at once if
+    /// `n` can never be granted, and to [`WaitError::Timeout`] if a deadline
+    /// set with [`Wait::with_deadline`] / [`Wait::with_timeout`] cannot be
+    /// met.
+    fn acquire(&self, n: u32) -> Wait<'_, Self> {
+        Wait::new(self, n, true)
+    }
+
+    /// Waits until `n` permits *could* be taken, without taking them (a
+    /// peek); resolves to the snapshot at that time. Use it to wait for
+    /// capacity before preparing work, then take it with a check. Unlike
+    /// governor's `until_ready`, this takes nothing: the taking version is
+    /// [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    fn until_ready(&self, n: u32) -> Wait<'_, Self> {
+        Wait::new(self, n, false)
+    }
+}
+
+impl<L: Limiter + ?Sized> AsyncLimiter for L {}
+
+impl<L: Limiter> RateLimiter<EmbassyClock, L> {
+    /// Waits until `n` permits are granted and takes them (see
+    /// [`AsyncLimiter::acquire`]).
+    ///
+    /// ```
+    /// use tollgate::embassy::EmbassyClock;
+    /// use tollgate::{Quota, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::token_bucket(Quota::per_second(5)?, EmbassyClock::new())?;
+    /// let snapshot = embassy_futures::block_on(limiter.acquire(1))?;
+    /// assert_eq!(snapshot.remaining(), 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire(&self, n: u32) -> Wait<'_, L> {
+        Wait::new(self.limiter(), n, true)
+    }
+
+    /// Waits until `n` permits could be taken, taking none (see
+    /// [`AsyncLimiter::until_ready`]).
+    pub fn until_ready(&self, n: u32) -> Wait<'_, L> {
+        Wait::new(self.limiter(), n, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ticks_to_nanos_at(ticks: u64, hz: u64) -> u64 {
+        ticks_to_nanos_with(ticks, ratio(hz))
+    }
+
+    fn nanos_to_ticks_ceil_at(nanos: u64, hz: u64) -> u64 {
+        nanos_to_ticks_ceil_with(nanos, ratio(hz))
+    }
+
+    /// Reference: the whole computation in u128, no reduction, no split.
+    fn ref_ticks_to_nanos(ticks: u64, hz: u64) -> u64 {
+        u64::try_from(u128::from(ticks) * 1_000_000_000 / u128::from(hz)).unwrap_or(u64::MAX)
+    }
+
+    fn ref_nanos_to_ticks_ceil(nanos: u64, hz: u64) -> u64 {
+        let p = u128::from(nanos) * u128::from(hz);
+        u64::try_from(p.div_ceil(1_000_000_000)).unwrap_or(u64::MAX)
+    }
+
+    fn any_hz() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            Just(1u64),
+            Just(32_768),
+            Just(1_000_000),
+            Just(1_000_000_000),
+            Just(5_242_880_000),
+            1u64..=2_000_000_000,
+            1u64..=u64::MAX,
+        ]
+    }
+
+    #[test]
+    fn common_rates_convert_exactly() {
+        assert_eq!(ticks_to_nanos_at(1, 1_000_000), 1_000);
+        assert_eq!(ticks_to_nanos_at(1, 32_768), 30_517); // 30 517.578 ns
+        assert_eq!(ticks_to_nanos_at(32_768, 32_768), 1_000_000_000);
+        assert_eq!(nanos_to_ticks_ceil_at(30_517, 32_768), 1);
+        assert_eq!(nanos_to_ticks_ceil_at(30_518, 32_768), 2);
+        assert_eq!(resolution_at(32_768), 30_518);
+        assert_eq!(resolution_at(1_000_000), 1_000);
+        assert_eq!(resolution_at(1_000_000_000), 1);
+        assert_eq!(resolution_at(5_000_000_000), 1);
+        assert_eq!(ticks_to_nanos_at(u64::MAX, 1_000_000), u64::MAX);
+        assert_eq!(nanos_to_ticks_ceil_at(u64::MAX, u64::MAX), u64::MAX);
+    }
+
+    proptest! {
+        #[test]
+        fn ticks_to_nanos_matches_u128_reference(ticks in any::<u64>(), hz in any_hz()) {
+            prop_assert_eq!(ticks_to_nanos_at(ticks, hz), ref_ticks_to_nanos(ticks, hz));
+        }
+
+        #[test]
+        fn nanos_to_ticks_ceil_matches_u128_reference(nanos in any::<u64>(), hz in any_hz()) {
+            prop_assert_eq!(nanos_to_ticks_ceil_at(nanos, hz), ref_nanos_to_ticks_ceil(nanos, hz));
+        }
+
+        /// The wake-up tick is the first tick at which the clock has reached
+        /// the target: never a tick early, never a tick late.
+        #[test]
+        fn ceil_tick_is_first_tick_at_or_after(nanos in 0u64..=u64::MAX / 4, hz in 1u64..=2_000_000_000) {
+            let t = nanos_to_ticks_ceil_at(nanos, hz);
+            prop_assert!(ticks_to_nanos_at(t, hz) >= nanos);
+            if t > 0 {
+                prop_assert!(ticks_to_nanos_at(t - 1, hz) < nanos);
+            }
+        }
+
+        /// A quota interval at or above the resolution spans at least one tick.
+        #[test]
+        fn resolution_is_at_least_one_tick(hz in 1u64..=u64::MAX) {
+            let r = resolution_at(hz);
+            prop_assert!(r >= 1);
+            prop_assert!(nanos_to_ticks_ceil_at(r, hz) >= 1);
+            prop_assert!(u128::from(r) * u128::from(hz) >= 1_000_000_000);
+        }
+    }
+}
