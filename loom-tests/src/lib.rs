@@ -1,0 +1,33 @@
+//! Loom model checks of tollgate's atomic protocols.
+//!
+//! The models live in `tests/` and compile only under `--cfg loom`:
+//!
+//! ```sh
+//! loom-tests/run.sh
+//! # = RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
+//! #   cargo test -p loom-tests --release --target-dir target/loom
+//! ```
+//!
+//! This library holds what the models share, all of it plain sequential
+//! code that also builds (and is unit-tested) without loom:
+//!
+//! - [`spec`]: a sequential reference model of the GCRA written from the
+//!   design contract, used to decide what a concurrent run may return;
+//! - [`orders`]: every sequential order of the threads' operations, and the
+//!   outcomes the reference model gives for each, so a model can assert
+//!   that what it observed is one of them (linearizability);
+//! - [`ops`]: one vocabulary ([`Op`], [`Outcome`]) for driving the real
+//!   algorithm and the reference model alike;
+//! - `model` (under `cfg(loom)` only): `loom::model` with a default
+//!   preemption bound, so a bare `cargo test` under loom stays bounded too.
+
+pub mod ops;
+pub mod orders;
+pub mod spec;
+
+#[cfg(loom)]
+pub mod model;
+
+pub use ops::{apply, Op, Outcome};
+pub use orders::{interleavings, sequential_outcomes, Observed};
+pub use spec::SpecBucket;
