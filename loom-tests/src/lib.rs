@@ -28,6 +28,45 @@ pub mod spec;
 #[cfg(loom)]
 pub mod model;
 
-pub use ops::{apply, Op, Outcome};
+pub use ops::{admitted, admitted_by_all, apply, clock_bound, Op, Outcome};
 pub use orders::{interleavings, sequential_outcomes, Observed};
 pub use spec::SpecBucket;
+
+use tollgate::{Gcra, Quota};
+
+/// A token bucket with interval `interval` ns and burst `burst`, for models.
+///
+/// # Panics
+/// If the quota is invalid (a bug in the model, not in tollgate).
+#[must_use]
+pub fn token_bucket(interval: u64, burst: u32) -> Gcra {
+    let quota = Quota::from_nanos(1, interval)
+        .and_then(|q| q.allow_burst(burst))
+        .expect("valid model quota");
+    Gcra::token_bucket(quota)
+}
+
+/// A strict-pacing leaky bucket with interval `interval` ns accepting
+/// weights up to `max_weight`, for models.
+///
+/// # Panics
+/// If the quota is invalid (a bug in the model, not in tollgate).
+#[must_use]
+pub fn leaky_bucket(interval: u64, max_weight: u32) -> Gcra {
+    let quota = Quota::from_nanos(1, interval)
+        .and_then(|q| q.max_weight(max_weight))
+        .expect("valid model quota");
+    Gcra::leaky_bucket(quota)
+}
+
+/// `check_n(n, now)`.
+#[must_use]
+pub const fn check(n: u32, now: u64) -> Op {
+    Op::Check { n, now }
+}
+
+/// `refund(n, now)`.
+#[must_use]
+pub const fn refund(n: u32, now: u64) -> Op {
+    Op::Refund { n, now }
+}

@@ -89,3 +89,24 @@ pub fn admitted(ops: &[Op], outcomes: &[Outcome]) -> u64 {
         })
         .sum()
 }
+
+/// The design's safety bound for a bucket that starts full: over the span
+/// of clock readings `nows`, at most `capacity + ⌊(max − min) / T⌋` permits
+/// (capacity = burst, or the largest weight for a leaky bucket).
+#[must_use]
+pub fn clock_bound(capacity: u32, interval: u64, nows: impl IntoIterator<Item = u64>) -> u64 {
+    let (lo, hi) = nows
+        .into_iter()
+        .fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
+    let span = hi.saturating_sub(lo);
+    u64::from(capacity) + span / interval.max(1)
+}
+
+/// Total permits admitted across threads: `ops[t]` with `outcomes[t]`.
+#[must_use]
+pub fn admitted_by_all(ops: &[Vec<Op>], outcomes: &[Vec<Outcome>]) -> u64 {
+    ops.iter()
+        .zip(outcomes)
+        .map(|(o, out)| admitted(o, out))
+        .sum()
+}
