@@ -28,7 +28,9 @@ pub mod spec;
 #[cfg(loom)]
 pub mod model;
 
-pub use ops::{admitted, admitted_by_all, apply, clock_bound, Op, Outcome};
+pub use ops::{
+    admitted, admitted_by_all, apply, apply_all, clock_bound, drain, refunded, Op, Outcome,
+};
 pub use orders::{interleavings, sequential_outcomes, Observed};
 pub use spec::SpecBucket;
 
@@ -65,8 +67,14 @@ pub const fn check(n: u32, now: u64) -> Op {
     Op::Check { n, now }
 }
 
-/// `refund(n, now)`.
+/// `refund(n, now)`, unconditionally.
 #[must_use]
 pub const fn refund(n: u32, now: u64) -> Op {
     Op::Refund { n, now }
+}
+
+/// `refund(n, now)` if the thread's previous operation was admitted.
+#[must_use]
+pub const fn refund_if_allowed(n: u32, now: u64) -> Op {
+    Op::RefundIfAllowed { n, now }
 }

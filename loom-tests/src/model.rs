@@ -3,7 +3,7 @@
 use loom::sync::Arc;
 use tollgate::{Algorithm, Gcra, GcraState};
 
-use crate::ops::{apply, Op, Outcome};
+use crate::ops::{apply_all, Op};
 use crate::orders::{sequential_outcomes, Observed};
 use crate::spec::SpecBucket;
 
@@ -28,62 +28,58 @@ where
 /// Inside a model: a fresh state for `gcra`, brought forward by running
 /// `setup` sequentially, then `threads` run concurrently (all but the last
 /// on spawned loom threads, the last on the model's main thread).
-/// Returns each thread's outcomes and the final theoretical arrival time.
-pub fn run_gcra(gcra: Gcra, setup: &[Op], threads: &[Vec<Op>]) -> Observed {
+/// Returns each thread's outcomes with the final theoretical arrival time,
+/// and the state itself for further (sequential) probing.
+pub fn run_gcra(gcra: Gcra, setup: &[Op], threads: &[Vec<Op>]) -> (Observed, Arc<GcraState>) {
     let state = Arc::new(gcra.new_state());
-    for &op in setup {
-        let _ = apply(&gcra, &state, op);
+    let _ = apply_all(&gcra, &state, setup);
+    let mut outcomes = Vec::with_capacity(threads.len());
+    if let Some((last, spawned)) = threads.split_last() {
+        let handles: Vec<_> = spawned
+            .iter()
+            .map(|ops| {
+                let state = Arc::clone(&state);
+                let ops = ops.clone();
+                loom::thread::spawn(move || apply_all(&gcra, &state, &ops))
+            })
+            .collect();
+        let mine = apply_all(&gcra, &state, last);
+        outcomes.extend(
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("model thread panicked")),
+        );
+        outcomes.push(mine);
     }
-    let Some((last, spawned)) = threads.split_last() else {
-        return Observed {
-            outcomes: Vec::new(),
-            tat: u128::from(state.tat()),
-        };
-    };
-    let handles: Vec<_> = spawned
-        .iter()
-        .map(|ops| {
-            let state = Arc::clone(&state);
-            let ops = ops.clone();
-            loom::thread::spawn(move || run_ops(&gcra, &state, &ops))
-        })
-        .collect();
-    let mine = run_ops(&gcra, &state, last);
-    let mut outcomes: Vec<Vec<Outcome>> = handles
-        .into_iter()
-        .map(|h| h.join().expect("model thread panicked"))
-        .collect();
-    outcomes.push(mine);
-    Observed {
+    let observed = Observed {
         outcomes,
         tat: u128::from(state.tat()),
-    }
-}
-
-fn run_ops(gcra: &Gcra, state: &GcraState, ops: &[Op]) -> Vec<Outcome> {
-    ops.iter().map(|&op| apply(gcra, state, op)).collect()
+    };
+    (observed, state)
 }
 
 /// Model-checks that `threads` running concurrently on a `gcra` bucket
 /// (after `setup`) always produce a result that some sequential order of
 /// the same operations produces in the reference model, and that
-/// `extra(observed)` holds for every interleaving.
+/// `extra(observed, state)` holds for every interleaving (it runs after
+/// all threads have finished and may probe the state further).
 pub fn assert_linearizable<X>(gcra: Gcra, setup: Vec<Op>, threads: Vec<Vec<Op>>, extra: X)
 where
-    X: Fn(&Observed) + Sync + Send + 'static,
+    X: Fn(&Observed, &GcraState) + Sync + Send + 'static,
 {
     let mut start = SpecBucket::like(&gcra);
+    let mut previous = None;
     for &op in &setup {
-        let _ = start.apply(op);
+        previous = Some(start.apply(op, previous));
     }
     let allowed = sequential_outcomes(start, &threads);
     check(move || {
-        let observed = run_gcra(gcra, &setup, &threads);
+        let (observed, state) = run_gcra(gcra, &setup, &threads);
         assert!(
             allowed.contains(&observed),
             "no sequential order of {threads:?} after {setup:?} gives {observed:?}; \
              sequential outcomes: {allowed:?}"
         );
-        extra(&observed);
+        extra(&observed, &state);
     });
 }

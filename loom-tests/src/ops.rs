@@ -12,8 +12,18 @@ pub enum Op {
         /// The caller's clock reading, in nanoseconds.
         now: u64,
     },
-    /// `refund(n, now)`.
+    /// `refund(n, now)`, unconditionally (it may give back permits the
+    /// caller never took: an over-refund).
     Refund {
+        /// Permits given back.
+        n: u32,
+        /// The caller's clock reading, in nanoseconds.
+        now: u64,
+    },
+    /// `refund(n, now)` only if the same thread's previous operation was
+    /// admitted: the chain pattern (take, then give back when a later
+    /// stage refuses).
+    RefundIfAllowed {
         /// Permits given back.
         n: u32,
         /// The caller's clock reading, in nanoseconds.
@@ -26,7 +36,7 @@ impl Op {
     #[must_use]
     pub const fn now(&self) -> u64 {
         match *self {
-            Op::Check { now, .. } | Op::Refund { now, .. } => now,
+            Op::Check { now, .. } | Op::Refund { now, .. } | Op::RefundIfAllowed { now, .. } => now,
         }
     }
 }
@@ -43,8 +53,11 @@ pub enum Outcome {
     },
     /// `n` is larger than the bucket can ever hold.
     Exceeded,
-    /// A refund (it returns nothing).
+    /// A refund that was made (it returns nothing).
     Refunded,
+    /// A [`Op::RefundIfAllowed`] skipped because the previous operation
+    /// was not admitted.
+    Skipped,
 }
 
 impl Outcome {
@@ -67,15 +80,46 @@ impl Outcome {
     }
 }
 
-/// Runs `op` on the real algorithm `alg` and its `state`.
-pub fn apply<A: Algorithm>(alg: &A, state: &A::State, op: Op) -> Outcome {
+/// Runs `op` on the real algorithm `alg` and its `state`; `previous` is
+/// what the same thread's previous operation returned (if any).
+pub fn apply<A: Algorithm>(
+    alg: &A,
+    state: &A::State,
+    op: Op,
+    previous: Option<Outcome>,
+) -> Outcome {
     match op {
         Op::Check { n, now } => Outcome::of_check(alg.check_n(state, n, now)),
-        Op::Refund { n, now } => {
+        Op::RefundIfAllowed { .. } if previous != Some(Outcome::Allowed) => Outcome::Skipped,
+        Op::Refund { n, now } | Op::RefundIfAllowed { n, now } => {
             alg.refund(state, n, now);
             Outcome::Refunded
         }
     }
+}
+
+/// Runs one thread's `ops` in order on the real algorithm.
+pub fn apply_all<A: Algorithm>(alg: &A, state: &A::State, ops: &[Op]) -> Vec<Outcome> {
+    let mut outcomes: Vec<Outcome> = Vec::with_capacity(ops.len());
+    for &op in ops {
+        let previous = outcomes.last().copied();
+        outcomes.push(apply(alg, state, op, previous));
+    }
+    outcomes
+}
+
+/// Permits given back by refunds that were made.
+#[must_use]
+pub fn refunded(ops: &[Op], outcomes: &[Outcome]) -> u64 {
+    ops.iter()
+        .zip(outcomes)
+        .map(|(op, out)| match (op, out) {
+            (Op::Refund { n, .. } | Op::RefundIfAllowed { n, .. }, Outcome::Refunded) => {
+                u64::from(*n)
+            }
+            _ => 0,
+        })
+        .sum()
 }
 
 /// Permits admitted by `ops` given their `outcomes` (peeks count 0).
@@ -109,4 +153,18 @@ pub fn admitted_by_all(ops: &[Vec<Op>], outcomes: &[Vec<Outcome>]) -> u64 {
         .zip(outcomes)
         .map(|(o, out)| admitted(o, out))
         .sum()
+}
+
+/// Takes single permits at `now` until refused; returns how many were
+/// admitted (at most `capacity + 1` attempts, so it always ends).
+pub fn drain<A: Algorithm>(alg: &A, state: &A::State, now: u64) -> u64 {
+    let mut taken = 0;
+    for _ in 0..=alg.capacity() {
+        if alg.check_n(state, 1, now).is_ok_and(|d| d.is_allowed()) {
+            taken += 1;
+        } else {
+            break;
+        }
+    }
+    taken
 }

@@ -65,7 +65,8 @@ pub fn sequential_outcomes(start: SpecBucket, threads: &[Vec<Op>]) -> HashSet<Ob
                 .map(|ops| vec![Outcome::Refunded; ops.len()])
                 .collect();
             for (t, i) in order {
-                outcomes[t][i] = bucket.apply(threads[t][i]);
+                let previous = i.checked_sub(1).map(|p| outcomes[t][p]);
+                outcomes[t][i] = bucket.apply(threads[t][i], previous);
             }
             Observed {
                 outcomes,

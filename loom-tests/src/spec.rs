@@ -69,10 +69,19 @@ impl SpecBucket {
         }
     }
 
-    /// Applies `op` and returns what the contract says it returns.
-    pub fn apply(&mut self, op: Op) -> Outcome {
+    /// Applies `op` and returns what the contract says it returns;
+    /// `previous` is what the same thread's previous operation returned.
+    pub fn apply(&mut self, op: Op, previous: Option<Outcome>) -> Outcome {
         match op {
             Op::Check { n, now } => self.check(n, u128::from(now)),
+            Op::RefundIfAllowed { n, now } => {
+                if previous == Some(Outcome::Allowed) {
+                    self.refund(n, u128::from(now));
+                    Outcome::Refunded
+                } else {
+                    Outcome::Skipped
+                }
+            }
             Op::Refund { n, now } => {
                 self.refund(n, u128::from(now));
                 Outcome::Refunded
@@ -138,7 +147,7 @@ mod tests {
     use tollgate::{Algorithm, Gcra, Quota};
 
     use super::SpecBucket;
-    use crate::ops::{apply, Op};
+    use crate::ops::{apply, Op, Outcome};
 
     fn gcra() -> impl Strategy<Value = Gcra> {
         (1u32..=4, 1u64..=50, 1u32..=4, any::<bool>(), 0u64..=200).prop_map(
@@ -161,6 +170,7 @@ mod tests {
         prop_oneof![
             3 => (0u32..=5, 0u64..=600).prop_map(|(n, now)| Op::Check { n, now }),
             1 => (0u32..=5, 0u64..=600).prop_map(|(n, now)| Op::Refund { n, now }),
+            1 => (0u32..=5, 0u64..=600).prop_map(|(n, now)| Op::RefundIfAllowed { n, now }),
         ]
     }
 
@@ -172,9 +182,11 @@ mod tests {
         ) {
             let state = gcra.new_state();
             let mut spec = SpecBucket::like(&gcra);
+            let mut previous: Option<Outcome> = None;
             for op in ops {
-                let real = apply(&gcra, &state, op);
-                let expected = spec.apply(op);
+                let real = apply(&gcra, &state, op, previous);
+                let expected = spec.apply(op, previous);
+                previous = Some(expected);
                 prop_assert_eq!(real, expected, "op {:?}", op);
                 prop_assert_eq!(u128::from(state.tat()), spec.tat(), "tat after {:?}", op);
             }

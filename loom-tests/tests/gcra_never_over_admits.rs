@@ -27,7 +27,7 @@ fn never_over_admits(gcra: Gcra, threads: Vec<Vec<Op>>) {
         "scenario asks for {requested}, bound {bound}"
     );
     let ops = threads.clone();
-    model::assert_linearizable(gcra, Vec::new(), threads, move |observed| {
+    model::assert_linearizable(gcra, Vec::new(), threads, move |observed, _| {
         let admitted = admitted_by_all(&ops, &observed.outcomes);
         assert!(
             admitted <= bound,
