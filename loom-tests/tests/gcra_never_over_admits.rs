@@ -5,8 +5,9 @@
 //! requests in the reference model.
 #![cfg(loom)]
 
+use loom::sync::Arc;
 use loom_tests::{admitted_by_all, check, clock_bound, leaky_bucket, model, token_bucket, Op};
-use tollgate::{Algorithm, Gcra};
+use tollgate::{Algorithm, Clock, Gcra, ManualClock};
 
 /// Model-checks `threads` on a fresh `gcra` bucket: linearizable, and
 /// within the clock bound. The scenario must ask for more than the bound,
@@ -99,4 +100,43 @@ fn leaky_bucket_weighted_checks() {
             vec![check(2, 115)],
         ],
     );
+}
+
+#[test]
+fn token_bucket_with_clock_readings_raced_by_an_advance() {
+    // Real callers read a shared clock, then check: a reading can reach the
+    // bucket after a fresher one. One thread advances the clock by T and
+    // checks; the others read and check, the main thread twice.
+    let gcra = token_bucket(10, 2);
+    let start = 100;
+    model::check(move || {
+        let clock = Arc::new(ManualClock::new(start));
+        let state = Arc::new(gcra.new_state());
+        let advancer = {
+            let (clock, state) = (Arc::clone(&clock), Arc::clone(&state));
+            loom::thread::spawn(move || {
+                clock.advance_nanos(10);
+                u64::from(
+                    gcra.check_n(&state, 1, clock.now())
+                        .is_ok_and(|d| d.is_allowed()),
+                )
+            })
+        };
+        let reader = {
+            let (clock, state) = (Arc::clone(&clock), Arc::clone(&state));
+            loom::thread::spawn(move || {
+                let now = clock.now();
+                u64::from(gcra.check_n(&state, 1, now).is_ok_and(|d| d.is_allowed()))
+            })
+        };
+        let mut admitted = 0;
+        for _ in 0..2 {
+            let now = clock.now();
+            admitted += u64::from(gcra.check_n(&state, 1, now).is_ok_and(|d| d.is_allowed()));
+        }
+        admitted += advancer.join().expect("advancer") + reader.join().expect("reader");
+        let bound = clock_bound(gcra.capacity(), gcra.interval_nanos(), [start, clock.now()]);
+        assert!(bound < 4, "the scenario must ask for more than the bound");
+        assert!(admitted <= bound, "admitted {admitted} > bound {bound}");
+    });
 }
