@@ -22,11 +22,12 @@ pub struct Observed {
 }
 
 /// Every interleaving of the threads' operations that keeps each thread's
-/// program order, as a sequence of `(thread, index)` pairs.
+/// program order, as a sequence of `(thread, index)` pairs. Generic over
+/// the operation type, so models of other limiters can reuse it.
 #[must_use]
-pub fn interleavings(threads: &[Vec<Op>]) -> Vec<Vec<(usize, usize)>> {
-    fn extend(
-        threads: &[Vec<Op>],
+pub fn interleavings<T>(threads: &[Vec<T>]) -> Vec<Vec<(usize, usize)>> {
+    fn extend<T>(
+        threads: &[Vec<T>],
         next: &mut [usize],
         prefix: &mut Vec<(usize, usize)>,
         out: &mut Vec<Vec<(usize, usize)>>,
