@@ -7,7 +7,7 @@
 
 use loom::sync::Arc;
 use loom_tests::{admitted_by_all, check, clock_bound, leaky_bucket, model, token_bucket, Op};
-use tollgate::{Algorithm, Clock, Gcra, ManualClock};
+use tollgate::{Algorithm, Clock, Gcra, ManualClock, Quota, RateLimiter};
 
 /// Model-checks `threads` on a fresh `gcra` bucket: linearizable, and
 /// within the clock bound. The scenario must ask for more than the bound,
@@ -137,6 +137,40 @@ fn token_bucket_with_clock_readings_raced_by_an_advance() {
         admitted += advancer.join().expect("advancer") + reader.join().expect("reader");
         let bound = clock_bound(gcra.capacity(), gcra.interval_nanos(), [start, clock.now()]);
         assert!(bound < 4, "the scenario must ask for more than the bound");
+        assert!(admitted <= bound, "admitted {admitted} > bound {bound}");
+    });
+}
+
+#[test]
+fn rate_limiter_try_acquire_raced_by_a_clock_advance() {
+    // The same through the convenience type, which reads its clock inside
+    // `try_acquire`: a leaky bucket (T = 10 ns) on a shared `ManualClock`.
+    // `std::sync::Arc` only shares the values; loom sees the atomics inside.
+    use std::sync::Arc;
+    let quota = Quota::from_nanos(1, 10).expect("valid model quota");
+    let start = 100;
+    model::check(move || {
+        let clock = Arc::new(ManualClock::new(start));
+        let limiter =
+            Arc::new(RateLimiter::leaky_bucket(quota, Arc::clone(&clock)).expect("resolution"));
+        let spawned: Vec<_> = [true, false]
+            .into_iter()
+            .map(|advance| {
+                let limiter = Arc::clone(&limiter);
+                loom::thread::spawn(move || {
+                    if advance {
+                        limiter.clock().advance_nanos(10);
+                    }
+                    u64::from(limiter.try_acquire().is_allowed())
+                })
+            })
+            .collect();
+        let mut admitted = u64::from(limiter.try_acquire().is_allowed());
+        for t in spawned {
+            admitted += t.join().expect("model thread");
+        }
+        let bound = clock_bound(1, 10, [start, clock.now()]);
+        assert!(bound < 3, "the scenario must ask for more than the bound");
         assert!(admitted <= bound, "admitted {admitted} > bound {bound}");
     });
 }
