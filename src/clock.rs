@@ -112,7 +112,11 @@ impl ManualClock {
 
     /// Sets the clock to `now` nanoseconds, forwards or backwards.
     pub fn set(&self, now: u64) {
-        self.now.store(now, Ordering::Relaxed);
+        // A swap rather than a store: the same effect, but a read-modify-write
+        // like `advance`, which loom 0.7 models correctly against it (a plain
+        // store racing an RMW yields impossible histories there, tokio-rs/loom
+        // #254), so the loom model of `set` racing `advance` is sound.
+        let _ = self.now.swap(now, Ordering::Relaxed);
     }
 }
 

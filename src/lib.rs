@@ -264,6 +264,19 @@
 //! implementation, e.g. cortex-m's `critical-section-single-core`) or build
 //! with `--cfg portable_atomic_unsafe_assume_single_core` on a single-core
 //! chip. tollgate never picks for you.
+//!
+//! ## Verification
+//!
+//! Beyond unit, doc and property tests, every atomic protocol is model
+//! checked with [loom](https://docs.rs/loom) in the `loom-tests` workspace
+//! crate: all interleavings of 2–3 threads whose clock readings reach the
+//! limiter out of order. For the GCRA buckets the models show that no
+//! interleaving admits more than `capacity + ⌊span / T⌋`, that concurrent
+//! checks and refunds always equal some sequential order, that a refund
+//! never lifts a bucket above its burst, and that a stale `now` under the
+//! heal threshold grants nothing. Every atomic type is named in one module,
+//! so a `--cfg loom` build swaps all of them for loom's; a guard model
+//! fails if that ever stops being true. Run it with `loom-tests/run.sh`.
 
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]

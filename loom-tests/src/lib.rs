@@ -1,0 +1,80 @@
+//! Loom model checks of tollgate's atomic protocols.
+//!
+//! The models live in `tests/` and compile only under `--cfg loom`:
+//!
+//! ```sh
+//! loom-tests/run.sh
+//! # = RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
+//! #   cargo test -p loom-tests --release --target-dir target/loom
+//! ```
+//!
+//! This library holds what the models share, all of it plain sequential
+//! code that also builds (and is unit-tested) without loom:
+//!
+//! - [`spec`]: a sequential reference model of the GCRA written from the
+//!   design contract, used to decide what a concurrent run may return;
+//! - [`orders`]: every sequential order of the threads' operations, and the
+//!   outcomes the reference model gives for each, so a model can assert
+//!   that what it observed is one of them (linearizability);
+//! - [`ops`]: one vocabulary ([`Op`], [`Outcome`]) for driving the real
+//!   algorithm and the reference model alike;
+//! - `model` (under `cfg(loom)` only): `loom::model` with a default
+//!   preemption bound, so a bare `cargo test` under loom stays bounded too.
+
+pub mod ops;
+pub mod orders;
+pub mod spec;
+
+#[cfg(loom)]
+pub mod model;
+
+pub use ops::{
+    admitted, admitted_by_all, apply, apply_all, clock_bound, drain, refunded, Op, Outcome,
+};
+pub use orders::{interleavings, sequential_outcomes, Observed};
+pub use spec::SpecBucket;
+
+use tollgate::{Gcra, Quota};
+
+/// A token bucket with interval `interval` ns and burst `burst`, for models.
+///
+/// # Panics
+/// If the quota is invalid (a bug in the model, not in tollgate).
+#[must_use]
+pub fn token_bucket(interval: u64, burst: u32) -> Gcra {
+    let quota = Quota::from_nanos(1, interval)
+        .and_then(|q| q.allow_burst(burst))
+        .expect("valid model quota");
+    Gcra::token_bucket(quota)
+}
+
+/// A strict-pacing leaky bucket with interval `interval` ns accepting
+/// weights up to `max_weight`, for models.
+///
+/// # Panics
+/// If the quota is invalid (a bug in the model, not in tollgate).
+#[must_use]
+pub fn leaky_bucket(interval: u64, max_weight: u32) -> Gcra {
+    let quota = Quota::from_nanos(1, interval)
+        .and_then(|q| q.max_weight(max_weight))
+        .expect("valid model quota");
+    Gcra::leaky_bucket(quota)
+}
+
+/// `check_n(n, now)`.
+#[must_use]
+pub const fn check(n: u32, now: u64) -> Op {
+    Op::Check { n, now }
+}
+
+/// `refund(n, now)`, unconditionally.
+#[must_use]
+pub const fn refund(n: u32, now: u64) -> Op {
+    Op::Refund { n, now }
+}
+
+/// `refund(n, now)` if the thread's previous operation was admitted.
+#[must_use]
+pub const fn refund_if_allowed(n: u32, now: u64) -> Op {
+    Op::RefundIfAllowed { n, now }
+}

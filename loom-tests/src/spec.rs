@@ -1,0 +1,195 @@
+//! A sequential reference model of the GCRA, written from the design
+//! contract (DESIGN.md §2) rather than from `src/gcra.rs`.
+//!
+//! The state is the theoretical arrival time `tat`, held as a `u128` so the
+//! model needs no saturation: the models use small numbers and any
+//! disagreement is a real one. The contract, with interval `T`, capacity
+//! `c` (burst, or largest weight for the leaky bucket), tolerance
+//! `τ = (burst − 1)·T` (0 for the leaky bucket) and heal threshold `H`:
+//!
+//! - `n > c` can never succeed; `n = 0` is a peek that changes nothing;
+//! - if `tat − now > c·T + H` the clock went back: the bucket becomes
+//!   "empty at now", `tat = now + τ + T`, and the request is decided on that;
+//! - token bucket: `new = max(tat, now) + n·T`; admitted iff
+//!   `new ≤ now + τ + T` (then `tat = new`), else refused with
+//!   `retry_after = new − (now + τ + T)`;
+//! - leaky bucket: admitted iff `tat ≤ now` (then `tat = now + n·T`), else
+//!   refused with `retry_after = tat − now`;
+//! - refund of `n`: nothing if `tat ≤ now`, else `tat = max(tat − n·T, now)`.
+
+use tollgate::{Algorithm, BucketKind, Gcra};
+
+use crate::ops::{Op, Outcome};
+
+/// The reference bucket: configuration plus `tat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpecBucket {
+    leaky: bool,
+    interval: u128,
+    capacity: u32,
+    heal_threshold: u128,
+    tat: u128,
+}
+
+impl SpecBucket {
+    /// A fresh reference bucket configured like `gcra` (its interval,
+    /// capacity, kind and heal threshold).
+    #[must_use]
+    pub fn like(gcra: &Gcra) -> Self {
+        Self {
+            leaky: gcra.kind() == BucketKind::LeakyBucket,
+            interval: u128::from(gcra.interval_nanos()),
+            capacity: gcra.capacity(),
+            heal_threshold: u128::from(gcra.heal_threshold_nanos()),
+            tat: 0,
+        }
+    }
+
+    /// The same bucket with its theoretical arrival time set to `tat`.
+    #[must_use]
+    pub const fn with_tat(self, tat: u64) -> Self {
+        Self {
+            tat: tat as u128,
+            ..self
+        }
+    }
+
+    /// The theoretical arrival time.
+    #[must_use]
+    pub const fn tat(&self) -> u128 {
+        self.tat
+    }
+
+    /// `τ + T`: how far ahead of `now` the queued work may reach.
+    fn tolerance_plus_interval(&self) -> u128 {
+        if self.leaky {
+            self.interval
+        } else {
+            u128::from(self.capacity) * self.interval
+        }
+    }
+
+    /// Applies `op` and returns what the contract says it returns;
+    /// `previous` is what the same thread's previous operation returned.
+    pub fn apply(&mut self, op: Op, previous: Option<Outcome>) -> Outcome {
+        match op {
+            Op::Check { n, now } => self.check(n, u128::from(now)),
+            Op::RefundIfAllowed { n, now } => {
+                if previous == Some(Outcome::Allowed) {
+                    self.refund(n, u128::from(now));
+                    Outcome::Refunded
+                } else {
+                    Outcome::Skipped
+                }
+            }
+            Op::Refund { n, now } => {
+                self.refund(n, u128::from(now));
+                Outcome::Refunded
+            }
+        }
+    }
+
+    fn check(&mut self, n: u32, now: u128) -> Outcome {
+        if n > self.capacity {
+            return Outcome::Exceeded;
+        }
+        if n == 0 {
+            return Outcome::Allowed;
+        }
+        let cost = u128::from(n) * self.interval;
+        let largest_lead = u128::from(self.capacity) * self.interval;
+        if self.tat > now && self.tat - now > largest_lead + self.heal_threshold {
+            self.tat = now + self.tolerance_plus_interval();
+        }
+        let limit = now + self.tolerance_plus_interval();
+        if self.leaky {
+            if self.tat <= now {
+                self.tat = now + cost;
+                Outcome::Allowed
+            } else {
+                Outcome::Denied {
+                    retry_after: to_u64(self.tat - now),
+                }
+            }
+        } else {
+            let new = self.tat.max(now) + cost;
+            if new <= limit {
+                self.tat = new;
+                Outcome::Allowed
+            } else {
+                Outcome::Denied {
+                    retry_after: to_u64(new - limit),
+                }
+            }
+        }
+    }
+
+    fn refund(&mut self, n: u32, now: u128) {
+        if self.tat > now {
+            let back = u128::from(n) * self.interval;
+            self.tat = self.tat.saturating_sub(back).max(now);
+        }
+    }
+}
+
+fn to_u64(x: u128) -> u64 {
+    u64::try_from(x).unwrap_or(u64::MAX)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    //! The reference model agrees with the real GCRA on any sequential
+    //! run, including clocks that go backwards and heals. This is what
+    //! makes a loom model's "observed ∉ sequential outcomes" failure mean a
+    //! concurrency bug, not a model mismatch.
+
+    use proptest::prelude::*;
+    use tollgate::{Algorithm, Gcra, Quota};
+
+    use super::SpecBucket;
+    use crate::ops::{apply, Op, Outcome};
+
+    fn gcra() -> impl Strategy<Value = Gcra> {
+        (1u32..=4, 1u64..=50, 1u32..=4, any::<bool>(), 0u64..=200).prop_map(
+            |(permits, interval, cap, leaky, heal)| {
+                let quota = Quota::from_nanos(permits, interval * u64::from(permits))
+                    .and_then(|q| q.allow_burst(cap))
+                    .and_then(|q| q.max_weight(cap))
+                    .expect("small quotas are valid");
+                let gcra = if leaky {
+                    Gcra::leaky_bucket(quota)
+                } else {
+                    Gcra::token_bucket(quota)
+                };
+                gcra.with_heal_threshold(heal)
+            },
+        )
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0u32..=5, 0u64..=600).prop_map(|(n, now)| Op::Check { n, now }),
+            1 => (0u32..=5, 0u64..=600).prop_map(|(n, now)| Op::Refund { n, now }),
+            1 => (0u32..=5, 0u64..=600).prop_map(|(n, now)| Op::RefundIfAllowed { n, now }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn reference_model_matches_gcra_sequentially(
+            gcra in gcra(),
+            ops in prop::collection::vec(op(), 1..40),
+        ) {
+            let state = gcra.new_state();
+            let mut spec = SpecBucket::like(&gcra);
+            let mut previous: Option<Outcome> = None;
+            for op in ops {
+                let real = apply(&gcra, &state, op, previous);
+                let expected = spec.apply(op, previous);
+                previous = Some(expected);
+                prop_assert_eq!(real, expected, "op {:?}", op);
+                prop_assert_eq!(u128::from(state.tat()), spec.tat(), "tat after {:?}", op);
+            }
+        }
+    }
+}
