@@ -253,7 +253,7 @@
 //! | feature | default | adds |
 //! |---|---|---|
 //! | `std` | yes | [`StdClock`], [`CoarseClock`], `Clock`/`Limiter` for `Arc` and `Box` |
-//! | `quanta` | no | [`QuantaClock`](clock::QuantaClock): a TSC clock through the `quanta` crate |
+//! | `quanta` | no | `QuantaClock` (in [`clock`]): a TSC clock through the `quanta` crate |
 //! | `std` | yes | [`StdClock`], `Clock`/`Limiter` for `Arc` and `Box` |
 //! | `embassy` | no | `embassy::EmbassyClock`, async `acquire(n).await` / `until_ready(n).await` with deadlines (module `embassy`) |
 //!
