@@ -145,6 +145,8 @@ pub mod clock;
 pub mod decision;
 pub mod gcra;
 pub mod limiter;
+#[cfg(feature = "tokio")]
+pub mod queue;
 pub mod quota;
 pub mod rate_limiter;
 
@@ -160,5 +162,7 @@ pub use clock::{Clock, ManualClock};
 pub use decision::{CapacityExceeded, Decision, Denied, Snapshot};
 pub use gcra::{BucketKind, Gcra, GcraState};
 pub use limiter::{Algorithm, Bucket, Limiter};
+#[cfg(feature = "tokio")]
+pub use queue::TokioClock;
 pub use quota::{Quota, QuotaError};
 pub use rate_limiter::RateLimiter;
