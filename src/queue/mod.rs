@@ -429,6 +429,24 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
         self.limiter.time_until_ready_after(ahead, n, now)
     }
 
+    /// Estimated time until the oldest waiters holding at least `excess`
+    /// permits have been admitted (FIFO), i.e. until a refused newcomer
+    /// would fit. Walks only as far as those waiters.
+    fn room_after(&self, w: &Waiters, excess: u64, now: u64) -> Option<u64> {
+        let mut ahead = 0u64;
+        let mut cursor = w.front();
+        while let Some(key) = cursor {
+            let n = w.n(key);
+            let freed = ahead.saturating_add(u64::from(n));
+            if freed >= excess {
+                return self.limiter.time_until_ready_after(ahead, n, now);
+            }
+            ahead = freed;
+            cursor = w.next(key);
+        }
+        None
+    }
+
     /// The first poll of an acquisition: grant, refuse, or link a waiter.
     fn begin(&self, n: u32, now: u64, deadline: Option<u64>, waker: &Waker) -> Begin {
         let gate = self.gate.load(Ordering::SeqCst);
@@ -483,10 +501,8 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
         let needed = inner.waiters.permits().saturating_add(u64::from(n));
         if needed > self.queue_limit {
             if fifo || u64::from(n) > self.queue_limit {
-                let retry_after = if fifo {
-                    let excess = needed - self.queue_limit;
-                    self.limiter
-                        .time_until_ready_after(excess.saturating_sub(1), 1, now)
+                let retry_after = if fifo && u64::from(n) <= self.queue_limit {
+                    self.room_after(&inner.waiters, needed - self.queue_limit, now)
                 } else {
                     estimate
                 };

@@ -68,6 +68,12 @@ impl Waiters {
         self.tail
     }
 
+    /// The waiter after `key` towards the back.
+    pub(crate) fn next(&self, key: usize) -> Option<usize> {
+        let next = self.slots[key].next;
+        (next != NIL).then_some(next)
+    }
+
     pub(crate) fn n(&self, key: usize) -> u32 {
         self.slots[key].n
     }
