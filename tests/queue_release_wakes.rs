@@ -1,0 +1,87 @@
+//! Release-based limiters under the queue: returning capacity through a
+//! permit wakes the next waiter that fits, in order, and nobody else.
+//!
+//! `InFlight` (tests/support) is a stand-in for the concurrency limiter
+//! being built in parallel: at most `limit` in flight, `check_n` takes,
+//! `refund` gives back.
+#![cfg(feature = "tokio")]
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tollgate::queue::Queue;
+
+use support::{until, CountPolls, InFlight};
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_permit_wakes_the_next_waiter_that_fits_in_fifo_order() {
+    let queue = Arc::new(
+        Queue::builder(InFlight::new(3))
+            .release_on_drop(true)
+            .build(),
+    );
+    let start = Instant::now();
+    let p1 = queue.acquire(1).await.unwrap();
+    let p2 = queue.acquire(1).await.unwrap();
+    let p3 = queue.acquire(1).await.unwrap();
+    let polls = Arc::new(AtomicUsize::new(0));
+    // A large waiter (2), then a small one (1) behind it.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for (name, n) in [("large", 2u32), ("small", 1)] {
+        let (q, tx) = (queue.clone(), tx.clone());
+        let before = queue.stats().queued_requests;
+        tokio::spawn(CountPolls::new(
+            async move {
+                let permit = q.acquire(n).await.unwrap();
+                tx.send((name, Instant::now() - start)).unwrap();
+                // hold it until the test says so
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                drop(permit);
+            },
+            polls.clone(),
+        ));
+        let q = queue.clone();
+        until(move || q.stats().queued_requests == before + 1).await;
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // One slot free: the small waiter would fit but must not overtake.
+    drop(p1);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(rx.try_recv().is_err(), "nobody fits in order yet");
+    assert_eq!(queue.stats().queued_requests, 2);
+    // Two free: the large one goes, at the instant of the release.
+    drop(p2);
+    assert_eq!(
+        rx.recv().await.unwrap(),
+        ("large", Duration::from_millis(20))
+    );
+    // The small one needs the third slot.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    p3.release();
+    assert_eq!(
+        rx.recv().await.unwrap(),
+        ("small", Duration::from_millis(25))
+    );
+    // Each waiter task: one poll when spawned, one when granted (the
+    // sleeps that follow add one each). No timer ever ran for them.
+    let stats = queue.stats();
+    assert_eq!(stats.wakeups, 2);
+    assert!(polls.load(Ordering::SeqCst) <= 4);
+    assert_eq!(queue.limiter().held(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn permits_of_a_rate_limiter_are_spent_unless_released() {
+    use tollgate::{Bucket, Clock, Limiter, Quota};
+    let bucket = Bucket::token_bucket(Quota::per_second(1).unwrap().allow_burst(2).unwrap());
+    let queue = Queue::new(bucket);
+    let now = queue.clock().now();
+    drop(queue.acquire(1).await.unwrap()); // spent: no refund on drop
+    assert_eq!(queue.limiter().snapshot(now).remaining(), 1);
+    queue.acquire(1).await.unwrap().release(); // given back explicitly
+    assert_eq!(queue.limiter().snapshot(now).remaining(), 1);
+}
