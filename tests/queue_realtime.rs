@@ -5,7 +5,6 @@
 #![cfg(feature = "tokio")]
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tollgate::queue::{AcquireError, Queue};
 use tollgate::{Bucket, CapacityExceeded, Clock, Decision, Gcra, Limiter, Quota, Snapshot};
@@ -79,7 +78,10 @@ async fn many_tasks_for_two_seconds_get_exactly_what_the_quota_allows() {
     }
     let grants = queue.limiter().grants.lock().unwrap().clone();
     assert_eq!(grants.len() as u64, total);
-    assert!(grants.windows(2).all(|w| w[0] <= w[1]), "granted under the queue's lock, in time order");
+    assert!(
+        grants.windows(2).all(|w| w[0] <= w[1]),
+        "granted under the queue's lock, in time order"
+    );
     // No admission earlier than the quota allows: over every window
     // [g_i, g_j], at most burst + ⌊(g_j − g_i)/T⌋ permits.
     for i in 0..grants.len() {

@@ -307,8 +307,9 @@ struct Timer {
 
 #[derive(Debug, Default)]
 struct Counters {
-    admitted_requests: AtomicU64,
     admitted_permits: AtomicU64,
+    /// Σ (n − 1) over admitted requests, wrapping (n = 0 adds −1).
+    extra_permits: AtomicU64,
     refused_requests: AtomicU64,
     cancelled_requests: AtomicU64,
     queue_nanos: AtomicU64,
@@ -389,12 +390,17 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
     }
 
     fn count_admitted(&self, n: u32) {
-        self.counters
-            .admitted_requests
-            .fetch_add(1, Ordering::Relaxed);
+        // One atomic add for the common single permit: requests are
+        // derived as permits minus the extra permits of larger requests.
         self.counters
             .admitted_permits
             .fetch_add(u64::from(n), Ordering::Relaxed);
+        if n != 1 {
+            // n = 0 counts one request and no permit: −1 extra.
+            self.counters
+                .extra_permits
+                .fetch_add(u64::from(n).wrapping_sub(1), Ordering::Relaxed);
+        }
     }
 
     fn count_refused(&self) {
@@ -864,11 +870,16 @@ impl<L: Limiter + Send + Sync + 'static> Queue<L> {
             (inner.waiters.len(), inner.waiters.permits())
         };
         let c = &shared.counters;
+        // Read `extra` first: a concurrent admission then shows up in
+        // permits before its extra, never the reverse (no transient
+        // underflow of the request count).
+        let extra = c.extra_permits.load(Ordering::SeqCst);
+        let admitted_permits = c.admitted_permits.load(Ordering::SeqCst);
         QueueStats {
             queued_requests,
             queued_permits,
-            admitted_requests: c.admitted_requests.load(Ordering::Relaxed),
-            admitted_permits: c.admitted_permits.load(Ordering::Relaxed),
+            admitted_requests: admitted_permits.wrapping_sub(extra),
+            admitted_permits,
             refused_requests: c.refused_requests.load(Ordering::Relaxed),
             cancelled_requests: c.cancelled_requests.load(Ordering::Relaxed),
             time_in_queue: Duration::from_nanos(c.queue_nanos.load(Ordering::Relaxed)),
