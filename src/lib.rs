@@ -37,6 +37,7 @@
 //! | [`decision`] | [`Decision`], [`Snapshot`], [`Denied`], [`CapacityExceeded`] |
 //! | [`limiter`] | the [`Algorithm`] and [`Limiter`] traits, [`Bucket`] |
 //! | [`rate_limiter`] | [`RateLimiter`]: a limiter bundled with its clock |
+//! | `queue` (feature `tokio`) | `Queue`: ordered, bounded async waiting in front of any limiter |
 //!
 //! Algorithms are small `Copy` configurations; state is a few atomic bytes
 //! (8 for a GCRA bucket). An operation is "algorithm applied to state at
@@ -121,11 +122,52 @@
 //! (default 1 s) resets the bucket to "empty at now", so service resumes one
 //! interval later instead of after the jump. See [`gcra`].
 //!
+//! ## Queued acquisition on tokio (feature `tokio`)
+//!
+//! A server that would rather delay a request a little than refuse it puts
+//! a `queue::Queue` in front of any limiter: `acquire(n).await` waits in
+//! order (oldest first by default, or newest first with .NET's semantics),
+//! the waiting line is bounded in permits, a request that would wait longer
+//! than `max_wait` is refused at once, and dropping the future gives its
+//! place (and any permits already granted) back. One timer per queue, no
+//! background task, one wake-up per admission.
+//!
+#![cfg_attr(feature = "tokio", doc = "```")]
+#![cfg_attr(not(feature = "tokio"), doc = "```text")]
+//! use std::time::Duration;
+//! use tollgate::queue::{AcquireError, Queue};
+//! use tollgate::{Bucket, Quota};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // 5 per second, no burst beyond 1; at most 3 permits may wait.
+//! let bucket = Bucket::token_bucket(Quota::per_second(5)?.allow_burst(1)?);
+//! let queue = Queue::builder(bucket).queue_limit(3).build();
+//!
+//! let start = tokio::time::Instant::now();
+//! let permit = queue.acquire(1).await?; // capacity available: at once
+//! permit.forget(); // a rate limiter's permits are spent
+//! queue.acquire(1).await?.forget(); // waits its turn: 200 ms
+//! assert_eq!(start.elapsed(), Duration::from_millis(200));
+//!
+//! // Too big for the bucket: refused at once, never queued.
+//! assert!(matches!(queue.acquire(2).await, Err(AcquireError::CapacityExceeded(_))));
+//! // Would have to wait: try_acquire refuses with the wait.
+//! let err = queue.try_acquire(1).unwrap_err();
+//! assert_eq!(err.retry_after(), Some(Duration::from_millis(200)));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! See the `queue` module for the full semantics, the costs, and a comparison with
+//! .NET's `System.Threading.RateLimiting`.
+//!
 //! ## Features
 //!
 //! | feature | default | adds |
 //! |---|---|---|
 //! | `std` | yes | [`StdClock`], `Clock`/`Limiter` for `Arc` and `Box` |
+//! | `tokio` | no | `queue`: async queued acquisition; `TokioClock` (implies `std`) |
 //!
 //! Without default features the crate is `no_std` and allocation-free. On
 //! targets without native 64-bit atomics (thumbv6m, riscv32imc) the final

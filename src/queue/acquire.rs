@@ -19,7 +19,7 @@ enum State {
     Done,
 }
 
-/// The future of [`Queue::acquire`]: resolves to a [`QueuePermit`].
+/// The future of [`Queue::acquire`](super::Queue::acquire): resolves to a [`QueuePermit`].
 ///
 /// Cancellation-safe: dropping it removes the waiter (and refunds permits
 /// granted but not yet taken).
@@ -142,11 +142,11 @@ impl<L: Limiter + Send + Sync + 'static> Drop for Acquire<'_, L> {
     }
 }
 
-/// Permits granted by a [`Queue`].
+/// Permits granted by a [`Queue`](super::Queue).
 ///
 /// For a rate limiter the permits are spent: dropping the permit does
 /// nothing (unless the queue was built with
-/// [`release_on_drop`](QueueBuilder::release_on_drop)); call
+/// [`release_on_drop`](super::QueueBuilder::release_on_drop)); call
 /// [`release`](Self::release) to give back permits that went unused. For a
 /// release-based limiter built with `release_on_drop`, dropping the permit
 /// returns its capacity and wakes the next waiter that fits.
