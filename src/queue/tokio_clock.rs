@@ -57,14 +57,17 @@ impl TokioClock {
     }
 
     /// The `Instant` at which this clock reads `nanos`, saturating at a
-    /// date about 30 years away instead of overflowing.
+    /// date about 30 years after the origin instead of overflowing (a day
+    /// after, or the origin itself, on a platform whose `Instant` cannot
+    /// reach that far).
     #[must_use]
     pub fn instant_at(&self, nanos: u64) -> Instant {
         const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
         let d = Duration::from_nanos(nanos).min(FAR);
         self.origin
             .checked_add(d)
-            .unwrap_or_else(|| self.origin + Duration::from_secs(86_400))
+            .or_else(|| self.origin.checked_add(Duration::from_secs(86_400)))
+            .unwrap_or(self.origin)
     }
 
     /// What this clock reads at `instant` (0 before the origin, saturating
