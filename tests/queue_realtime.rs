@@ -107,3 +107,67 @@ async fn many_tasks_for_two_seconds_get_exactly_what_the_quota_allows() {
     assert_eq!(stats.admitted_requests, total);
     assert_eq!(stats.queued_requests, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellations_racing_admissions_leave_no_waiter_behind_and_no_permit_lost() {
+    // 200 per second, burst 4; tasks give up after 0–7 ms, so many are
+    // cancelled while waiting and some right as they are granted.
+    let limiter = Recorded {
+        bucket: Bucket::token_bucket(Quota::per_second(200).unwrap().allow_burst(4).unwrap()),
+        grants: Mutex::new(Vec::new()),
+    };
+    let queue = Arc::new(Queue::new(limiter));
+    let end = tokio::time::Instant::now() + std::time::Duration::from_millis(600);
+    let mut tasks = Vec::new();
+    for id in 0..12u64 {
+        let q = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let (mut attempts, mut granted) = (0u64, 0u64);
+            let mut k = id;
+            while tokio::time::Instant::now() < end {
+                k = k
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let patience = std::time::Duration::from_millis((k >> 60) % 8);
+                let n = 1 + ((k >> 40) % 2) as u32;
+                attempts += 1;
+                if let Ok(Ok(p)) = tokio::time::timeout(patience, q.acquire(n)).await {
+                    p.forget();
+                    granted += 1;
+                }
+            }
+            (attempts, granted)
+        }));
+    }
+    let (mut attempts, mut granted) = (0, 0);
+    for t in tasks {
+        let (a, g) = t.await.unwrap();
+        attempts += a;
+        granted += g;
+    }
+    let stats = queue.stats();
+    assert_eq!(stats.queued_requests, 0);
+    assert_eq!(stats.queued_permits, 0);
+    assert_eq!(stats.admitted_requests, granted);
+    assert_eq!(
+        stats.admitted_requests + stats.cancelled_requests + stats.refused_requests,
+        attempts
+    );
+    assert!(
+        stats.cancelled_requests > 0,
+        "the test should cancel some waiters"
+    );
+    // The queue still works, on time: after a full refill, a burst of 4 at
+    // once and the fifth one interval (5 ms) later.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let start = queue.clock().now();
+    for _ in 0..4 {
+        assert!(queue.try_acquire(1).is_ok());
+    }
+    queue.acquire(1).await.unwrap().forget();
+    let waited = queue.clock().now() - start;
+    assert!(
+        (5_000_000..15_000_000).contains(&waited),
+        "waited {waited} ns"
+    );
+}

@@ -114,3 +114,87 @@ impl From<CapacityExceeded> for AcquireError {
         Self::CapacityExceeded(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::string::ToString;
+
+    use super::*;
+
+    #[test]
+    fn every_refusal_explains_itself_and_reports_its_retry_after() {
+        let ms = Duration::from_millis;
+        let cases = [
+            (
+                AcquireError::CapacityExceeded(CapacityExceeded {
+                    requested: 6,
+                    capacity: 5,
+                }),
+                "request for 6 permits can never succeed: capacity is 5",
+                None,
+            ),
+            (
+                AcquireError::QueueFull {
+                    retry_after: Some(ms(300)),
+                },
+                "rate-limit queue full: retry after 300ms",
+                Some(ms(300)),
+            ),
+            (
+                AcquireError::QueueFull { retry_after: None },
+                "rate-limit queue full",
+                None,
+            ),
+            (
+                AcquireError::Displaced,
+                "refused from the rate-limit queue to make room for newer requests",
+                None,
+            ),
+            (
+                AcquireError::MaxWaitExceeded {
+                    estimated_wait: Some(ms(300)),
+                    max_wait: ms(200),
+                },
+                "estimated wait 300ms exceeds the maximum wait 200ms",
+                Some(ms(300)),
+            ),
+            (
+                AcquireError::MaxWaitExceeded {
+                    estimated_wait: None,
+                    max_wait: ms(200),
+                },
+                "waited the maximum wait 200ms without being admitted",
+                None,
+            ),
+            (
+                AcquireError::DeadlineExceeded,
+                "rate-limit deadline exceeded",
+                None,
+            ),
+            (
+                AcquireError::WouldWait {
+                    retry_after: Some(ms(100)),
+                },
+                "rate limited: retry after 100ms",
+                Some(ms(100)),
+            ),
+            (
+                AcquireError::WouldWait { retry_after: None },
+                "rate limited: no capacity now",
+                None,
+            ),
+            (AcquireError::Closed, "rate-limit queue closed", None),
+        ];
+        for (error, text, retry) in cases {
+            assert_eq!(error.to_string(), text);
+            assert_eq!(error.retry_after(), retry);
+        }
+        let e: AcquireError = CapacityExceeded {
+            requested: 2,
+            capacity: 1,
+        }
+        .into();
+        assert!(core::error::Error::source(&e).is_some());
+        assert!(core::error::Error::source(&AcquireError::Closed).is_none());
+    }
+}
