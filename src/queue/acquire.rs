@@ -101,9 +101,13 @@ impl<'a, L: Limiter + Send + Sync + 'static> Future for Acquire<'a, L> {
                         }
                         if serving {
                             shared.kick();
+                            // The kick may already have granted it.
+                            this.poll_queued(cx, key)
+                        } else {
+                            // Behind others: the waker is registered; only
+                            // the expiry (if any) needs arming.
+                            this.poll_expiry(cx, key)
                         }
-                        // The kick may already have granted it.
-                        this.poll_queued(cx, key)
                     }
                 }
             }
@@ -123,6 +127,15 @@ impl<'a, L: Limiter + Send + Sync + 'static> Acquire<'a, L> {
         if let Some(result) = this.shared.collect(key, this.n, cx.waker()) {
             return this.finish(result);
         }
+        this.poll_expiry(cx, key)
+    }
+
+    fn poll_expiry(
+        &mut self,
+        cx: &mut Context<'_>,
+        key: usize,
+    ) -> Poll<Result<QueuePermit<'a, L>, AcquireError>> {
+        let this = self;
         if let Some((sleep, kind)) = &mut this.expiry {
             if sleep.as_mut().poll(cx).is_ready() {
                 let error = kind.error();

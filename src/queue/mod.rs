@@ -250,6 +250,7 @@ impl<L: Limiter + Send + Sync + 'static> QueueBuilder<L> {
                 sleep: None,
                 armed: None,
             }),
+            timer_made: AtomicU32::new(0),
             timer_waker: Waker::from(Arc::new(TimerWake {
                 shared: weak.clone(),
             })),

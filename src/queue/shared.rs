@@ -43,6 +43,8 @@ pub(super) struct Shared<L> {
     pub(super) driving: AtomicU32,
     pub(super) inner: Mutex<Inner>,
     pub(super) timer: Mutex<Timer>,
+    /// Set once `timer` holds its `Sleep` (it is never removed).
+    pub(super) timer_made: AtomicU32,
     pub(super) timer_waker: Waker,
     pub(super) counters: Counters,
 }
@@ -377,11 +379,15 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
 
     /// Creates the queue's timer on first use (inside the runtime).
     pub(super) fn ensure_timer(&self) {
+        if self.timer_made.load(Ordering::Acquire) != 0 {
+            return;
+        }
         let mut timer = lock(&self.timer);
         if timer.sleep.is_none() {
             let far = self.clock.instant_at(u64::MAX);
             timer.sleep = Some(Box::pin(tokio::time::sleep_until(far)));
         }
+        self.timer_made.store(1, Ordering::Release);
     }
 
     /// Takes a waiter's final outcome if it has one, freeing its slot.
