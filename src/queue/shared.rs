@@ -210,8 +210,28 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
     }
 
     /// The first poll of an acquisition: grant, refuse, or link a waiter.
+    #[inline]
     pub(super) fn begin(&self, n: u32, now: u64, deadline: Option<u64>, waker: &Waker) -> Begin {
         let gate = self.gate.load(Ordering::SeqCst);
+        if gate == 0 && n != 0 {
+            // The common case, kept small enough to inline: nobody waits
+            // and the queue is open, so try the limiter without the lock.
+            if let Ok(Decision::Allowed(_)) = self.limiter.check_n(n, now) {
+                return Begin::Granted;
+            }
+        }
+        self.begin_slow(gate, n, now, deadline, waker)
+    }
+
+    #[inline(never)]
+    fn begin_slow(
+        &self,
+        gate: u64,
+        n: u32,
+        now: u64,
+        deadline: Option<u64>,
+        waker: &Waker,
+    ) -> Begin {
         if gate & CLOSED != 0 {
             return Begin::Refused(AcquireError::Closed);
         }
@@ -219,8 +239,16 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
             return Begin::Granted;
         }
         let fifo = self.order == QueueOrder::OldestFirst;
-        if gate == 0 || !fifo {
-            // Nobody waits (or newest first): try the limiter without the lock.
+        if gate == 0 {
+            // Already tried above: refused or impossible.
+            if n > self.limiter.capacity() {
+                return Begin::Refused(AcquireError::CapacityExceeded(crate::CapacityExceeded {
+                    requested: n,
+                    capacity: self.limiter.capacity(),
+                }));
+            }
+        } else if !fifo {
+            // Newest first: a newcomer is tried at once even while others wait.
             match self.limiter.check_n(n, now) {
                 Ok(Decision::Allowed(_)) => return Begin::Granted,
                 Ok(Decision::Denied(_)) => {}

@@ -4,7 +4,7 @@ use core::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::clock::Clock;
+use crate::clock::{duration_to_nanos, Clock};
 
 /// tokio's monotonic clock (`tokio::time::Instant`), counted in nanoseconds
 /// from the moment the clock value was created.
@@ -74,8 +74,7 @@ impl TokioClock {
     /// at `u64::MAX`).
     #[must_use]
     pub fn nanos_at(&self, instant: Instant) -> u64 {
-        let d = instant.saturating_duration_since(self.origin);
-        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+        duration_to_nanos(instant.saturating_duration_since(self.origin))
     }
 }
 
