@@ -86,7 +86,6 @@ impl<'a, L: Limiter + Send + Sync + 'static> Future for Acquire<'a, L> {
                     } => {
                         this.state = State::Queued(key);
                         shared.wake(wakers);
-                        shared.ensure_timer();
                         let max_wait = shared.max_wait.map(|m| {
                             (now.saturating_add(duration_to_nanos(m)), Expiry::MaxWait(m))
                         });

@@ -135,7 +135,7 @@ use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 pub use acquire::{Acquire, QueuePermit};
 pub use error::AcquireError;
-use shared::{lock, Counters, Inner, Shared, Timer, TimerWake, CLOSED};
+use shared::{lock, Counters, Inner, Shared, TimerWake, CLOSED};
 pub use tokio_clock::TokioClock;
 use waiters::{Outcome, Waiters};
 
@@ -245,12 +245,9 @@ impl<L: Limiter + Send + Sync + 'static> QueueBuilder<L> {
             inner: Mutex::new(Inner {
                 waiters: Waiters::default(),
                 closed: false,
-            }),
-            timer: Mutex::new(Timer {
-                sleep: None,
+                timer: None,
                 armed: None,
             }),
-            timer_made: AtomicU32::new(0),
             timer_waker: Waker::from(Arc::new(TimerWake {
                 shared: weak.clone(),
             })),
@@ -372,6 +369,8 @@ impl<L: Limiter + Send + Sync + 'static> Queue<L> {
         {
             let mut inner = lock(&shared.inner);
             inner.closed = true;
+            inner.timer = None;
+            inner.armed = None;
             while let Some(key) = inner.waiters.front() {
                 let outcome = Outcome::Refused {
                     at: now,

@@ -42,9 +42,6 @@ pub(super) struct Shared<L> {
     /// Set while one thread runs the admission loop ([`Shared::drive`]).
     pub(super) driving: AtomicU32,
     pub(super) inner: Mutex<Inner>,
-    pub(super) timer: Mutex<Timer>,
-    /// Set once `timer` holds its `Sleep` (it is never removed).
-    pub(super) timer_made: AtomicU32,
     pub(super) timer_waker: Waker,
     pub(super) counters: Counters,
 }
@@ -53,11 +50,11 @@ pub(super) struct Shared<L> {
 pub(super) struct Inner {
     pub(super) waiters: Waiters,
     pub(super) closed: bool,
-}
-
-#[derive(Debug)]
-pub(super) struct Timer {
-    pub(super) sleep: Option<Pin<Box<Sleep>>>,
+    /// The queue's one timer: exists only while someone waits (created
+    /// when the first waiter is linked, inside the runtime; dropped when
+    /// the line empties), armed at the serving waiter's `retry_after`.
+    pub(super) timer: Option<Pin<Box<Sleep>>>,
+    /// Where `timer` is armed.
     pub(super) armed: Option<Instant>,
 }
 
@@ -314,6 +311,13 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
                 }
             }
         }
+        if inner.timer.is_none() {
+            // Inside the runtime (a poll of `acquire`): create the timer
+            // that serves this busy period.
+            let far = self.clock.instant_at(u64::MAX);
+            inner.timer = Some(Box::pin(tokio::time::sleep_until(far)));
+            inner.armed = None;
+        }
         let key = inner.waiters.push_back(n, now, waker.clone());
         let serving = self.serving_end(&inner.waiters) == Some(key);
         self.sync_gate(&inner);
@@ -368,14 +372,20 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
             while self.due.swap(0, Ordering::SeqCst) != 0 {
                 let now = self.clock.now();
                 let mut wakers = Vec::new();
-                let arm = {
+                {
                     let mut inner = lock(&self.inner);
-                    let arm = self.process(&mut inner, now, &mut wakers);
+                    match self.process(&mut inner, now, &mut wakers) {
+                        Some(at) => self.arm_timer(&mut inner, at),
+                        None if inner.waiters.len() == 0 => {
+                            // Idle: no timer at all.
+                            inner.timer = None;
+                            inner.armed = None;
+                        }
+                        None => {} // waiting for a release, not for time
+                    }
                     self.sync_gate(&inner);
-                    arm
-                };
+                }
                 self.wake(wakers);
-                self.arm_timer(arm);
             }
             self.driving.store(0, Ordering::SeqCst);
             if self.due.load(Ordering::SeqCst) == 0 {
@@ -384,38 +394,27 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
         }
     }
 
-    /// Points the queue's timer at `at` (ns). Only the driver calls this.
-    fn arm_timer(&self, at: Option<u64>) {
-        let Some(at) = at else { return };
+    /// Points the queue's timer at `at` (ns). Only the driver calls this,
+    /// under the `inner` lock: if the timer fires synchronously (a deadline
+    /// already past), its waker only raises `due`, which this driver picks
+    /// up, so the lock is never taken twice.
+    fn arm_timer(&self, inner: &mut Inner, at: u64) {
+        let Some(sleep) = inner.timer.as_mut() else {
+            return;
+        };
         let when = self.clock.instant_at(at);
-        let mut timer = lock(&self.timer);
-        let Timer { sleep, armed } = &mut *timer;
-        let Some(sleep) = sleep.as_mut() else { return };
-        if *armed != Some(when) {
+        if inner.armed != Some(when) {
             sleep.as_mut().reset(when);
-            *armed = Some(when);
+            inner.armed = Some(when);
         }
         // Register the timer's waker. Unconstrained: a task's exhausted
         // co-operative budget must not turn this poll into a self-wake.
         let mut cx = Context::from_waker(&self.timer_waker);
         let mut fut = tokio::task::coop::unconstrained(sleep.as_mut());
         if Pin::new(&mut fut).poll(&mut cx).is_ready() {
-            *armed = None;
+            inner.armed = None;
             self.due.store(1, Ordering::SeqCst);
         }
-    }
-
-    /// Creates the queue's timer on first use (inside the runtime).
-    pub(super) fn ensure_timer(&self) {
-        if self.timer_made.load(Ordering::Acquire) != 0 {
-            return;
-        }
-        let mut timer = lock(&self.timer);
-        if timer.sleep.is_none() {
-            let far = self.clock.instant_at(u64::MAX);
-            timer.sleep = Some(Box::pin(tokio::time::sleep_until(far)));
-        }
-        self.timer_made.store(1, Ordering::Release);
     }
 
     /// Takes a waiter's final outcome if it has one, freeing its slot.
