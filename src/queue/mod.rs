@@ -78,9 +78,11 @@
 //! live in a slab-backed linked list behind a `std::sync::Mutex` that is
 //! held for a few instructions (link, unlink, one limiter check per
 //! admission): O(1) memory per waiter, O(1) link and cancel. One tokio
-//! timer per queue is armed for the waiter being served, at its exact
-//! `retry_after`; when it fires, the queue admits every waiter that now
-//! fits and wakes exactly those tasks (no thundering herd). Waiters behind
+//! timer per queue exists while someone waits (it is created with the first
+//! waiter and dropped when the line empties) and is armed at the exact
+//! `retry_after` of the waiter being served (`sleep_until`); when it fires,
+//! the queue admits every waiter that now fits and wakes exactly those
+//! tasks (no thundering herd). Waiters behind
 //! the head have no timer unless they carry a deadline or `max_wait`. An
 //! uncontended `acquire` with capacity available takes no lock: one atomic
 //! load, the limiter check and two counter increments.
