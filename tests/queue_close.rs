@@ -46,3 +46,16 @@ async fn close_refuses_every_waiter_and_every_later_call() {
     assert_eq!(stats.time_in_queue, Duration::from_millis(250));
     assert_eq!(AcquireError::Closed.to_string(), "rate-limit queue closed");
 }
+
+#[tokio::test(start_paused = true)]
+async fn clones_are_handles_to_the_same_queue() {
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(1).unwrap());
+    let queue = Queue::new(bucket);
+    let handle = queue.clone();
+    queue.acquire(1).await.unwrap().forget();
+    let waiter = tokio::spawn(async move { handle.acquire(1).await.map(|p| p.forget()) });
+    let q = queue.clone();
+    until(move || q.stats().queued_requests == 1).await;
+    queue.close();
+    assert_eq!(waiter.await.unwrap(), Err(AcquireError::Closed));
+}

@@ -269,6 +269,16 @@ pub struct Queue<L> {
     shared: Arc<Shared<L>>,
 }
 
+/// Clones are handles to the same queue (same waiters, limiter and
+/// counters), convenient for moving into spawned tasks.
+impl<L> Clone for Queue<L> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
 impl<L: Limiter + Send + Sync + 'static> Queue<L> {
     /// A queue with the defaults: oldest first, unbounded, no `max_wait`,
     /// permits spent on drop.
