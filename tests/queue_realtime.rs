@@ -76,12 +76,11 @@ async fn many_tasks_for_two_seconds_get_exactly_what_the_quota_allows() {
     for t in tasks {
         total += t.await.unwrap();
     }
-    let grants = queue.limiter().grants.lock().unwrap().clone();
+    let mut grants = queue.limiter().grants.lock().unwrap().clone();
     assert_eq!(grants.len() as u64, total);
-    assert!(
-        grants.windows(2).all(|w| w[0] <= w[1]),
-        "granted under the queue's lock, in time order"
-    );
+    // Grants made on the lock-free fast path by different threads may be
+    // recorded out of order.
+    grants.sort_unstable();
     // No admission earlier than the quota allows: over every window
     // [g_i, g_j], at most burst + ⌊(g_j − g_i)/T⌋ permits.
     for i in 0..grants.len() {
