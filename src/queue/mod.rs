@@ -126,7 +126,6 @@ mod waiters;
 use core::time::Duration;
 use std::sync::{Arc, Mutex, Weak};
 use std::task::Waker;
-use std::vec::Vec;
 
 use tokio::time::Instant;
 
@@ -137,7 +136,7 @@ use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 pub use acquire::{Acquire, QueuePermit};
 pub use error::AcquireError;
-use shared::{lock, Counters, Inner, Shared, TimerWake, CLOSED};
+use shared::{lock, Counters, Inner, Shared, TimerWake, WakeList, CLOSED};
 pub use tokio_clock::TokioClock;
 use waiters::{Outcome, Waiters};
 
@@ -377,7 +376,7 @@ impl<L: Limiter + Send + Sync + 'static> Queue<L> {
     pub fn close(&self) {
         let shared = &*self.shared;
         let now = shared.clock.now();
-        let mut wakers = Vec::new();
+        let mut wakers = WakeList::default();
         {
             let mut inner = lock(&shared.inner);
             inner.closed = true;

@@ -92,9 +92,38 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn wake_all(wakers: Vec<Waker>) {
-    for w in wakers {
-        w.wake();
+/// Wakers collected under the lock and woken after it is released: the
+/// first few inline (no allocation for the usual one admission per timer
+/// tick), the rest spilled to the heap.
+#[derive(Default)]
+pub(super) struct WakeList {
+    inline: [Option<Waker>; 4],
+    len: usize,
+    spill: Vec<Waker>,
+}
+
+impl WakeList {
+    pub(super) fn push(&mut self, waker: Waker) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) => {
+                *slot = Some(waker);
+                self.len += 1;
+            }
+            None => self.spill.push(waker),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len + self.spill.len()
+    }
+
+    fn wake_all(self) {
+        for w in self.inline.into_iter().flatten() {
+            w.wake();
+        }
+        for w in self.spill {
+            w.wake();
+        }
     }
 }
 
@@ -124,7 +153,7 @@ pub(super) enum Begin {
     Queued {
         key: usize,
         serving: bool,
-        wakers: Vec<Waker>,
+        wakers: WakeList,
     },
 }
 
@@ -174,9 +203,9 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
         }
     }
 
-    pub(super) fn wake(&self, wakers: Vec<Waker>) {
+    pub(super) fn wake(&self, wakers: WakeList) {
         self.count_wakes(wakers.len());
-        wake_all(wakers);
+        wakers.wake_all();
     }
 
     /// Estimated wait for `n` permits joining the queue now.
@@ -284,7 +313,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
                 return Begin::Refused(AcquireError::DeadlineExceeded);
             }
         }
-        let mut wakers = Vec::new();
+        let mut wakers = WakeList::default();
         let needed = inner.waiters.permits().saturating_add(u64::from(n));
         if needed > self.queue_limit {
             if fifo || u64::from(n) > self.queue_limit {
@@ -330,7 +359,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
 
     /// Admits from the serving end while the limiter allows; returns the
     /// instant (ns) at which the waiter being served should be re-examined.
-    fn process(&self, inner: &mut Inner, now: u64, wakers: &mut Vec<Waker>) -> Option<u64> {
+    fn process(&self, inner: &mut Inner, now: u64, wakers: &mut WakeList) -> Option<u64> {
         if inner.closed {
             return None;
         }
@@ -371,7 +400,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
             }
             while self.due.swap(0, Ordering::SeqCst) != 0 {
                 let now = self.clock.now();
-                let mut wakers = Vec::new();
+                let mut wakers = WakeList::default();
                 {
                     let mut inner = lock(&self.inner);
                     match self.process(&mut inner, now, &mut wakers) {
