@@ -22,7 +22,8 @@ enum State {
 /// The future of [`Queue::acquire`](super::Queue::acquire): resolves to a [`QueuePermit`].
 ///
 /// Cancellation-safe: dropping it removes the waiter (and refunds permits
-/// granted but not yet taken).
+/// granted but not yet taken). Polling it again after it has completed
+/// yields `Err(AcquireError::Closed)` rather than panicking.
 #[derive(Debug)]
 #[must_use = "futures do nothing unless awaited"]
 pub struct Acquire<'a, L: Limiter + Send + Sync + 'static> {
