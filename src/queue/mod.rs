@@ -82,15 +82,16 @@
 //! waiter and dropped when the line empties) and is armed at the exact
 //! `retry_after` of the waiter being served (`sleep_until`); when it fires,
 //! the queue admits every waiter that now fits and wakes exactly those
-//! tasks (no thundering herd). Waiters behind
-//! the head have no timer unless they carry a deadline or `max_wait`. An
-//! uncontended `acquire` with capacity available takes no lock: one atomic
-//! load, the limiter check and two counter increments.
+//! tasks (no thundering herd). Waiters behind the head have no timer
+//! unless they carry a deadline or `max_wait`. An uncontended `acquire`
+//! with capacity available takes no lock: one atomic load, the clock, the
+//! limiter check and one counter increment.
 //!
 //! The limiter must be driven by the queue's clock ([`Queue::clock`], a
-//! [`TokioClock`]) if other code also uses it directly. `acquire` must be
-//! polled inside a tokio runtime with time enabled (as `tokio::time::sleep`
-//! must).
+//! [`TokioClock`]) if other code also uses it directly, and must be
+//! `Send + Sync + 'static` (the timer's waker holds the queue): share a
+//! borrowed limiter as an `Arc` or a `&'static`. `acquire` must be polled
+//! inside a tokio runtime with time enabled (as `tokio::time::sleep` must).
 //!
 //! # `mem::forget`
 //!
