@@ -85,3 +85,51 @@ async fn permits_of_a_rate_limiter_are_spent_unless_released() {
     queue.acquire(1).await.unwrap().release(); // given back explicitly
     assert_eq!(queue.limiter().snapshot(now).remaining(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_racing_arrivals_on_many_threads_never_lose_a_wake_up() {
+    // 24 tasks share 3 slots for 400 ms of real time, holding each for
+    // 0–2 ms and asking for 1 or 2. A lost wake-up would leave a waiter
+    // asleep with free capacity: the run would hang (caught by the timeout).
+    let queue = Arc::new(
+        Queue::builder(InFlight::new(3))
+            .release_on_drop(true)
+            .build(),
+    );
+    let end = Instant::now() + Duration::from_millis(400);
+    let run = async {
+        let mut tasks = Vec::new();
+        for id in 0..24u64 {
+            let q = queue.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut k = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                let mut granted = 0u64;
+                while Instant::now() < end {
+                    k ^= k << 13;
+                    k ^= k >> 7;
+                    k ^= k << 17;
+                    let n = 1 + (k % 2) as u32;
+                    let permit = q.acquire(n).await.unwrap();
+                    assert!(q.limiter().held() <= 3);
+                    tokio::time::sleep(Duration::from_micros(k % 2_000)).await;
+                    drop(permit);
+                    granted += 1;
+                }
+                granted
+            }));
+        }
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.unwrap();
+        }
+        total
+    };
+    let total = tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("a waiter was never woken");
+    assert!(total > 100, "only {total} grants");
+    assert_eq!(queue.limiter().held(), 0, "every permit came back");
+    let stats = queue.stats();
+    assert_eq!(stats.queued_requests, 0);
+    assert_eq!(stats.admitted_requests, total);
+}
