@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tollgate::queue::Queue;
+use tollgate::Limiter;
 
 use support::{until, CountPolls, InFlight};
 
@@ -132,4 +133,52 @@ async fn releases_racing_arrivals_on_many_threads_never_lose_a_wake_up() {
     let stats = queue.stats();
     assert_eq!(stats.queued_requests, 0);
     assert_eq!(stats.admitted_requests, total);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_based_limiter_is_not_polled_while_nobody_releases() {
+    // The limiter's refusals carry a 1 ms retry hint; with
+    // release_on_drop the queue arms no timer at it.
+    let queue = Arc::new(
+        Queue::builder(InFlight::new(1))
+            .release_on_drop(true)
+            .build(),
+    );
+    let held = queue.acquire(1).await.unwrap();
+    let q = queue.clone();
+    let waiter = tokio::spawn(async move { q.acquire(1).await.map(|p| p.forget()) });
+    let q = queue.clone();
+    until(move || q.stats().queued_requests == 1).await;
+    let checks = queue.limiter().checks();
+    // Ten seconds with nobody releasing: ten thousand hint intervals.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(queue.limiter().checks(), checks, "polled without a release");
+    drop(held);
+    waiter.await.unwrap().unwrap();
+    assert_eq!(
+        queue.limiter().checks(),
+        checks + 1,
+        "one check per release"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn recheck_serves_a_waiter_after_capacity_returned_outside_the_queue() {
+    let queue = Arc::new(
+        Queue::builder(InFlight::new(1))
+            .release_on_drop(true)
+            .build(),
+    );
+    // Someone else holds the only slot, outside the queue.
+    assert!(queue.limiter().take_directly(1));
+    let q = queue.clone();
+    let waiter = tokio::spawn(async move { q.acquire(1).await.map(|p| p.forget()) });
+    let q = queue.clone();
+    until(move || q.stats().queued_requests == 1).await;
+    queue.limiter().refund(1, 0); // released behind the queue's back
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(queue.stats().queued_requests, 1, "the queue cannot know");
+    queue.recheck();
+    waiter.await.unwrap().unwrap();
+    assert_eq!(queue.stats().queued_requests, 0);
 }

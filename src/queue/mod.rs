@@ -66,9 +66,11 @@
 //! - **Release-based limiters** (a concurrency limiter, whose `check_n`
 //!   takes and whose `refund` gives back): build the queue with
 //!   [`QueueBuilder::release_on_drop`] so that dropping a [`QueuePermit`]
-//!   refunds its permits and wakes the next waiter that fits. Such a
-//!   limiter should refuse with `retry_after` 0 or `u64::MAX` ("not by
-//!   time"), so that no timer is armed for it.
+//!   refunds its permits and wakes the next waiter that fits. Such a queue
+//!   arms no timer for its waiters (a refusal's `retry_after` is then only
+//!   a hint): it never polls the limiter while nobody releases. If other
+//!   code also returns capacity to the same limiter directly, call
+//!   [`Queue::recheck`] after it does.
 //! - [`Queue::close`] refuses every waiter and every later call with
 //!   [`AcquireError::Closed`].
 //!
@@ -216,8 +218,10 @@ impl<L: Limiter + Send + Sync + 'static> QueueBuilder<L> {
 
     /// Whether dropping a [`QueuePermit`] gives its permits back to the
     /// limiter (`Limiter::refund`) and wakes the next waiter that fits.
-    /// Set it for release-based limiters (concurrency limits); leave it off
-    /// (the default) for rate limiters, whose permits are spent.
+    /// Set it for release-based limiters (concurrency limits): waiters are
+    /// then woken by releases only, never by a timer. Leave it off (the
+    /// default) for rate limiters, whose permits are spent and whose
+    /// capacity returns with time.
     pub fn release_on_drop(mut self, release: bool) -> Self {
         self.release_on_drop = release;
         self
@@ -369,6 +373,17 @@ impl<L: Limiter + Send + Sync + 'static> Queue<L> {
                     retry_after: (r != 0 && r != u64::MAX).then(|| Duration::from_nanos(r)),
                 })
             }
+        }
+    }
+
+    /// Re-examines the waiter being served now, granting it (and those
+    /// behind it) if the limiter allows. The queue does this by itself on
+    /// every release through a [`QueuePermit`], cancellation and timer
+    /// tick; call it after returning capacity to the limiter by other
+    /// means (for example a concurrency permit released outside the queue).
+    pub fn recheck(&self) {
+        if self.shared.gate.load(Ordering::SeqCst) >> 1 != 0 {
+            self.shared.kick();
         }
     }
 

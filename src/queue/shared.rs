@@ -368,9 +368,13 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
             let outcome = match self.limiter.check_n(n, now) {
                 Ok(Decision::Allowed(_)) => Outcome::Admitted { at: now },
                 Ok(Decision::Denied(d)) => {
+                    // A release-based limiter's capacity comes back through
+                    // releases (which kick this loop), not with time: its
+                    // `retry_after` is only a hint, and a timer at the hint
+                    // would poll it. Neither does a hint of 0 or MAX arm one.
                     let r = d.retry_after_nanos();
-                    // 0 or MAX: capacity comes back by release, not time.
-                    return (r != 0 && r != u64::MAX).then(|| now.saturating_add(r));
+                    let by_time = !self.release_on_drop && r != 0 && r != u64::MAX;
+                    return by_time.then(|| now.saturating_add(r));
                 }
                 Err(e) => Outcome::Refused {
                     at: now,

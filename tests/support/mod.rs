@@ -11,24 +11,40 @@ use tollgate::{CapacityExceeded, Decision, Denied, Limiter, Snapshot};
 
 /// A stand-in for the concurrency limiter that lands in parallel (not in
 /// this branch): at most `limit` permits in flight, `check_n` takes,
-/// `refund` gives back. A refusal's `retry_after` is `u64::MAX`: capacity
-/// returns when a holder releases it, not with time.
+/// `refund` gives back. Like that limiter, a refusal carries a 1 ms retry
+/// *hint* as `retry_after`, although capacity returns only when a holder
+/// releases it. Counts its checks, so a test can see it is not polled.
 #[derive(Debug)]
 pub struct InFlight {
     limit: u32,
     held: AtomicU32,
+    checks: AtomicUsize,
 }
+
+/// The stand-in's retry hint (the parallel limiter's default).
+pub const RETRY_HINT_NANOS: u64 = 1_000_000;
 
 impl InFlight {
     pub fn new(limit: u32) -> Self {
         Self {
             limit,
             held: AtomicU32::new(0),
+            checks: AtomicUsize::new(0),
         }
     }
 
     pub fn held(&self) -> u32 {
         self.held.load(Ordering::SeqCst)
+    }
+
+    /// Calls of `check_n` so far.
+    pub fn checks(&self) -> usize {
+        self.checks.load(Ordering::SeqCst)
+    }
+
+    /// Takes `n` behind the queue's back (another user of the limiter).
+    pub fn take_directly(&self, n: u32) -> bool {
+        self.check_n(n, 0).unwrap().is_allowed()
     }
 }
 
@@ -38,6 +54,7 @@ impl Limiter for InFlight {
     }
 
     fn check_n(&self, n: u32, _now: u64) -> Result<Decision, CapacityExceeded> {
+        self.checks.fetch_add(1, Ordering::SeqCst);
         if n > self.limit {
             return Err(CapacityExceeded {
                 requested: n,
@@ -52,7 +69,7 @@ impl Limiter for InFlight {
         Ok(match taken {
             Ok(h) => Decision::Allowed(Snapshot::new(self.limit, self.limit - h - n, 0)),
             Err(h) => Decision::Denied(Denied::new(
-                u64::MAX,
+                RETRY_HINT_NANOS,
                 Snapshot::new(self.limit, self.limit - h, 0),
             )),
         })
@@ -80,7 +97,7 @@ impl Limiter for InFlight {
         Ok(if self.held() + n <= self.limit {
             0
         } else {
-            u64::MAX
+            RETRY_HINT_NANOS
         })
     }
 
