@@ -339,6 +339,38 @@ impl Algorithm for Gcra {
     fn is_idle(&self, state: &GcraState, now: u64) -> bool {
         state.tat.load(Ordering::Relaxed) <= now
     }
+
+    /// Exact for both kinds when the `ahead` permits come in requests of at
+    /// most the capacity each: a token bucket admits the last of
+    /// `ahead + n` permits once `lead + (ahead + n)·T ≤ τ + T`; a leaky
+    /// bucket admits each request when the previous work has drained, so
+    /// the request starts after `lead + ahead·T`.
+    fn time_until_ready_after(
+        &self,
+        state: &GcraState,
+        ahead: u64,
+        n: u32,
+        now: u64,
+    ) -> Option<u64> {
+        if n > self.capacity {
+            return None;
+        }
+        let lead = state.tat.load(Ordering::Relaxed).saturating_sub(now);
+        let lead = if lead > self.heal_limit {
+            self.empty_lead
+        } else {
+            lead
+        };
+        let ahead_cost = ahead.saturating_mul(self.interval);
+        Some(match self.kind {
+            BucketKind::TokenBucket => lead
+                .saturating_add(ahead_cost)
+                .saturating_add((n as u64) * self.interval)
+                .saturating_sub(self.max_lead),
+            BucketKind::LeakyBucket if n == 0 && ahead == 0 => 0,
+            BucketKind::LeakyBucket => lead.saturating_add(ahead_cost),
+        })
+    }
 }
 
 impl Bucket<Gcra> {

@@ -41,6 +41,7 @@
 //! | [`concurrency`] | [`ConcurrencyLimiter`]: permits in flight, RAII [`ConcurrencyPermit`] |
 //! | [`chain`] | [`Chain`]: all must allow, refused requests cost nothing |
 //! | [`stats`] | [`WithStats`]: opt-in admitted / refused / refunded counters |
+//! | `queue` (feature `tokio`) | `Queue`: ordered, bounded async waiting in front of any limiter |
 //!
 //! Algorithms are small `Copy` configurations; state is a few atomic bytes
 //! (8 for a GCRA bucket). An operation is "algorithm applied to state at
@@ -247,6 +248,45 @@
 //! The library picks no time driver and no tick rate; the firmware does.
 //! `examples/firmware` runs token and leaky buckets on three Cortex-M
 //! machines under QEMU and checks the admissions from inside the firmware.
+//! ## Queued acquisition on tokio (feature `tokio`)
+//!
+//! A server that would rather delay a request a little than refuse it puts
+//! a `queue::Queue` in front of any limiter: `acquire(n).await` waits in
+//! order (oldest first by default, or newest first with .NET's semantics),
+//! the waiting line is bounded in permits, a request that would wait longer
+//! than `max_wait` is refused at once, and dropping the future gives its
+//! place (and any permits already granted) back. One timer per queue, no
+//! background task, one wake-up per admission.
+//!
+#![cfg_attr(feature = "tokio", doc = "```")]
+#![cfg_attr(not(feature = "tokio"), doc = "```text")]
+//! use std::time::Duration;
+//! use tollgate::queue::{AcquireError, Queue};
+//! use tollgate::{Bucket, Quota};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // 5 per second, no burst beyond 1; at most 3 permits may wait.
+//! let bucket = Bucket::token_bucket(Quota::per_second(5)?.allow_burst(1)?);
+//! let queue = Queue::builder(bucket).queue_limit(3).build();
+//!
+//! let start = tokio::time::Instant::now();
+//! let permit = queue.acquire(1).await?; // capacity available: at once
+//! permit.forget(); // a rate limiter's permits are spent
+//! queue.acquire(1).await?.forget(); // waits its turn: 200 ms
+//! assert_eq!(start.elapsed(), Duration::from_millis(200));
+//!
+//! // Too big for the bucket: refused at once, never queued.
+//! assert!(matches!(queue.acquire(2).await, Err(AcquireError::CapacityExceeded(_))));
+//! // Would have to wait: try_acquire refuses with the wait.
+//! let err = queue.try_acquire(1).unwrap_err();
+//! assert_eq!(err.retry_after(), Some(Duration::from_millis(200)));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! See the `queue` module for the full semantics, the costs, and a comparison with
+//! .NET's `System.Threading.RateLimiting`.
 //!
 //! ## Features
 //!
@@ -256,6 +296,7 @@
 //! | `quanta` | no | `QuantaClock` (in [`clock`]): a TSC clock through the `quanta` crate |
 //! | `std` | yes | [`StdClock`], `Clock`/`Limiter` for `Arc` and `Box` |
 //! | `embassy` | no | `embassy::EmbassyClock`, async `acquire(n).await` / `until_ready(n).await` with deadlines (module `embassy`) |
+//! | `tokio` | no | `queue`: async queued acquisition; `TokioClock` (implies `std`) |
 //!
 //! Without default features the crate is `no_std` and allocation-free. On
 //! targets without native 64-bit atomics (thumbv6m, riscv32imc) the final
@@ -292,6 +333,8 @@ pub mod decision;
 pub mod embassy;
 pub mod gcra;
 pub mod limiter;
+#[cfg(feature = "tokio")]
+pub mod queue;
 pub mod quota;
 pub mod rate_limiter;
 pub mod stats;
@@ -318,6 +361,8 @@ pub use concurrency::{
 pub use decision::{CapacityExceeded, Decision, Denied, Snapshot};
 pub use gcra::{BucketKind, Gcra, GcraState};
 pub use limiter::{Algorithm, Bucket, BucketRef, Limiter};
+#[cfg(feature = "tokio")]
+pub use queue::TokioClock;
 pub use quota::{Quota, QuotaError};
 pub use rate_limiter::RateLimiter;
 pub use stats::{Statistics, WithStats};

@@ -63,6 +63,26 @@ pub trait Algorithm {
 
     /// True if `state` is indistinguishable from a fresh one at `now`.
     fn is_idle(&self, state: &Self::State, now: u64) -> bool;
+
+    /// Nanoseconds from `now` until a request for `n` permits would be
+    /// admitted if `ahead` permits (in requests of at most
+    /// [`capacity`](Algorithm::capacity) each) were admitted before it, in
+    /// order, and nothing else took capacity.
+    ///
+    /// This is what a queue needs to tell a newcomer how long it would wait
+    /// behind the requests already queued. `None` means the algorithm
+    /// cannot predict it (for example a limiter whose capacity returns when
+    /// a holder releases it rather than with time), and is the default.
+    fn time_until_ready_after(
+        &self,
+        state: &Self::State,
+        ahead: u64,
+        n: u32,
+        now: u64,
+    ) -> Option<u64> {
+        let _ = (state, ahead, n, now);
+        None
+    }
 }
 
 /// A self-contained limiter: the operations of [`Algorithm`] on its own
@@ -101,6 +121,15 @@ pub trait Limiter {
 
     /// True if the limiter is indistinguishable from a fresh one at `now`.
     fn is_idle(&self, now: u64) -> bool;
+
+    /// Nanoseconds until `n` permits would be admitted if `ahead` permits
+    /// were admitted before them first, in order; `None` if the limiter
+    /// cannot predict it (the default). See
+    /// [`Algorithm::time_until_ready_after`].
+    fn time_until_ready_after(&self, ahead: u64, n: u32, now: u64) -> Option<u64> {
+        let _ = (ahead, n, now);
+        None
+    }
 }
 
 /// An [`Algorithm`] together with its state: the one-limiter case.
@@ -171,6 +200,11 @@ impl<A: Algorithm> Limiter for Bucket<A> {
     #[inline]
     fn is_idle(&self, now: u64) -> bool {
         self.algorithm.is_idle(&self.state, now)
+    }
+    #[inline]
+    fn time_until_ready_after(&self, ahead: u64, n: u32, now: u64) -> Option<u64> {
+        self.algorithm
+            .time_until_ready_after(&self.state, ahead, n, now)
     }
 }
 
@@ -258,6 +292,11 @@ impl<A: Algorithm> Limiter for BucketRef<'_, A> {
     fn is_idle(&self, now: u64) -> bool {
         self.algorithm.is_idle(self.state, now)
     }
+    #[inline]
+    fn time_until_ready_after(&self, ahead: u64, n: u32, now: u64) -> Option<u64> {
+        self.algorithm
+            .time_until_ready_after(self.state, ahead, n, now)
+    }
 }
 
 macro_rules! forward_limiter {
@@ -290,6 +329,10 @@ macro_rules! forward_limiter {
             #[inline]
             fn is_idle(&self, now: u64) -> bool {
                 (**self).is_idle(now)
+            }
+            #[inline]
+            fn time_until_ready_after(&self, ahead: u64, n: u32, now: u64) -> Option<u64> {
+                (**self).time_until_ready_after(ahead, n, now)
             }
         }
     )*};

@@ -1,0 +1,203 @@
+//! The [`Acquire`] future and the [`QueuePermit`] it resolves to.
+
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::boxed::Box;
+
+use tokio::time::Sleep;
+
+use super::error::AcquireError;
+use super::shared::{Begin, Expiry, Shared};
+use crate::clock::{duration_to_nanos, Clock};
+use crate::limiter::Limiter;
+
+#[derive(Debug)]
+enum State {
+    Start,
+    Queued(usize),
+    Done,
+}
+
+/// The future of [`Queue::acquire`](super::Queue::acquire): resolves to a [`QueuePermit`].
+///
+/// Cancellation-safe: dropping it removes the waiter (and refunds permits
+/// granted but not yet taken). Polling it again after it has completed
+/// yields `Err(AcquireError::Closed)` rather than panicking.
+#[derive(Debug)]
+#[must_use = "futures do nothing unless awaited"]
+pub struct Acquire<'a, L: Limiter + Send + Sync + 'static> {
+    shared: &'a Shared<L>,
+    n: u32,
+    deadline: Option<u64>,
+    state: State,
+    expiry: Option<(Pin<Box<Sleep>>, Expiry)>,
+}
+
+impl<'a, L: Limiter + Send + Sync + 'static> Acquire<'a, L> {
+    pub(super) fn new(shared: &'a Shared<L>, n: u32, deadline: Option<u64>) -> Self {
+        Self {
+            shared,
+            n,
+            deadline,
+            state: State::Start,
+            expiry: None,
+        }
+    }
+
+    fn permit(&self) -> QueuePermit<'a, L> {
+        QueuePermit {
+            shared: self.shared,
+            n: self.n,
+            live: true,
+        }
+    }
+
+    fn finish(
+        &mut self,
+        result: Result<(), AcquireError>,
+    ) -> Poll<Result<QueuePermit<'a, L>, AcquireError>> {
+        self.state = State::Done;
+        Poll::Ready(result.map(|()| self.permit()))
+    }
+}
+
+impl<'a, L: Limiter + Send + Sync + 'static> Future for Acquire<'a, L> {
+    type Output = Result<QueuePermit<'a, L>, AcquireError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let shared = this.shared;
+        match this.state {
+            State::Start => {
+                let now = shared.clock.now();
+                match shared.begin(this.n, now, this.deadline, cx.waker()) {
+                    Begin::Granted => {
+                        shared.count_admitted(this.n);
+                        this.finish(Ok(()))
+                    }
+                    Begin::Refused(e) => {
+                        shared.count_refused();
+                        this.finish(Err(e))
+                    }
+                    Begin::Queued {
+                        key,
+                        serving,
+                        wakers,
+                    } => {
+                        this.state = State::Queued(key);
+                        shared.wake(wakers);
+                        let max_wait = shared.max_wait.map(|m| {
+                            (now.saturating_add(duration_to_nanos(m)), Expiry::MaxWait(m))
+                        });
+                        let deadline = this.deadline.map(|d| (d, Expiry::Deadline));
+                        let expiry = match (max_wait, deadline) {
+                            (Some(a), Some(b)) => Some(if b.0 <= a.0 { b } else { a }),
+                            (a, b) => a.or(b),
+                        };
+                        if let Some((at, kind)) = expiry {
+                            let when = shared.clock.instant_at(at);
+                            this.expiry = Some((Box::pin(tokio::time::sleep_until(when)), kind));
+                        }
+                        if serving {
+                            shared.kick();
+                            // The kick may already have granted it.
+                            this.poll_queued(cx, key)
+                        } else {
+                            // Behind others: the waker is registered; only
+                            // the expiry (if any) needs arming.
+                            this.poll_expiry(cx, key)
+                        }
+                    }
+                }
+            }
+            State::Queued(key) => this.poll_queued(cx, key),
+            State::Done => Poll::Ready(Err(AcquireError::Closed)),
+        }
+    }
+}
+
+impl<'a, L: Limiter + Send + Sync + 'static> Acquire<'a, L> {
+    fn poll_queued(
+        &mut self,
+        cx: &mut Context<'_>,
+        key: usize,
+    ) -> Poll<Result<QueuePermit<'a, L>, AcquireError>> {
+        let this = self;
+        if let Some(result) = this.shared.collect(key, this.n, cx.waker()) {
+            return this.finish(result);
+        }
+        this.poll_expiry(cx, key)
+    }
+
+    fn poll_expiry(
+        &mut self,
+        cx: &mut Context<'_>,
+        key: usize,
+    ) -> Poll<Result<QueuePermit<'a, L>, AcquireError>> {
+        let this = self;
+        if let Some((sleep, kind)) = &mut this.expiry {
+            if sleep.as_mut().poll(cx).is_ready() {
+                let error = kind.error();
+                let result = this.shared.expire(key, this.n, cx.waker(), error);
+                return this.finish(result);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl<L: Limiter + Send + Sync + 'static> Drop for Acquire<'_, L> {
+    fn drop(&mut self) {
+        if let State::Queued(key) = self.state {
+            self.shared.cancel(key, self.n);
+        }
+    }
+}
+
+/// Permits granted by a [`Queue`](super::Queue).
+///
+/// For a rate limiter the permits are spent: dropping the permit does
+/// nothing (unless the queue was built with
+/// [`release_on_drop`](super::QueueBuilder::release_on_drop)); call
+/// [`release`](Self::release) to give back permits that went unused. For a
+/// release-based limiter built with `release_on_drop`, dropping the permit
+/// returns its capacity and wakes the next waiter that fits.
+#[derive(Debug)]
+#[must_use = "dropping a permit at once may release it at once"]
+pub struct QueuePermit<'a, L: Limiter + Send + Sync + 'static> {
+    pub(super) shared: &'a Shared<L>,
+    pub(super) n: u32,
+    pub(super) live: bool,
+}
+
+impl<L: Limiter + Send + Sync + 'static> QueuePermit<'_, L> {
+    /// The number of permits held.
+    #[must_use]
+    pub fn permits(&self) -> u32 {
+        self.n
+    }
+
+    /// Gives the permits back to the limiter (`Limiter::refund`) and wakes
+    /// the next waiter that now fits.
+    pub fn release(mut self) {
+        self.live = false;
+        if self.n > 0 {
+            self.shared.release(self.n);
+        }
+    }
+
+    /// Keeps the permits spent: dropping does not release them even with
+    /// `release_on_drop`.
+    pub fn forget(mut self) {
+        self.live = false;
+    }
+}
+
+impl<L: Limiter + Send + Sync + 'static> Drop for QueuePermit<'_, L> {
+    fn drop(&mut self) {
+        if self.live && self.shared.release_on_drop && self.n > 0 {
+            self.shared.release(self.n);
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! [`TokioClock`]: tokio's clock, in tollgate's `u64` nanoseconds.
+
+use core::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::clock::{duration_to_nanos, Clock};
+
+/// tokio's monotonic clock (`tokio::time::Instant`), counted in nanoseconds
+/// from the moment the clock value was created.
+///
+/// It follows tokio's paused time: under `#[tokio::test(start_paused =
+/// true)]` (or `tokio::time::pause`) it stands still until tokio advances
+/// it, so a limiter driven by it and the timers of a
+/// [`Queue`](crate::queue::Queue) agree exactly. Without paused time it
+/// reads the operating system's monotonic clock, like
+/// [`StdClock`](crate::StdClock).
+///
+/// Copies share the origin, so they agree with each other. Resolution is
+/// reported as 1 ns; tokio's *timers* fire on a 1 ms grid, which only
+/// delays a wake-up, never an admission decision.
+///
+/// ```
+/// use tollgate::{Clock, TokioClock};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let clock = TokioClock::new();
+/// tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+/// assert_eq!(clock.now(), 5_000_000); // paused time: exact
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    origin: Instant,
+}
+
+impl TokioClock {
+    /// A clock whose zero is now (tokio's now: paused time if paused).
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            origin: Instant::now(),
+        }
+    }
+
+    /// A clock whose zero is `origin`.
+    #[must_use]
+    pub const fn from_origin(origin: Instant) -> Self {
+        Self { origin }
+    }
+
+    /// The `Instant` that reads as zero on this clock.
+    #[must_use]
+    pub const fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// The `Instant` at which this clock reads `nanos`, saturating at a
+    /// date about 30 years after the origin instead of overflowing (a day
+    /// after, or the origin itself, on a platform whose `Instant` cannot
+    /// reach that far).
+    #[must_use]
+    pub fn instant_at(&self, nanos: u64) -> Instant {
+        const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
+        let d = Duration::from_nanos(nanos).min(FAR);
+        self.origin
+            .checked_add(d)
+            .or_else(|| self.origin.checked_add(Duration::from_secs(86_400)))
+            .unwrap_or(self.origin)
+    }
+
+    /// What this clock reads at `instant` (0 before the origin, saturating
+    /// at `u64::MAX`).
+    #[must_use]
+    pub fn nanos_at(&self, instant: Instant) -> u64 {
+        duration_to_nanos(instant.saturating_duration_since(self.origin))
+    }
+}
+
+impl Default for TokioClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for TokioClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        self.nanos_at(Instant::now())
+    }
+}

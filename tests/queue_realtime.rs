@@ -1,0 +1,172 @@
+//! Real time, multi-thread runtime: many tasks hammer a queued token bucket
+//! for 2 s. The admissions (recorded at the instant the bucket granted them)
+//! never exceed what the quota allows over any window, and the total is
+//! within one permit of burst + rate·t.
+#![cfg(feature = "tokio")]
+
+use std::sync::{Arc, Mutex};
+
+use tollgate::queue::{AcquireError, Queue};
+use tollgate::{Bucket, CapacityExceeded, Clock, Decision, Gcra, Limiter, Quota, Snapshot};
+
+/// The real bucket, recording the `now` of every admission it makes.
+struct Recorded {
+    bucket: Bucket<Gcra>,
+    grants: Mutex<Vec<u64>>,
+}
+
+impl Limiter for Recorded {
+    fn capacity(&self) -> u32 {
+        self.bucket.capacity()
+    }
+    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+        let d = self.bucket.check_n(n, now)?;
+        if d.is_allowed() && n > 0 {
+            self.grants.lock().unwrap().push(now);
+        }
+        Ok(d)
+    }
+    fn refund(&self, n: u32, now: u64) {
+        self.bucket.refund(n, now);
+    }
+    fn snapshot(&self, now: u64) -> Snapshot {
+        self.bucket.snapshot(now)
+    }
+    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+        self.bucket.time_until_ready(n, now)
+    }
+    fn is_idle(&self, now: u64) -> bool {
+        self.bucket.is_idle(now)
+    }
+    fn time_until_ready_after(&self, ahead: u64, n: u32, now: u64) -> Option<u64> {
+        self.bucket.time_until_ready_after(ahead, n, now)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tasks_for_two_seconds_get_exactly_what_the_quota_allows() {
+    const TASKS: usize = 16;
+    const BURST: u64 = 5;
+    const T: u64 = 20_000_000; // 50 per second
+    let limiter = Recorded {
+        bucket: Bucket::token_bucket(Quota::per_second(50).unwrap().allow_burst(5).unwrap()),
+        grants: Mutex::new(Vec::new()),
+    };
+    let queue = Arc::new(Queue::new(limiter));
+    let start = queue.clock().now();
+    let end = queue.clock().instant_at(start + 2_000_000_000);
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let q = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut mine = 0u64;
+            loop {
+                match q.acquire_until(1, end).await {
+                    Ok(permit) => {
+                        permit.forget();
+                        mine += 1;
+                    }
+                    Err(AcquireError::DeadlineExceeded) => return mine,
+                    Err(e) => panic!("unexpected refusal: {e}"),
+                }
+            }
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    let mut grants = queue.limiter().grants.lock().unwrap().clone();
+    assert_eq!(grants.len() as u64, total);
+    // Grants made on the lock-free fast path by different threads may be
+    // recorded out of order.
+    grants.sort_unstable();
+    // No admission earlier than the quota allows: over every window
+    // [g_i, g_j], at most burst + ⌊(g_j − g_i)/T⌋ permits.
+    for i in 0..grants.len() {
+        for j in i..grants.len() {
+            let admitted = (j - i + 1) as u64;
+            assert!(
+                admitted <= BURST + (grants[j] - grants[i]) / T,
+                "{admitted} admissions within {} ns",
+                grants[j] - grants[i]
+            );
+        }
+    }
+    // And no fewer than it allows: within one permit of burst + rate·t
+    // over the 2 s.
+    let t = 2_000_000_000u64;
+    let allowed = BURST + t / T;
+    assert!(
+        total.abs_diff(allowed) <= 1,
+        "admitted {total}, quota allows {allowed} in 2 s"
+    );
+    assert!(grants.iter().all(|&g| g >= start && g <= start + t + T));
+    let stats = queue.stats();
+    assert_eq!(stats.admitted_requests, total);
+    assert_eq!(stats.queued_requests, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellations_racing_admissions_leave_no_waiter_behind_and_no_permit_lost() {
+    // 200 per second, burst 4; tasks give up after 0–7 ms, so many are
+    // cancelled while waiting and some right as they are granted.
+    let limiter = Recorded {
+        bucket: Bucket::token_bucket(Quota::per_second(200).unwrap().allow_burst(4).unwrap()),
+        grants: Mutex::new(Vec::new()),
+    };
+    let queue = Arc::new(Queue::new(limiter));
+    let end = tokio::time::Instant::now() + std::time::Duration::from_millis(600);
+    let mut tasks = Vec::new();
+    for id in 0..12u64 {
+        let q = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let (mut attempts, mut granted) = (0u64, 0u64);
+            let mut k = id;
+            while tokio::time::Instant::now() < end {
+                k = k
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let patience = std::time::Duration::from_millis((k >> 60) % 8);
+                let n = 1 + ((k >> 40) % 2) as u32;
+                attempts += 1;
+                if let Ok(Ok(p)) = tokio::time::timeout(patience, q.acquire(n)).await {
+                    p.forget();
+                    granted += 1;
+                }
+            }
+            (attempts, granted)
+        }));
+    }
+    let (mut attempts, mut granted) = (0, 0);
+    for t in tasks {
+        let (a, g) = t.await.unwrap();
+        attempts += a;
+        granted += g;
+    }
+    let stats = queue.stats();
+    assert_eq!(stats.queued_requests, 0);
+    assert_eq!(stats.queued_permits, 0);
+    assert_eq!(stats.admitted_requests, granted);
+    assert_eq!(
+        stats.admitted_requests + stats.cancelled_requests + stats.refused_requests,
+        attempts
+    );
+    assert!(
+        stats.cancelled_requests > 0,
+        "the test should cancel some waiters"
+    );
+    // The queue still works, on time: after a full refill, a burst of 4 at
+    // once and the fifth one interval (5 ms) later.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let start = queue.clock().now();
+    for _ in 0..4 {
+        assert!(queue.try_acquire(1).is_ok());
+    }
+    queue.acquire(1).await.unwrap().forget();
+    let waited = queue.clock().now() - start;
+    assert!(
+        (5_000_000..15_000_000).contains(&waited),
+        "waited {waited} ns"
+    );
+}

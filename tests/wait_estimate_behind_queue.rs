@@ -1,0 +1,138 @@
+//! `Limiter::time_until_ready_after` (the wait a queue quotes a newcomer
+//! behind queued permits) against a plain reference model: a credit counter
+//! for the token bucket and a busy-until time for the leaky bucket, stepped
+//! through the queued requests one by one.
+
+use proptest::prelude::*;
+use tollgate::{Bucket, Limiter, Quota};
+
+/// Token bucket as a credit counter in nanoseconds of refill.
+struct Credit {
+    full: u64,
+    credit: u64,
+    at: u64,
+    per: u64,
+}
+
+impl Credit {
+    fn at(&mut self, now: u64) {
+        if now > self.at {
+            self.credit = (self.credit + (now - self.at)).min(self.full);
+            self.at = now;
+        }
+    }
+    fn try_take(&mut self, k: u64, now: u64) -> bool {
+        self.at(now);
+        if self.credit >= k * self.per {
+            self.credit -= k * self.per;
+            true
+        } else {
+            false
+        }
+    }
+    /// Time at which `k` permits are taken, waiting as needed.
+    fn take_waiting(&mut self, k: u64, now: u64) -> u64 {
+        self.at(now);
+        let need = k * self.per;
+        let t = if self.credit >= need {
+            now
+        } else {
+            now + (need - self.credit)
+        };
+        self.at(t);
+        self.credit -= need;
+        t
+    }
+}
+
+/// Leaky bucket: busy until the previous work has drained.
+struct Busy {
+    until: u64,
+    per: u64,
+}
+
+impl Busy {
+    fn try_take(&mut self, k: u64, now: u64) -> bool {
+        if now >= self.until {
+            self.until = now + k * self.per;
+            true
+        } else {
+            false
+        }
+    }
+    fn take_waiting(&mut self, k: u64, now: u64) -> u64 {
+        let t = now.max(self.until);
+        self.until = t + k * self.per;
+        t
+    }
+}
+
+fn history() -> impl Strategy<Value = Vec<(u64, u32)>> {
+    prop::collection::vec((0u64..3_000, 1u32..=6), 0..20)
+}
+
+proptest! {
+    #[test]
+    fn token_bucket_estimate_matches_the_credit_model(
+        permits in 1u32..=6, burst in 1u32..=6, hist in history(),
+        queued in prop::collection::vec(1u32..=6, 0..8), n in 1u32..=6,
+    ) {
+        // permits per 10 µs: T = 10_000 / permits ns (rounded up).
+        let quota = Quota::from_nanos(permits, 10_000).unwrap().allow_burst(burst).unwrap();
+        let per = quota.interval_nanos();
+        let bucket = Bucket::token_bucket(quota);
+        let mut model = Credit { full: u64::from(burst) * per, credit: u64::from(burst) * per, at: 0, per };
+        let mut now = 1_000_000;
+        model.at = now;
+        for (dt, k) in hist {
+            now += dt;
+            let k = k.min(burst);
+            prop_assert_eq!(bucket.check_n(k, now).unwrap().is_allowed(), model.try_take(u64::from(k), now));
+        }
+        let queued: Vec<u32> = queued.into_iter().map(|k| k.min(burst)).collect();
+        let n = n.min(burst);
+        let ahead: u64 = queued.iter().map(|&k| u64::from(k)).sum();
+        let estimate = bucket.time_until_ready_after(ahead, n, now).unwrap();
+        let mut t = now;
+        for k in queued {
+            t = model.take_waiting(u64::from(k), t);
+        }
+        let granted = model.take_waiting(u64::from(n), t);
+        prop_assert_eq!(estimate, granted - now);
+    }
+
+    #[test]
+    fn leaky_bucket_estimate_matches_the_busy_model(
+        max_weight in 1u32..=6, hist in history(),
+        queued in prop::collection::vec(1u32..=6, 0..8), n in 1u32..=6,
+    ) {
+        let quota = Quota::from_nanos(1, 1_000).unwrap().max_weight(max_weight).unwrap();
+        let bucket = Bucket::leaky_bucket(quota);
+        let mut model = Busy { until: 0, per: quota.interval_nanos() };
+        let mut now = 1_000_000;
+        for (dt, k) in hist {
+            now += dt;
+            let k = k.min(max_weight);
+            prop_assert_eq!(bucket.check_n(k, now).unwrap().is_allowed(), model.try_take(u64::from(k), now));
+        }
+        let queued: Vec<u32> = queued.into_iter().map(|k| k.min(max_weight)).collect();
+        let n = n.min(max_weight);
+        let ahead: u64 = queued.iter().map(|&k| u64::from(k)).sum();
+        let estimate = bucket.time_until_ready_after(ahead, n, now).unwrap();
+        let mut t = now;
+        for k in queued {
+            t = model.take_waiting(u64::from(k), t);
+        }
+        let granted = model.take_waiting(u64::from(n), t);
+        prop_assert_eq!(estimate, granted - now);
+    }
+}
+
+#[test]
+fn requests_above_capacity_have_no_estimate() {
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(3).unwrap());
+    assert_eq!(bucket.time_until_ready_after(0, 4, 0), None);
+    assert_eq!(bucket.time_until_ready_after(0, 3, 0), Some(0));
+    // Behind 3 queued permits on a full bucket: one interval.
+    assert_eq!(bucket.time_until_ready_after(3, 1, 0), Some(100_000_000));
+}
