@@ -1,8 +1,8 @@
 //! Release-based limiters under the queue: returning capacity through a
 //! permit wakes the next waiter that fits, in order, and nobody else.
 //!
-//! `InFlight` (tests/support) is a stand-in for the concurrency limiter
-//! being built in parallel: at most `limit` in flight, `check_n` takes,
+//! `InFlight` (tests/support) is tollgate's `ConcurrencyLimiter` with a
+//! counter of its checks: at most `limit` in flight, `check_n` takes,
 //! `refund` gives back.
 #![cfg(feature = "tokio")]
 

@@ -3,38 +3,35 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tollgate::{CapacityExceeded, Decision, Denied, Limiter, Snapshot};
+use tollgate::{CapacityExceeded, ConcurrencyLimiter, Decision, Limiter, Snapshot};
 
-/// A stand-in for the concurrency limiter that lands in parallel (not in
-/// this branch): at most `limit` permits in flight, `check_n` takes,
-/// `refund` gives back. Like that limiter, a refusal carries a 1 ms retry
-/// *hint* as `retry_after`, although capacity returns only when a holder
-/// releases it. Counts its checks, so a test can see it is not polled.
+/// tollgate's real `ConcurrencyLimiter` (at most `limit` permits in flight,
+/// `check_n` takes, `refund` gives back; a refusal carries its 1 ms retry
+/// *hint*, although capacity returns only when a holder releases it),
+/// instrumented to count its checks so a test can see it is not polled.
 #[derive(Debug)]
 pub struct InFlight {
-    limit: u32,
-    held: AtomicU32,
+    inner: ConcurrencyLimiter,
     checks: AtomicUsize,
 }
 
-/// The stand-in's retry hint (the parallel limiter's default).
-pub const RETRY_HINT_NANOS: u64 = 1_000_000;
+/// The concurrency limiter's default retry hint.
+pub const RETRY_HINT_NANOS: u64 = tollgate::concurrency::DEFAULT_RETRY_HINT_NANOS;
 
 impl InFlight {
     pub fn new(limit: u32) -> Self {
         Self {
-            limit,
-            held: AtomicU32::new(0),
+            inner: ConcurrencyLimiter::new(limit).expect("limit is at least 1"),
             checks: AtomicUsize::new(0),
         }
     }
 
     pub fn held(&self) -> u32 {
-        self.held.load(Ordering::SeqCst)
+        self.inner.in_flight()
     }
 
     /// Calls of `check_n` so far.
@@ -50,59 +47,28 @@ impl InFlight {
 
 impl Limiter for InFlight {
     fn capacity(&self) -> u32 {
-        self.limit
+        self.inner.capacity()
     }
 
-    fn check_n(&self, n: u32, _now: u64) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
         self.checks.fetch_add(1, Ordering::SeqCst);
-        if n > self.limit {
-            return Err(CapacityExceeded {
-                requested: n,
-                capacity: self.limit,
-            });
-        }
-        let taken = self
-            .held
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| {
-                (h + n <= self.limit).then_some(h + n)
-            });
-        Ok(match taken {
-            Ok(h) => Decision::Allowed(Snapshot::new(self.limit, self.limit - h - n, 0)),
-            Err(h) => Decision::Denied(Denied::new(
-                RETRY_HINT_NANOS,
-                Snapshot::new(self.limit, self.limit - h, 0),
-            )),
-        })
+        self.inner.check_n(n, now)
     }
 
-    fn refund(&self, n: u32, _now: u64) {
-        let _ = self
-            .held
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| {
-                Some(h.saturating_sub(n))
-            });
+    fn refund(&self, n: u32, now: u64) {
+        self.inner.refund(n, now);
     }
 
-    fn snapshot(&self, _now: u64) -> Snapshot {
-        Snapshot::new(self.limit, self.limit - self.held(), 0)
+    fn snapshot(&self, now: u64) -> Snapshot {
+        self.inner.snapshot(now)
     }
 
-    fn time_until_ready(&self, n: u32, _now: u64) -> Result<u64, CapacityExceeded> {
-        if n > self.limit {
-            return Err(CapacityExceeded {
-                requested: n,
-                capacity: self.limit,
-            });
-        }
-        Ok(if self.held() + n <= self.limit {
-            0
-        } else {
-            RETRY_HINT_NANOS
-        })
+    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+        self.inner.time_until_ready(n, now)
     }
 
-    fn is_idle(&self, _now: u64) -> bool {
-        self.held() == 0
+    fn is_idle(&self, now: u64) -> bool {
+        self.inner.is_idle(now)
     }
 }
 
