@@ -148,6 +148,9 @@ pub mod gcra;
 pub mod limiter;
 pub mod quota;
 pub mod rate_limiter;
+#[cfg(feature = "redis")]
+pub mod redis;
+pub mod remote;
 
 #[cfg(loom)]
 #[doc(hidden)]
