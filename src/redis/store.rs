@@ -299,18 +299,17 @@ impl RedisStore {
     }
 
     /// Gives back `n` permits of an earlier admission for `key` (never above
-    /// the capacity), and forgets any cached refusal of `key`.
+    /// the capacity), and forgets any cached refusal of `key`. The reply
+    /// carries the bucket's snapshot after the refund (as an `Allowed`).
     ///
     /// # Errors
     /// [`StoreError`] if the store could not be reached in time.
-    pub async fn refund(&self, key: &[u8], n: u32) -> Result<(), StoreError> {
+    pub async fn refund(&self, key: &[u8], n: u32) -> Result<StoreReply, StoreError> {
         if let Some(cache) = &self.cache {
             cache.forget(key);
         }
-        if n == 0 {
-            return Ok(());
-        }
-        self.call("r", key, n.min(self.capacity)).await.map(|_| ())
+        let reply = self.call("r", key, n.min(self.capacity)).await?;
+        self.reply_to_decision(reply)
     }
 
     /// The state of `key`'s bucket now, taking nothing.
