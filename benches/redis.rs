@@ -154,7 +154,9 @@ fn bench(c: &mut Criterion) {
     );
     let textbook = Arc::new(Textbook {
         connection: rt
-            .block_on(ConnectionManager::new(redis::Client::open(server.url()).unwrap()))
+            .block_on(ConnectionManager::new(
+                redis::Client::open(server.url()).unwrap(),
+            ))
             .unwrap(),
         script: Script::new(TEXTBOOK_GCRA),
     });
@@ -168,7 +170,9 @@ fn bench(c: &mut Criterion) {
     rt.block_on(run_tollgate(&store, n));
     let after = server.command_calls();
     let rt_tollgate = round_trips(&before, &after) as f64 / n as f64;
-    println!("FIGURE redis_round_trips_per_decision {rt_tollgate:.3} trips tollgate, 64 tasks, admitted");
+    println!(
+        "FIGURE redis_round_trips_per_decision {rt_tollgate:.3} trips tollgate, 64 tasks, admitted"
+    );
     assert_eq!(evalsha_calls(&after) - evalsha_calls(&before), n);
 
     let cached = rt.block_on(async {
@@ -212,7 +216,10 @@ fn bench(c: &mut Criterion) {
     tb.sort_by(f64::total_cmp);
     println!("FIGURE redis_decisions_per_sec_tollgate {:.0} decisions/s 64 tasks, one redis-server, loopback", tg[1]);
     println!("FIGURE redis_decisions_per_sec_textbook {:.0} decisions/s redis_rate-style Lua baseline, same run", tb[1]);
-    println!("FIGURE redis_tollgate_vs_textbook {:.3} ratio >1 means tollgate faster", tg[1] / tb[1]);
+    println!(
+        "FIGURE redis_tollgate_vs_textbook {:.3} ratio >1 means tollgate faster",
+        tg[1] / tb[1]
+    );
 
     let mut group = c.benchmark_group("redis_64_tasks");
     group.sample_size(10);

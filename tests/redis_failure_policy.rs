@@ -151,9 +151,12 @@ async fn fail_open_with_ceiling_admits_only_the_local_share() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_is_survived() {
     let server = RedisServer::start();
-    let store = RedisStore::connect(server.url(), config(FailurePolicy::fail_closed(Duration::from_secs(1))))
-        .await
-        .unwrap();
+    let store = RedisStore::connect(
+        server.url(),
+        config(FailurePolicy::fail_closed(Duration::from_secs(1))),
+    )
+    .await
+    .unwrap();
     for _ in 0..3 {
         assert_eq!(store.check(b"k").await.source(), DecisionSource::Store);
     }
@@ -169,7 +172,11 @@ async fn script_flush_is_survived() {
     let d = store.check(b"k").await;
     assert_eq!(d.source(), DecisionSource::Store);
     assert!(d.is_allowed());
-    assert_eq!(d.decision().snapshot().remaining(), 1, "the bucket kept its state");
+    assert_eq!(
+        d.decision().snapshot().remaining(),
+        1,
+        "the bucket kept its state"
+    );
     let loaded: Vec<bool> = redis::cmd("SCRIPT")
         .arg("EXISTS")
         .arg(store.script_sha1())

@@ -27,7 +27,11 @@ async fn hammer(server: &RedisServer, kind_leaky: bool) -> (u64, u64, u64) {
     let rate = 50u32; // T = 20 ms
     let burst = 10u32;
     let quota = Quota::per_second(rate).unwrap().allow_burst(burst).unwrap();
-    let prefix = if kind_leaky { &b"fleet-leaky:"[..] } else { &b"fleet-token:"[..] };
+    let prefix = if kind_leaky {
+        &b"fleet-leaky:"[..]
+    } else {
+        &b"fleet-token:"[..]
+    };
     let mut stores = Vec::new();
     for _ in 0..REPLICAS {
         let config = if kind_leaky {
@@ -38,10 +42,15 @@ async fn hammer(server: &RedisServer, kind_leaky: bool) -> (u64, u64, u64) {
         .prefix(prefix)
         .timeout(Duration::from_secs(1));
         // a separate connection per replica
-        stores.push(Arc::new(RedisStore::connect(server.url(), config).await.unwrap()));
+        stores.push(Arc::new(
+            RedisStore::connect(server.url(), config).await.unwrap(),
+        ));
     }
     for s in &stores {
-        assert_eq!(s.check_n(b"other", 0).await.unwrap().source(), DecisionSource::Store);
+        assert_eq!(
+            s.check_n(b"other", 0).await.unwrap().source(),
+            DecisionSource::Store
+        );
     }
     let admitted = Arc::new(AtomicU64::new(0));
     let unavailable = Arc::new(AtomicU64::new(0));
@@ -97,6 +106,12 @@ async fn four_replicas_share_one_limit() {
     // tolerance, so every round trip of latency after a slot opens is lost
     // for good (TAT = max(TAT, now) + T): the count falls short by the
     // accumulated latency, which depends on the machine's load.
-    assert!(admitted <= expected + 1, "admitted {admitted}, at most {expected} + 1");
-    assert!(admitted * 10 >= expected * 8, "admitted {admitted}, at least 80% of {expected}");
+    assert!(
+        admitted <= expected + 1,
+        "admitted {admitted}, at most {expected} + 1"
+    );
+    assert!(
+        admitted * 10 >= expected * 8,
+        "admitted {admitted}, at least 80% of {expected}"
+    );
 }

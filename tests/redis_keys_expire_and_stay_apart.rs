@@ -26,10 +26,16 @@ async fn bucket_key_expires_when_the_bucket_has_refilled() {
     let mut admin = server.admin();
     // T = 100 ms, burst 3: taking 2 leaves a lead of 200 ms
     let quota = Quota::per_second(10).unwrap().allow_burst(3).unwrap();
-    for config in [RedisConfig::token_bucket(quota), RedisConfig::leaky_bucket(quota)] {
+    for config in [
+        RedisConfig::token_bucket(quota),
+        RedisConfig::leaky_bucket(quota),
+    ] {
         let store = RedisStore::connect(server.url(), config).await.unwrap();
         let key = store.redis_key(b"idle");
-        let _ = redis::cmd("DEL").arg(&key).query::<i64>(&mut admin).unwrap();
+        let _ = redis::cmd("DEL")
+            .arg(&key)
+            .query::<i64>(&mut admin)
+            .unwrap();
         assert!(store.check(b"idle").await.is_allowed());
         assert!(exists(&mut admin, &key));
         let lead_ms = store
@@ -40,9 +46,15 @@ async fn bucket_key_expires_when_the_bucket_has_refilled() {
             .as_millis() as i64;
         let ttl = pttl(&mut admin, &key);
         assert!(ttl > 0, "every bucket key has an expiry, got {ttl}");
-        assert!(ttl <= lead_ms + 2, "expires when refilled: ttl {ttl} ms, lead {lead_ms} ms");
+        assert!(
+            ttl <= lead_ms + 2,
+            "expires when refilled: ttl {ttl} ms, lead {lead_ms} ms"
+        );
         tokio::time::sleep(Duration::from_millis(ttl as u64 + 20)).await;
-        assert!(!exists(&mut admin, &key), "the refilled bucket's key is gone");
+        assert!(
+            !exists(&mut admin, &key),
+            "the refilled bucket's key is gone"
+        );
         // and a missing key is a full bucket
         let snap = store.snapshot(b"idle").await.unwrap();
         assert_eq!(snap.remaining(), snap.limit());
@@ -73,9 +85,12 @@ async fn fixed_window_counts_refuses_and_expires() {
     let server = RedisServer::start();
     let mut admin = server.admin();
     let quota = Quota::new(3, Duration::from_millis(300)).unwrap();
-    let store = RedisStore::connect(server.url(), RedisConfig::fixed_window(quota).refusal_cache(0))
-        .await
-        .unwrap();
+    let store = RedisStore::connect(
+        server.url(),
+        RedisConfig::fixed_window(quota).refusal_cache(0),
+    )
+    .await
+    .unwrap();
     let key = store.redis_key(b"w");
     for remaining in [2, 1, 0] {
         let d = store.check(b"w").await;
@@ -87,14 +102,24 @@ async fn fixed_window_counts_refuses_and_expires() {
     let d = store.check(b"w").await;
     let retry = d.decision().retry_after();
     assert!(d.is_denied());
-    assert!(retry > Duration::ZERO && retry <= Duration::from_millis(300), "{retry:?}");
-    assert!(store.check_n(b"w", 4).await.is_err(), "above the limit: never");
+    assert!(
+        retry > Duration::ZERO && retry <= Duration::from_millis(300),
+        "{retry:?}"
+    );
+    assert!(
+        store.check_n(b"w", 4).await.is_err(),
+        "above the limit: never"
+    );
     // a refused request took nothing; a refund gives one back
     let _ = store.refund(b"w", 1).await.unwrap();
     assert!(store.check(b"w").await.is_allowed());
     assert!(store.check(b"w").await.is_denied());
     // a counter left without expiry (by hand) is given one, never kept forever
-    let () = redis::cmd("PERSIST").arg(&key).query::<i64>(&mut admin).map(|_| ()).unwrap();
+    let () = redis::cmd("PERSIST")
+        .arg(&key)
+        .query::<i64>(&mut admin)
+        .map(|_| ())
+        .unwrap();
     assert_eq!(pttl(&mut admin, &key), -1);
     let _ = store.check(b"w").await;
     assert!(pttl(&mut admin, &key) > 0);
@@ -110,13 +135,17 @@ async fn hostile_and_binary_keys_neither_break_the_script_nor_collide() {
     let quota = Quota::per_minute(1).unwrap(); // burst 1: second check refused
     let store = RedisStore::connect(
         server.url(),
-        RedisConfig::token_bucket(quota).prefix(b"ns1:").refusal_cache(0),
+        RedisConfig::token_bucket(quota)
+            .prefix(b"ns1:")
+            .refusal_cache(0),
     )
     .await
     .unwrap();
     let other_namespace = RedisStore::connect(
         server.url(),
-        RedisConfig::token_bucket(quota).prefix(b"ns2:").hash_tag(b"t"),
+        RedisConfig::token_bucket(quota)
+            .prefix(b"ns2:")
+            .hash_tag(b"t"),
     )
     .await
     .unwrap();
@@ -144,7 +173,12 @@ async fn hostile_and_binary_keys_neither_break_the_script_nor_collide() {
     ];
     for key in &keys {
         let first = store.check(key).await;
-        assert_eq!(first.source(), DecisionSource::Store, "key {:?}", String::from_utf8_lossy(key));
+        assert_eq!(
+            first.source(),
+            DecisionSource::Store,
+            "key {:?}",
+            String::from_utf8_lossy(key)
+        );
         assert!(first.is_allowed(), "each key has its own fresh bucket");
         assert!(store.check(key).await.is_denied());
         assert!(exists(&mut admin, &store.redis_key(key)));
@@ -159,7 +193,10 @@ async fn hostile_and_binary_keys_neither_break_the_script_nor_collide() {
     for key in &keys {
         assert!(other_namespace.check(key).await.is_allowed());
     }
-    let tagged: Vec<Vec<u8>> = redis::cmd("KEYS").arg("ns2:{t}*").query(&mut admin).unwrap();
+    let tagged: Vec<Vec<u8>> = redis::cmd("KEYS")
+        .arg("ns2:{t}*")
+        .query(&mut admin)
+        .unwrap();
     assert_eq!(tagged.len(), keys.len());
     assert!(exists(&mut admin, b"ns1:plain"), "nothing was flushed");
 }

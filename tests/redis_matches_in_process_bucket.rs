@@ -60,10 +60,10 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 fn quota() -> impl Strategy<Value = (BucketKind, u32, u64, u32, u32)> {
     (
         prop_oneof![Just(BucketKind::TokenBucket), Just(BucketKind::LeakyBucket)],
-        1u32..=8,         // permits
+        1u32..=8,          // permits
         3_000u64..=90_000, // period in µs, so T spans µs to tens of ms
-        1u32..=5,         // burst
-        1u32..=4,         // largest weight (leaky)
+        1u32..=5,          // burst
+        1u32..=4,          // largest weight (leaky)
     )
 }
 
@@ -98,7 +98,12 @@ async fn run_case(kind: BucketKind, quota: Quota, ops: Vec<Op>) -> Result<(), Te
                 let reply = store.refund(key, n).await.expect("refund");
                 let now = reply.server_time_nanos.expect("GCRA replies carry TIME");
                 local.refund(n, now);
-                prop_assert_eq!(*reply.decision.snapshot(), local.snapshot(now), "refund {}", n);
+                prop_assert_eq!(
+                    *reply.decision.snapshot(),
+                    local.snapshot(now),
+                    "refund {}",
+                    n
+                );
             }
             Op::Pause(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
         }
@@ -138,13 +143,19 @@ fn time_until_ready_and_snapshot_match_in_process() {
         )
         .await
         .unwrap();
-        assert_eq!(store.time_until_ready(b"k", 4).await.unwrap(), Duration::ZERO);
+        assert_eq!(
+            store.time_until_ready(b"k", 4).await.unwrap(),
+            Duration::ZERO
+        );
         let reply = store.try_check_n(b"k", 3).await.unwrap();
         assert!(reply.decision.is_allowed());
         assert_eq!(reply.decision.snapshot().remaining(), 1);
         // 3 taken: 4 permits need the 3 intervals back, minus time elapsed
         let wait = store.time_until_ready(b"k", 4).await.unwrap();
-        assert!(wait > Duration::from_millis(100) && wait <= Duration::from_millis(150), "{wait:?}");
+        assert!(
+            wait > Duration::from_millis(100) && wait <= Duration::from_millis(150),
+            "{wait:?}"
+        );
         let snap = store.snapshot(b"k").await.unwrap();
         assert!(snap.remaining() <= 2 && snap.reset_after() <= Duration::from_millis(150));
         assert!(matches!(

@@ -44,7 +44,11 @@ async fn each_decision_is_one_evalsha() {
     // the script's own TIME/GET/SET count as commands too; the client sent one
     // EVALSHA per decision and nothing else
     assert_eq!(d.get("evalsha"), Some(&200), "{d:?}");
-    assert!(d.keys().all(|c| ["evalsha", "time", "get", "set"].contains(&c.as_str())), "{d:?}");
+    assert!(
+        d.keys()
+            .all(|c| ["evalsha", "time", "get", "set"].contains(&c.as_str())),
+        "{d:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,10 +75,20 @@ async fn a_refused_key_costs_no_round_trip_until_retry_after() {
         last_retry = retry;
     }
     // other keys and lighter peeks still go to the store
-    assert_eq!(store.check(b"someone-else").await.source(), DecisionSource::Store);
-    assert_eq!(store.check_n(b"attacker", 0).await.unwrap().source(), DecisionSource::Store);
+    assert_eq!(
+        store.check(b"someone-else").await.source(),
+        DecisionSource::Store
+    );
+    assert_eq!(
+        store.check_n(b"attacker", 0).await.unwrap().source(),
+        DecisionSource::Store
+    );
     let after = server.command_calls();
-    assert_eq!(delta(&before, &after).get("evalsha"), Some(&2), "only the two store calls");
+    assert_eq!(
+        delta(&before, &after).get("evalsha"),
+        Some(&2),
+        "only the two store calls"
+    );
 
     // once retry_after has passed, the key goes back to the store and is admitted
     tokio::time::sleep(last_retry + Duration::from_millis(5)).await;
@@ -87,9 +101,12 @@ async fn a_refused_key_costs_no_round_trip_until_retry_after() {
 async fn without_the_cache_every_refusal_asks_the_store() {
     let server = RedisServer::start();
     let quota = Quota::per_minute(1).unwrap();
-    let store = RedisStore::connect(server.url(), RedisConfig::token_bucket(quota).refusal_cache(0))
-        .await
-        .unwrap();
+    let store = RedisStore::connect(
+        server.url(),
+        RedisConfig::token_bucket(quota).refusal_cache(0),
+    )
+    .await
+    .unwrap();
     let _ = store.check(b"k").await;
     let before = server.command_calls();
     for _ in 0..50 {
@@ -97,5 +114,8 @@ async fn without_the_cache_every_refusal_asks_the_store() {
         assert!(d.is_denied());
         assert_eq!(d.source(), DecisionSource::Store);
     }
-    assert_eq!(delta(&before, &server.command_calls()).get("evalsha"), Some(&50));
+    assert_eq!(
+        delta(&before, &server.command_calls()).get("evalsha"),
+        Some(&50)
+    );
 }

@@ -77,7 +77,10 @@ impl RefusalCache {
     /// cached and still holds; its `retry_after` is the time left.
     pub(crate) fn lookup(&self, key: &[u8], n: u32, now: u64) -> Option<Denied> {
         let hash = self.hasher.hash_one(key);
-        let mut guard = self.slot(hash).lock().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = self
+            .slot(hash)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let slot = (*guard)?;
         if slot.hash != hash {
             return None;
@@ -99,7 +102,10 @@ impl RefusalCache {
             return;
         }
         let hash = self.hasher.hash_one(key);
-        let mut guard = self.slot(hash).lock().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = self
+            .slot(hash)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         *guard = Some(Slot {
             hash,
             weight: n,
@@ -111,7 +117,10 @@ impl RefusalCache {
     /// Forgets `key` (after a refund, which can make it admissible early).
     pub(crate) fn forget(&self, key: &[u8]) {
         let hash = self.hasher.hash_one(key);
-        let mut guard = self.slot(hash).lock().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = self
+            .slot(hash)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if guard.is_some_and(|s| s.hash == hash) {
             *guard = None;
         }

@@ -140,13 +140,19 @@ impl RedisConfig {
     /// A token bucket per key (burst at once, then the rate).
     #[must_use]
     pub fn token_bucket(quota: Quota) -> Self {
-        Self::new(RemoteAlgorithm::Gcra(Gcra::new(BucketKind::TokenBucket, quota)))
+        Self::new(RemoteAlgorithm::Gcra(Gcra::new(
+            BucketKind::TokenBucket,
+            quota,
+        )))
     }
 
     /// A strict-pacing leaky bucket per key.
     #[must_use]
     pub fn leaky_bucket(quota: Quota) -> Self {
-        Self::new(RemoteAlgorithm::Gcra(Gcra::new(BucketKind::LeakyBucket, quota)))
+        Self::new(RemoteAlgorithm::Gcra(Gcra::new(
+            BucketKind::LeakyBucket,
+            quota,
+        )))
     }
 
     /// A fixed window per key: `quota.permits()` per `quota.period()`.
@@ -333,13 +339,16 @@ impl core::error::Error for RedisConfigError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::string::ToString;
 
     #[test]
     fn bad_configurations_are_typed_errors() {
         let q = Quota::per_second(10).unwrap();
         assert!(RedisConfig::token_bucket(q).validate().is_ok());
         assert!(matches!(
-            RedisConfig::token_bucket(q).timeout(Duration::ZERO).validate(),
+            RedisConfig::token_bucket(q)
+                .timeout(Duration::ZERO)
+                .validate(),
             Err(RedisConfigError::ZeroTimeout)
         ));
         assert!(matches!(

@@ -1,7 +1,6 @@
 //! [`RedisStore`]: the keyed limiter whose state lives in Redis.
 
 use core::fmt;
-use core::future::Future;
 use core::time::Duration;
 use std::string::{String, ToString};
 use std::vec::Vec;
@@ -72,18 +71,33 @@ pub struct StoreReply {
 /// Cheap to share behind an `Arc`; every method takes `&self` and may be
 /// called from many tasks at once (one multiplexed connection).
 ///
-/// ```no_run
-/// use tollgate::redis::{RedisConfig, RedisStore};
+/// Runnable without a server: nothing listens on port 1, so every call
+/// meets the failure policy within the timeout.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tollgate::redis::{FailurePolicy, RedisConfig, RedisStore};
+/// use tollgate::remote::DecisionSource;
 /// use tollgate::Quota;
 ///
-/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// let store = RedisStore::connect(
-///     "redis://127.0.0.1/",
-///     RedisConfig::token_bucket(Quota::per_minute(60)?.allow_burst(10)?),
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let quota = Quota::per_minute(60)?.allow_burst(10)?;
+/// let closed = RedisStore::connect(
+///     "redis://127.0.0.1:1/",
+///     RedisConfig::token_bucket(quota)
+///         .timeout(Duration::from_millis(20))
+///         .failure_policy(FailurePolicy::fail_closed(Duration::from_secs(2))),
 /// )
 /// .await?;
-/// let decision = store.check_n(b"api-key-123", 1).await?;
-/// println!("{:?} from {:?}", decision.decision(), decision.source());
+/// let start = Instant::now();
+/// let d = closed.check_n(b"api-key-123", 1).await?;
+/// assert!(d.is_denied() && d.source() == DecisionSource::StoreUnavailable);
+/// assert_eq!(d.decision().retry_after(), Duration::from_secs(2));
+/// assert!(start.elapsed() < Duration::from_secs(1));
+///
+/// // n above the burst can never succeed: an error, and the store is not asked
+/// assert_eq!(closed.check_n(b"api-key-123", 11).await.unwrap_err().capacity, 10);
 /// # Ok(()) }
 /// ```
 pub struct RedisStore {
@@ -159,13 +173,10 @@ impl RedisStore {
                 (Script::new(GCRA_LUA), args, gcra.capacity(), Some(gcra))
             }
             RemoteAlgorithm::FixedWindow(quota) => {
-                let args = [
-                    u64::from(quota.permits()),
-                    quota.period_nanos() / 1_000_000,
-                ]
-                .iter()
-                .map(u64::to_string)
-                .collect();
+                let args = [u64::from(quota.permits()), quota.period_nanos() / 1_000_000]
+                    .iter()
+                    .map(u64::to_string)
+                    .collect();
                 (Script::new(FIXED_WINDOW_LUA), args, quota.permits(), None)
             }
         };
@@ -428,18 +439,12 @@ impl AsyncKeyedLimiter for RedisStore {
         self.capacity
     }
 
-    fn check_n(
-        &self,
-        key: &[u8],
-        n: u32,
-    ) -> impl Future<Output = Result<RemoteDecision, CapacityExceeded>> + Send {
-        RedisStore::check_n(self, key, n)
+    async fn check_n(&self, key: &[u8], n: u32) -> Result<RemoteDecision, CapacityExceeded> {
+        RedisStore::check_n(self, key, n).await
     }
 
-    fn refund(&self, key: &[u8], n: u32) -> impl Future<Output = ()> + Send {
-        async move {
-            // best effort: an unreachable store keeps the permits
-            let _ = RedisStore::refund(self, key, n).await;
-        }
+    async fn refund(&self, key: &[u8], n: u32) {
+        // best effort: an unreachable store keeps the permits
+        let _ = RedisStore::refund(self, key, n).await;
     }
 }
