@@ -37,6 +37,7 @@
 //! | [`decision`] | [`Decision`], [`Snapshot`], [`Denied`], [`CapacityExceeded`] |
 //! | [`limiter`] | the [`Algorithm`] and [`Limiter`] traits, [`Bucket`] |
 //! | [`rate_limiter`] | [`RateLimiter`]: a limiter bundled with its clock |
+//! | [`remote`] | [`AsyncKeyedLimiter`](remote::AsyncKeyedLimiter): the async keyed backend seam (local or Redis) |
 //!
 //! Algorithms are small `Copy` configurations; state is a few atomic bytes
 //! (8 for a GCRA bucket). An operation is "algorithm applied to state at
@@ -121,12 +122,52 @@
 //! (default 1 s) resets the bucket to "empty at now", so service resumes one
 //! interval later instead of after the jump. See [`gcra`].
 //!
+//! ## Running on a fleet (feature `redis`)
+//!
+//! Per-process limits multiply with the number of replicas. With feature
+//! `redis`, `redis::RedisStore` runs the same GCRA step (or a fixed
+//! window) atomically inside Redis, Valkey or a Redis Cluster, in one Lua
+//! script on the server's clock: every replica pointing at the same server
+//! and key prefix shares one limit per key, with the same [`Decision`]
+//! fields as an in-process bucket. One round trip per decision; a key
+//! expires once its bucket has refilled; each call has a timeout (50 ms by
+//! default) after which a `redis::FailurePolicy` decides
+//! (fail-open, fail-open under a local ceiling, or fail-closed), flagged in
+//! the [`RemoteDecision`](remote::RemoteDecision); a local refusal cache
+//! answers for keys already refused until their `retry_after` passes.
+//!
+//! ```no_run
+//! use tollgate::redis::{FailurePolicy, RedisConfig, RedisStore};
+//! use tollgate::Quota;
+//! use std::time::Duration;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let per_client = Quota::per_minute(600)?.allow_burst(50)?;
+//! let store = RedisStore::connect(
+//!     "redis://10.0.0.5:6379/",
+//!     RedisConfig::token_bucket(per_client)
+//!         .prefix(b"shop:api:")
+//!         .failure_policy(FailurePolicy::fail_open_with_ceiling(
+//!             Quota::per_second(100)?, // this replica's share while Redis is away
+//!         )),
+//! )
+//! .await?;
+//! let decision = store.check(b"client-7").await;
+//! # let _ = decision;
+//! # Ok(()) }
+//! ```
+//!
+//! Request layers use a backend through [`remote::AsyncKeyedLimiter`]
+//! (`async check_n(key, n)` returning a [`RemoteDecision`](remote::RemoteDecision)),
+//! which the Redis store and in-process limiters both implement.
+//!
 //! ## Features
 //!
 //! | feature | default | adds |
 //! |---|---|---|
 //! | `std` | yes | [`StdClock`], [`CoarseClock`], `Clock`/`Limiter` for `Arc` and `Box` |
 //! | `quanta` | no | `[`QuantaClock`](clock::QuantaClock) (feature-gated): a TSC clock through the `quanta` crate |
+//! | `redis` | no | `redis::RedisStore` (feature-gated): distributed GCRA and fixed window on Redis/Valkey, with tokio |
 //!
 //! Without default features the crate is `no_std` and allocation-free. On
 //! targets without native 64-bit atomics (thumbv6m, riscv32imc) the final

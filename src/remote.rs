@@ -4,7 +4,7 @@
 //! [`AsyncKeyedLimiter`] is what an HTTP layer (or any async caller) needs
 //! from a backend: "may the request with this key take `n` permits?",
 //! answered asynchronously with a [`RemoteDecision`]. The Redis store
-//! ([`RedisStore`](crate::redis::RedisStore), feature `redis`) implements it,
+//! (`tollgate::redis::RedisStore`, feature `redis`) implements it,
 //! and so does any in-process limiter: a [`RateLimiter`] answers for every
 //! key from one bucket (a global limit), and a keyed in-process table can
 //! implement it the same way. A layer written against this trait takes
