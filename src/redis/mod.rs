@@ -20,6 +20,9 @@
 //!   passed as a `KEYS` argument: any bytes are fine (CR/LF, `*`, non-UTF-8,
 //!   10 KB), nothing is interpolated into Lua. A hash tag puts all of one
 //!   limiter's keys in one cluster slot.
+//! - **Single node or cluster.** [`RedisStore::connect`] takes one server
+//!   (a URL); [`RedisStore::connect_cluster`] takes cluster nodes and routes
+//!   each call to the shard owning its key.
 //! - **Failure policy.** Each call has a timeout (default 50 ms). When the
 //!   store errs or times out, [`FailurePolicy`] decides: fail-open admits
 //!   (optionally under a local per-replica ceiling), fail-closed refuses with

@@ -6,6 +6,8 @@ use std::string::{String, ToString};
 use std::vec::Vec;
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::cluster::{ClusterClient, ClusterConfig};
+use ::redis::cluster_async::ClusterConnection;
 use ::redis::{Client, IntoConnectionInfo, RedisError, Script};
 
 use super::cache::RefusalCache;
@@ -101,7 +103,7 @@ pub struct StoreReply {
 /// # Ok(()) }
 /// ```
 pub struct RedisStore {
-    connection: ConnectionManager,
+    connection: Connection,
     config: RedisConfig,
     script: Script,
     /// Algorithm arguments after op and n, as decimal strings.
@@ -111,6 +113,13 @@ pub struct RedisStore {
     cache: Option<RefusalCache>,
     ceiling: Option<Bucket<Gcra>>,
     clock: StdClock,
+}
+
+/// A single server (or a primary behind a stable address) or a cluster.
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
 }
 
 impl fmt::Debug for RedisStore {
@@ -147,10 +156,42 @@ impl RedisStore {
             .set_number_of_retries(3);
         let connection = ConnectionManager::new_lazy_with_config(client, manager_config)
             .map_err(RedisConfigError::Connection)?;
-        Ok(Self::with_connection(connection, config))
+        Ok(Self::with_connection(
+            Connection::Single(connection),
+            config,
+        ))
     }
 
-    fn with_connection(connection: ConnectionManager, config: RedisConfig) -> Self {
+    /// A store on a Redis (or Valkey) Cluster reached through any of
+    /// `nodes`. Each call is routed to the shard owning its key (the
+    /// scripts touch exactly one key); `MOVED`/`ASK` redirections and
+    /// topology changes are followed by the cluster client. Use
+    /// [`RedisConfig::hash_tag`] to keep one limiter's keys in one slot.
+    ///
+    /// Like [`connect`](Self::connect), the connections are made in the
+    /// background: this succeeds while the cluster is unreachable. Must be
+    /// called within a tokio runtime.
+    ///
+    /// # Errors
+    /// [`RedisConfigError`] for an invalid configuration or node list.
+    pub async fn connect_cluster<T: IntoConnectionInfo>(
+        nodes: impl IntoIterator<Item = T>,
+        config: RedisConfig,
+    ) -> Result<Self, RedisConfigError> {
+        config.validate()?;
+        let client = ClusterClient::builder(nodes)
+            .connection_timeout(config.timeout)
+            .build()
+            .map_err(RedisConfigError::Connection)?;
+        let cluster_config = ClusterConfig::new().set_connection_timeout(config.timeout);
+        let connection = client.get_pending_async_connection_with_config(cluster_config);
+        Ok(Self::with_connection(
+            Connection::Cluster(connection),
+            config,
+        ))
+    }
+
+    fn with_connection(connection: Connection, config: RedisConfig) -> Self {
         let (script, args, capacity, gcra) = match config.algorithm {
             RemoteAlgorithm::Gcra(gcra) => {
                 let max_lead = gcra_max_lead(&gcra);
@@ -380,8 +421,12 @@ impl RedisStore {
         for a in &self.args {
             invocation.arg(a.as_str());
         }
-        let mut connection = self.connection.clone();
-        let call = invocation.invoke_async::<Vec<i64>>(&mut connection);
+        let call = async {
+            match self.connection.clone() {
+                Connection::Single(mut c) => invocation.invoke_async::<Vec<i64>>(&mut c).await,
+                Connection::Cluster(mut c) => invocation.invoke_async::<Vec<i64>>(&mut c).await,
+            }
+        };
         match tokio::time::timeout(self.config.timeout, call).await {
             Err(_) => Err(StoreError::Timeout(self.config.timeout)),
             Ok(Err(e)) => Err(StoreError::Redis(e)),

@@ -18,7 +18,7 @@ impl RedisServer {
     pub fn start() -> Self {
         for _ in 0..10 {
             let port = free_port();
-            if let Some(child) = spawn(port) {
+            if let Some(child) = spawn(port, &[]) {
                 return Self {
                     child: Some(child),
                     port,
@@ -53,7 +53,7 @@ impl RedisServer {
         self.stop();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Some(child) = spawn(self.port) {
+            if let Some(child) = spawn(self.port, &[]) {
                 self.child = Some(child);
                 return;
             }
@@ -132,9 +132,10 @@ fn free_port() -> u16 {
 
 /// Spawns `redis-server` on `port` and waits for PING; `None` if it exited
 /// (e.g. the port was taken meanwhile).
-fn spawn(port: u16) -> Option<Child> {
+fn spawn(port: u16, extra: &[&str]) -> Option<Child> {
     let mut child = match Command::new("redis-server")
         .args(["--port", &port.to_string()])
+        .args(extra)
         .args(["--bind", "127.0.0.1"])
         .args(["--save", ""])
         .args(["--appendonly", "no"])
@@ -174,4 +175,113 @@ fn ping(port: u16) -> bool {
     }
     let mut buf = [0u8; 7];
     stream.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+/// A 3-shard Redis Cluster of real `redis-server`s (no replicas), slots
+/// split evenly, each node on an ephemeral port with its own bus port.
+pub struct RedisCluster {
+    /// (process, port, cluster bus port)
+    nodes: Vec<(Child, u16, u16)>,
+    dir: std::path::PathBuf,
+}
+
+impl RedisCluster {
+    pub fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "tollgate-cluster-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).expect("cluster temp dir");
+        let mut nodes = Vec::new();
+        while nodes.len() < 3 {
+            let (port, bus) = (free_port(), free_port());
+            let conf = format!("nodes-{port}.conf");
+            let args = [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-port",
+                &bus.to_string(),
+                "--cluster-config-file",
+                &conf,
+                "--dir",
+                dir.to_str().expect("utf-8 temp dir"),
+            ];
+            if let Some(child) = spawn(port, &args) {
+                nodes.push((child, port, bus));
+            }
+        }
+        let cluster = Self { nodes, dir };
+        let ranges = [(0, 5460), (5461, 10922), (10923, 16383)];
+        for (i, &(lo, hi)) in ranges.iter().enumerate() {
+            let () = redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(lo)
+                .arg(hi)
+                .query(&mut cluster.admin(i))
+                .expect("CLUSTER ADDSLOTSRANGE");
+        }
+        for i in 1..3 {
+            let () = redis::cmd("CLUSTER")
+                .arg("MEET")
+                .arg("127.0.0.1")
+                .arg(cluster.nodes[i].1)
+                .arg(cluster.nodes[i].2) // the bus port is not port + 10000
+                .query(&mut cluster.admin(0))
+                .expect("CLUSTER MEET");
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let ready = (0..3).all(|i| {
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query(&mut cluster.admin(i))
+                    .unwrap_or_default();
+                info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:3")
+            });
+            if ready {
+                return cluster;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "cluster did not converge in 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|(_, port, _)| format!("redis://127.0.0.1:{port}/"))
+            .collect()
+    }
+
+    /// A plain connection to node `i` (not cluster-aware).
+    pub fn admin(&self, i: usize) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.nodes[i].1))
+            .and_then(|c| c.get_connection())
+            .expect("admin connection to a cluster node")
+    }
+
+    /// Keys stored on each node.
+    pub fn key_counts(&self) -> Vec<u64> {
+        (0..self.nodes.len())
+            .map(|i| {
+                redis::cmd("DBSIZE")
+                    .query(&mut self.admin(i))
+                    .expect("DBSIZE")
+            })
+            .collect()
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for (child, _, _) in &mut self.nodes {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
