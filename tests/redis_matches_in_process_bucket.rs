@@ -164,3 +164,61 @@ fn time_until_ready_and_snapshot_match_in_process() {
         ));
     });
 }
+
+/// A bucket last written under a server clock one hour ahead (a failover to
+/// a primary whose clock is behind) heals exactly as in-process: refused
+/// once as "empty at now", never granting extra, the shortened TAT
+/// persisted, service back after one interval.
+#[test]
+fn server_clock_going_back_heals_like_in_process() {
+    runtime().block_on(async {
+        let quota = Quota::per_second(10).unwrap().allow_burst(3).unwrap(); // T = 100 ms
+        for kind in [BucketKind::TokenBucket, BucketKind::LeakyBucket] {
+            let config = match kind {
+                BucketKind::TokenBucket => RedisConfig::token_bucket(quota),
+                BucketKind::LeakyBucket => RedisConfig::leaky_bucket(quota),
+            }
+            .prefix(&unique_prefix())
+            .timeout(Duration::from_secs(2))
+            .refusal_cache(0);
+            let store = RedisStore::connect(server().url(), config).await.unwrap();
+            let gcra = Gcra::new(kind, quota);
+            let interval = gcra.interval_nanos();
+
+            let mut admin = server().admin();
+            let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut admin).unwrap();
+            let ahead = (s + 3600) * 1_000_000_000 + us * 1_000;
+            let () = redis::cmd("SET")
+                .arg(store.redis_key(b"k"))
+                .arg(ahead.to_string())
+                .arg("PX")
+                .arg(3_600_000 + 1_000)
+                .query(&mut admin)
+                .unwrap();
+            // the same TAT in-process: a fresh bucket admitting at `ahead − T`
+            let local = Bucket::new(gcra);
+            assert!(local.check_n(1, ahead - interval).unwrap().is_allowed());
+            assert_eq!(local.state().tat(), ahead);
+
+            let reply = store.try_check_n(b"k", 1).await.unwrap();
+            let now = reply.server_time_nanos.unwrap();
+            let expected = local.check_n(1, now).unwrap();
+            assert_eq!(reply.decision, expected, "{kind:?}");
+            assert!(reply.decision.is_denied(), "a heal never grants extra");
+            let ttl: i64 = redis::cmd("PTTL")
+                .arg(store.redis_key(b"k"))
+                .query(&mut admin)
+                .unwrap();
+            assert!(ttl <= 301, "healed TAT persisted: ttl {ttl} ms");
+
+            tokio::time::sleep(reply.decision.retry_after() + Duration::from_millis(2)).await;
+            let reply = store.try_check_n(b"k", 1).await.unwrap();
+            let expected = local.check_n(1, reply.server_time_nanos.unwrap()).unwrap();
+            assert_eq!(reply.decision, expected);
+            assert!(
+                reply.decision.is_allowed(),
+                "service resumes one interval later"
+            );
+        }
+    });
+}

@@ -57,6 +57,7 @@ impl core::error::Error for StoreError {
 
 /// The store's raw answer to one call: the decision and the server time it
 /// was taken at.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreReply {
     /// The decision, with the same fields an in-process limiter gives.
