@@ -58,6 +58,12 @@ async fn fail_open_admits_and_flags_while_server_is_down_then_resumes() {
         assert!(took <= TIMEOUT + SLACK, "waited {took:?}");
     }
 
+    assert_eq!(
+        store.store_failures(),
+        20,
+        "every fallback answer is counted"
+    );
+
     server.restart(); // same port, empty data set
     let took = until_store_answers(&store, b"user").await;
     eprintln!("service resumed {took:?} after the restart");

@@ -18,6 +18,7 @@ use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
 use crate::gcra::{BucketKind, Gcra};
 use crate::limiter::{Algorithm, Bucket, Limiter};
 use crate::remote::{AsyncKeyedLimiter, DecisionSource, RemoteDecision};
+use crate::sync::{AtomicU64, Ordering};
 
 /// Why one call to the store produced no decision.
 #[non_exhaustive]
@@ -114,6 +115,8 @@ pub struct RedisStore {
     cache: Option<RefusalCache>,
     ceiling: Option<Bucket<Gcra>>,
     clock: StdClock,
+    /// Calls answered by the failure policy (for metrics).
+    failures: AtomicU64,
 }
 
 /// A single server (or a primary behind a stable address) or a cluster.
@@ -239,6 +242,7 @@ impl RedisStore {
             cache,
             ceiling,
             clock: StdClock::new(),
+            failures: AtomicU64::new(0),
         }
     }
 
@@ -314,8 +318,18 @@ impl RedisStore {
         }
     }
 
+    /// How many calls so far the store failed to answer (error or timeout)
+    /// and the failure policy answered instead: a counter for metrics and
+    /// alerts. [`try_check_n`](Self::try_check_n) gives the errors
+    /// themselves.
+    #[must_use]
+    pub fn store_failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
     /// The failure policy's answer.
     fn unavailable(&self, n: u32) -> RemoteDecision {
+        self.failures.fetch_add(1, Ordering::Relaxed);
         let decision = match self.config.policy {
             FailurePolicy::FailClosed { retry_after } => {
                 let retry = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
