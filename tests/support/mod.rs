@@ -86,6 +86,15 @@ impl RedisServer {
 
     /// Calls per command name, from `INFO commandstats`.
     pub fn command_calls(&self) -> std::collections::BTreeMap<String, u64> {
+        self.command_stat("calls=")
+    }
+
+    /// Server CPU microseconds per command name, from `INFO commandstats`.
+    pub fn command_usec(&self) -> std::collections::BTreeMap<String, u64> {
+        self.command_stat("usec=")
+    }
+
+    fn command_stat(&self, field: &str) -> std::collections::BTreeMap<String, u64> {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
             .query(&mut self.admin())
@@ -96,7 +105,7 @@ impl RedisServer {
                 let (name, stats) = rest.split_once(':')?;
                 let calls = stats
                     .split(',')
-                    .find_map(|kv| kv.strip_prefix("calls="))?
+                    .find_map(|kv| kv.strip_prefix(field))?
                     .parse()
                     .ok()?;
                 Some((name.to_string(), calls))
