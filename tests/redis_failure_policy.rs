@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use support::RedisServer;
@@ -202,4 +203,24 @@ async fn store_created_while_server_is_down_works_once_it_is_up() {
     assert!(d.is_allowed() && d.store_unavailable());
     server.restart();
     until_store_answers(&store, b"k").await;
+}
+
+#[test]
+fn creating_a_store_outside_a_tokio_runtime_is_an_error_not_a_panic() {
+    // driven by a bare executor, not tokio
+    let connect = RedisStore::connect("redis://127.0.0.1:1/", config(FailurePolicy::fail_open()));
+    let mut connect = std::pin::pin!(connect);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match connect.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(Err(e)) => {
+            assert!(
+                matches!(e, tollgate::redis::RedisConfigError::NoTokioRuntime),
+                "{e}"
+            )
+        }
+        other => panic!(
+            "expected NoTokioRuntime, got {:?}",
+            other.map(|r| r.map(|_| ()))
+        ),
+    }
 }

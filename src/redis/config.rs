@@ -301,6 +301,10 @@ pub enum RedisConfigError {
     InvalidHashTag,
     /// The timeout is zero.
     ZeroTimeout,
+    /// Not called within a tokio runtime (the store spawns its connection
+    /// tasks on it and needs its timer: `#[tokio::main]` or a runtime built
+    /// with `enable_all()`).
+    NoTokioRuntime,
     /// The connection URL or client could not be set up.
     Connection(::redis::RedisError),
 }
@@ -321,6 +325,9 @@ impl fmt::Display for RedisConfigError {
             ),
             Self::InvalidHashTag => f.write_str("hash tag is empty or contains '{' or '}'"),
             Self::ZeroTimeout => f.write_str("store timeout is zero"),
+            Self::NoTokioRuntime => {
+                f.write_str("the redis store must be created within a tokio runtime")
+            }
             Self::Connection(e) => write!(f, "redis connection setup failed: {e}"),
         }
     }

@@ -142,15 +142,20 @@ impl RedisStore {
     /// The connection is made lazily and re-made in the background with
     /// exponential backoff whenever it breaks, so this succeeds even while
     /// the server is down (calls then follow the failure policy until it is
-    /// back). Must be called within a tokio runtime.
+    /// back). Must be called within a tokio runtime with its timer enabled
+    /// (`#[tokio::main]`, or a runtime built with `enable_all()`).
     ///
     /// # Errors
-    /// [`RedisConfigError`] for an invalid configuration or connection info.
+    /// [`RedisConfigError`] for an invalid configuration or connection info,
+    /// or [`RedisConfigError::NoTokioRuntime`] outside a tokio runtime.
     pub async fn connect<T: IntoConnectionInfo>(
         info: T,
         config: RedisConfig,
     ) -> Result<Self, RedisConfigError> {
         config.validate()?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(RedisConfigError::NoTokioRuntime);
+        }
         let client = Client::open(info).map_err(RedisConfigError::Connection)?;
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.timeout))
@@ -183,6 +188,9 @@ impl RedisStore {
         config: RedisConfig,
     ) -> Result<Self, RedisConfigError> {
         config.validate()?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(RedisConfigError::NoTokioRuntime);
+        }
         let client = ClusterClient::builder(nodes)
             .connection_timeout(config.timeout)
             .build()
