@@ -22,9 +22,11 @@ pub enum RemoteAlgorithm {
     /// (including its heal threshold, which here protects against a server
     /// clock that goes back, e.g. after a failover).
     Gcra(Gcra),
-    /// A fixed window: at most `quota.permits()` per `quota.period()`,
-    /// the window starting at the key's first admission. The period must be
-    /// a whole number of milliseconds (Redis expiry resolution).
+    /// A fixed window: at most `quota.permits()` per window of
+    /// `quota.period()`, windows aligned on multiples of the period on the
+    /// server's clock (as tollgate's in-process fixed window aligns on its
+    /// clock). The period must be a whole number of microseconds (the
+    /// server's resolution).
     FixedWindow(Quota),
 }
 
@@ -262,10 +264,13 @@ impl RedisConfig {
             }
             RemoteAlgorithm::FixedWindow(quota) => {
                 let period = quota.period_nanos();
-                if period < 1_000_000 || period % 1_000_000 != 0 {
-                    return Err(RedisConfigError::WindowNotWholeMilliseconds {
+                if period % SERVER_RESOLUTION_NANOS != 0 {
+                    return Err(RedisConfigError::WindowNotWholeMicroseconds {
                         period_nanos: period,
                     });
+                }
+                if period >= MAX_LEAD_NANOS {
+                    return Err(RedisConfigError::LeadTooLong { lead_nanos: period });
                 }
             }
         }
@@ -286,14 +291,14 @@ pub(crate) fn gcra_max_lead(gcra: &Gcra) -> u64 {
 pub enum RedisConfigError {
     /// The quota's interval is finer than the server's `TIME` (1 µs).
     BelowServerResolution(QuotaError),
-    /// The bucket's largest lead plus heal threshold is too long to compute
-    /// exactly in Redis Lua (2^53 ns, about 104 days).
+    /// The bucket's largest lead plus heal threshold (or the window) is too
+    /// long to compute exactly in Redis Lua (2^53 ns, about 104 days).
     LeadTooLong {
         /// The largest lead plus heal threshold, in nanoseconds.
         lead_nanos: u64,
     },
-    /// A fixed window must last a whole number of milliseconds (≥ 1 ms).
-    WindowNotWholeMilliseconds {
+    /// A fixed window must last a whole number of microseconds.
+    WindowNotWholeMicroseconds {
         /// The requested window, in nanoseconds.
         period_nanos: u64,
     },
@@ -319,9 +324,9 @@ impl fmt::Display for RedisConfigError {
                 f,
                 "bucket lead of {lead_nanos} ns exceeds what Redis Lua computes exactly (2^53 ns)"
             ),
-            Self::WindowNotWholeMilliseconds { period_nanos } => write!(
+            Self::WindowNotWholeMicroseconds { period_nanos } => write!(
                 f,
-                "fixed window of {period_nanos} ns is not a whole number of milliseconds"
+                "fixed window of {period_nanos} ns is not a whole number of microseconds"
             ),
             Self::InvalidHashTag => f.write_str("hash tag is empty or contains '{' or '}'"),
             Self::ZeroTimeout => f.write_str("store timeout is zero"),
@@ -372,11 +377,13 @@ mod tests {
             RedisConfig::token_bucket(long).validate(),
             Err(RedisConfigError::LeadTooLong { .. })
         ));
-        let odd = Quota::new(5, Duration::from_micros(1500)).unwrap();
+        let odd = Quota::from_nanos(5, 1_500).unwrap();
         assert!(matches!(
             RedisConfig::fixed_window(odd).validate(),
-            Err(RedisConfigError::WindowNotWholeMilliseconds { .. })
+            Err(RedisConfigError::WindowNotWholeMicroseconds { .. })
         ));
+        let fine = Quota::new(5, Duration::from_micros(1500)).unwrap();
+        assert!(RedisConfig::fixed_window(fine).validate().is_ok());
         assert!(!RedisConfigError::ZeroTimeout.to_string().is_empty());
     }
 

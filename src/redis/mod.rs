@@ -14,8 +14,9 @@
 //!   a failover to a fresh server).
 //! - **Idle keys vanish.** A key expires when its bucket has refilled (a
 //!   missing key is a full bucket), so Redis memory is bounded by the keys
-//!   that are actually throttled. Fixed-window counters always carry an
-//!   expiry.
+//!   that are actually throttled. Fixed-window counters (windows aligned on
+//!   the server's clock, as in-process) always carry an expiry and vanish
+//!   with their window.
 //! - **Keys** are `prefix ++ {hash_tag}? ++ key`, concatenated as bytes and
 //!   passed as a `KEYS` argument: any bytes are fine (CR/LF, `*`, non-UTF-8,
 //!   10 KB), nothing is interpolated into Lua. A hash tag puts all of one

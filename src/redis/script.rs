@@ -143,62 +143,90 @@ return {1, new_lead, 0, now_s, now_us}
 
 /// Fixed window step: check `n` (0 = peek) or refund `n`.
 ///
+/// The same rule as tollgate's in-process fixed window: at most `limit`
+/// permits per window `[k·w, (k+1)·w)` aligned on multiples of `w` on the
+/// server's clock (microseconds since the Unix epoch), a refusal takes
+/// nothing and waits until the window ends, a stored window that starts
+/// more than the heal threshold after `now` (the server clock went back) is
+/// re-dated to the current window.
+///
 /// `KEYS[1]` = the window key. `ARGV` = op (`"c"` / `"r"`), n, limit,
-/// window length in milliseconds.
+/// window length `w` in microseconds, heal threshold in microseconds.
 ///
-/// The window starts with the first admission for the key (INCRBY then
-/// PEXPIRE, in the same script, so a counter never exists without an
-/// expiry; a key found without one is given one). A refusal takes nothing.
+/// The key holds `"<k>:<count>"` and expires when its window ends (SET then
+/// PEXPIREAT in the same script, so a counter never exists without an
+/// expiry); a missing key or an older window is a count of 0.
 ///
-/// Returns `{allowed, count, retry_after_ms, reset_after_ms, 0}`: the
-/// count after the operation, the wait before retrying (0 unless refused),
-/// and the time until the window ends.
+/// Returns `{allowed, count, until_end_us, now_s, now_us}`: the count of
+/// the effective window after the operation and the time until that window
+/// ends.
 pub const FIXED_WINDOW_LUA: &str = r#"
 local key = KEYS[1]
 local op = ARGV[1]
 local n = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
-local window_ms = tonumber(ARGV[4])
+local w = tonumber(ARGV[4])
+local heal = tonumber(ARGV[5])
 
-local count = tonumber(redis.call('GET', key) or '0')
-if count == nil then
-  return redis.error_reply('tollgate: key does not hold a window counter')
+local t = redis.call('TIME')
+local now_s = tonumber(t[1])
+local now_us = tonumber(t[2])
+local now = now_s * 1000000 + now_us
+local cur = (now - math.fmod(now, w)) / w
+
+local index, count, healed = cur, 0, false
+local raw = redis.call('GET', key)
+if raw then
+  local i, c = string.match(raw, '^(%d+):(%d+)$')
+  if i == nil then
+    return redis.error_reply('tollgate: key does not hold a window counter')
+  end
+  i = tonumber(i)
+  c = tonumber(c)
+  if i == cur then
+    count = c
+  elseif i > cur then
+    if i * w - now > heal then
+      count = c
+      healed = true
+    else
+      index = i
+      count = c
+    end
+  end
 end
-local pttl = redis.call('PTTL', key)
-if pttl == -1 then
-  -- never leave a counter without an expiry
-  redis.call('PEXPIRE', key, window_ms)
-  pttl = window_ms
-end
-if pttl < 0 then
-  count = 0
-  pttl = 0
+
+local until_end = (index + 1) * w - now
+
+local function store(c)
+  if c <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  redis.call('SET', key, string.format('%d:%d', index, c))
+  redis.call('PEXPIREAT', key, math.floor((index + 1) * w / 1000) + 1)
 end
 
 if op == 'r' then
-  if count == 0 or n == 0 then
-    return {1, count, 0, pttl, 0}
+  if count > 0 and n > 0 then
+    count = count - math.min(n, count)
+    store(count)
   end
-  if count <= n then
-    redis.call('DEL', key)
-    return {1, 0, 0, 0, 0}
-  end
-  redis.call('DECRBY', key, n)
-  return {1, count - n, 0, pttl, 0}
+  return {1, count, until_end, now_s, now_us}
 end
 
 if n == 0 then
-  return {1, count, 0, pttl, 0}
+  return {1, count, until_end, now_s, now_us}
 end
 
 if count + n > limit then
-  return {0, count, pttl, pttl, 0}
+  if healed then
+    store(count)
+  end
+  return {0, count, until_end, now_s, now_us}
 end
 
-local c = redis.call('INCRBY', key, n)
-if c == n then
-  redis.call('PEXPIRE', key, window_ms)
-  pttl = window_ms
-end
-return {1, c, 0, pttl, 0}
+count = count + n
+store(count)
+return {1, count, until_end, now_s, now_us}
 "#;

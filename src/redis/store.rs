@@ -20,6 +20,11 @@ use crate::limiter::{Algorithm, Bucket, Limiter};
 use crate::remote::{AsyncKeyedLimiter, DecisionSource, RemoteDecision};
 use crate::sync::{AtomicU64, Ordering};
 
+/// The fixed window's heal threshold (as the in-process window's default):
+/// a stored window starting more than this after the server's `now` is
+/// re-dated to the current window.
+const FIXED_WINDOW_HEAL_THRESHOLD_NANOS: u64 = 1_000_000_000;
+
 /// Why one call to the store produced no decision.
 #[non_exhaustive]
 #[derive(Debug)]
@@ -63,9 +68,9 @@ impl core::error::Error for StoreError {
 pub struct StoreReply {
     /// The decision, with the same fields an in-process limiter gives.
     pub decision: Decision,
-    /// The server's `TIME` used by a GCRA step, in nanoseconds since the
-    /// Unix epoch (`None` for a fixed window, which uses key expiry).
-    pub server_time_nanos: Option<u64>,
+    /// The server's `TIME` the script used, in nanoseconds since the Unix
+    /// epoch: drive an in-process limiter with it to compare.
+    pub server_time_nanos: u64,
 }
 
 /// A keyed rate limiter whose state lives in Redis or Valkey, shared by every
@@ -226,10 +231,14 @@ impl RedisStore {
                 (Script::new(GCRA_LUA), args, gcra.capacity(), Some(gcra))
             }
             RemoteAlgorithm::FixedWindow(quota) => {
-                let args = [u64::from(quota.permits()), quota.period_nanos() / 1_000_000]
-                    .iter()
-                    .map(u64::to_string)
-                    .collect();
+                let args = [
+                    u64::from(quota.permits()),
+                    quota.period_nanos() / 1_000,
+                    FIXED_WINDOW_HEAL_THRESHOLD_NANOS / 1_000,
+                ]
+                .iter()
+                .map(u64::to_string)
+                .collect();
                 (Script::new(FIXED_WINDOW_LUA), args, quota.permits(), None)
             }
         };
@@ -413,7 +422,7 @@ impl RedisStore {
             return Ok(Duration::ZERO);
         }
         let reply = self.call("c", key, 0).await?;
-        let [_, level, _, reset_ms, _] = reply;
+        let [_, level, until_end_us, _, _] = reply;
         let wait = match self.gcra {
             Some(gcra) => {
                 let lead = non_negative(level)?;
@@ -427,7 +436,7 @@ impl RedisStore {
             None => {
                 let count = non_negative(level)?;
                 if count.saturating_add(u64::from(n)) > u64::from(self.capacity) {
-                    non_negative(reset_ms)?.saturating_mul(1_000_000)
+                    non_negative(until_end_us)?.saturating_mul(1_000)
                 } else {
                     0
                 }
@@ -458,43 +467,39 @@ impl RedisStore {
     }
 
     fn reply_to_decision(&self, reply: [i64; 5]) -> Result<StoreReply, StoreError> {
-        let [allowed, level, retry, now_s, now_us] = reply;
-        match self.gcra {
+        // GCRA: {allowed, lead, retry_after, now_s, now_us}
+        // fixed window: {allowed, count, until_end_us, now_s, now_us}
+        let [allowed, level, wait, now_s, now_us] = reply;
+        let server_time = non_negative(now_s)?
+            .saturating_mul(1_000_000_000)
+            .saturating_add(non_negative(now_us)?.saturating_mul(1_000));
+        let decision = match self.gcra {
             Some(gcra) => {
-                let lead = non_negative(level)?;
-                let server_time = non_negative(now_s)?
-                    .saturating_mul(1_000_000_000)
-                    .saturating_add(non_negative(now_us)?.saturating_mul(1_000));
-                let snapshot = gcra.snapshot_for_lead(lead);
-                let decision = if allowed == 1 {
+                let snapshot = gcra.snapshot_for_lead(non_negative(level)?);
+                if allowed == 1 {
                     Decision::Allowed(snapshot)
                 } else {
-                    Decision::Denied(Denied::new(non_negative(retry)?, snapshot))
-                };
-                Ok(StoreReply {
-                    decision,
-                    server_time_nanos: Some(server_time),
-                })
+                    Decision::Denied(Denied::new(non_negative(wait)?, snapshot))
+                }
             }
             None => {
-                // fixed window: {allowed, count, retry_ms, reset_ms, 0}
                 let count = u32::try_from(non_negative(level)?).unwrap_or(u32::MAX);
-                let reset = non_negative(now_s)?.saturating_mul(1_000_000);
+                let until_end = non_negative(wait)?.saturating_mul(1_000);
+                // as in-process: a window with nothing taken is already full
+                let reset = if count == 0 { 0 } else { until_end };
                 let remaining = self.capacity.saturating_sub(count);
                 let snapshot = Snapshot::new(self.capacity, remaining, reset);
-                let decision = if allowed == 1 {
+                if allowed == 1 {
                     Decision::Allowed(snapshot)
                 } else {
-                    // a refusal always waits at least one millisecond
-                    let retry = non_negative(retry)?.max(1).saturating_mul(1_000_000);
-                    Decision::Denied(Denied::new(retry, snapshot))
-                };
-                Ok(StoreReply {
-                    decision,
-                    server_time_nanos: None,
-                })
+                    Decision::Denied(Denied::new(until_end, snapshot))
+                }
             }
-        }
+        };
+        Ok(StoreReply {
+            decision,
+            server_time_nanos: server_time,
+        })
     }
 }
 
