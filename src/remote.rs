@@ -60,6 +60,8 @@ pub enum DecisionSource {
     Store,
     /// A local cache of recent refusals answered without asking the store:
     /// the key was refused earlier and its `retry_after` has not passed.
+    /// The `retry_after` is the time still left; the snapshot is the one the
+    /// store reported with that refusal.
     RefusalCache,
     /// An in-process limiter answered (there is no shared store).
     Local,
