@@ -165,8 +165,24 @@ impl Gcra {
         }
     }
 
+    /// The snapshot of a bucket whose TAT is `lead` nanoseconds ahead of
+    /// `now` (0 for a full bucket). This is how a bucket stored elsewhere
+    /// (the Redis store runs the same step in a Lua script and returns the
+    /// lead) reports exactly the fields an in-process bucket would.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Gcra, GcraState, Quota};
+    ///
+    /// let gcra = Gcra::token_bucket(Quota::per_second(10)?); // T = 100 ms
+    /// let state = GcraState::new();
+    /// let _ = gcra.check_n(&state, 3, 0)?;
+    /// assert_eq!(gcra.snapshot(&state, 0), gcra.snapshot_for_lead(300_000_000));
+    /// assert_eq!(gcra.snapshot_for_lead(300_000_000).remaining(), 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
-    fn snapshot_for_lead(&self, lead: u64) -> Snapshot {
+    #[must_use]
+    pub fn snapshot_for_lead(&self, lead: u64) -> Snapshot {
         let slack = match self.kind {
             BucketKind::TokenBucket => self.max_lead.saturating_sub(lead),
             BucketKind::LeakyBucket if lead == 0 => self.max_lead,

@@ -42,6 +42,7 @@
 //! | [`chain`] | [`Chain`]: all must allow, refused requests cost nothing |
 //! | [`stats`] | [`WithStats`]: opt-in admitted / refused / refunded counters |
 //! | `queue` (feature `tokio`) | `Queue`: ordered, bounded async waiting in front of any limiter |
+//! | [`remote`] | [`AsyncKeyedLimiter`](remote::AsyncKeyedLimiter): the async keyed backend seam (local or Redis) |
 //!
 //! Algorithms are small `Copy` configurations; state is a few atomic bytes
 //! (8 for a GCRA bucket). An operation is "algorithm applied to state at
@@ -248,6 +249,7 @@
 //! The library picks no time driver and no tick rate; the firmware does.
 //! `examples/firmware` runs token and leaky buckets on three Cortex-M
 //! machines under QEMU and checks the admissions from inside the firmware.
+//!
 //! ## Queued acquisition on tokio (feature `tokio`)
 //!
 //! A server that would rather delay a request a little than refuse it puts
@@ -288,6 +290,45 @@
 //! See the `queue` module for the full semantics, the costs, and a comparison with
 //! .NET's `System.Threading.RateLimiting`.
 //!
+//! ## Running on a fleet (feature `redis`)
+//!
+//! Per-process limits multiply with the number of replicas. With feature
+//! `redis`, `redis::RedisStore` runs the same GCRA step (or a fixed
+//! window) atomically inside Redis, Valkey or a Redis Cluster, in one Lua
+//! script on the server's clock: every replica pointing at the same server
+//! and key prefix shares one limit per key, with the same [`Decision`]
+//! fields as an in-process bucket. One round trip per decision; a key
+//! expires once its bucket has refilled; each call has a timeout (50 ms by
+//! default) after which a `redis::FailurePolicy` decides
+//! (fail-open, fail-open under a local ceiling, or fail-closed), flagged in
+//! the [`RemoteDecision`](remote::RemoteDecision); a local refusal cache
+//! answers for keys already refused until their `retry_after` passes.
+//!
+//! ```no_run
+//! use tollgate::redis::{FailurePolicy, RedisConfig, RedisStore};
+//! use tollgate::Quota;
+//! use std::time::Duration;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let per_client = Quota::per_minute(600)?.allow_burst(50)?;
+//! let store = RedisStore::connect(
+//!     "redis://10.0.0.5:6379/",
+//!     RedisConfig::token_bucket(per_client)
+//!         .prefix(b"shop:api:")
+//!         .failure_policy(FailurePolicy::fail_open_with_ceiling(
+//!             Quota::per_second(100)?, // this replica's share while Redis is away
+//!         )),
+//! )
+//! .await?;
+//! let decision = store.check(b"client-7").await;
+//! # let _ = decision;
+//! # Ok(()) }
+//! ```
+//!
+//! Request layers use a backend through [`remote::AsyncKeyedLimiter`]
+//! (`async check_n(key, n)` returning a [`RemoteDecision`](remote::RemoteDecision)),
+//! which the Redis store and in-process limiters both implement.
+//!
 //! ## Features
 //!
 //! | feature | default | adds |
@@ -297,6 +338,9 @@
 //! | `std` | yes | [`StdClock`], `Clock`/`Limiter` for `Arc` and `Box` |
 //! | `embassy` | no | `embassy::EmbassyClock`, async `acquire(n).await` / `until_ready(n).await` with deadlines (module `embassy`) |
 //! | `tokio` | no | `queue`: async queued acquisition; `TokioClock` (implies `std`) |
+//!
+//! | `quanta` | no | `[`QuantaClock`](clock::QuantaClock) (feature-gated): a TSC clock through the `quanta` crate |
+//! | `redis` | no | `redis::RedisStore` (feature-gated): distributed GCRA and fixed window on Redis/Valkey, with tokio |
 //!
 //! Without default features the crate is `no_std` and allocation-free. On
 //! targets without native 64-bit atomics (thumbv6m, riscv32imc) the final
@@ -337,6 +381,9 @@ pub mod limiter;
 pub mod queue;
 pub mod quota;
 pub mod rate_limiter;
+#[cfg(feature = "redis")]
+pub mod redis;
+pub mod remote;
 pub mod stats;
 pub mod window;
 

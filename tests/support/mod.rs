@@ -1,5 +1,9 @@
-//! Helpers shared by the queue tests.
+//! Helpers shared by the test binaries (each uses a different subset).
 #![allow(dead_code)]
+
+mod redis_server;
+#[allow(unused_imports)] // only the redis_* binaries use it
+pub use redis_server::*;
 
 use std::future::Future;
 use std::pin::Pin;

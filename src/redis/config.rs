@@ -1,0 +1,398 @@
+//! Configuration of a [`RedisStore`](super::RedisStore): algorithm, keys,
+//! timeout, failure policy, refusal cache; and its validation errors.
+
+use core::fmt;
+use core::time::Duration;
+use std::vec::Vec;
+
+use crate::gcra::{BucketKind, Gcra};
+use crate::quota::{Quota, QuotaError};
+
+/// Redis `TIME` resolves microseconds: intervals must be at least this long.
+pub(crate) const SERVER_RESOLUTION_NANOS: u64 = 1_000;
+
+/// Leads (`TAT − now`) the script computes must stay exact in a Lua double.
+pub(crate) const MAX_LEAD_NANOS: u64 = 1 << 53;
+
+/// What the store enforces per key.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteAlgorithm {
+    /// A GCRA token or leaky bucket, with exactly the rules of [`Gcra`]
+    /// (including its heal threshold, which here protects against a server
+    /// clock that goes back, e.g. after a failover).
+    Gcra(Gcra),
+    /// A fixed window: at most `quota.permits()` per window of
+    /// `quota.period()`, windows aligned on multiples of the period on the
+    /// server's clock (as tollgate's in-process fixed window aligns on its
+    /// clock). The period must be a whole number of microseconds (the
+    /// server's resolution).
+    FixedWindow(Quota),
+}
+
+/// What the store does when Redis errs or does not answer within the
+/// timeout.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Admit the request and flag the decision as
+    /// [`StoreUnavailable`](crate::remote::DecisionSource::StoreUnavailable).
+    /// With a `ceiling`, admit only what a local token bucket enforcing that
+    /// quota admits (one bucket per store instance, shared by all keys; use
+    /// the per-replica share of the global quota).
+    FailOpen {
+        /// Optional local limit while the store is unavailable.
+        ceiling: Option<Quota>,
+    },
+    /// Refuse the request with this `retry_after` (flagged as
+    /// `StoreUnavailable`).
+    FailClosed {
+        /// The wait reported to the refused caller.
+        retry_after: Duration,
+    },
+}
+
+impl FailurePolicy {
+    /// Fail-open without a ceiling: every request is admitted while the
+    /// store is unavailable.
+    #[must_use]
+    pub const fn fail_open() -> Self {
+        Self::FailOpen { ceiling: None }
+    }
+
+    /// Fail-open under a local ceiling (e.g. `global quota / replicas`).
+    #[must_use]
+    pub const fn fail_open_with_ceiling(ceiling: Quota) -> Self {
+        Self::FailOpen {
+            ceiling: Some(ceiling),
+        }
+    }
+
+    /// Fail-closed: refuse with `retry_after` while the store is unavailable.
+    #[must_use]
+    pub const fn fail_closed(retry_after: Duration) -> Self {
+        Self::FailClosed { retry_after }
+    }
+}
+
+impl Default for FailurePolicy {
+    /// Fail-open without a ceiling: a rate limiter should not take a
+    /// service down with its cache. Choose fail-closed where abuse costs
+    /// more than an outage.
+    fn default() -> Self {
+        Self::fail_open()
+    }
+}
+
+/// Everything a [`RedisStore`](super::RedisStore) needs besides the
+/// connection. Built with chained setters; validated by
+/// [`RedisStore::connect`](super::RedisStore::connect).
+///
+/// ```
+/// use tollgate::redis::{FailurePolicy, RedisConfig};
+/// use tollgate::Quota;
+/// use std::time::Duration;
+///
+/// let config = RedisConfig::leaky_bucket(Quota::per_second(50)?)
+///     .prefix(b"svc:uploads:")
+///     .hash_tag(b"uploads") // all keys in one cluster slot
+///     .timeout(Duration::from_millis(20))
+///     .failure_policy(FailurePolicy::fail_closed(Duration::from_secs(1)))
+///     .refusal_cache(16_384);
+/// assert_eq!(config.redis_key(b"alice"), b"svc:uploads:{uploads}alice");
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisConfig {
+    pub(crate) algorithm: RemoteAlgorithm,
+    pub(crate) prefix: Vec<u8>,
+    pub(crate) hash_tag: Option<Vec<u8>>,
+    pub(crate) timeout: Duration,
+    pub(crate) policy: FailurePolicy,
+    pub(crate) refusal_cache: usize,
+    pub(crate) reconnect_min_delay: Duration,
+    pub(crate) reconnect_max_delay: Duration,
+}
+
+/// Default per-call timeout: 50 ms.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+/// Default refusal-cache capacity, in keys.
+pub const DEFAULT_REFUSAL_CACHE: usize = 4096;
+/// Default key prefix.
+pub const DEFAULT_PREFIX: &[u8] = b"tollgate:";
+
+impl RedisConfig {
+    /// A store enforcing `algorithm`, with the defaults: prefix
+    /// `"tollgate:"`, no hash tag, 50 ms timeout, fail-open, a refusal
+    /// cache of 4096 keys, reconnect backoff from 10 ms to 1 s.
+    #[must_use]
+    pub fn new(algorithm: RemoteAlgorithm) -> Self {
+        Self {
+            algorithm,
+            prefix: DEFAULT_PREFIX.to_vec(),
+            hash_tag: None,
+            timeout: DEFAULT_TIMEOUT,
+            policy: FailurePolicy::default(),
+            refusal_cache: DEFAULT_REFUSAL_CACHE,
+            reconnect_min_delay: Duration::from_millis(10),
+            reconnect_max_delay: Duration::from_secs(1),
+        }
+    }
+
+    /// A token bucket per key (burst at once, then the rate).
+    #[must_use]
+    pub fn token_bucket(quota: Quota) -> Self {
+        Self::new(RemoteAlgorithm::Gcra(Gcra::new(
+            BucketKind::TokenBucket,
+            quota,
+        )))
+    }
+
+    /// A strict-pacing leaky bucket per key.
+    #[must_use]
+    pub fn leaky_bucket(quota: Quota) -> Self {
+        Self::new(RemoteAlgorithm::Gcra(Gcra::new(
+            BucketKind::LeakyBucket,
+            quota,
+        )))
+    }
+
+    /// A fixed window per key: `quota.permits()` per `quota.period()`.
+    #[must_use]
+    pub fn fixed_window(quota: Quota) -> Self {
+        Self::new(RemoteAlgorithm::FixedWindow(quota))
+    }
+
+    /// The key prefix (the limiter's namespace), as raw bytes. Limiters with
+    /// different quotas must use different prefixes, neither a prefix of
+    /// the other (end each with a separator such as `:`).
+    #[must_use]
+    pub fn prefix(mut self, prefix: &[u8]) -> Self {
+        self.prefix = prefix.to_vec();
+        self
+    }
+
+    /// A cluster hash tag: keys become `prefix{tag}key`, so all of this
+    /// limiter's keys share one slot. The tag must not contain `{` or `}`.
+    #[must_use]
+    pub fn hash_tag(mut self, tag: &[u8]) -> Self {
+        self.hash_tag = Some(tag.to_vec());
+        self
+    }
+
+    /// The most one call may wait for the store (default 50 ms); after it,
+    /// the failure policy answers.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// What to do when the store errs or times out (default fail-open).
+    #[must_use]
+    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The refusal cache's capacity in keys (rounded up to a power of two;
+    /// 0 disables the cache).
+    #[must_use]
+    pub fn refusal_cache(mut self, capacity: usize) -> Self {
+        self.refusal_cache = capacity;
+        self
+    }
+
+    /// The reconnection backoff: the first retry after `min`, growing
+    /// exponentially (with jitter) up to `max`.
+    #[must_use]
+    pub fn reconnect_backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.reconnect_min_delay = min;
+        self.reconnect_max_delay = max;
+        self
+    }
+
+    /// The algorithm enforced per key.
+    #[must_use]
+    pub fn algorithm(&self) -> RemoteAlgorithm {
+        self.algorithm
+    }
+
+    /// The Redis key for a caller's `key`: `prefix ++ {tag}? ++ key`, as
+    /// bytes.
+    #[must_use]
+    pub fn redis_key(&self, key: &[u8]) -> Vec<u8> {
+        let tag_len = self.hash_tag.as_ref().map_or(0, |t| t.len() + 2);
+        let mut out = Vec::with_capacity(self.prefix.len() + tag_len + key.len());
+        out.extend_from_slice(&self.prefix);
+        if let Some(tag) = &self.hash_tag {
+            out.push(b'{');
+            out.extend_from_slice(tag);
+            out.push(b'}');
+        }
+        out.extend_from_slice(key);
+        out
+    }
+
+    /// Checks the configuration.
+    pub(crate) fn validate(&self) -> Result<(), RedisConfigError> {
+        if self.timeout.is_zero() {
+            return Err(RedisConfigError::ZeroTimeout);
+        }
+        if let Some(tag) = &self.hash_tag {
+            if tag.is_empty() || tag.iter().any(|&b| b == b'{' || b == b'}') {
+                return Err(RedisConfigError::InvalidHashTag);
+            }
+        }
+        match self.algorithm {
+            RemoteAlgorithm::Gcra(gcra) => {
+                if gcra.interval_nanos() < SERVER_RESOLUTION_NANOS {
+                    return Err(RedisConfigError::BelowServerResolution(
+                        QuotaError::BelowClockResolution {
+                            interval_nanos: gcra.interval_nanos(),
+                            resolution_nanos: SERVER_RESOLUTION_NANOS,
+                        },
+                    ));
+                }
+                let max_lead = gcra_max_lead(&gcra);
+                let heal_limit = max_lead.saturating_add(gcra.heal_threshold_nanos());
+                if heal_limit >= MAX_LEAD_NANOS {
+                    return Err(RedisConfigError::LeadTooLong {
+                        lead_nanos: heal_limit,
+                    });
+                }
+            }
+            RemoteAlgorithm::FixedWindow(quota) => {
+                let period = quota.period_nanos();
+                if period % SERVER_RESOLUTION_NANOS != 0 {
+                    return Err(RedisConfigError::WindowNotWholeMicroseconds {
+                        period_nanos: period,
+                    });
+                }
+                if period >= MAX_LEAD_NANOS {
+                    return Err(RedisConfigError::LeadTooLong { lead_nanos: period });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `capacity × T`: the largest lead a bucket can have.
+pub(crate) fn gcra_max_lead(gcra: &Gcra) -> u64 {
+    use crate::limiter::Algorithm;
+    gcra.interval_nanos()
+        .saturating_mul(u64::from(Algorithm::capacity(gcra)))
+}
+
+/// A configuration the store cannot run, or a connection it cannot set up.
+#[non_exhaustive]
+#[derive(Debug)]
+pub enum RedisConfigError {
+    /// The quota's interval is finer than the server's `TIME` (1 µs).
+    BelowServerResolution(QuotaError),
+    /// The bucket's largest lead plus heal threshold (or the window) is too
+    /// long to compute exactly in Redis Lua (2^53 ns, about 104 days).
+    LeadTooLong {
+        /// The largest lead plus heal threshold, in nanoseconds.
+        lead_nanos: u64,
+    },
+    /// A fixed window must last a whole number of microseconds.
+    WindowNotWholeMicroseconds {
+        /// The requested window, in nanoseconds.
+        period_nanos: u64,
+    },
+    /// The hash tag is empty or contains `{` or `}`.
+    InvalidHashTag,
+    /// The timeout is zero.
+    ZeroTimeout,
+    /// Not called within a tokio runtime (the store spawns its connection
+    /// tasks on it and needs its timer: `#[tokio::main]` or a runtime built
+    /// with `enable_all()`).
+    NoTokioRuntime,
+    /// The connection URL or client could not be set up.
+    Connection(::redis::RedisError),
+}
+
+impl fmt::Display for RedisConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::BelowServerResolution(e) => {
+                write!(f, "quota finer than the Redis server clock (1 µs): {e}")
+            }
+            Self::LeadTooLong { lead_nanos } => write!(
+                f,
+                "bucket lead of {lead_nanos} ns exceeds what Redis Lua computes exactly (2^53 ns)"
+            ),
+            Self::WindowNotWholeMicroseconds { period_nanos } => write!(
+                f,
+                "fixed window of {period_nanos} ns is not a whole number of microseconds"
+            ),
+            Self::InvalidHashTag => f.write_str("hash tag is empty or contains '{' or '}'"),
+            Self::ZeroTimeout => f.write_str("store timeout is zero"),
+            Self::NoTokioRuntime => {
+                f.write_str("the redis store must be created within a tokio runtime")
+            }
+            Self::Connection(e) => write!(f, "redis connection setup failed: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for RedisConfigError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Self::BelowServerResolution(e) => Some(e),
+            Self::Connection(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::ToString;
+
+    #[test]
+    fn bad_configurations_are_typed_errors() {
+        let q = Quota::per_second(10).unwrap();
+        assert!(RedisConfig::token_bucket(q).validate().is_ok());
+        assert!(matches!(
+            RedisConfig::token_bucket(q)
+                .timeout(Duration::ZERO)
+                .validate(),
+            Err(RedisConfigError::ZeroTimeout)
+        ));
+        assert!(matches!(
+            RedisConfig::token_bucket(q).hash_tag(b"a}b").validate(),
+            Err(RedisConfigError::InvalidHashTag)
+        ));
+        let fine = Quota::from_nanos(1, 500).unwrap();
+        assert!(matches!(
+            RedisConfig::token_bucket(fine).validate(),
+            Err(RedisConfigError::BelowServerResolution(_))
+        ));
+        let long = Quota::per_hour(1).unwrap().allow_burst(100_000).unwrap();
+        assert!(matches!(
+            RedisConfig::token_bucket(long).validate(),
+            Err(RedisConfigError::LeadTooLong { .. })
+        ));
+        let odd = Quota::from_nanos(5, 1_500).unwrap();
+        assert!(matches!(
+            RedisConfig::fixed_window(odd).validate(),
+            Err(RedisConfigError::WindowNotWholeMicroseconds { .. })
+        ));
+        let fine = Quota::new(5, Duration::from_micros(1500)).unwrap();
+        assert!(RedisConfig::fixed_window(fine).validate().is_ok());
+        assert!(!RedisConfigError::ZeroTimeout.to_string().is_empty());
+    }
+
+    #[test]
+    fn keys_are_prefix_tag_and_raw_bytes() {
+        let q = Quota::per_second(10).unwrap();
+        let c = RedisConfig::token_bucket(q).prefix(b"p:");
+        assert_eq!(c.redis_key(b"\xff\r\n*"), b"p:\xff\r\n*");
+        let c = c.hash_tag(b"t");
+        assert_eq!(c.redis_key(b"k"), b"p:{t}k");
+    }
+}

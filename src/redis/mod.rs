@@ -1,0 +1,71 @@
+//! Distributed limiting on Redis or Valkey (feature `redis`).
+//!
+//! [`RedisStore`] runs tollgate's own GCRA step (token or leaky bucket, the
+//! same rules as [`Gcra`](crate::Gcra)) or a fixed window atomically inside
+//! plain Redis, Valkey or a Redis Cluster, in one Lua script per algorithm:
+//! no server module needed. Every replica of a service that points at the
+//! same server and prefix shares one limit per key.
+//!
+//! - **Server time.** The script reads the server's `TIME`, so application
+//!   clocks never matter. Decisions carry the same fields as in-process:
+//!   `remaining`, `reset_after`, exact `retry_after` in nanoseconds.
+//! - **One round trip** per decision (`EVALSHA`; the script is loaded once
+//!   and re-loaded automatically after `NOSCRIPT`, e.g. a `SCRIPT FLUSH` or
+//!   a failover to a fresh server).
+//! - **Idle keys vanish.** A key expires when its bucket has refilled (a
+//!   missing key is a full bucket), so Redis memory is bounded by the keys
+//!   that are actually throttled. Fixed-window counters (windows aligned on
+//!   the server's clock, as in-process) always carry an expiry and vanish
+//!   with their window.
+//! - **Keys** are `prefix ++ {hash_tag}? ++ key`, concatenated as bytes and
+//!   passed as a `KEYS` argument: any bytes are fine (CR/LF, `*`, non-UTF-8,
+//!   10 KB), nothing is interpolated into Lua. A hash tag puts all of one
+//!   limiter's keys in one cluster slot.
+//! - **Single node or cluster.** [`RedisStore::connect`] takes one server
+//!   (a URL); [`RedisStore::connect_cluster`] takes cluster nodes and routes
+//!   each call to the shard owning its key.
+//! - **Failure policy.** Each call has a timeout (default 50 ms). When the
+//!   store errs or times out, [`FailurePolicy`] decides: fail-open admits
+//!   (optionally under a local per-replica ceiling), fail-closed refuses with
+//!   a fixed `retry_after`. Either way the answer is flagged
+//!   [`DecisionSource::StoreUnavailable`](crate::remote::DecisionSource) and
+//!   the caller never waits longer than the timeout. The connection is
+//!   re-established in the background with exponential backoff; the store
+//!   resumes by itself when the server is back.
+//! - **Refusal cache.** A refused key is refused locally until its
+//!   `retry_after` passes, without asking the store (on by default, fixed
+//!   memory).
+//!
+//! ```no_run
+//! use tollgate::redis::{FailurePolicy, RedisConfig, RedisStore};
+//! use tollgate::Quota;
+//! use std::time::Duration;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = RedisConfig::token_bucket(Quota::per_second(100)?.allow_burst(20)?)
+//!     .prefix(b"myapp:api:")
+//!     .timeout(Duration::from_millis(50))
+//!     .failure_policy(FailurePolicy::fail_open());
+//! let store = RedisStore::connect("redis://127.0.0.1:6379/", config).await?;
+//!
+//! let d = store.check(b"client-42").await;
+//! if d.store_unavailable() {
+//!     eprintln!("redis unavailable: admitted without the shared limit");
+//! }
+//! match d.into_decision().into_result() {
+//!     Ok(snapshot) => println!("ok, {} left", snapshot.remaining()),
+//!     Err(denied) => println!("429, retry after {} s", denied.retry_after_secs_ceil()),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! The store implements [`AsyncKeyedLimiter`](crate::remote::AsyncKeyedLimiter),
+//! the seam through which request layers use any keyed backend.
+
+mod cache;
+mod config;
+pub mod script;
+mod store;
+
+pub use config::{FailurePolicy, RedisConfig, RedisConfigError, RemoteAlgorithm};
+pub use store::{RedisStore, StoreError, StoreReply};

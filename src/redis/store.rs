@@ -1,0 +1,523 @@
+//! [`RedisStore`]: the keyed limiter whose state lives in Redis.
+
+use core::fmt;
+use core::time::Duration;
+use std::string::{String, ToString};
+use std::vec::Vec;
+
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::cluster::{ClusterClient, ClusterConfig};
+use ::redis::cluster_async::ClusterConnection;
+use ::redis::{Client, IntoConnectionInfo, RedisError, Script};
+
+use super::cache::RefusalCache;
+use super::config::{gcra_max_lead, FailurePolicy, RedisConfig, RedisConfigError, RemoteAlgorithm};
+use super::script::{FIXED_WINDOW_LUA, GCRA_LUA};
+use crate::clock::{Clock, StdClock};
+use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
+use crate::gcra::{BucketKind, Gcra};
+use crate::limiter::{Algorithm, Bucket, Limiter};
+use crate::remote::{AsyncKeyedLimiter, DecisionSource, RemoteDecision};
+use crate::sync::{AtomicU64, Ordering};
+
+/// The fixed window's heal threshold (as the in-process window's default):
+/// a stored window starting more than this after the server's `now` is
+/// re-dated to the current window.
+const FIXED_WINDOW_HEAL_THRESHOLD_NANOS: u64 = 1_000_000_000;
+
+/// Why one call to the store produced no decision.
+#[non_exhaustive]
+#[derive(Debug)]
+pub enum StoreError {
+    /// The request can never succeed (more permits than the capacity);
+    /// the store was not asked.
+    Capacity(CapacityExceeded),
+    /// The store did not answer within the configured timeout.
+    Timeout(Duration),
+    /// Redis returned an error or the connection failed.
+    Redis(RedisError),
+    /// The script's reply did not have the expected shape.
+    UnexpectedReply,
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Capacity(e) => write!(f, "{e}"),
+            Self::Timeout(d) => write!(f, "rate-limit store did not answer within {d:?}"),
+            Self::Redis(e) => write!(f, "rate-limit store error: {e}"),
+            Self::UnexpectedReply => f.write_str("rate-limit store sent an unexpected reply"),
+        }
+    }
+}
+
+impl core::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Self::Capacity(e) => Some(e),
+            Self::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// The store's raw answer to one call: the decision and the server time it
+/// was taken at.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreReply {
+    /// The decision, with the same fields an in-process limiter gives.
+    pub decision: Decision,
+    /// The server's `TIME` the script used, in nanoseconds since the Unix
+    /// epoch: drive an in-process limiter with it to compare.
+    pub server_time_nanos: u64,
+}
+
+/// A keyed rate limiter whose state lives in Redis or Valkey, shared by every
+/// process that uses the same server and prefix. See the
+/// [module docs](super) for the guarantees.
+///
+/// Cheap to share behind an `Arc`; every method takes `&self` and may be
+/// called from many tasks at once (one multiplexed connection).
+///
+/// Runnable without a server: nothing listens on port 1, so every call
+/// meets the failure policy within the timeout.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tollgate::redis::{FailurePolicy, RedisConfig, RedisStore};
+/// use tollgate::remote::DecisionSource;
+/// use tollgate::Quota;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let quota = Quota::per_minute(60)?.allow_burst(10)?;
+/// let closed = RedisStore::connect(
+///     "redis://127.0.0.1:1/",
+///     RedisConfig::token_bucket(quota)
+///         .timeout(Duration::from_millis(20))
+///         .failure_policy(FailurePolicy::fail_closed(Duration::from_secs(2))),
+/// )
+/// .await?;
+/// let start = Instant::now();
+/// let d = closed.check_n(b"api-key-123", 1).await?;
+/// assert!(d.is_denied() && d.source() == DecisionSource::StoreUnavailable);
+/// assert_eq!(d.decision().retry_after(), Duration::from_secs(2));
+/// assert!(start.elapsed() < Duration::from_secs(1));
+///
+/// // n above the burst can never succeed: an error, and the store is not asked
+/// assert_eq!(closed.check_n(b"api-key-123", 11).await.unwrap_err().capacity, 10);
+/// # Ok(()) }
+/// ```
+pub struct RedisStore {
+    connection: Connection,
+    config: RedisConfig,
+    script: Script,
+    /// Algorithm arguments after op and n, as decimal strings.
+    args: Vec<String>,
+    capacity: u32,
+    gcra: Option<Gcra>,
+    cache: Option<RefusalCache>,
+    ceiling: Option<Bucket<Gcra>>,
+    clock: StdClock,
+    /// Calls answered by the failure policy (for metrics).
+    failures: AtomicU64,
+}
+
+/// A single server (or a primary behind a stable address) or a cluster.
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("config", &self.config)
+            .field("cache", &self.cache)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// A store on the server at `info` (a `redis://` URL, a
+    /// [`redis::ConnectionInfo`](::redis::ConnectionInfo), …).
+    ///
+    /// The connection is made lazily and re-made in the background with
+    /// exponential backoff whenever it breaks, so this succeeds even while
+    /// the server is down (calls then follow the failure policy until it is
+    /// back). Must be called within a tokio runtime with its timer enabled
+    /// (`#[tokio::main]`, or a runtime built with `enable_all()`).
+    ///
+    /// # Errors
+    /// [`RedisConfigError`] for an invalid configuration or connection info,
+    /// or [`RedisConfigError::NoTokioRuntime`] outside a tokio runtime.
+    pub async fn connect<T: IntoConnectionInfo>(
+        info: T,
+        config: RedisConfig,
+    ) -> Result<Self, RedisConfigError> {
+        config.validate()?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(RedisConfigError::NoTokioRuntime);
+        }
+        let client = Client::open(info).map_err(RedisConfigError::Connection)?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.timeout))
+            .set_response_timeout(None)
+            .set_min_delay(config.reconnect_min_delay)
+            .set_max_delay(config.reconnect_max_delay)
+            .set_number_of_retries(3);
+        let connection = ConnectionManager::new_lazy_with_config(client, manager_config)
+            .map_err(RedisConfigError::Connection)?;
+        Ok(Self::with_connection(
+            Connection::Single(connection),
+            config,
+        ))
+    }
+
+    /// A store on a Redis (or Valkey) Cluster reached through any of
+    /// `nodes`. Each call is routed to the shard owning its key (the
+    /// scripts touch exactly one key); `MOVED`/`ASK` redirections and
+    /// topology changes are followed by the cluster client. Use
+    /// [`RedisConfig::hash_tag`] to keep one limiter's keys in one slot.
+    ///
+    /// Like [`connect`](Self::connect), the connections are made in the
+    /// background: this succeeds while the cluster is unreachable. Must be
+    /// called within a tokio runtime.
+    ///
+    /// # Errors
+    /// [`RedisConfigError`] for an invalid configuration or node list.
+    pub async fn connect_cluster<T: IntoConnectionInfo>(
+        nodes: impl IntoIterator<Item = T>,
+        config: RedisConfig,
+    ) -> Result<Self, RedisConfigError> {
+        config.validate()?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(RedisConfigError::NoTokioRuntime);
+        }
+        let client = ClusterClient::builder(nodes)
+            .connection_timeout(config.timeout)
+            .build()
+            .map_err(RedisConfigError::Connection)?;
+        let cluster_config = ClusterConfig::new().set_connection_timeout(config.timeout);
+        let connection = client.get_pending_async_connection_with_config(cluster_config);
+        Ok(Self::with_connection(
+            Connection::Cluster(connection),
+            config,
+        ))
+    }
+
+    fn with_connection(connection: Connection, config: RedisConfig) -> Self {
+        let (script, args, capacity, gcra) = match config.algorithm {
+            RemoteAlgorithm::Gcra(gcra) => {
+                let max_lead = gcra_max_lead(&gcra);
+                let empty_lead = match gcra.kind() {
+                    BucketKind::TokenBucket => max_lead,
+                    BucketKind::LeakyBucket => gcra.interval_nanos(),
+                };
+                let heal_limit = max_lead.saturating_add(gcra.heal_threshold_nanos());
+                let leaky = u8::from(gcra.kind() == BucketKind::LeakyBucket);
+                let args = [
+                    gcra.interval_nanos(),
+                    max_lead,
+                    empty_lead,
+                    heal_limit,
+                    u64::from(leaky),
+                ]
+                .iter()
+                .map(u64::to_string)
+                .collect();
+                (Script::new(GCRA_LUA), args, gcra.capacity(), Some(gcra))
+            }
+            RemoteAlgorithm::FixedWindow(quota) => {
+                let args = [
+                    u64::from(quota.permits()),
+                    quota.period_nanos() / 1_000,
+                    FIXED_WINDOW_HEAL_THRESHOLD_NANOS / 1_000,
+                ]
+                .iter()
+                .map(u64::to_string)
+                .collect();
+                (Script::new(FIXED_WINDOW_LUA), args, quota.permits(), None)
+            }
+        };
+        let cache = (config.refusal_cache > 0).then(|| RefusalCache::new(config.refusal_cache));
+        let ceiling = match config.policy {
+            FailurePolicy::FailOpen {
+                ceiling: Some(quota),
+            } => Some(Bucket::token_bucket(quota)),
+            _ => None,
+        };
+        Self {
+            connection,
+            config,
+            script,
+            args,
+            capacity,
+            gcra,
+            cache,
+            ceiling,
+            clock: StdClock::new(),
+            failures: AtomicU64::new(0),
+        }
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &RedisConfig {
+        &self.config
+    }
+
+    /// The most permits one request can ever take.
+    #[must_use]
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// The Redis key holding `key`'s state.
+    #[must_use]
+    pub fn redis_key(&self, key: &[u8]) -> Vec<u8> {
+        self.config.redis_key(key)
+    }
+
+    /// The SHA1 of the script this store runs (as `EVALSHA` sends it).
+    #[must_use]
+    pub fn script_sha1(&self) -> &str {
+        self.script.get_hash()
+    }
+
+    /// Tries to take one permit for `key`.
+    pub async fn check(&self, key: &[u8]) -> RemoteDecision {
+        match self.check_n(key, 1).await {
+            Ok(d) => d,
+            // capacity ≥ 1 for every validated quota; refuse rather than panic
+            Err(e) => RemoteDecision::new(
+                Decision::Denied(Denied::new(u64::MAX, Snapshot::new(e.capacity, 0, 0))),
+                DecisionSource::Store,
+            ),
+        }
+    }
+
+    /// Tries to take `n` permits for `key` (`n = 0` peeks), through the
+    /// refusal cache and the failure policy: never waits longer than the
+    /// timeout and never returns a store error.
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` can never be granted (the store is not
+    /// asked).
+    pub async fn check_n(&self, key: &[u8], n: u32) -> Result<RemoteDecision, CapacityExceeded> {
+        if n > self.capacity {
+            return Err(CapacityExceeded {
+                requested: n,
+                capacity: self.capacity,
+            });
+        }
+        if n > 0 {
+            if let Some(cache) = &self.cache {
+                if let Some(denied) = cache.lookup(key, n, self.clock.now()) {
+                    return Ok(RemoteDecision::new(
+                        Decision::Denied(denied),
+                        DecisionSource::RefusalCache,
+                    ));
+                }
+            }
+        }
+        match self.try_check_n(key, n).await {
+            Ok(reply) => {
+                if let (Some(cache), Decision::Denied(denied)) = (&self.cache, reply.decision) {
+                    cache.insert(key, n, denied, self.clock.now());
+                }
+                Ok(RemoteDecision::new(reply.decision, DecisionSource::Store))
+            }
+            Err(StoreError::Capacity(e)) => Err(e),
+            Err(_) => Ok(self.unavailable(n)),
+        }
+    }
+
+    /// How many calls so far the store failed to answer (error or timeout)
+    /// and the failure policy answered instead: a counter for metrics and
+    /// alerts. [`try_check_n`](Self::try_check_n) gives the errors
+    /// themselves.
+    #[must_use]
+    pub fn store_failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    /// The failure policy's answer.
+    fn unavailable(&self, n: u32) -> RemoteDecision {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        let decision = match self.config.policy {
+            FailurePolicy::FailClosed { retry_after } => {
+                let retry = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
+                Decision::Denied(Denied::new(retry, Snapshot::new(self.capacity, 0, retry)))
+            }
+            FailurePolicy::FailOpen { .. } => match &self.ceiling {
+                Some(bucket) => {
+                    let n = n.min(bucket.capacity());
+                    bucket
+                        .check_n(n, self.clock.now())
+                        .unwrap_or_else(|_| bucket.check(self.clock.now()))
+                }
+                None => Decision::Allowed(Snapshot::new(self.capacity, self.capacity, 0)),
+            },
+        };
+        RemoteDecision::new(decision, DecisionSource::StoreUnavailable)
+    }
+
+    /// One store call for `n` permits of `key`, without cache or failure
+    /// policy: the raw answer or why there is none. Still bounded by the
+    /// timeout.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub async fn try_check_n(&self, key: &[u8], n: u32) -> Result<StoreReply, StoreError> {
+        if n > self.capacity {
+            return Err(StoreError::Capacity(CapacityExceeded {
+                requested: n,
+                capacity: self.capacity,
+            }));
+        }
+        let reply = self.call("c", key, n).await?;
+        self.reply_to_decision(reply)
+    }
+
+    /// Gives back `n` permits of an earlier admission for `key` (never above
+    /// the capacity), and forgets any cached refusal of `key`. The reply
+    /// carries the bucket's snapshot after the refund (as an `Allowed`).
+    ///
+    /// # Errors
+    /// [`StoreError`] if the store could not be reached in time.
+    pub async fn refund(&self, key: &[u8], n: u32) -> Result<StoreReply, StoreError> {
+        if let Some(cache) = &self.cache {
+            cache.forget(key);
+        }
+        let reply = self.call("r", key, n.min(self.capacity)).await?;
+        self.reply_to_decision(reply)
+    }
+
+    /// The state of `key`'s bucket now, taking nothing.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the store could not be reached in time.
+    pub async fn snapshot(&self, key: &[u8]) -> Result<Snapshot, StoreError> {
+        self.try_check_n(key, 0)
+            .await
+            .map(|r| *r.decision.snapshot())
+    }
+
+    /// How long until `n` permits of `key` would be granted, taking nothing.
+    ///
+    /// # Errors
+    /// [`StoreError`] if `n` can never be granted or the store could not be
+    /// reached in time.
+    pub async fn time_until_ready(&self, key: &[u8], n: u32) -> Result<Duration, StoreError> {
+        if n > self.capacity {
+            return Err(StoreError::Capacity(CapacityExceeded {
+                requested: n,
+                capacity: self.capacity,
+            }));
+        }
+        if n == 0 {
+            return Ok(Duration::ZERO);
+        }
+        let reply = self.call("c", key, 0).await?;
+        let [_, level, until_end_us, _, _] = reply;
+        let wait = match self.gcra {
+            Some(gcra) => {
+                let lead = non_negative(level)?;
+                let admit_lead = match gcra.kind() {
+                    BucketKind::TokenBucket => gcra_max_lead(&gcra)
+                        .saturating_sub(u64::from(n).saturating_mul(gcra.interval_nanos())),
+                    BucketKind::LeakyBucket => 0,
+                };
+                lead.saturating_sub(admit_lead)
+            }
+            None => {
+                let count = non_negative(level)?;
+                if count.saturating_add(u64::from(n)) > u64::from(self.capacity) {
+                    non_negative(until_end_us)?.saturating_mul(1_000)
+                } else {
+                    0
+                }
+            }
+        };
+        Ok(Duration::from_nanos(wait))
+    }
+
+    /// Runs the script once for `op` on `key`, within the timeout.
+    async fn call(&self, op: &str, key: &[u8], n: u32) -> Result<[i64; 5], StoreError> {
+        let redis_key = self.config.redis_key(key);
+        let mut invocation = self.script.key(redis_key);
+        invocation.arg(op).arg(n);
+        for a in &self.args {
+            invocation.arg(a.as_str());
+        }
+        let call = async {
+            match self.connection.clone() {
+                Connection::Single(mut c) => invocation.invoke_async::<Vec<i64>>(&mut c).await,
+                Connection::Cluster(mut c) => invocation.invoke_async::<Vec<i64>>(&mut c).await,
+            }
+        };
+        match tokio::time::timeout(self.config.timeout, call).await {
+            Err(_) => Err(StoreError::Timeout(self.config.timeout)),
+            Ok(Err(e)) => Err(StoreError::Redis(e)),
+            Ok(Ok(values)) => values.try_into().map_err(|_| StoreError::UnexpectedReply),
+        }
+    }
+
+    fn reply_to_decision(&self, reply: [i64; 5]) -> Result<StoreReply, StoreError> {
+        // GCRA: {allowed, lead, retry_after, now_s, now_us}
+        // fixed window: {allowed, count, until_end_us, now_s, now_us}
+        let [allowed, level, wait, now_s, now_us] = reply;
+        let server_time = non_negative(now_s)?
+            .saturating_mul(1_000_000_000)
+            .saturating_add(non_negative(now_us)?.saturating_mul(1_000));
+        let decision = match self.gcra {
+            Some(gcra) => {
+                let snapshot = gcra.snapshot_for_lead(non_negative(level)?);
+                if allowed == 1 {
+                    Decision::Allowed(snapshot)
+                } else {
+                    Decision::Denied(Denied::new(non_negative(wait)?, snapshot))
+                }
+            }
+            None => {
+                let count = u32::try_from(non_negative(level)?).unwrap_or(u32::MAX);
+                let until_end = non_negative(wait)?.saturating_mul(1_000);
+                // as in-process: a window with nothing taken is already full
+                let reset = if count == 0 { 0 } else { until_end };
+                let remaining = self.capacity.saturating_sub(count);
+                let snapshot = Snapshot::new(self.capacity, remaining, reset);
+                if allowed == 1 {
+                    Decision::Allowed(snapshot)
+                } else {
+                    Decision::Denied(Denied::new(until_end, snapshot))
+                }
+            }
+        };
+        Ok(StoreReply {
+            decision,
+            server_time_nanos: server_time,
+        })
+    }
+}
+
+fn non_negative(v: i64) -> Result<u64, StoreError> {
+    u64::try_from(v).map_err(|_| StoreError::UnexpectedReply)
+}
+
+impl AsyncKeyedLimiter for RedisStore {
+    fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    async fn check_n(&self, key: &[u8], n: u32) -> Result<RemoteDecision, CapacityExceeded> {
+        RedisStore::check_n(self, key, n).await
+    }
+
+    async fn refund(&self, key: &[u8], n: u32) {
+        // best effort: an unreachable store keeps the permits
+        let _ = RedisStore::refund(self, key, n).await;
+    }
+}

@@ -1,0 +1,226 @@
+//! What the store does when Redis is down, frozen, restarted or loses its
+//! scripts: fail-open admits and says so, fail-closed refuses, neither waits
+//! longer than the timeout, and service resumes by itself.
+
+mod support;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use support::RedisServer;
+use tollgate::redis::{FailurePolicy, RedisConfig, RedisStore};
+use tollgate::remote::{AsyncKeyedLimiter, DecisionSource};
+use tollgate::Quota;
+
+const TIMEOUT: Duration = Duration::from_millis(50);
+/// Scheduling slack on a loaded CI machine, on top of the timeout.
+const SLACK: Duration = Duration::from_millis(40);
+
+fn config(policy: FailurePolicy) -> RedisConfig {
+    RedisConfig::token_bucket(Quota::per_second(10).unwrap().allow_burst(5).unwrap())
+        .timeout(TIMEOUT)
+        .failure_policy(policy)
+        .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(200))
+}
+
+/// Waits (bounded) until the store answers from Redis again.
+async fn until_store_answers(store: &RedisStore, key: &[u8]) -> Duration {
+    let start = Instant::now();
+    loop {
+        let d = store.check_n(key, 0).await.unwrap();
+        if d.source() == DecisionSource::Store {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "store did not resume within 10 s of the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_open_admits_and_flags_while_server_is_down_then_resumes() {
+    let mut server = RedisServer::start();
+    let store = RedisStore::connect(server.url(), config(FailurePolicy::fail_open()))
+        .await
+        .unwrap();
+    let d = store.check(b"user").await;
+    assert!(d.is_allowed());
+    assert_eq!(d.source(), DecisionSource::Store);
+
+    server.stop();
+    for _ in 0..20 {
+        let start = Instant::now();
+        let d = store.check(b"user").await;
+        let took = start.elapsed();
+        assert!(d.is_allowed(), "fail-open admits");
+        assert!(d.store_unavailable(), "and flags the store as unavailable");
+        assert!(took <= TIMEOUT + SLACK, "waited {took:?}");
+    }
+
+    assert_eq!(
+        store.store_failures(),
+        20,
+        "every fallback answer is counted"
+    );
+
+    server.restart(); // same port, empty data set
+    let took = until_store_answers(&store, b"user").await;
+    eprintln!("service resumed {took:?} after the restart");
+    // the shared limit is enforced again: burst 5 from a fresh server
+    let admitted = {
+        let mut n = 0;
+        for _ in 0..10 {
+            let d = store.check(b"user").await;
+            assert_ne!(d.source(), DecisionSource::StoreUnavailable);
+            n += u32::from(d.is_allowed());
+        }
+        n
+    };
+    assert_eq!(admitted, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_closed_refuses_with_configured_retry_after() {
+    let mut server = RedisServer::start();
+    let retry = Duration::from_secs(7);
+    let store = RedisStore::connect(server.url(), config(FailurePolicy::fail_closed(retry)))
+        .await
+        .unwrap();
+    assert!(store.check(b"user").await.is_allowed());
+    server.stop();
+    for _ in 0..20 {
+        let start = Instant::now();
+        let d = store.check(b"user").await;
+        let took = start.elapsed();
+        assert!(d.is_denied() && d.store_unavailable());
+        assert_eq!(d.decision().retry_after(), retry);
+        assert!(took <= TIMEOUT + SLACK, "waited {took:?}");
+    }
+    server.restart();
+    until_store_answers(&store, b"user").await;
+    assert!(store.check(b"user").await.is_allowed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_server_never_blocks_callers_beyond_the_timeout() {
+    let server = RedisServer::start();
+    let open = RedisStore::connect(server.url(), config(FailurePolicy::fail_open()))
+        .await
+        .unwrap();
+    let closed = RedisStore::connect(
+        server.url(),
+        config(FailurePolicy::fail_closed(Duration::from_secs(1))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(open.check(b"a").await.source(), DecisionSource::Store);
+    assert_eq!(closed.check(b"b").await.source(), DecisionSource::Store);
+
+    server.freeze(); // TCP stays up, nothing answers
+    for _ in 0..5 {
+        let start = Instant::now();
+        let (o, c) = tokio::join!(open.check(b"a"), closed.check(b"b"));
+        let took = start.elapsed();
+        assert!(o.is_allowed() && o.store_unavailable());
+        assert!(c.is_denied() && c.store_unavailable());
+        assert!(took >= TIMEOUT, "the timeout elapsed: {took:?}");
+        assert!(took <= TIMEOUT + SLACK, "waited {took:?}");
+    }
+    server.thaw();
+    until_store_answers(&open, b"a").await;
+    until_store_answers(&closed, b"b").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_open_with_ceiling_admits_only_the_local_share() {
+    let mut server = RedisServer::start();
+    let ceiling = Quota::per_second(1).unwrap().allow_burst(3).unwrap();
+    let store = RedisStore::connect(
+        server.url(),
+        config(FailurePolicy::fail_open_with_ceiling(ceiling)),
+    )
+    .await
+    .unwrap();
+    assert!(store.check(b"x").await.is_allowed());
+    server.stop();
+    let mut admitted = 0;
+    for i in 0..10u8 {
+        // any keys: the ceiling is one bucket for the whole replica
+        let d = store.check(&[i]).await;
+        assert!(d.store_unavailable());
+        admitted += u32::from(d.is_allowed());
+    }
+    assert_eq!(admitted, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flush_is_survived() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(
+        server.url(),
+        config(FailurePolicy::fail_closed(Duration::from_secs(1))),
+    )
+    .await
+    .unwrap();
+    for _ in 0..3 {
+        assert_eq!(store.check(b"k").await.source(), DecisionSource::Store);
+    }
+    let mut admin = server.admin();
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    let loaded: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(store.script_sha1())
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(loaded, vec![false]);
+    // the next call gets NOSCRIPT, reloads and answers from the store
+    let d = store.check(b"k").await;
+    assert_eq!(d.source(), DecisionSource::Store);
+    assert!(d.is_allowed());
+    assert_eq!(
+        d.decision().snapshot().remaining(),
+        1,
+        "the bucket kept its state"
+    );
+    let loaded: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(store.script_sha1())
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(loaded, vec![true]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_created_while_server_is_down_works_once_it_is_up() {
+    let mut server = RedisServer::start();
+    server.stop();
+    let store = RedisStore::connect(server.url(), config(FailurePolicy::fail_open()))
+        .await
+        .expect("connecting is lazy");
+    let d = AsyncKeyedLimiter::check_n(&store, b"k", 1).await.unwrap();
+    assert!(d.is_allowed() && d.store_unavailable());
+    server.restart();
+    until_store_answers(&store, b"k").await;
+}
+
+#[test]
+fn creating_a_store_outside_a_tokio_runtime_is_an_error_not_a_panic() {
+    // driven by a bare executor, not tokio
+    let connect = RedisStore::connect("redis://127.0.0.1:1/", config(FailurePolicy::fail_open()));
+    let mut connect = std::pin::pin!(connect);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match connect.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(Err(e)) => {
+            assert!(
+                matches!(e, tollgate::redis::RedisConfigError::NoTokioRuntime),
+                "{e}"
+            )
+        }
+        other => panic!(
+            "expected NoTokioRuntime, got {:?}",
+            other.map(|r| r.map(|_| ()))
+        ),
+    }
+}

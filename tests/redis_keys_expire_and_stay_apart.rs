@@ -1,0 +1,184 @@
+//! Redis keys: a bucket's key vanishes once the bucket has refilled, window
+//! counters always carry an expiry and vanish with their window, and hostile or binary keys neither
+//! break the script nor collide with each other or other namespaces.
+
+mod support;
+
+use std::time::Duration;
+
+use redis::Connection;
+use support::RedisServer;
+use tollgate::redis::{RedisConfig, RedisStore};
+use tollgate::remote::DecisionSource;
+use tollgate::Quota;
+
+fn exists(admin: &mut Connection, key: &[u8]) -> bool {
+    redis::cmd("EXISTS").arg(key).query::<i64>(admin).unwrap() == 1
+}
+
+fn pttl(admin: &mut Connection, key: &[u8]) -> i64 {
+    redis::cmd("PTTL").arg(key).query(admin).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucket_key_expires_when_the_bucket_has_refilled() {
+    let server = RedisServer::start();
+    let mut admin = server.admin();
+    // T = 100 ms, burst 3: taking 2 leaves a lead of 200 ms
+    let quota = Quota::per_second(10).unwrap().allow_burst(3).unwrap();
+    for config in [
+        RedisConfig::token_bucket(quota),
+        RedisConfig::leaky_bucket(quota),
+    ] {
+        let store = RedisStore::connect(server.url(), config).await.unwrap();
+        let key = store.redis_key(b"idle");
+        let _ = redis::cmd("DEL")
+            .arg(&key)
+            .query::<i64>(&mut admin)
+            .unwrap();
+        assert!(store.check(b"idle").await.is_allowed());
+        assert!(exists(&mut admin, &key));
+        let lead_ms = store
+            .snapshot(b"idle")
+            .await
+            .unwrap()
+            .reset_after()
+            .as_millis() as i64;
+        let ttl = pttl(&mut admin, &key);
+        assert!(ttl > 0, "every bucket key has an expiry, got {ttl}");
+        assert!(
+            ttl <= lead_ms + 2,
+            "expires when refilled: ttl {ttl} ms, lead {lead_ms} ms"
+        );
+        tokio::time::sleep(Duration::from_millis(ttl as u64 + 20)).await;
+        assert!(
+            !exists(&mut admin, &key),
+            "the refilled bucket's key is gone"
+        );
+        // and a missing key is a full bucket
+        let snap = store.snapshot(b"idle").await.unwrap();
+        assert_eq!(snap.remaining(), snap.limit());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refunding_everything_deletes_the_key() {
+    let server = RedisServer::start();
+    let mut admin = server.admin();
+    let store = RedisStore::connect(
+        server.url(),
+        RedisConfig::token_bucket(Quota::per_minute(1).unwrap().allow_burst(4).unwrap()),
+    )
+    .await
+    .unwrap();
+    assert!(store.check_n(b"k", 3).await.unwrap().is_allowed());
+    assert!(exists(&mut admin, &store.redis_key(b"k")));
+    let after = store.refund(b"k", 2).await.unwrap();
+    assert_eq!(after.decision.snapshot().remaining(), 3);
+    let after = store.refund(b"k", 10).await.unwrap(); // never above the burst
+    assert_eq!(after.decision.snapshot().remaining(), 4);
+    assert!(!exists(&mut admin, &store.redis_key(b"k")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn window_counter_always_expires_with_its_window() {
+    let server = RedisServer::start();
+    let mut admin = server.admin();
+    let quota = Quota::new(3, Duration::from_millis(300)).unwrap();
+    let store = RedisStore::connect(
+        server.url(),
+        RedisConfig::fixed_window(quota).refusal_cache(0),
+    )
+    .await
+    .unwrap();
+    let key = store.redis_key(b"w");
+    for _ in 0..5 {
+        let d = store.check(b"w").await;
+        // every write leaves an expiry no later than the window's end
+        let ttl = pttl(&mut admin, &key);
+        assert!(ttl > 0 && ttl <= 301, "counter always expires: {ttl}");
+        let until_end = d.decision().snapshot().reset_after();
+        assert!(until_end <= Duration::from_millis(300));
+    }
+    let ttl = pttl(&mut admin, &key);
+    tokio::time::sleep(Duration::from_millis(ttl as u64 + 20)).await;
+    assert!(!exists(&mut admin, &key), "gone once its window ended");
+    let d = store.check(b"w").await;
+    assert!(d.is_allowed(), "a new window");
+    // refunding everything deletes the counter
+    let _ = store.refund(b"w", 3).await.unwrap();
+    assert!(!exists(&mut admin, &key));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_and_binary_keys_neither_break_the_script_nor_collide() {
+    let server = RedisServer::start();
+    let mut admin = server.admin();
+    let quota = Quota::per_minute(1).unwrap(); // burst 1: second check refused
+    let store = RedisStore::connect(
+        server.url(),
+        RedisConfig::token_bucket(quota)
+            .prefix(b"ns1:")
+            .refusal_cache(0),
+    )
+    .await
+    .unwrap();
+    let other_namespace = RedisStore::connect(
+        server.url(),
+        RedisConfig::token_bucket(quota)
+            .prefix(b"ns2:")
+            .hash_tag(b"t"),
+    )
+    .await
+    .unwrap();
+    let mut long = vec![b'x'; 10 * 1024];
+    long[5000] = b'\n';
+    let keys: Vec<Vec<u8>> = vec![
+        b"plain".to_vec(),
+        b"line\r\nbreak".to_vec(),
+        b"\r\n".to_vec(),
+        b"*".to_vec(),
+        b"*3\r\n$3\r\nDEL\r\n".to_vec(), // a RESP command as a key
+        b"') redis.call('FLUSHALL') --".to_vec(),
+        b"]]..redis.call('FLUSHALL')..[[".to_vec(),
+        b"\xff\xfe\x00\x80".to_vec(), // not UTF-8, with a NUL
+        b"\x00".to_vec(),
+        b"".to_vec(),
+        b"{ns1:}plain".to_vec(),
+        b"}{".to_vec(),
+        long.clone(),
+        {
+            let mut l = long.clone();
+            l[10 * 1024 - 1] = b'y'; // differs only in the last byte
+            l
+        },
+    ];
+    for key in &keys {
+        let first = store.check(key).await;
+        assert_eq!(
+            first.source(),
+            DecisionSource::Store,
+            "key {:?}",
+            String::from_utf8_lossy(key)
+        );
+        assert!(first.is_allowed(), "each key has its own fresh bucket");
+        assert!(store.check(key).await.is_denied());
+        assert!(exists(&mut admin, &store.redis_key(key)));
+    }
+    // exactly one Redis key per caller key, all under the namespace
+    let stored: Vec<Vec<u8>> = redis::cmd("KEYS").arg("ns1:*").query(&mut admin).unwrap();
+    assert_eq!(stored.len(), keys.len());
+    for key in &keys {
+        assert!(stored.contains(&[b"ns1:".as_slice(), key].concat()));
+    }
+    // another namespace sees fresh buckets for the very same keys
+    for key in &keys {
+        assert!(other_namespace.check(key).await.is_allowed());
+    }
+    let tagged: Vec<Vec<u8>> = redis::cmd("KEYS")
+        .arg("ns2:{t}*")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(tagged.len(), keys.len());
+    assert!(exists(&mut admin, b"ns1:plain"), "nothing was flushed");
+}

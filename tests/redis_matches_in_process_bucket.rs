@@ -1,0 +1,224 @@
+//! The Redis store and the in-process bucket give the same decisions.
+//!
+//! For random quotas (token and leaky, burst, weight) and random sequences
+//! of checks (including peeks and impossible requests), refunds and pauses,
+//! every store reply is compared with an in-process `Bucket<Gcra>` driven by
+//! the server `TIME` the script used: same allow/deny, same `retry_after`,
+//! `remaining` and `reset_after`, to the nanosecond.
+
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use support::RedisServer;
+use tollgate::redis::{RedisConfig, RedisStore, StoreError};
+use tollgate::{Bucket, BucketKind, Gcra, Limiter, Quota};
+
+fn server() -> &'static RedisServer {
+    static SERVER: OnceLock<RedisServer> = OnceLock::new();
+    SERVER.get_or_init(RedisServer::start)
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio runtime")
+    })
+}
+
+/// A fresh namespace per case, so every case starts from full buckets.
+fn unique_prefix() -> Vec<u8> {
+    static CASE: AtomicU64 = AtomicU64::new(0);
+    format!("sem{}:", CASE.fetch_add(1, Ordering::Relaxed)).into_bytes()
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Check(u32),
+    Refund(u32),
+    Pause(u64),
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(
+        prop_oneof![
+            5 => (0u32..=6).prop_map(Op::Check),
+            1 => (0u32..=6).prop_map(Op::Refund),
+            2 => (0u64..=25).prop_map(Op::Pause),
+        ],
+        1..24,
+    )
+}
+
+fn quota() -> impl Strategy<Value = (BucketKind, u32, u64, u32, u32)> {
+    (
+        prop_oneof![Just(BucketKind::TokenBucket), Just(BucketKind::LeakyBucket)],
+        1u32..=8,          // permits
+        3_000u64..=90_000, // period in µs, so T spans µs to tens of ms
+        1u32..=5,          // burst
+        1u32..=4,          // largest weight (leaky)
+    )
+}
+
+async fn run_case(kind: BucketKind, quota: Quota, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let gcra = Gcra::new(kind, quota);
+    let config = match kind {
+        BucketKind::TokenBucket => RedisConfig::token_bucket(quota),
+        BucketKind::LeakyBucket => RedisConfig::leaky_bucket(quota),
+    }
+    .prefix(&unique_prefix())
+    .timeout(Duration::from_secs(2))
+    .refusal_cache(0);
+    let store = RedisStore::connect(server().url(), config)
+        .await
+        .expect("valid config");
+    let local = Bucket::new(gcra);
+    let key = b"k";
+    for op in ops {
+        match op {
+            Op::Check(n) => match store.try_check_n(key, n).await {
+                Ok(reply) => {
+                    let now = reply.server_time_nanos;
+                    let expected = local.check_n(n, now);
+                    prop_assert_eq!(Ok(reply.decision), expected, "check {} at {}", n, now);
+                }
+                Err(StoreError::Capacity(e)) => {
+                    prop_assert_eq!(Err(e), local.check_n(n, 0));
+                }
+                Err(e) => panic!("store failed: {e}"),
+            },
+            Op::Refund(n) => {
+                let reply = store.refund(key, n).await.expect("refund");
+                let now = reply.server_time_nanos;
+                local.refund(n, now);
+                prop_assert_eq!(
+                    *reply.decision.snapshot(),
+                    local.snapshot(now),
+                    "refund {}",
+                    n
+                );
+            }
+            Op::Pause(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn store_decisions_equal_in_process_bucket(
+        (kind, permits, period_us, burst, weight) in quota(),
+        ops in ops(),
+    ) {
+        let quota = Quota::from_nanos(permits, period_us * 1_000)
+            .and_then(|q| q.allow_burst(burst))
+            .and_then(|q| q.max_weight(weight));
+        let quota = match quota {
+            Ok(q) => q,
+            Err(_) => return Err(TestCaseError::reject("invalid quota")),
+        };
+        runtime().block_on(run_case(kind, quota, ops))?;
+    }
+}
+
+/// Time until ready and the snapshot agree with the in-process bucket too.
+#[test]
+fn time_until_ready_and_snapshot_match_in_process() {
+    runtime().block_on(async {
+        let quota = Quota::per_second(20).unwrap().allow_burst(4).unwrap(); // T = 50 ms
+        let store = RedisStore::connect(
+            server().url(),
+            RedisConfig::token_bucket(quota)
+                .prefix(&unique_prefix())
+                .timeout(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            store.time_until_ready(b"k", 4).await.unwrap(),
+            Duration::ZERO
+        );
+        let reply = store.try_check_n(b"k", 3).await.unwrap();
+        assert!(reply.decision.is_allowed());
+        assert_eq!(reply.decision.snapshot().remaining(), 1);
+        // 3 taken: 4 permits need the 3 intervals back, minus time elapsed
+        let wait = store.time_until_ready(b"k", 4).await.unwrap();
+        assert!(
+            wait > Duration::from_millis(100) && wait <= Duration::from_millis(150),
+            "{wait:?}"
+        );
+        let snap = store.snapshot(b"k").await.unwrap();
+        assert!(snap.remaining() <= 2 && snap.reset_after() <= Duration::from_millis(150));
+        assert!(matches!(
+            store.time_until_ready(b"k", 5).await,
+            Err(StoreError::Capacity(_))
+        ));
+    });
+}
+
+/// A bucket last written under a server clock one hour ahead (a failover to
+/// a primary whose clock is behind) heals exactly as in-process: refused
+/// once as "empty at now", never granting extra, the shortened TAT
+/// persisted, service back after one interval.
+#[test]
+fn server_clock_going_back_heals_like_in_process() {
+    runtime().block_on(async {
+        let quota = Quota::per_second(10).unwrap().allow_burst(3).unwrap(); // T = 100 ms
+        for kind in [BucketKind::TokenBucket, BucketKind::LeakyBucket] {
+            let config = match kind {
+                BucketKind::TokenBucket => RedisConfig::token_bucket(quota),
+                BucketKind::LeakyBucket => RedisConfig::leaky_bucket(quota),
+            }
+            .prefix(&unique_prefix())
+            .timeout(Duration::from_secs(2))
+            .refusal_cache(0);
+            let store = RedisStore::connect(server().url(), config).await.unwrap();
+            let gcra = Gcra::new(kind, quota);
+            let interval = gcra.interval_nanos();
+
+            let mut admin = server().admin();
+            let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut admin).unwrap();
+            let ahead = (s + 3600) * 1_000_000_000 + us * 1_000;
+            let () = redis::cmd("SET")
+                .arg(store.redis_key(b"k"))
+                .arg(ahead.to_string())
+                .arg("PX")
+                .arg(3_600_000 + 1_000)
+                .query(&mut admin)
+                .unwrap();
+            // the same TAT in-process: a fresh bucket admitting at `ahead − T`
+            let local = Bucket::new(gcra);
+            assert!(local.check_n(1, ahead - interval).unwrap().is_allowed());
+            assert_eq!(local.state().tat(), ahead);
+
+            let reply = store.try_check_n(b"k", 1).await.unwrap();
+            let now = reply.server_time_nanos;
+            let expected = local.check_n(1, now).unwrap();
+            assert_eq!(reply.decision, expected, "{kind:?}");
+            assert!(reply.decision.is_denied(), "a heal never grants extra");
+            let ttl: i64 = redis::cmd("PTTL")
+                .arg(store.redis_key(b"k"))
+                .query(&mut admin)
+                .unwrap();
+            assert!(ttl <= 301, "healed TAT persisted: ttl {ttl} ms");
+
+            tokio::time::sleep(reply.decision.retry_after() + Duration::from_millis(2)).await;
+            let reply = store.try_check_n(b"k", 1).await.unwrap();
+            let expected = local.check_n(1, reply.server_time_nanos).unwrap();
+            assert_eq!(reply.decision, expected);
+            assert!(
+                reply.decision.is_allowed(),
+                "service resumes one interval later"
+            );
+        }
+    });
+}
