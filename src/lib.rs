@@ -144,6 +144,7 @@ extern crate std;
 pub mod clock;
 pub mod decision;
 pub mod gcra;
+pub mod keyed;
 pub mod limiter;
 pub mod quota;
 pub mod rate_limiter;

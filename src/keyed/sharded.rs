@@ -1,0 +1,612 @@
+//! The `std` keyed table: fixed capacity chosen at run time, split over
+//! independently locked shards.
+//!
+//! Layout of a shard (all allocated once, at construction):
+//! - `entries`: a `Vec<(K, State)>` with capacity fixed up front, holding
+//!   the tracked keys densely (16 bytes per `u64` key with a GCRA state);
+//! - `index`: an open-addressing table of `u16` (twice as many as entries,
+//!   so at most half full): the low 12 bits are a position in `entries`,
+//!   the top 4 bits a tag from the hash that rules out most non-matching
+//!   entries without reading them. Linear probing, no tombstones: removal
+//!   only happens in a sweep, which compacts `entries` and rebuilds the
+//!   index.
+//!
+//! That is 20 bytes per slot for `u64` keys, under 24 per tracked key at
+//! 85 % occupancy. A check locks one shard (an uncontended `std` mutex is
+//! two atomic operations), hashes once, probes, and applies the algorithm;
+//! there is no global lock and no allocation.
+
+use super::{
+    check_tracked, overflow, untracked_peek, with_algorithm, KeyQuota, KeyedDecision,
+    KeyedTableError, OverflowPolicy, RandomSeed, SameQuota, SweepHint,
+};
+use crate::decision::{CapacityExceeded, Snapshot};
+use crate::limiter::Algorithm;
+use core::hash::{BuildHasher, Hash};
+use std::sync::{Mutex, MutexGuard};
+use std::vec::Vec;
+
+/// Largest number of keys in one shard (12-bit positions; `0xFFFF` marks
+/// an empty index slot).
+const MAX_PER_SHARD: usize = 4095;
+const POS_BITS: u32 = 12;
+const POS_MASK: u16 = (1 << POS_BITS) - 1;
+const EMPTY: u16 = u16::MAX;
+/// Largest shard count.
+const MAX_SHARDS: usize = 1 << 16;
+/// Below this many keys per shard, do not split further for parallelism
+/// (small shards fill unevenly).
+const MIN_PER_SHARD_FOR_SPLIT: usize = 512;
+
+struct Shard<K, S> {
+    entries: Vec<(K, S)>,
+    index: Vec<u16>,
+    hint: SweepHint,
+}
+
+enum Probe {
+    Found(usize),
+    Vacant(usize),
+}
+
+impl<K: Eq, S> Shard<K, S> {
+    fn new(capacity: usize) -> Self {
+        Self {
+            entries: Vec::with_capacity(capacity),
+            index: std::vec![EMPTY; capacity * 2],
+            hint: SweepHint::new(),
+        }
+    }
+
+    #[inline]
+    fn home(&self, hash: u64) -> usize {
+        // multiply-shift range reduction of the low 32 bits
+        ((u64::from(hash as u32) * self.index.len() as u64) >> 32) as usize
+    }
+
+    #[inline]
+    fn tag(hash: u64) -> u16 {
+        ((hash >> 32) as u16) & !POS_MASK
+    }
+
+    #[inline]
+    fn probe(&self, key: &K, hash: u64) -> Probe {
+        let tag = Self::tag(hash);
+        let len = self.index.len();
+        let mut slot = self.home(hash);
+        // The index is at most half full, so an empty slot always ends the
+        // run; `len` steps bound the loop regardless.
+        for _ in 0..len {
+            let word = self.index[slot];
+            if word == EMPTY {
+                return Probe::Vacant(slot);
+            }
+            if word & !POS_MASK == tag {
+                let pos = usize::from(word & POS_MASK);
+                if self.entries.get(pos).is_some_and(|(k, _)| k == key) {
+                    return Probe::Found(pos);
+                }
+            }
+            slot += 1;
+            if slot == len {
+                slot = 0;
+            }
+        }
+        Probe::Vacant(usize::MAX)
+    }
+
+    #[inline]
+    fn get(&self, key: &K, hash: u64) -> Option<&S> {
+        match self.probe(key, hash) {
+            Probe::Found(pos) => self.entries.get(pos).map(|(_, s)| s),
+            Probe::Vacant(_) => None,
+        }
+    }
+
+    /// Inserts at a vacant index slot; the new entry's position, or `None`
+    /// if the shard is full.
+    #[inline]
+    fn insert(&mut self, slot: usize, key: K, state: S, hash: u64) -> Option<usize> {
+        let pos = self.entries.len();
+        if pos >= self.entries.capacity() || slot >= self.index.len() {
+            return None;
+        }
+        // pos < capacity ≤ MAX_PER_SHARD < 2^12
+        self.index[slot] = Self::tag(hash) | (pos as u16);
+        // within the capacity reserved at construction: never reallocates
+        self.entries.push((key, state));
+        Some(pos)
+    }
+
+    /// Rebuilds the index from `entries` (after a sweep compacted them).
+    fn reindex(&mut self, hash: impl Fn(&K) -> u64) {
+        self.index.fill(EMPTY);
+        let len = self.index.len();
+        for (pos, (key, _)) in self.entries.iter().enumerate() {
+            let h = hash(key);
+            let mut slot = self.home(h);
+            while self.index[slot] != EMPTY {
+                slot += 1;
+                if slot == len {
+                    slot = 0;
+                }
+            }
+            self.index[slot] = Self::tag(h) | (pos as u16);
+        }
+    }
+}
+
+/// A keyed limiter for servers (feature `std`): capacity chosen at run
+/// time and allocated once, never grown, split over independently locked
+/// shards, keys hashed with a per-table random seed.
+///
+/// Eviction, overflow and per-key quotas work as described in the
+/// [module docs](super). Build it with [`ShardedKeyedTable::new`] or
+/// [`ShardedKeyedTable::builder`].
+///
+/// Keys are spread over the shards by hash; each shard holds
+/// `capacity() / shards()` keys, so a shard can fill slightly before the
+/// table as a whole (the default shard size is at least 512 keys when the
+/// capacity allows, which keeps that imbalance to a few percent). An insert
+/// into a full shard sweeps that shard once (at most 4,095 entries).
+///
+/// ```
+/// use tollgate::keyed::{KeyedPath, OverflowPolicy, ShardedKeyedTable};
+/// use tollgate::{Gcra, Quota};
+///
+/// let per_client = Gcra::token_bucket(Quota::per_second(5)?.allow_burst(2)?);
+/// let table = ShardedKeyedTable::builder(per_client)
+///     .capacity(10_000)
+///     .overflow(OverflowPolicy::Deny)
+///     .build::<std::net::IpAddr>()?;
+///
+/// let client: std::net::IpAddr = "192.0.2.7".parse()?;
+/// let now = 0; // nanoseconds from your clock
+/// assert!(table.check(&client, now).is_allowed());
+/// assert!(table.check(&client, now).is_allowed());
+/// let third = table.check(&client, now);
+/// assert!(third.is_denied());
+/// assert_eq!(third.path(), KeyedPath::Own);
+/// assert_eq!(table.len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct ShardedKeyedTable<K, A: Algorithm, S = RandomSeed, Q = SameQuota> {
+    shards: Vec<Mutex<Shard<K, A::State>>>,
+    shard_shift: u32,
+    per_shard: usize,
+    hasher: S,
+    default: A,
+    shared: A::State,
+    policy: OverflowPolicy,
+    quota: Q,
+}
+
+impl<K, A: Algorithm, S, Q> core::fmt::Debug for ShardedKeyedTable<K, A, S, Q> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ShardedKeyedTable")
+            .field("shards", &self.shards.len())
+            .field("per_shard", &self.per_shard)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`ShardedKeyedTable`]; from [`ShardedKeyedTable::builder`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ShardedTableBuilder<A, S = RandomSeed, Q = SameQuota> {
+    default: A,
+    capacity: usize,
+    shards: Option<usize>,
+    policy: OverflowPolicy,
+    hasher: S,
+    quota: Q,
+}
+
+impl<A> ShardedTableBuilder<A> {
+    /// A builder for a table whose keys run `default` (also
+    /// [`ShardedKeyedTable::builder`]).
+    pub fn new(default: A) -> Self {
+        Self {
+            default,
+            capacity: 10_000,
+            shards: None,
+            policy: OverflowPolicy::SharedBucket,
+            hasher: RandomSeed::new(),
+            quota: SameQuota,
+        }
+    }
+}
+
+impl<A, S, Q> ShardedTableBuilder<A, S, Q> {
+    /// How many keys to track at most (default 10,000). The table may round
+    /// it up to a multiple of the shard count; see
+    /// [`ShardedKeyedTable::capacity`].
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// The number of shards (a power of two). The default is four per CPU,
+    /// fewer for small tables, more if needed to keep shards at most 4,095
+    /// keys.
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards);
+        self
+    }
+
+    /// The overflow policy (default [`OverflowPolicy::SharedBucket`]).
+    pub fn overflow(mut self, policy: OverflowPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The hasher (default [`RandomSeed::new`], a fresh random seed per
+    /// table). Use a seeded hasher for keys an attacker can choose.
+    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> ShardedTableBuilder<A, S2, Q> {
+        ShardedTableBuilder {
+            default: self.default,
+            capacity: self.capacity,
+            shards: self.shards,
+            policy: self.policy,
+            hasher,
+            quota: self.quota,
+        }
+    }
+
+    /// A per-key quota: each key's algorithm (see [`KeyQuota`]). The default
+    /// algorithm still runs the shared overflow bucket.
+    pub fn per_key<Q2>(self, quota: Q2) -> ShardedTableBuilder<A, S, Q2> {
+        ShardedTableBuilder {
+            default: self.default,
+            capacity: self.capacity,
+            shards: self.shards,
+            policy: self.policy,
+            hasher: self.hasher,
+            quota,
+        }
+    }
+
+    /// Allocates the table.
+    ///
+    /// # Errors
+    /// [`KeyedTableError`] for a zero capacity, an invalid shard count, or a
+    /// capacity above `shards × 4,095`.
+    pub fn build<K>(self) -> Result<ShardedKeyedTable<K, A, S, Q>, KeyedTableError>
+    where
+        K: Hash + Eq + Clone,
+        A: Algorithm,
+        S: BuildHasher,
+        Q: KeyQuota<K, A>,
+    {
+        if self.capacity == 0 {
+            return Err(KeyedTableError::ZeroCapacity);
+        }
+        let shards = match self.shards {
+            Some(s) if s == 0 || !s.is_power_of_two() || s > MAX_SHARDS => {
+                return Err(KeyedTableError::InvalidShards {
+                    requested: s,
+                    max: MAX_SHARDS,
+                })
+            }
+            Some(s) => s,
+            None => default_shards(self.capacity),
+        };
+        let max = shards.saturating_mul(MAX_PER_SHARD);
+        if self.capacity > max {
+            return Err(KeyedTableError::CapacityTooLarge {
+                requested: self.capacity,
+                max,
+            });
+        }
+        let per_shard = self.capacity.div_ceil(shards);
+        let shard_list = (0..shards)
+            .map(|_| Mutex::new(Shard::new(per_shard)))
+            .collect();
+        let shared = self.default.new_state();
+        Ok(ShardedKeyedTable {
+            shards: shard_list,
+            shard_shift: 64 - shards.trailing_zeros(),
+            per_shard,
+            hasher: self.hasher,
+            default: self.default,
+            shared,
+            policy: self.policy,
+            quota: self.quota,
+        })
+    }
+}
+
+/// Four shards per CPU, but shards of at least 512 keys when possible and
+/// at most 4,095 always.
+fn default_shards(capacity: usize) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let for_parallelism = cpus.saturating_mul(4).next_power_of_two();
+    let mut shards = 1;
+    while shards < for_parallelism && capacity / (shards * 2) >= MIN_PER_SHARD_FOR_SPLIT {
+        shards *= 2;
+    }
+    while capacity.div_ceil(shards) > MAX_PER_SHARD && shards < MAX_SHARDS {
+        shards *= 2;
+    }
+    shards
+}
+
+impl<K: Hash + Eq + Clone, A: Algorithm> ShardedKeyedTable<K, A> {
+    /// A table of `capacity` keys all running `default`, with the shared
+    /// overflow bucket, default shards and a random seed.
+    ///
+    /// # Errors
+    /// [`KeyedTableError`] for a zero or too large capacity.
+    pub fn new(capacity: usize, default: A) -> Result<Self, KeyedTableError> {
+        ShardedTableBuilder::new(default).capacity(capacity).build()
+    }
+}
+
+impl<A: Algorithm> ShardedKeyedTable<(), A> {
+    /// Starts configuring a table whose keys run `default` unless a per-key
+    /// quota says otherwise.
+    pub fn builder(default: A) -> ShardedTableBuilder<A> {
+        ShardedTableBuilder::new(default)
+    }
+}
+
+impl<K, A, S, Q> ShardedKeyedTable<K, A, S, Q>
+where
+    K: Hash + Eq + Clone,
+    A: Algorithm,
+    S: BuildHasher,
+    Q: KeyQuota<K, A>,
+{
+    #[inline]
+    fn lock(&self, hash: u64) -> MutexGuard<'_, Shard<K, A::State>> {
+        // shard_shift is 64 for one shard: checked_shr gives None → shard 0
+        let i = hash.checked_shr(self.shard_shift).unwrap_or(0) as usize;
+        self.lock_shard(&self.shards[i % self.shards.len()])
+    }
+
+    /// Locks a shard. If a caller's callback (per-key quota, visitor)
+    /// panicked while holding it, a sweep may have stopped between
+    /// compacting the entries and rebuilding the index: rebuild it, then
+    /// carry on.
+    #[inline]
+    fn lock_shard<'a>(
+        &'a self,
+        m: &'a Mutex<Shard<K, A::State>>,
+    ) -> MutexGuard<'a, Shard<K, A::State>> {
+        m.lock().unwrap_or_else(|poisoned| {
+            let mut shard = poisoned.into_inner();
+            shard.reindex(|k| self.hasher.hash_one(k));
+            m.clear_poison();
+            shard
+        })
+    }
+
+    /// Tries to take one permit for `key` at `now` (nanoseconds).
+    #[inline]
+    pub fn check(&self, key: &K, now: u64) -> KeyedDecision {
+        match self.check_n(key, 1, now) {
+            Ok(decision) => decision,
+            Err(_) => super::refusal(now),
+        }
+    }
+
+    /// Tries to take `n` permits for `key` at `now`; `n = 0` is a peek that
+    /// changes nothing (and never inserts the key).
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` is more than the key's algorithm can ever
+    /// grant.
+    #[inline]
+    pub fn check_n(&self, key: &K, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded> {
+        with_algorithm(&self.quota, &self.default, key, |alg| {
+            if n > alg.capacity() {
+                return Err(CapacityExceeded {
+                    requested: n,
+                    capacity: alg.capacity(),
+                });
+            }
+            let hash = self.hasher.hash_one(key);
+            let mut shard = self.lock(hash);
+            let shard = &mut *shard;
+            let slot = match shard.probe(key, hash) {
+                Probe::Found(pos) => {
+                    let state = &shard.entries[pos].1;
+                    return check_tracked(alg, state, n, now, &mut shard.hint);
+                }
+                Probe::Vacant(slot) => slot,
+            };
+            if n == 0 {
+                return Ok(untracked_peek(alg, now));
+            }
+            let slot = if shard.entries.len() < self.per_shard {
+                slot
+            } else {
+                if !self.sweep(shard, now) {
+                    let wait = shard.hint.wait_from(now);
+                    return overflow(self.policy, alg, &self.default, &self.shared, n, now, wait);
+                }
+                match shard.probe(key, hash) {
+                    Probe::Vacant(slot) => slot,
+                    Probe::Found(_) => usize::MAX, // impossible: key was absent
+                }
+            };
+            match shard.insert(slot, key.clone(), alg.new_state(), hash) {
+                Some(pos) => {
+                    let state = &shard.entries[pos].1;
+                    check_tracked(alg, state, n, now, &mut shard.hint)
+                }
+                None => {
+                    let wait = shard.hint.wait_from(now);
+                    overflow(self.policy, alg, &self.default, &self.shared, n, now, wait)
+                }
+            }
+        })
+    }
+
+    /// Evicts every idle key of a full shard (if the hint says one may be
+    /// idle); true if a slot is free afterwards.
+    fn sweep(&self, shard: &mut Shard<K, A::State>, now: u64) -> bool {
+        if !shard.hint.worth_sweeping(now) {
+            return false;
+        }
+        self.sweep_always(shard, now);
+        shard.entries.len() < self.per_shard
+    }
+
+    fn sweep_always(&self, shard: &mut Shard<K, A::State>, now: u64) -> usize {
+        let before = shard.entries.len();
+        let hint = &mut shard.hint;
+        hint.start(now);
+        let (default, quota) = (&self.default, &self.quota);
+        shard.entries.retain(|(key, state)| {
+            with_algorithm(quota, default, key, |alg| {
+                if alg.is_idle(state, now) {
+                    false
+                } else {
+                    hint.lower(now, alg.snapshot(state, now).reset_after_nanos());
+                    true
+                }
+            })
+        });
+        let evicted = before - shard.entries.len();
+        if evicted > 0 {
+            shard.reindex(|k| self.hasher.hash_one(k));
+        }
+        evicted
+    }
+
+    /// Gives back `n` permits of an earlier admission for `key`. If the key
+    /// is not tracked, its admission came from the overflow path: with
+    /// [`OverflowPolicy::SharedBucket`] the shared state gets them back.
+    pub fn refund(&self, key: &K, n: u32, now: u64) {
+        with_algorithm(&self.quota, &self.default, key, |alg| {
+            let hash = self.hasher.hash_one(key);
+            let mut shard = self.lock(hash);
+            match shard.get(key, hash) {
+                Some(state) => {
+                    alg.refund(state, n, now);
+                    shard.hint.reset();
+                }
+                None => {
+                    drop(shard);
+                    if self.policy == OverflowPolicy::SharedBucket {
+                        self.default.refund(&self.shared, n, now);
+                    }
+                }
+            }
+        });
+    }
+
+    /// `key`'s state at `now` (a fresh state's if the key is not tracked).
+    pub fn snapshot(&self, key: &K, now: u64) -> Snapshot {
+        with_algorithm(&self.quota, &self.default, key, |alg| {
+            let hash = self.hasher.hash_one(key);
+            let shard = self.lock(hash);
+            match shard.get(key, hash) {
+                Some(state) => alg.snapshot(state, now),
+                None => alg.snapshot(&alg.new_state(), now),
+            }
+        })
+    }
+
+    /// Nanoseconds until `n` permits for `key` would be admitted by its own
+    /// state (0 for an untracked key).
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` can never be granted to `key`.
+    pub fn time_until_ready(&self, key: &K, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+        with_algorithm(&self.quota, &self.default, key, |alg| {
+            let hash = self.hasher.hash_one(key);
+            let shard = self.lock(hash);
+            match shard.get(key, hash) {
+                Some(state) => alg.time_until_ready(state, n, now),
+                None => alg.time_until_ready(&alg.new_state(), n, now),
+            }
+        })
+    }
+
+    /// True if `key` currently has a slot.
+    pub fn contains(&self, key: &K) -> bool {
+        let hash = self.hasher.hash_one(key);
+        self.lock(hash).get(key, hash).is_some()
+    }
+
+    /// The number of tracked keys (shard by shard, so only a snapshot under
+    /// concurrent use).
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| self.lock_shard(s).entries.len())
+            .sum()
+    }
+
+    /// True if no key is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Calls `visit` with every tracked key and its snapshot at `now`,
+    /// holding one shard's lock at a time (`visit` must not call into this
+    /// table). Allocates nothing.
+    pub fn for_each_snapshot(&self, now: u64, mut visit: impl FnMut(&K, Snapshot)) {
+        for shard in &self.shards {
+            let shard = self.lock_shard(shard);
+            for (key, state) in &shard.entries {
+                let snapshot = with_algorithm(&self.quota, &self.default, key, |alg| {
+                    alg.snapshot(state, now)
+                });
+                visit(key, snapshot);
+            }
+        }
+    }
+
+    /// The overflow policy's shared state at `now`
+    /// ([`OverflowPolicy::SharedBucket`]).
+    pub fn shared_snapshot(&self, now: u64) -> Snapshot {
+        self.default.snapshot(&self.shared, now)
+    }
+
+    /// Evicts every key whose state is idle at `now` (lossless: no future
+    /// decision changes), one shard at a time, and returns how many were
+    /// evicted.
+    pub fn evict_refilled(&self, now: u64) -> usize {
+        self.shards
+            .iter()
+            .map(|s| self.sweep_always(&mut self.lock_shard(s), now))
+            .sum()
+    }
+}
+
+impl<K, A: Algorithm, S, Q> ShardedKeyedTable<K, A, S, Q> {
+    /// The most keys the table tracks: the requested capacity rounded up to
+    /// a multiple of [`shards`](Self::shards).
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.per_shard * self.shards.len()
+    }
+
+    /// The number of shards.
+    #[must_use]
+    pub fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The overflow policy.
+    #[must_use]
+    pub fn overflow_policy(&self) -> OverflowPolicy {
+        self.policy
+    }
+
+    /// The hasher (to check seeding, or to hash keys the same way).
+    #[must_use]
+    pub fn hasher(&self) -> &S {
+        &self.hasher
+    }
+
+    /// The default algorithm.
+    #[must_use]
+    pub fn default_algorithm(&self) -> &A {
+        &self.default
+    }
+}
