@@ -136,6 +136,9 @@
 //! chip. tollgate never picks for you.
 
 #![no_std]
+// The library never uses unsafe code. (Cargo.toml only denies it, so that
+// a test binary can install a counting global allocator.)
+#![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 #[cfg(feature = "std")]
