@@ -197,3 +197,30 @@ fn full_table_of_live_keys_overflows_instead_of_evicting() {
     }
     assert_eq!(table.check(&99, 1_000_000_000).path(), KeyedPath::Own);
 }
+
+#[test]
+fn a_stale_caller_gains_nothing_from_an_eviction() {
+    // A thread reads `now`, is preempted, and a sweep at a later time evicts
+    // the key it is about to check. The re-inserted key must not hand out
+    // the credit between the stale `now` and the sweep.
+    const T: u64 = 10_000_000; // 100 per second, burst 1
+    let alg = Gcra::token_bucket(quota(100, 1_000, 1));
+    let sharded = ShardedKeyedTable::builder(alg)
+        .capacity(1)
+        .shards(1)
+        .build::<u64>()
+        .unwrap();
+    let heapless = HeaplessKeyedTable::<u64, Gcra, 2>::new(alg);
+    let tables: [&dyn Table; 2] = [&sharded, &heapless];
+    for table in tables {
+        assert!(table.check(1, 0).is_allowed()); // TAT = T
+        assert_eq!(table.evict_refilled(10 * T), 1);
+        // the stale caller: `now` from before the sweep
+        assert!(table.check(1, T / 2).is_allowed());
+        // a fresh caller at the sweep's time: the key has no credit left,
+        // exactly as if it had never been evicted
+        let fresh = table.check(1, 10 * T);
+        assert!(fresh.is_denied());
+        assert_eq!(fresh.decision().retry_after().as_nanos(), u128::from(T));
+    }
+}

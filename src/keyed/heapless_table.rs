@@ -190,7 +190,10 @@ where
                     return Step::Full(slots.hint.wait_from(now));
                 }
                 match slots.map.get(key) {
-                    Some(state) => Step::Done(check_tracked(alg, state, n, now, &mut slots.hint)),
+                    Some(state) => {
+                        let at = slots.hint.insert_time(now);
+                        Step::Done(check_tracked(alg, state, n, at, &mut slots.hint))
+                    }
                     None => Step::Full(1), // unreachable: just inserted
                 }
             });

@@ -228,6 +228,11 @@ impl fmt::Display for KeyedTableError {
 
 impl core::error::Error for KeyedTableError {}
 
+/// How far behind the last sweep a caller's `now` may be and still count as
+/// stale rather than a clock that went back: the GCRA default heal
+/// threshold.
+pub(crate) const STALE_LIMIT_NANOS: u64 = crate::gcra::DEFAULT_HEAL_THRESHOLD_NANOS;
+
 /// The earliest time any tracked key can become idle, as learnt by the last
 /// sweep and lowered by every check since: a full table skips sweeping
 /// while `swept_at <= now < next_idle_at`. A clock that went back
@@ -273,6 +278,23 @@ impl SweepHint {
     pub(crate) fn start(&mut self, now: u64) {
         self.swept_at = now;
         self.next_idle_at = u64::MAX;
+    }
+
+    /// The time at which to evaluate a key inserted at `now`.
+    ///
+    /// A caller whose `now` is stale (read, then preempted) may insert a key
+    /// that a sweep at a later `now` evicted as idle; a fresh state judged at
+    /// the stale time would hand out credit for the gap. Judging it at the
+    /// sweep's time instead is exactly what the evicted state would have
+    /// given. A gap beyond [`STALE_LIMIT_NANOS`] is a clock that went back,
+    /// not staleness: the caller's `now` is used.
+    #[inline]
+    pub(crate) fn insert_time(&self, now: u64) -> u64 {
+        if now < self.swept_at && self.swept_at - now <= STALE_LIMIT_NANOS {
+            self.swept_at
+        } else {
+            now
+        }
     }
 
     /// Nanoseconds from `now` until a slot may free up (at least 1).

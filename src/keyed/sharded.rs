@@ -434,7 +434,8 @@ where
             match shard.insert(slot, key.clone(), alg.new_state(), hash) {
                 Some(pos) => {
                     let state = &shard.entries[pos].1;
-                    check_tracked(alg, state, n, now, &mut shard.hint)
+                    let at = shard.hint.insert_time(now);
+                    check_tracked(alg, state, n, at, &mut shard.hint)
                 }
                 None => {
                     let wait = shard.hint.wait_from(now);
