@@ -9,7 +9,7 @@
 //! | table | where | capacity | protection |
 //! |---|---|---|---|
 //! | [`HeaplessKeyedTable`] | `no_std`, no allocator | const generic `N` (power of two) | `critical-section` |
-//! | [`ShardedKeyedTable`] | feature `std` | chosen at run time, allocated once | one `std::sync::Mutex` per shard |
+//! | [`ShardedKeyedTable`] | feature `std` | chosen at run time, allocated once | one `std::sync::RwLock` per shard (checks of tracked keys only read-lock) |
 //!
 //! Both store only each key's *state* (8 bytes for a [`Gcra`](crate::Gcra)
 //! bucket) and apply the key's [`Algorithm`] to it on every check, so

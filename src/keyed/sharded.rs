@@ -12,18 +12,21 @@
 //!   index.
 //!
 //! That is 20 bytes per slot for `u64` keys, under 24 per tracked key at
-//! 85 % occupancy. A check locks one shard (an uncontended `std` mutex is
-//! two atomic operations), hashes once, probes, and applies the algorithm;
-//! there is no global lock and no allocation.
+//! 85 % occupancy. A check of a tracked key takes one shard's *read* lock
+//! (two atomic operations, and readers never wait for each other), hashes
+//! once, probes, and applies the algorithm to the atomic state; only
+//! inserting a new key or sweeping takes the shard's write lock. There is
+//! no global lock and no allocation.
 
 use super::{
-    check_tracked, overflow, untracked_peek, with_algorithm, KeyQuota, KeyedDecision,
-    KeyedTableError, OverflowPolicy, RandomSeed, SameQuota, SweepHint,
+    overflow, untracked_peek, with_algorithm, KeyQuota, KeyedDecision, KeyedTableError,
+    OverflowPolicy, RandomSeed, SameQuota, STALE_LIMIT_NANOS,
 };
 use crate::decision::{CapacityExceeded, Snapshot};
 use crate::limiter::Algorithm;
+use crate::sync::{AtomicU64, Ordering};
 use core::hash::{BuildHasher, Hash};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::vec::Vec;
 
 /// Largest number of keys in one shard (12-bit positions; `0xFFFF` marks
@@ -41,7 +44,81 @@ const MIN_PER_SHARD_FOR_SPLIT: usize = 512;
 struct Shard<K, S> {
     entries: Vec<(K, S)>,
     index: Vec<u16>,
-    hint: SweepHint,
+    hint: AtomicSweepHint,
+}
+
+/// The sweep hint of [`SweepHint`](super::SweepHint), lowered concurrently
+/// by checks under the read lock (`fetch_min`); started and reset only under
+/// the write lock or by refunds (which only lower it). `Relaxed` suffices:
+/// the shard's lock orders sweeps against checks.
+struct AtomicSweepHint {
+    swept_at: AtomicU64,
+    next_idle_at: AtomicU64,
+}
+
+impl AtomicSweepHint {
+    fn new() -> Self {
+        Self {
+            swept_at: AtomicU64::new(0),
+            next_idle_at: AtomicU64::new(0),
+        }
+    }
+
+    #[inline]
+    fn worth_sweeping(&self, now: u64) -> bool {
+        now < self.swept_at.load(Ordering::Relaxed)
+            || now >= self.next_idle_at.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn lower(&self, now: u64, reset_after: u64) {
+        let at = now.saturating_add(reset_after);
+        if at < self.next_idle_at.load(Ordering::Relaxed) {
+            self.next_idle_at.fetch_min(at, Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    fn reset(&self) {
+        self.next_idle_at.store(0, Ordering::Relaxed);
+    }
+
+    fn start(&self, now: u64) {
+        self.swept_at.store(now, Ordering::Relaxed);
+        self.next_idle_at.store(u64::MAX, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn insert_time(&self, now: u64) -> u64 {
+        let swept_at = self.swept_at.load(Ordering::Relaxed);
+        if now < swept_at && swept_at - now <= STALE_LIMIT_NANOS {
+            swept_at
+        } else {
+            now
+        }
+    }
+
+    #[inline]
+    fn wait_from(&self, now: u64) -> u64 {
+        self.next_idle_at
+            .load(Ordering::Relaxed)
+            .saturating_sub(now)
+            .max(1)
+    }
+}
+
+/// Checks a tracked state and lowers the hint to its idle time.
+#[inline(always)]
+fn check_own<A: Algorithm>(
+    alg: &A,
+    state: &A::State,
+    n: u32,
+    now: u64,
+    hint: &AtomicSweepHint,
+) -> Result<KeyedDecision, CapacityExceeded> {
+    let decision = alg.check_n(state, n, now)?;
+    hint.lower(now, decision.snapshot().reset_after_nanos());
+    Ok(KeyedDecision::new(decision, super::KeyedPath::Own))
 }
 
 enum Probe {
@@ -54,7 +131,7 @@ impl<K: Eq, S> Shard<K, S> {
         Self {
             entries: Vec::with_capacity(capacity),
             index: std::vec![EMPTY; capacity * 2],
-            hint: SweepHint::new(),
+            hint: AtomicSweepHint::new(),
         }
     }
 
@@ -171,7 +248,7 @@ impl<K: Eq, S> Shard<K, S> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct ShardedKeyedTable<K, A: Algorithm, S = RandomSeed, Q = SameQuota> {
-    shards: Vec<Mutex<Shard<K, A::State>>>,
+    shards: Vec<RwLock<Shard<K, A::State>>>,
     shard_shift: u32,
     per_shard: usize,
     hasher: S,
@@ -301,7 +378,7 @@ impl<A, S, Q> ShardedTableBuilder<A, S, Q> {
         }
         let per_shard = self.capacity.div_ceil(shards);
         let shard_list = (0..shards)
-            .map(|_| Mutex::new(Shard::new(per_shard)))
+            .map(|_| RwLock::new(Shard::new(per_shard)))
             .collect();
         let shared = self.default.new_state();
         Ok(ShardedKeyedTable {
@@ -359,25 +436,41 @@ where
     Q: KeyQuota<K, A>,
 {
     #[inline]
-    fn lock(&self, hash: u64) -> MutexGuard<'_, Shard<K, A::State>> {
+    fn shard(&self, hash: u64) -> &RwLock<Shard<K, A::State>> {
         // shard_shift is 64 for one shard: checked_shr gives None → shard 0
         let i = hash.checked_shr(self.shard_shift).unwrap_or(0) as usize;
-        self.lock_shard(&self.shards[i % self.shards.len()])
+        &self.shards[i % self.shards.len()]
     }
 
-    /// Locks a shard. If a caller's callback (per-key quota, visitor)
-    /// panicked while holding it, a sweep may have stopped between
-    /// compacting the entries and rebuilding the index: rebuild it, then
-    /// carry on.
+    /// Read-locks a shard. If a caller's callback (per-key quota, visitor)
+    /// panicked while holding the write lock, a sweep may have stopped
+    /// between compacting the entries and rebuilding the index: repair it
+    /// first.
     #[inline]
-    fn lock_shard<'a>(
+    fn read<'a>(
         &'a self,
-        m: &'a Mutex<Shard<K, A::State>>,
-    ) -> MutexGuard<'a, Shard<K, A::State>> {
-        m.lock().unwrap_or_else(|poisoned| {
+        lock: &'a RwLock<Shard<K, A::State>>,
+    ) -> RwLockReadGuard<'a, Shard<K, A::State>> {
+        match lock.read() {
+            Ok(guard) => guard,
+            Err(poisoned) => {
+                drop(poisoned);
+                drop(self.write(lock));
+                lock.read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            }
+        }
+    }
+
+    /// Write-locks a shard, repairing it after a panic (see [`Self::read`]).
+    fn write<'a>(
+        &'a self,
+        lock: &'a RwLock<Shard<K, A::State>>,
+    ) -> RwLockWriteGuard<'a, Shard<K, A::State>> {
+        lock.write().unwrap_or_else(|poisoned| {
             let mut shard = poisoned.into_inner();
             shard.reindex(|k| self.hasher.hash_one(k));
-            m.clear_poison();
+            lock.clear_poison();
             shard
         })
     }
@@ -407,18 +500,26 @@ where
                 });
             }
             let hash = self.hasher.hash_one(key);
-            let mut shard = self.lock(hash);
-            let shard = &mut *shard;
-            let slot = match shard.probe(key, hash) {
-                Probe::Found(pos) => {
-                    let state = &shard.entries[pos].1;
-                    return check_tracked(alg, state, n, now, &mut shard.hint);
+            let lock = self.shard(hash);
+            {
+                let shard = self.read(lock);
+                if let Probe::Found(pos) = shard.probe(key, hash) {
+                    return check_own(alg, &shard.entries[pos].1, n, now, &shard.hint);
                 }
-                Probe::Vacant(slot) => slot,
-            };
+            }
             if n == 0 {
                 return Ok(untracked_peek(alg, now));
             }
+            // a new key: insert under the write lock
+            let mut guard = self.write(lock);
+            let shard = &mut *guard;
+            let slot = match shard.probe(key, hash) {
+                // inserted by another thread meanwhile
+                Probe::Found(pos) => {
+                    return check_own(alg, &shard.entries[pos].1, n, now, &shard.hint)
+                }
+                Probe::Vacant(slot) => slot,
+            };
             let slot = if shard.entries.len() < self.per_shard {
                 slot
             } else {
@@ -433,9 +534,8 @@ where
             };
             match shard.insert(slot, key.clone(), alg.new_state(), hash) {
                 Some(pos) => {
-                    let state = &shard.entries[pos].1;
                     let at = shard.hint.insert_time(now);
-                    check_tracked(alg, state, n, at, &mut shard.hint)
+                    check_own(alg, &shard.entries[pos].1, n, at, &shard.hint)
                 }
                 None => {
                     let wait = shard.hint.wait_from(now);
@@ -457,7 +557,7 @@ where
 
     fn sweep_always(&self, shard: &mut Shard<K, A::State>, now: u64) -> usize {
         let before = shard.entries.len();
-        let hint = &mut shard.hint;
+        let hint = &shard.hint;
         hint.start(now);
         let (default, quota) = (&self.default, &self.quota);
         shard.entries.retain(|(key, state)| {
@@ -483,7 +583,7 @@ where
     pub fn refund(&self, key: &K, n: u32, now: u64) {
         with_algorithm(&self.quota, &self.default, key, |alg| {
             let hash = self.hasher.hash_one(key);
-            let mut shard = self.lock(hash);
+            let shard = self.read(self.shard(hash));
             match shard.get(key, hash) {
                 Some(state) => {
                     alg.refund(state, n, now);
@@ -503,7 +603,7 @@ where
     pub fn snapshot(&self, key: &K, now: u64) -> Snapshot {
         with_algorithm(&self.quota, &self.default, key, |alg| {
             let hash = self.hasher.hash_one(key);
-            let shard = self.lock(hash);
+            let shard = self.read(self.shard(hash));
             match shard.get(key, hash) {
                 Some(state) => alg.snapshot(state, now),
                 None => alg.snapshot(&alg.new_state(), now),
@@ -519,7 +619,7 @@ where
     pub fn time_until_ready(&self, key: &K, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
         with_algorithm(&self.quota, &self.default, key, |alg| {
             let hash = self.hasher.hash_one(key);
-            let shard = self.lock(hash);
+            let shard = self.read(self.shard(hash));
             match shard.get(key, hash) {
                 Some(state) => alg.time_until_ready(state, n, now),
                 None => alg.time_until_ready(&alg.new_state(), n, now),
@@ -530,16 +630,13 @@ where
     /// True if `key` currently has a slot.
     pub fn contains(&self, key: &K) -> bool {
         let hash = self.hasher.hash_one(key);
-        self.lock(hash).get(key, hash).is_some()
+        self.read(self.shard(hash)).get(key, hash).is_some()
     }
 
     /// The number of tracked keys (shard by shard, so only a snapshot under
     /// concurrent use).
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| self.lock_shard(s).entries.len())
-            .sum()
+        self.shards.iter().map(|s| self.read(s).entries.len()).sum()
     }
 
     /// True if no key is tracked.
@@ -552,7 +649,7 @@ where
     /// table). Allocates nothing.
     pub fn for_each_snapshot(&self, now: u64, mut visit: impl FnMut(&K, Snapshot)) {
         for shard in &self.shards {
-            let shard = self.lock_shard(shard);
+            let shard = self.read(shard);
             for (key, state) in &shard.entries {
                 let snapshot = with_algorithm(&self.quota, &self.default, key, |alg| {
                     alg.snapshot(state, now)
@@ -574,7 +671,7 @@ where
     pub fn evict_refilled(&self, now: u64) -> usize {
         self.shards
             .iter()
-            .map(|s| self.sweep_always(&mut self.lock_shard(s), now))
+            .map(|s| self.sweep_always(&mut self.write(s), now))
             .sum()
     }
 }
