@@ -439,7 +439,7 @@ where
     fn shard(&self, hash: u64) -> &RwLock<Shard<K, A::State>> {
         // shard_shift is 64 for one shard: checked_shr gives None → shard 0
         let i = hash.checked_shr(self.shard_shift).unwrap_or(0) as usize;
-        &self.shards[i % self.shards.len()]
+        &self.shards[i & (self.shards.len() - 1)]
     }
 
     /// Read-locks a shard. If a caller's callback (per-key quota, visitor)
