@@ -152,7 +152,7 @@ proptest! {
 
     #[test]
     fn heapless_table_matches_unbounded_map((even, odd) in algorithms(), ops in ops()) {
-        let pick = move |k: u64| if k % 2 == 0 { even } else { odd };
+        let pick = move |k: u64| if k.is_multiple_of(2) { even } else { odd };
         let table = HeaplessKeyedTable::<u64, Gcra, CAPACITY>::new(even)
             .with_overflow(OverflowPolicy::Deny)
             .with_per_key(move |k: &u64| pick(*k));
@@ -161,7 +161,7 @@ proptest! {
 
     #[test]
     fn sharded_table_matches_unbounded_map((even, odd) in algorithms(), ops in ops()) {
-        let pick = move |k: u64| if k % 2 == 0 { even } else { odd };
+        let pick = move |k: u64| if k.is_multiple_of(2) { even } else { odd };
         let table = ShardedKeyedTable::builder(even)
             .capacity(CAPACITY)
             .shards(1)
