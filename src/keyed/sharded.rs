@@ -1,17 +1,18 @@
 //! The `std` keyed table: fixed capacity chosen at run time, split over
 //! independently locked shards.
 //!
-//! Layout of a shard (all allocated once, at construction):
-//! - `entries`: a `Vec<(K, State)>` with capacity fixed up front, holding
-//!   the tracked keys densely (16 bytes per `u64` key with a GCRA state);
-//! - `index`: an open-addressing table of `u16` (twice as many as entries,
-//!   so at most half full): the low 12 bits are a position in `entries`,
-//!   the top 4 bits a tag from the hash that rules out most non-matching
-//!   entries without reading them. Linear probing, no tombstones: removal
-//!   only happens in a sweep, which compacts `entries` and rebuilds the
-//!   index.
+//! Layout of a shard (all allocated once, at construction): an array of
+//! buckets, each a `heapless::Vec` of up to 4 `(key, state)` entries stored
+//! inline (72 bytes for `u64` keys and GCRA states: one or two adjacent
+//! cache lines), plus one bit per bucket saying "a key whose home is at or
+//! before this bucket was placed after it because it was full". A key
+//! lives in its home bucket (chosen by hash) or, if that was full, in the
+//! next bucket with room; a lookup scans the home bucket and moves on only
+//! while the overflow bit is set. The shard has 10 % more slots than keys,
+//! so it runs at most 91 % full.
 //!
-//! That is 20 bytes per slot for `u64` keys, under 24 per tracked key at
+//! That is 18 bytes per slot for `u64` keys, 19.8 per key of capacity, under
+//! 24 per tracked key at
 //! 85 % occupancy. A check of a tracked key takes one shard's *read* lock
 //! (two atomic operations, and readers never wait for each other), hashes
 //! once, probes, and applies the algorithm to the atomic state; only
@@ -29,12 +30,12 @@ use core::hash::{BuildHasher, Hash};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::vec::Vec;
 
-/// Largest number of keys in one shard (12-bit positions; `0xFFFF` marks
-/// an empty index slot).
+/// Largest number of keys in one shard: bounds the cost of one sweep.
 const MAX_PER_SHARD: usize = 4095;
-const POS_BITS: u32 = 12;
-const POS_MASK: u16 = (1 << POS_BITS) - 1;
-const EMPTY: u16 = u16::MAX;
+/// Entries per bucket.
+const BUCKET: usize = 4;
+
+type Bucket<K, S> = heapless::Vec<(K, S), BUCKET, u8>;
 /// Largest shard count.
 const MAX_SHARDS: usize = 1 << 16;
 /// Below this many keys per shard, do not split further for parallelism
@@ -42,8 +43,11 @@ const MAX_SHARDS: usize = 1 << 16;
 const MIN_PER_SHARD_FOR_SPLIT: usize = 512;
 
 struct Shard<K, S> {
-    entries: Vec<(K, S)>,
-    index: Vec<u16>,
+    buckets: Vec<Bucket<K, S>>,
+    /// One bit per bucket: some key homed at or before it lives after it.
+    overflowed: Vec<u64>,
+    len: usize,
+    capacity: usize,
     hint: AtomicSweepHint,
 }
 
@@ -121,16 +125,15 @@ fn check_own<A: Algorithm>(
     Ok(KeyedDecision::new(decision, super::KeyedPath::Own))
 }
 
-enum Probe {
-    Found(usize),
-    Vacant(usize),
-}
-
 impl<K: Eq, S> Shard<K, S> {
     fn new(capacity: usize) -> Self {
+        let slots = capacity + capacity.div_ceil(10);
+        let buckets = slots.div_ceil(BUCKET).max(1);
         Self {
-            entries: Vec::with_capacity(capacity),
-            index: std::vec![EMPTY; capacity * 2],
+            buckets: (0..buckets).map(|_| Bucket::new()).collect(),
+            overflowed: std::vec![0; buckets.div_ceil(64)],
+            len: 0,
+            capacity,
             hint: AtomicSweepHint::new(),
         }
     }
@@ -138,78 +141,95 @@ impl<K: Eq, S> Shard<K, S> {
     #[inline]
     fn home(&self, hash: u64) -> usize {
         // multiply-shift range reduction of the low 32 bits
-        ((u64::from(hash as u32) * self.index.len() as u64) >> 32) as usize
+        ((u64::from(hash as u32) * self.buckets.len() as u64) >> 32) as usize
     }
 
     #[inline]
-    fn tag(hash: u64) -> u16 {
-        ((hash >> 32) as u16) & !POS_MASK
-    }
-
-    #[inline]
-    fn probe(&self, key: &K, hash: u64) -> Probe {
-        let tag = Self::tag(hash);
-        let len = self.index.len();
-        let mut slot = self.home(hash);
-        // The index is at most half full, so an empty slot always ends the
-        // run; `len` steps bound the loop regardless.
-        for _ in 0..len {
-            let word = self.index[slot];
-            if word == EMPTY {
-                return Probe::Vacant(slot);
-            }
-            if word & !POS_MASK == tag {
-                let pos = usize::from(word & POS_MASK);
-                if self.entries.get(pos).is_some_and(|(k, _)| k == key) {
-                    return Probe::Found(pos);
-                }
-            }
-            slot += 1;
-            if slot == len {
-                slot = 0;
-            }
+    fn next(&self, bucket: usize) -> usize {
+        if bucket + 1 == self.buckets.len() {
+            0
+        } else {
+            bucket + 1
         }
-        Probe::Vacant(usize::MAX)
     }
 
+    #[inline]
+    fn is_overflowed(&self, bucket: usize) -> bool {
+        self.overflowed
+            .get(bucket / 64)
+            .is_some_and(|word| word >> (bucket % 64) & 1 == 1)
+    }
+
+    #[inline]
+    fn set_overflowed(&mut self, bucket: usize) {
+        if let Some(word) = self.overflowed.get_mut(bucket / 64) {
+            *word |= 1 << (bucket % 64);
+        }
+    }
+
+    /// `key`'s entry, if tracked.
     #[inline]
     fn get(&self, key: &K, hash: u64) -> Option<&S> {
-        match self.probe(key, hash) {
-            Probe::Found(pos) => self.entries.get(pos).map(|(_, s)| s),
-            Probe::Vacant(_) => None,
+        let mut bucket = self.home(hash);
+        for _ in 0..self.buckets.len() {
+            let entries = &self.buckets[bucket];
+            if let Some((_, state)) = entries.iter().find(|(k, _)| k == key) {
+                return Some(state);
+            }
+            if !self.is_overflowed(bucket) {
+                return None;
+            }
+            bucket = self.next(bucket);
         }
+        None
     }
 
-    /// Inserts at a vacant index slot; the new entry's position, or `None`
-    /// if the shard is full.
+    /// Inserts a key known to be absent: its (bucket, index), or `None` if
+    /// the shard holds `capacity` keys already.
     #[inline]
-    fn insert(&mut self, slot: usize, key: K, state: S, hash: u64) -> Option<usize> {
-        let pos = self.entries.len();
-        if pos >= self.entries.capacity() || slot >= self.index.len() {
+    fn insert(&mut self, key: K, state: S, hash: u64) -> Option<(usize, usize)> {
+        if self.len >= self.capacity {
             return None;
         }
-        // pos < capacity ≤ MAX_PER_SHARD < 2^12
-        self.index[slot] = Self::tag(hash) | (pos as u16);
-        // within the capacity reserved at construction: never reallocates
-        self.entries.push((key, state));
-        Some(pos)
+        let mut bucket = self.home(hash);
+        // len < capacity < slots: some bucket has room
+        for _ in 0..self.buckets.len() {
+            if !self.buckets[bucket].is_full() {
+                self.len += 1;
+                let entries = &mut self.buckets[bucket];
+                let i = entries.len();
+                // not full: cannot fail; stored inline, never allocates
+                let _ = entries.push((key, state));
+                return Some((bucket, i));
+            }
+            self.set_overflowed(bucket);
+            bucket = self.next(bucket);
+        }
+        None
     }
 
-    /// Rebuilds the index from `entries` (after a sweep compacted them).
+    /// Recomputes `len` and the overflow bits from the entries (after a
+    /// sweep removed some).
     fn reindex(&mut self, hash: impl Fn(&K) -> u64) {
-        self.index.fill(EMPTY);
-        let len = self.index.len();
-        for (pos, (key, _)) in self.entries.iter().enumerate() {
-            let h = hash(key);
-            let mut slot = self.home(h);
-            while self.index[slot] != EMPTY {
-                slot += 1;
-                if slot == len {
-                    slot = 0;
+        self.overflowed.fill(0);
+        self.len = 0;
+        for bucket in 0..self.buckets.len() {
+            self.len += self.buckets[bucket].len();
+            for i in 0..self.buckets[bucket].len() {
+                let mut b = match self.buckets[bucket].get(i) {
+                    Some((key, _)) => self.home(hash(key)),
+                    None => continue,
+                };
+                while b != bucket {
+                    self.set_overflowed(b);
+                    b = self.next(b);
                 }
             }
-            self.index[slot] = Self::tag(h) | (pos as u16);
         }
+    }
+
+    fn entries(&self) -> impl Iterator<Item = &(K, S)> {
+        self.buckets.iter().flat_map(|b| b.iter())
     }
 }
 
@@ -444,8 +464,8 @@ where
 
     /// Read-locks a shard. If a caller's callback (per-key quota, visitor)
     /// panicked while holding the write lock, a sweep may have stopped
-    /// between compacting the entries and rebuilding the index: repair it
-    /// first.
+    /// between removing entries and recomputing the overflow bits: repair
+    /// them first.
     #[inline]
     fn read<'a>(
         &'a self,
@@ -503,8 +523,8 @@ where
             let lock = self.shard(hash);
             {
                 let shard = self.read(lock);
-                if let Probe::Found(pos) = shard.probe(key, hash) {
-                    return check_own(alg, &shard.entries[pos].1, n, now, &shard.hint);
+                if let Some(state) = shard.get(key, hash) {
+                    return check_own(alg, state, n, now, &shard.hint);
                 }
             }
             if n == 0 {
@@ -513,30 +533,20 @@ where
             // a new key: insert under the write lock
             let mut guard = self.write(lock);
             let shard = &mut *guard;
-            let slot = match shard.probe(key, hash) {
+            if let Some(state) = shard.get(key, hash) {
                 // inserted by another thread meanwhile
-                Probe::Found(pos) => {
-                    return check_own(alg, &shard.entries[pos].1, n, now, &shard.hint)
-                }
-                Probe::Vacant(slot) => slot,
-            };
-            let slot = if shard.entries.len() < self.per_shard {
-                slot
-            } else {
-                if !self.sweep(shard, now) {
-                    let wait = shard.hint.wait_from(now);
-                    return overflow(self.policy, alg, &self.default, &self.shared, n, now, wait);
-                }
-                match shard.probe(key, hash) {
-                    Probe::Vacant(slot) => slot,
-                    Probe::Found(_) => usize::MAX, // impossible: key was absent
-                }
-            };
-            match shard.insert(slot, key.clone(), alg.new_state(), hash) {
-                Some(pos) => {
-                    let at = shard.hint.insert_time(now);
-                    check_own(alg, &shard.entries[pos].1, n, at, &shard.hint)
-                }
+                return check_own(alg, state, n, now, &shard.hint);
+            }
+            if shard.len >= shard.capacity && !self.sweep(shard, now) {
+                let wait = shard.hint.wait_from(now);
+                return overflow(self.policy, alg, &self.default, &self.shared, n, now, wait);
+            }
+            let at = shard.hint.insert_time(now);
+            match shard.insert(key.clone(), alg.new_state(), hash) {
+                Some((bucket, i)) => match shard.buckets[bucket].get(i) {
+                    Some((_, state)) => check_own(alg, state, n, at, &shard.hint),
+                    None => Ok(super::refusal(now)), // unreachable: just inserted
+                },
                 None => {
                     let wait = shard.hint.wait_from(now);
                     overflow(self.policy, alg, &self.default, &self.shared, n, now, wait)
@@ -552,25 +562,29 @@ where
             return false;
         }
         self.sweep_always(shard, now);
-        shard.entries.len() < self.per_shard
+        shard.len < shard.capacity
     }
 
     fn sweep_always(&self, shard: &mut Shard<K, A::State>, now: u64) -> usize {
-        let before = shard.entries.len();
+        let before = shard.len;
         let hint = &shard.hint;
         hint.start(now);
         let (default, quota) = (&self.default, &self.quota);
-        shard.entries.retain(|(key, state)| {
-            with_algorithm(quota, default, key, |alg| {
-                if alg.is_idle(state, now) {
-                    false
-                } else {
-                    hint.lower(now, alg.snapshot(state, now).reset_after_nanos());
-                    true
-                }
-            })
-        });
-        let evicted = before - shard.entries.len();
+        let mut after = 0;
+        for bucket in &mut shard.buckets {
+            bucket.retain(|(key, state)| {
+                with_algorithm(quota, default, key, |alg| {
+                    if alg.is_idle(state, now) {
+                        false
+                    } else {
+                        hint.lower(now, alg.snapshot(state, now).reset_after_nanos());
+                        true
+                    }
+                })
+            });
+            after += bucket.len();
+        }
+        let evicted = before.saturating_sub(after);
         if evicted > 0 {
             shard.reindex(|k| self.hasher.hash_one(k));
         }
@@ -636,7 +650,7 @@ where
     /// The number of tracked keys (shard by shard, so only a snapshot under
     /// concurrent use).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| self.read(s).entries.len()).sum()
+        self.shards.iter().map(|s| self.read(s).len).sum()
     }
 
     /// True if no key is tracked.
@@ -650,7 +664,7 @@ where
     pub fn for_each_snapshot(&self, now: u64, mut visit: impl FnMut(&K, Snapshot)) {
         for shard in &self.shards {
             let shard = self.read(shard);
-            for (key, state) in &shard.entries {
+            for (key, state) in shard.entries() {
                 let snapshot = with_algorithm(&self.quota, &self.default, key, |alg| {
                     alg.snapshot(state, now)
                 });
