@@ -42,6 +42,12 @@ const MAX_SHARDS: usize = 1 << 16;
 /// (small shards fill unevenly).
 const MIN_PER_SHARD_FOR_SPLIT: usize = 512;
 
+/// Keeps each shard's lock word on its own cache lines (128 bytes: two
+/// lines, for CPUs that prefetch pairs), so threads working on different
+/// shards do not contend through false sharing.
+#[repr(align(128))]
+struct CachePadded<T>(T);
+
 struct Shard<K, S> {
     buckets: Vec<Bucket<K, S>>,
     /// One bit per bucket: some key homed at or before it lives after it.
@@ -268,7 +274,7 @@ impl<K: Eq, S> Shard<K, S> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct ShardedKeyedTable<K, A: Algorithm, S = RandomSeed, Q = SameQuota> {
-    shards: Vec<RwLock<Shard<K, A::State>>>,
+    shards: Vec<CachePadded<RwLock<Shard<K, A::State>>>>,
     shard_shift: u32,
     per_shard: usize,
     hasher: S,
@@ -398,7 +404,7 @@ impl<A, S, Q> ShardedTableBuilder<A, S, Q> {
         }
         let per_shard = self.capacity.div_ceil(shards);
         let shard_list = (0..shards)
-            .map(|_| RwLock::new(Shard::new(per_shard)))
+            .map(|_| CachePadded(RwLock::new(Shard::new(per_shard))))
             .collect();
         let shared = self.default.new_state();
         Ok(ShardedKeyedTable {
@@ -459,7 +465,7 @@ where
     fn shard(&self, hash: u64) -> &RwLock<Shard<K, A::State>> {
         // shard_shift is 64 for one shard: checked_shr gives None → shard 0
         let i = hash.checked_shr(self.shard_shift).unwrap_or(0) as usize;
-        &self.shards[i & (self.shards.len() - 1)]
+        &self.shards[i & (self.shards.len() - 1)].0
     }
 
     /// Read-locks a shard. If a caller's callback (per-key quota, visitor)
@@ -650,7 +656,7 @@ where
     /// The number of tracked keys (shard by shard, so only a snapshot under
     /// concurrent use).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| self.read(s).len).sum()
+        self.shards.iter().map(|s| self.read(&s.0).len).sum()
     }
 
     /// True if no key is tracked.
@@ -663,7 +669,7 @@ where
     /// table). Allocates nothing.
     pub fn for_each_snapshot(&self, now: u64, mut visit: impl FnMut(&K, Snapshot)) {
         for shard in &self.shards {
-            let shard = self.read(shard);
+            let shard = self.read(&shard.0);
             for (key, state) in shard.entries() {
                 let snapshot = with_algorithm(&self.quota, &self.default, key, |alg| {
                     alg.snapshot(state, now)
@@ -685,7 +691,7 @@ where
     pub fn evict_refilled(&self, now: u64) -> usize {
         self.shards
             .iter()
-            .map(|s| self.sweep_always(&mut self.write(s), now))
+            .map(|s| self.sweep_always(&mut self.write(&s.0), now))
             .sum()
     }
 }
