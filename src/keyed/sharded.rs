@@ -532,9 +532,15 @@ where
                 if let Some(state) = shard.get(key, hash) {
                     return check_own(alg, state, n, now, &shard.hint);
                 }
-            }
-            if n == 0 {
-                return Ok(untracked_peek(alg, now));
+                if n == 0 {
+                    return Ok(untracked_peek(alg, now));
+                }
+                // Full of busy keys: answer without the write lock, so a
+                // flood of new keys never blocks the tracked keys' checks.
+                if shard.len >= shard.capacity && !shard.hint.worth_sweeping(now) {
+                    let wait = shard.hint.wait_from(now);
+                    return overflow(self.policy, alg, &self.default, &self.shared, n, now, wait);
+                }
             }
             // a new key: insert under the write lock
             let mut guard = self.write(lock);
