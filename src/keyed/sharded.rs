@@ -48,6 +48,8 @@ const MIN_PER_SHARD_FOR_SPLIT: usize = 512;
 #[repr(align(128))]
 struct CachePadded<T>(T);
 
+type ShardLock<K, S> = CachePadded<RwLock<Shard<K, S>>>;
+
 struct Shard<K, S> {
     buckets: Vec<Bucket<K, S>>,
     /// One bit per bucket: some key homed at or before it lives after it.
@@ -274,7 +276,7 @@ impl<K: Eq, S> Shard<K, S> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct ShardedKeyedTable<K, A: Algorithm, S = RandomSeed, Q = SameQuota> {
-    shards: Vec<CachePadded<RwLock<Shard<K, A::State>>>>,
+    shards: Vec<ShardLock<K, A::State>>,
     shard_shift: u32,
     per_shard: usize,
     hasher: S,
