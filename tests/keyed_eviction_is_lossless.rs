@@ -8,7 +8,9 @@ mod keyed_support;
 use keyed_support::Table;
 use proptest::prelude::*;
 use std::collections::HashMap;
-use tollgate::keyed::{HeaplessKeyedTable, KeyedPath, OverflowPolicy, ShardedKeyedTable};
+use tollgate::keyed::{
+    HeaplessKeyedTable, KeyedPath, LockFreeGcraTable, OverflowPolicy, RandomSeed, ShardedKeyedTable,
+};
 use tollgate::{Algorithm, Decision, Gcra, GcraState, Quota, Snapshot};
 
 const CAPACITY: usize = 4;
@@ -172,6 +174,22 @@ proptest! {
         prop_assert_eq!(table.capacity(), CAPACITY);
         run(&table, pick, &ops)?;
     }
+
+    #[test]
+    fn lock_free_table_matches_unbounded_map((even, odd) in algorithms(), ops in ops()) {
+        let pick = move |k: u64| if k.is_multiple_of(2) { even } else { odd };
+        let table = LockFreeGcraTable::with_options(
+            CAPACITY,
+            even,
+            OverflowPolicy::Deny,
+            RandomSeed::new(),
+            move |k: &u64| pick(*k),
+            Some(1),
+        )
+        .unwrap();
+        prop_assert_eq!(table.capacity(), CAPACITY);
+        run(&table, pick, &ops)?;
+    }
 }
 
 #[test]
@@ -211,7 +229,16 @@ fn a_stale_caller_gains_nothing_from_an_eviction() {
         .build::<u64>()
         .unwrap();
     let heapless = HeaplessKeyedTable::<u64, Gcra, 2>::new(alg);
-    let tables: [&dyn Table; 2] = [&sharded, &heapless];
+    let lock_free = LockFreeGcraTable::<u64>::with_options(
+        1,
+        alg,
+        OverflowPolicy::SharedBucket,
+        RandomSeed::new(),
+        tollgate::keyed::SameQuota,
+        Some(1),
+    )
+    .unwrap();
+    let tables: [&dyn Table; 3] = [&sharded, &heapless, &lock_free];
     for table in tables {
         assert!(table.check(1, 0).is_allowed()); // TAT = T
         assert_eq!(table.evict_refilled(10 * T), 1);

@@ -7,7 +7,10 @@ mod keyed_support;
 use keyed_support::Table;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use tollgate::keyed::{HeaplessKeyedTable, KeyedPath, OverflowPolicy, ShardedKeyedTable};
+use tollgate::keyed::{
+    HeaplessKeyedTable, KeyedPath, LockFreeGcraTable, OverflowPolicy, RandomSeed, SameQuota,
+    ShardedKeyedTable,
+};
 use tollgate::{Gcra, Quota};
 
 /// Counts allocations made by the current thread (tests run in parallel
@@ -158,6 +161,39 @@ fn sharded_allow_flood_admits_every_overflowing_key() {
     let outcome = flood(&table, KeyedPath::OverflowAllowed);
     assert_eq!(outcome.overflow_denied, 0);
     assert!(outcome.overflow_allowed > 980_000);
+}
+
+fn lock_free(policy: OverflowPolicy) -> LockFreeGcraTable<u64> {
+    LockFreeGcraTable::with_options(
+        10_000,
+        algorithm(),
+        policy,
+        RandomSeed::new(),
+        SameQuota,
+        None,
+    )
+    .unwrap()
+}
+
+#[test]
+fn lock_free_shared_bucket_flood_admits_one_burst_through_overflow() {
+    let table = lock_free(OverflowPolicy::SharedBucket);
+    let outcome = flood(&table, KeyedPath::SharedOverflow);
+    assert_eq!(outcome.overflow_allowed, u64::from(BURST));
+}
+
+#[test]
+fn lock_free_deny_flood_refuses_every_overflowing_key() {
+    let table = lock_free(OverflowPolicy::Deny);
+    let outcome = flood(&table, KeyedPath::OverflowDenied);
+    assert_eq!(outcome.overflow_allowed, 0);
+}
+
+#[test]
+fn lock_free_allow_flood_admits_every_overflowing_key() {
+    let table = lock_free(OverflowPolicy::Allow);
+    let outcome = flood(&table, KeyedPath::OverflowAllowed);
+    assert_eq!(outcome.overflow_denied, 0);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 mod keyed_support;
 
 use keyed_support::Table;
-use tollgate::keyed::{HeaplessKeyedTable, KeyedTableError, ShardedKeyedTable};
+use tollgate::keyed::{HeaplessKeyedTable, KeyedTableError, LockFreeGcraTable, ShardedKeyedTable};
 use tollgate::{Gcra, Quota};
 
 const MS: u64 = 1_000_000;
@@ -62,6 +62,13 @@ fn sharded_introspection() {
 fn heapless_introspection() {
     let table = HeaplessKeyedTable::<u64, Gcra, 64>::new(algorithm());
     assert_eq!(table.capacity(), 64);
+    introspection(&table);
+}
+
+#[test]
+fn lock_free_introspection() {
+    let table = LockFreeGcraTable::<u64>::new(64, algorithm()).unwrap();
+    assert!(table.capacity() >= 64);
     introspection(&table);
 }
 

@@ -4,7 +4,10 @@
 mod keyed_support;
 
 use keyed_support::Table;
-use tollgate::keyed::{HeaplessKeyedTable, KeyedPath, OverflowPolicy, ShardedKeyedTable};
+use tollgate::keyed::{
+    HeaplessKeyedTable, KeyedPath, LockFreeGcraTable, OverflowPolicy, RandomSeed, SameQuota,
+    ShardedKeyedTable,
+};
 use tollgate::{Gcra, Quota};
 
 const SECOND: u64 = 1_000_000_000;
@@ -25,6 +28,18 @@ fn sharded(policy: OverflowPolicy) -> ShardedKeyedTable<u64, Gcra> {
 
 fn heapless(policy: OverflowPolicy) -> HeaplessKeyedTable<u64, Gcra, 2> {
     HeaplessKeyedTable::new(algorithm()).with_overflow(policy)
+}
+
+fn lock_free(policy: OverflowPolicy) -> LockFreeGcraTable<u64> {
+    LockFreeGcraTable::with_options(
+        2,
+        algorithm(),
+        policy,
+        RandomSeed::new(),
+        SameQuota,
+        Some(1),
+    )
+    .unwrap()
 }
 
 /// Fills the table with keys 1 and 2: key 1 idle again at 2 s, key 2 at 1 s.
@@ -145,4 +160,19 @@ fn overflow_path_is_the_only_non_own_path() {
     ] {
         assert!(path.is_overflow());
     }
+}
+
+#[test]
+fn lock_free_shared_bucket() {
+    shared_bucket_is_one_quota_for_all_overflowing_keys(&lock_free(OverflowPolicy::SharedBucket));
+}
+
+#[test]
+fn lock_free_deny() {
+    deny_refuses_until_a_slot_can_free(&lock_free(OverflowPolicy::Deny));
+}
+
+#[test]
+fn lock_free_allow() {
+    allow_admits_as_a_fresh_key(&lock_free(OverflowPolicy::Allow));
 }

@@ -5,7 +5,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::Instant;
-use tollgate::keyed::{HeaplessKeyedTable, KeyedPath, OverflowPolicy, ShardedKeyedTable};
+use tollgate::keyed::{
+    HeaplessKeyedTable, KeyedPath, LockFreeGcraTable, OverflowPolicy, RandomSeed, SameQuota,
+    ShardedKeyedTable,
+};
 use tollgate::{Clock, Gcra, Quota, StdClock};
 
 const THREADS: usize = 4;
@@ -112,5 +115,37 @@ fn heapless_table_smaller_than_the_key_set() {
         let d = table.check(&key, now);
         (d.is_allowed(), d.path())
     });
+    assert_bound(&per_key, overflow, elapsed);
+}
+
+#[test]
+fn lock_free_table_smaller_than_the_key_set() {
+    // evictions, hole closing (moves) and lock-free checks race here
+    for policy in [OverflowPolicy::SharedBucket, OverflowPolicy::Deny] {
+        let table = LockFreeGcraTable::<u64>::with_options(
+            8,
+            algorithm(),
+            policy,
+            RandomSeed::new(),
+            SameQuota,
+            Some(2),
+        )
+        .unwrap();
+        let (per_key, overflow, elapsed) = hammer(&|key, now| {
+            let d = table.check(key, now);
+            (d.is_allowed(), d.path())
+        });
+        assert_bound(&per_key, overflow, elapsed);
+    }
+}
+
+#[test]
+fn lock_free_table_with_room_for_every_key() {
+    let table = LockFreeGcraTable::<u64>::new(64, algorithm()).unwrap();
+    let (per_key, overflow, elapsed) = hammer(&|key, now| {
+        let d = table.check(key, now);
+        (d.is_allowed(), d.path())
+    });
+    assert_eq!(overflow, 0);
     assert_bound(&per_key, overflow, elapsed);
 }

@@ -9,6 +9,7 @@
 //! | table | where | capacity | protection |
 //! |---|---|---|---|
 //! | [`HeaplessKeyedTable`] | `no_std`, no allocator | const generic `N` (power of two) | `critical-section` |
+//! | [`LockFreeGcraTable`] | feature `std`, GCRA, keys of ≤ 64 bits ([`WordKey`]) | chosen at run time, allocated once | none on the check path: one 128-bit compare-and-swap per slot |
 //! | [`ShardedKeyedTable`] | feature `std` | chosen at run time, allocated once | one `std::sync::RwLock` per shard (checks of tracked keys only read-lock) |
 //!
 //! Both store only each key's *state* (8 bytes for a [`Gcra`](crate::Gcra)
@@ -64,15 +65,21 @@
 
 use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
 use crate::limiter::Algorithm;
+#[cfg(feature = "std")]
+use crate::sync::{AtomicU64, Ordering};
 use core::fmt;
 
 mod hash;
 mod heapless_table;
+#[cfg(all(feature = "std", not(loom)))]
+mod lock_free;
 #[cfg(feature = "std")]
 mod sharded;
 
 pub use hash::{RandomSeed, SeededHasher};
 pub use heapless_table::HeaplessKeyedTable;
+#[cfg(all(feature = "std", not(loom)))]
+pub use lock_free::{LockFreeGcraTable, WordKey};
 #[cfg(feature = "std")]
 pub use sharded::{ShardedKeyedTable, ShardedTableBuilder};
 
@@ -301,6 +308,68 @@ impl SweepHint {
     #[inline]
     pub(crate) fn wait_from(&self, now: u64) -> u64 {
         self.next_idle_at.saturating_sub(now).max(1)
+    }
+}
+
+#[cfg(feature = "std")]
+/// The sweep hint of [`SweepHint`](super::SweepHint), lowered concurrently
+/// by checks under the read lock (`fetch_min`); started and reset only under
+/// the write lock or by refunds (which only lower it). `Relaxed` suffices:
+/// the shard's lock orders sweeps against checks.
+pub(crate) struct AtomicSweepHint {
+    swept_at: AtomicU64,
+    next_idle_at: AtomicU64,
+}
+
+#[cfg(feature = "std")]
+impl AtomicSweepHint {
+    pub(crate) fn new() -> Self {
+        Self {
+            swept_at: AtomicU64::new(0),
+            next_idle_at: AtomicU64::new(0),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn worth_sweeping(&self, now: u64) -> bool {
+        now < self.swept_at.load(Ordering::Relaxed)
+            || now >= self.next_idle_at.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn lower(&self, now: u64, reset_after: u64) {
+        let at = now.saturating_add(reset_after);
+        if at < self.next_idle_at.load(Ordering::Relaxed) {
+            self.next_idle_at.fetch_min(at, Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn reset(&self) {
+        self.next_idle_at.store(0, Ordering::Relaxed);
+    }
+
+    pub(crate) fn start(&self, now: u64) {
+        self.swept_at.store(now, Ordering::Relaxed);
+        self.next_idle_at.store(u64::MAX, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn insert_time(&self, now: u64) -> u64 {
+        let swept_at = self.swept_at.load(Ordering::Relaxed);
+        if now < swept_at && swept_at - now <= STALE_LIMIT_NANOS {
+            swept_at
+        } else {
+            now
+        }
+    }
+
+    #[inline]
+    pub(crate) fn wait_from(&self, now: u64) -> u64 {
+        self.next_idle_at
+            .load(Ordering::Relaxed)
+            .saturating_sub(now)
+            .max(1)
     }
 }
 

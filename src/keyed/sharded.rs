@@ -20,12 +20,11 @@
 //! no global lock and no allocation.
 
 use super::{
-    overflow, untracked_peek, with_algorithm, KeyQuota, KeyedDecision, KeyedTableError,
-    OverflowPolicy, RandomSeed, SameQuota, STALE_LIMIT_NANOS,
+    overflow, untracked_peek, with_algorithm, AtomicSweepHint, KeyQuota, KeyedDecision,
+    KeyedTableError, OverflowPolicy, RandomSeed, SameQuota,
 };
 use crate::decision::{CapacityExceeded, Snapshot};
 use crate::limiter::Algorithm;
-use crate::sync::{AtomicU64, Ordering};
 use core::hash::{BuildHasher, Hash};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::vec::Vec;
@@ -57,66 +56,6 @@ struct Shard<K, S> {
     len: usize,
     capacity: usize,
     hint: AtomicSweepHint,
-}
-
-/// The sweep hint of [`SweepHint`](super::SweepHint), lowered concurrently
-/// by checks under the read lock (`fetch_min`); started and reset only under
-/// the write lock or by refunds (which only lower it). `Relaxed` suffices:
-/// the shard's lock orders sweeps against checks.
-struct AtomicSweepHint {
-    swept_at: AtomicU64,
-    next_idle_at: AtomicU64,
-}
-
-impl AtomicSweepHint {
-    fn new() -> Self {
-        Self {
-            swept_at: AtomicU64::new(0),
-            next_idle_at: AtomicU64::new(0),
-        }
-    }
-
-    #[inline]
-    fn worth_sweeping(&self, now: u64) -> bool {
-        now < self.swept_at.load(Ordering::Relaxed)
-            || now >= self.next_idle_at.load(Ordering::Relaxed)
-    }
-
-    #[inline]
-    fn lower(&self, now: u64, reset_after: u64) {
-        let at = now.saturating_add(reset_after);
-        if at < self.next_idle_at.load(Ordering::Relaxed) {
-            self.next_idle_at.fetch_min(at, Ordering::Relaxed);
-        }
-    }
-
-    #[inline]
-    fn reset(&self) {
-        self.next_idle_at.store(0, Ordering::Relaxed);
-    }
-
-    fn start(&self, now: u64) {
-        self.swept_at.store(now, Ordering::Relaxed);
-        self.next_idle_at.store(u64::MAX, Ordering::Relaxed);
-    }
-
-    #[inline]
-    fn insert_time(&self, now: u64) -> u64 {
-        let swept_at = self.swept_at.load(Ordering::Relaxed);
-        if now < swept_at && swept_at - now <= STALE_LIMIT_NANOS {
-            swept_at
-        } else {
-            now
-        }
-    }
-
-    #[inline]
-    fn wait_from(&self, now: u64) -> u64 {
-        self.next_idle_at
-            .load(Ordering::Relaxed)
-            .saturating_sub(now)
-            .max(1)
-    }
 }
 
 /// Checks a tracked state and lowers the hint to its idle time.
@@ -424,7 +363,7 @@ impl<A, S, Q> ShardedTableBuilder<A, S, Q> {
 
 /// Four shards per CPU, but shards of at least 512 keys when possible and
 /// at most 4,095 always.
-fn default_shards(capacity: usize) -> usize {
+pub(crate) fn default_shards(capacity: usize) -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let for_parallelism = cpus.saturating_mul(4).next_power_of_two();
     let mut shards = 1;

@@ -89,3 +89,38 @@ impl<S: BuildHasher + Sync, Q: KeyQuota<u64, Gcra> + Sync> Table
         ShardedKeyedTable::shared_snapshot(self, now)
     }
 }
+
+impl<S: BuildHasher + Sync, Q: KeyQuota<u64, Gcra> + Sync> Table
+    for tollgate::keyed::LockFreeGcraTable<u64, S, Q>
+{
+    fn check_n(&self, key: u64, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded> {
+        tollgate::keyed::LockFreeGcraTable::check_n(self, key, n, now)
+    }
+    fn refund(&self, key: u64, n: u32, now: u64) {
+        tollgate::keyed::LockFreeGcraTable::refund(self, key, n, now);
+    }
+    fn snapshot(&self, key: u64, now: u64) -> Snapshot {
+        tollgate::keyed::LockFreeGcraTable::snapshot(self, key, now)
+    }
+    fn len(&self) -> usize {
+        tollgate::keyed::LockFreeGcraTable::len(self)
+    }
+    fn capacity(&self) -> usize {
+        tollgate::keyed::LockFreeGcraTable::capacity(self)
+    }
+    fn contains(&self, key: u64) -> bool {
+        tollgate::keyed::LockFreeGcraTable::contains(self, key)
+    }
+    fn evict_refilled(&self, now: u64) -> usize {
+        tollgate::keyed::LockFreeGcraTable::evict_refilled(self, now)
+    }
+    fn snapshots(&self, now: u64) -> Vec<(u64, Snapshot)> {
+        let mut out = Vec::new();
+        self.for_each_snapshot(now, |k, s| out.push((k, s)));
+        out.sort_by_key(|(k, _)| *k);
+        out
+    }
+    fn shared_snapshot(&self, now: u64) -> Snapshot {
+        tollgate::keyed::LockFreeGcraTable::shared_snapshot(self, now)
+    }
+}
