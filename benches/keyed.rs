@@ -1,4 +1,5 @@
-//! Keyed limiters side by side: tollgate's `ShardedKeyedTable` against
+//! Keyed limiters side by side: tollgate's `LockFreeGcraTable` and
+//! `ShardedKeyedTable` against
 //! governor's default keyed limiter (`DashMap`, `check_key`), on the same
 //! work in one run, so the ratio is what counts.
 //!
@@ -13,7 +14,7 @@
 //!   each structure holds after tracking the keys; printed before the
 //!   timings.
 //!
-//! `cargo bench --bench keyed` (about 40 s).
+//! `cargo bench --bench keyed` (about a minute).
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use governor::clock::FakeRelativeClock;
@@ -22,7 +23,7 @@ use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
-use tollgate::keyed::ShardedKeyedTable;
+use tollgate::keyed::{LockFreeGcraTable, ShardedKeyedTable};
 use tollgate::{Clock, Gcra, ManualClock, Quota};
 
 /// Net heap bytes held (allocations minus frees), process-wide.
@@ -84,6 +85,12 @@ fn tollgate_table(keys: u64) -> Tollgate {
     ShardedKeyedTable::new(capacity, alg).unwrap()
 }
 
+fn lock_free_table(keys: u64) -> LockFreeGcraTable<u64> {
+    let alg = Gcra::token_bucket(Quota::per_second(RATE).unwrap().allow_burst(BURST).unwrap());
+    let capacity = (keys as usize * 100).div_ceil(85).max(64);
+    LockFreeGcraTable::new(capacity, alg).unwrap()
+}
+
 fn governor_limiter(clock: FakeRelativeClock) -> Governor {
     let quota = governor::Quota::per_second(NonZeroU32::new(RATE).unwrap())
         .allow_burst(NonZeroU32::new(BURST).unwrap());
@@ -136,6 +143,15 @@ fn bytes_per_key() {
         drop(table);
 
         let before = held();
+        let table = lock_free_table(keys);
+        for k in 0..keys {
+            let _ = table.check(k, 0);
+        }
+        let lock_free_bytes = held() - before;
+        assert_eq!(table.len() as u64, keys);
+        drop(table);
+
+        let before = held();
         let limiter = governor_limiter(FakeRelativeClock::default());
         for k in 0..keys {
             let _ = limiter.check_key(&k);
@@ -143,8 +159,9 @@ fn bytes_per_key() {
         let governor_bytes = held() - before;
         drop(limiter);
         println!(
-            "  {keys:>7} keys: tollgate {:.1} B/key (capacity at {:.0} % occupancy), governor {:.1} B/key",
+            "  {keys:>7} keys: tollgate sharded {:.1} B/key, lock-free {:.1} B/key (capacity at {:.0} % occupancy), governor {:.1} B/key",
             tollgate_bytes as f64 / keys as f64,
+            lock_free_bytes as f64 / keys as f64,
             occupancy * 100.0,
             governor_bytes as f64 / keys as f64
         );
@@ -164,17 +181,26 @@ fn interleaved_minimum() {
         let fake = FakeRelativeClock::default();
         fake.advance(Duration::from_secs(1));
         let limiter = governor_limiter(fake.clone());
+        let lock_free = lock_free_table(keys);
         for k in 0..keys {
             let _ = table.check(&k, clock.now());
+            let _ = lock_free.check(k, clock.now());
             let _ = limiter.check_key(&k);
         }
-        let (mut best_t, mut best_g) = (f64::MAX, f64::MAX);
+        let (mut best_t, mut best_l, mut best_g) = (f64::MAX, f64::MAX, f64::MAX);
         for _ in 0..ROUNDS {
             let t = run(
                 CHECKS,
                 keys,
                 threads,
                 &|k| table.check(&k, clock.now()).is_allowed(),
+                &|| clock.advance(TICK),
+            );
+            let l = run(
+                CHECKS,
+                keys,
+                threads,
+                &|k| lock_free.check(k, clock.now()).is_allowed(),
                 &|| clock.advance(TICK),
             );
             let g = run(
@@ -184,11 +210,13 @@ fn interleaved_minimum() {
                 &|k| limiter.check_key(&k).is_ok(),
                 &|| fake.advance(TICK),
             );
+            best_l = best_l.min(l.as_nanos() as f64 / CHECKS as f64);
             best_t = best_t.min(t.as_nanos() as f64 / CHECKS as f64);
             best_g = best_g.min(g.as_nanos() as f64 / CHECKS as f64);
         }
         println!(
-            "  {keys:>7} keys, {threads} thread(s): tollgate {best_t:6.1}, governor {best_g:6.1}, ratio {:.2}",
+            "  {keys:>7} keys, {threads} thread(s): lock-free {best_l:6.1} (ratio {:.2}), sharded {best_t:6.1} (ratio {:.2}), governor {best_g:6.1}",
+            best_l / best_g,
             best_t / best_g
         );
     }
@@ -208,6 +236,21 @@ fn keyed(c: &mut Criterion) {
         for k in 0..keys {
             let _ = table.check(&k, clock.now());
         }
+        let lock_free = lock_free_table(keys);
+        for k in 0..keys {
+            let _ = lock_free.check(k, clock.now());
+        }
+        group.bench_function("tollgate LockFreeGcraTable", |b| {
+            b.iter_custom(|iters| {
+                run(
+                    iters,
+                    keys,
+                    threads,
+                    &|k| lock_free.check(k, clock.now()).is_allowed(),
+                    &|| clock.advance(TICK),
+                )
+            });
+        });
         group.bench_function("tollgate ShardedKeyedTable", |b| {
             b.iter_custom(|iters| {
                 run(
