@@ -37,7 +37,7 @@
 //! | [`decision`] | [`Decision`], [`Snapshot`], [`Denied`], [`CapacityExceeded`] |
 //! | [`limiter`] | the [`Algorithm`] and [`Limiter`] traits, [`Bucket`] |
 //! | [`rate_limiter`] | [`RateLimiter`]: a limiter bundled with its clock |
-//! | [`keyed`] | per-key limiters in fixed-capacity tables: [`keyed::HeaplessKeyedTable`] (`no_std`), [`keyed::ShardedKeyedTable`] (`std`) |
+//! | [`keyed`] | per-key limiters in fixed-capacity tables: [`keyed::HeaplessKeyedTable`] (`no_std`), [`keyed::ShardedKeyedTable`] and [`keyed::LockFreeGcraTable`] (`std`) |
 //!
 //! Algorithms are small `Copy` configurations; state is a few atomic bytes
 //! (8 for a GCRA bucket). An operation is "algorithm applied to state at
@@ -121,6 +121,9 @@
 //! grows with traffic. [`keyed::ShardedKeyedTable`] (feature `std`) picks
 //! its capacity at run time, allocates once, hashes with a random per-table
 //! seed, and read-locks one shard per check;
+//! [`keyed::LockFreeGcraTable`] does the same for GCRA buckets and keys of
+//! at most 64 bits (integers, `Ipv4Addr`) with no lock at all on the check
+//! path (key and TAT share one 128-bit atomic);
 //! [`keyed::HeaplessKeyedTable`] is the `no_std` twin (const capacity,
 //! `critical-section`, can be a `static`).
 //!
@@ -165,7 +168,7 @@
 //!
 //! | feature | default | adds |
 //! |---|---|---|
-//! | `std` | yes | [`StdClock`], `Clock`/`Limiter` for `Arc` and `Box`, [`keyed::ShardedKeyedTable`] |
+//! | `std` | yes | [`StdClock`], `Clock`/`Limiter` for `Arc` and `Box`, [`keyed::ShardedKeyedTable`], [`keyed::LockFreeGcraTable`] |
 //!
 //! Without default features the crate is `no_std` and allocation-free. On
 //! targets without native 64-bit atomics (thumbv6m, riscv32imc) the final
