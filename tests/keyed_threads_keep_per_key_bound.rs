@@ -149,3 +149,60 @@ fn lock_free_table_with_room_for_every_key() {
     assert_eq!(overflow, 0);
     assert_bound(&per_key, overflow, elapsed);
 }
+
+#[test]
+fn lock_free_moves_lose_no_admission() {
+    // Key 0 has a huge burst and is hammered by two threads at a fixed
+    // `now`, while a third thread churns short-lived keys through a tiny
+    // table: sweeps evict them and close holes, moving key 0's slot around
+    // under the checkers. Every admission must land in key 0's bucket
+    // exactly once: its TAT ends at admitted × T.
+    const CHECKS: u64 = 200_000;
+    const HUGE: u32 = 1_000_000;
+    let hot = Gcra::token_bucket(Quota::per_second(1).unwrap().allow_burst(HUGE).unwrap());
+    let churn = Gcra::token_bucket(Quota::from_nanos(1, 1).unwrap());
+    let table = LockFreeGcraTable::<u64, _, _>::with_options(
+        2,
+        churn,
+        OverflowPolicy::Deny,
+        RandomSeed::new(),
+        move |k: &u64| if *k == 0 { hot } else { churn },
+        Some(1),
+    )
+    .unwrap();
+    assert!(table.check(0, 0).is_allowed());
+    let admitted = AtomicU64::new(1);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..CHECKS {
+                    let d = table.check(0, 0);
+                    assert_eq!(d.path(), KeyedPath::Own);
+                    if d.is_allowed() {
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        s.spawn(|| {
+            let mut now = 1;
+            while !done.load(Ordering::Relaxed) || now < 10_000 {
+                let _ = table.check(1 + now % 50, now);
+                now += 1;
+                if now > 10_000_000 {
+                    break;
+                }
+            }
+        });
+        // let the checkers finish, then stop the churn
+        while admitted.load(Ordering::Relaxed) < 2 * CHECKS + 1 {
+            std::thread::yield_now();
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    let admitted = admitted.load(Ordering::Relaxed);
+    assert_eq!(admitted, 2 * CHECKS + 1);
+    let remaining = table.snapshot(0, 0).remaining();
+    assert_eq!(u64::from(remaining), u64::from(HUGE) - admitted);
+}

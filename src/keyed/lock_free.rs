@@ -392,7 +392,9 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
         }
         // a new key, or a writer was moving entries: under the mutex
         let _writer = shard.lock();
-        loop {
+        // Under the mutex nothing moves or leaves, so one pass decides; the
+        // bound only guards against looping on a broken invariant.
+        for _ in 0..4 {
             match shard.find(word, hash) {
                 Find::Found(i, w) => {
                     if let Some(result) = self.apply(shard, &alg, word, (i, w), n, now) {
@@ -433,11 +435,10 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
                     return Ok(KeyedDecision::new(decision, KeyedPath::Own));
                 }
                 // frozen slots exist only inside a writer, and we are it
-                Find::Busy => {
-                    return overflow(self.policy, &alg, &self.default, &self.shared, n, now, 1)
-                }
+                Find::Busy => break,
             }
         }
+        overflow(self.policy, &alg, &self.default, &self.shared, n, now, 1)
     }
 
     /// Evicts the shard's idle keys and closes the holes (caller holds the
