@@ -196,8 +196,8 @@ fn bytes_per_key() {
 /// on a shared, noisy machine the minimum of many short alternating rounds
 /// is the most stable estimate of each side's cost.
 fn interleaved_minimum() {
-    const ROUNDS: usize = 15;
-    const CHECKS: u64 = 400_000;
+    const ROUNDS: usize = 41;
+    const CHECKS: u64 = 200_000;
     println!("interleaved minimum of {ROUNDS} rounds x {CHECKS} checks (ns per check):");
     for (keys, threads, shuffled) in [
         (1u64, 1u64, false),
