@@ -22,6 +22,21 @@ fn two_tables_get_different_seeds() {
 }
 
 #[test]
+fn two_lock_free_tables_get_different_seeds() {
+    let a = ShardedKeyedTable::builder(algorithm())
+        .build_lock_free::<u64>()
+        .unwrap();
+    let b = ShardedKeyedTable::builder(algorithm())
+        .build_lock_free::<u64>()
+        .unwrap();
+    assert!(a.hasher() != b.hasher());
+    let differing = (0u64..1_000)
+        .filter(|k| a.hasher().hash_one(k) != b.hasher().hash_one(k))
+        .count();
+    assert_eq!(differing, 1_000);
+}
+
+#[test]
 fn seeds_differ_across_threads_too() {
     let here = RandomSeed::new();
     let there = std::thread::spawn(RandomSeed::new).join().unwrap();

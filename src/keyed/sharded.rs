@@ -361,6 +361,43 @@ impl<A, S, Q> ShardedTableBuilder<A, S, Q> {
     }
 }
 
+#[cfg(not(loom))]
+impl<S: BuildHasher, Q> ShardedTableBuilder<crate::gcra::Gcra, S, Q> {
+    /// Allocates a [`LockFreeGcraTable`](super::LockFreeGcraTable) with
+    /// this configuration instead: GCRA buckets, word-sized keys, no lock
+    /// on the check path.
+    ///
+    /// ```
+    /// use tollgate::keyed::{OverflowPolicy, ShardedKeyedTable};
+    /// use tollgate::{Gcra, Quota};
+    ///
+    /// let table = ShardedKeyedTable::builder(Gcra::token_bucket(Quota::per_second(100)?))
+    ///     .capacity(50_000)
+    ///     .overflow(OverflowPolicy::Deny)
+    ///     .build_lock_free::<std::net::Ipv4Addr>()?;
+    /// assert!(table.check("203.0.113.9".parse()?, 0).is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`KeyedTableError`] for a zero capacity, an invalid shard count, or a
+    /// capacity above `shards × 4,095`.
+    pub fn build_lock_free<K>(self) -> Result<super::LockFreeGcraTable<K, S, Q>, KeyedTableError>
+    where
+        K: super::WordKey,
+        Q: KeyQuota<K, crate::gcra::Gcra>,
+    {
+        super::LockFreeGcraTable::with_options(
+            self.capacity,
+            self.default,
+            self.policy,
+            self.hasher,
+            self.quota,
+            self.shards,
+        )
+    }
+}
+
 /// Four shards per CPU, but shards of at least 512 keys when possible and
 /// at most 4,095 always.
 pub(crate) fn default_shards(capacity: usize) -> usize {
