@@ -13,8 +13,11 @@
 //! (which fails if a reader just used the key), then moves the remaining
 //! entries of each probe run back towards their home slot so that runs
 //! have no holes. A moving entry is first *frozen* (a reserved TAT value):
-//! a reader that meets a frozen or missing key falls back to the mutex, so
-//! it waits for the writer instead of deciding on a half-moved table.
+//! a reader that meets a frozen key falls back to the mutex. A reader whose
+//! probe ends at an empty slot trusts that "absent" only if no sweep ran
+//! meanwhile (a per-shard sequence counter, odd during a sweep); otherwise
+//! it also falls back to the mutex, so a key in the middle of a move is
+//! never mistaken for a new one.
 
 use super::{
     overflow, untracked_peek, AtomicSweepHint, KeyQuota, KeyedDecision, KeyedPath, KeyedTableError,
@@ -113,6 +116,10 @@ struct Shard {
     len: AtomicU64,
     capacity: usize,
     hint: AtomicSweepHint,
+    /// Odd while a sweep is evicting or moving entries (a sequence lock for
+    /// lock-free "absent" answers: a probe can stop at a hole that a move
+    /// is about to fill).
+    sweeps: AtomicU64,
 }
 
 impl Shard {
@@ -125,6 +132,7 @@ impl Shard {
             len: AtomicU64::new(0),
             capacity,
             hint: AtomicSweepHint::new(),
+            sweeps: AtomicU64::new(0),
         }
     }
 
@@ -160,6 +168,21 @@ impl Shard {
             }
         }
         Find::Busy
+    }
+
+    /// [`find`](Self::find) without the mutex: an "absent" seen while a
+    /// sweep ran may be a key in the middle of a move, so it is reported as
+    /// busy (the caller then takes the mutex).
+    #[inline]
+    fn find_unlocked(&self, key: u64, hash: u64) -> Find {
+        let seq = self.sweeps.load(Ordering::Acquire);
+        match self.find(key, hash) {
+            // slot loads are Acquire: the second load is not moved before them
+            Find::Absent(_) if seq % 2 == 1 || self.sweeps.load(Ordering::Acquire) != seq => {
+                Find::Busy
+            }
+            found => found,
+        }
     }
 
     #[inline]
@@ -373,7 +396,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
         let word = key.to_word();
         let shard = self.shard(hash);
         // lock-free: the key is tracked and nobody is moving it
-        match shard.find(word, hash) {
+        match shard.find_unlocked(word, hash) {
             Find::Found(i, w) => {
                 if let Some(result) = self.apply(shard, &alg, word, (i, w), n, now) {
                     return result;
@@ -452,6 +475,8 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
         else {
             return 0;
         };
+        // odd: lock-free "absent" answers are not trusted until it is even
+        shard.sweeps.fetch_add(1, Ordering::AcqRel);
         let mut evicted = 0;
         for i in 0..shard.slots.len() {
             let mut word = shard.load(i);
@@ -479,6 +504,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
             shard.len.fetch_sub(evicted as u64, Ordering::Relaxed);
             self.close_holes(shard, start);
         }
+        shard.sweeps.fetch_add(1, Ordering::Release);
         evicted
     }
 
@@ -557,7 +583,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
         let hash = self.hasher.hash_one(key);
         let word = key.to_word();
         let shard = self.shard(hash);
-        let found = match shard.find(word, hash) {
+        let found = match shard.find_unlocked(word, hash) {
             Find::Busy => {
                 let _writer = shard.lock();
                 shard.find(word, hash)
