@@ -198,6 +198,105 @@ impl Gcra {
             capacity: self.capacity,
         }
     }
+
+    /// The lead of a stored TAT at `now`, healed if it is beyond what a
+    /// monotonic clock can leave.
+    #[inline]
+    fn lead_at(&self, tat: u64, now: u64) -> u64 {
+        let lead = tat.saturating_sub(now);
+        if lead > self.heal_limit {
+            self.empty_lead
+        } else {
+            lead
+        }
+    }
+
+    /// GCRA as a pure function of a stored TAT: the decision for `n`
+    /// permits at `now`, and the TAT to store (`None`: leave it unchanged).
+    ///
+    /// This is [`Algorithm::check_n`] without the atomic: for stores that
+    /// keep the TAT elsewhere (a lock-free keyed slot, a remote store) and
+    /// install the new value with their own compare-and-swap. `n = 0` is a
+    /// peek.
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` is more than the bucket can ever grant.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, Quota};
+    ///
+    /// let gcra = Gcra::token_bucket(Quota::per_second(10)?.allow_burst(2)?);
+    /// let (first, tat) = gcra.step(0, 1, 0)?;
+    /// assert!(first.is_allowed());
+    /// assert_eq!(tat, Some(100_000_000)); // one interval T ahead of now
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn step(
+        &self,
+        tat: u64,
+        n: u32,
+        now: u64,
+    ) -> Result<(Decision, Option<u64>), CapacityExceeded> {
+        if n > self.capacity {
+            return Err(self.exceeded(n));
+        }
+        let raw_lead = tat.saturating_sub(now);
+        let healed = raw_lead > self.heal_limit;
+        let lead = if healed { self.empty_lead } else { raw_lead };
+        if n == 0 {
+            return Ok((Decision::Allowed(self.snapshot_for_lead(lead)), None));
+        }
+        let admit_lead = self.admit_lead(n);
+        if lead > admit_lead {
+            let retry = lead - admit_lead;
+            let decision = Decision::Denied(Denied::new(retry, self.snapshot_for_lead(lead)));
+            // Persist a heal so the bucket recovers instead of re-healing
+            // forever.
+            let store = healed.then(|| now.saturating_add(self.empty_lead));
+            return Ok((decision, store));
+        }
+        let new_lead = lead + (n as u64) * self.interval; // ≤ max_lead
+        Ok((
+            Decision::Allowed(self.snapshot_for_lead(new_lead)),
+            Some(now.saturating_add(new_lead)),
+        ))
+    }
+
+    /// The TAT after refunding `n` permits at `now` (`None`: unchanged).
+    /// Never before `now`, so a refund cannot lift capacity above the burst.
+    #[inline]
+    #[must_use]
+    pub fn refunded(&self, tat: u64, n: u32, now: u64) -> Option<u64> {
+        let give_back = (n as u64).saturating_mul(self.interval);
+        if give_back == 0 || tat <= now {
+            return None;
+        }
+        Some(core::cmp::max(tat.saturating_sub(give_back), now))
+    }
+
+    /// The snapshot of a bucket with stored `tat` at `now`.
+    #[inline]
+    #[must_use]
+    pub fn snapshot_of(&self, tat: u64, now: u64) -> Snapshot {
+        self.snapshot_for_lead(self.lead_at(tat, now))
+    }
+
+    /// Nanoseconds until `n` permits would be admitted by a bucket with
+    /// stored `tat` (0 if now).
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` can never be granted.
+    #[inline]
+    pub fn wait_of(&self, tat: u64, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+        if n > self.capacity {
+            return Err(self.exceeded(n));
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        Ok(self.lead_at(tat, now).saturating_sub(self.admit_lead(n)))
+    }
 }
 
 /// A GCRA bucket's state: one atomic `u64` theoretical arrival time.
@@ -241,53 +340,21 @@ impl Algorithm for Gcra {
 
     #[inline]
     fn check_n(&self, state: &GcraState, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
-        if n > self.capacity {
-            return Err(self.exceeded(n));
-        }
-        if n == 0 {
-            return Ok(Decision::Allowed(self.snapshot(state, now)));
-        }
         let mut tat = state.tat.load(Ordering::Relaxed);
-        let cost = (n as u64) * self.interval; // ≤ max_lead, no overflow
-        let admit_lead = self.admit_lead(n);
         loop {
-            let mut lead = tat.saturating_sub(now);
-            let healed = lead > self.heal_limit;
-            if healed {
-                lead = self.empty_lead;
-            }
-            if lead > admit_lead {
-                let retry = lead - admit_lead;
-                let decision = Decision::Denied(Denied::new(retry, self.snapshot_for_lead(lead)));
-                if !healed {
-                    return Ok(decision);
-                }
-                // Persist the heal so the bucket recovers instead of
-                // re-healing forever; a lost race means someone else moved
-                // the TAT, so decide again on their value.
-                let healed_tat = now.saturating_add(self.empty_lead);
-                match state.tat.compare_exchange_weak(
-                    tat,
-                    healed_tat,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return Ok(decision),
-                    Err(current) => {
-                        tat = current;
-                        continue;
-                    }
-                }
-            }
-            let new_lead = lead + cost; // ≤ admit_lead + cost ≤ max_lead
-            let new_tat = now.saturating_add(new_lead);
+            let (decision, store) = self.step(tat, n, now)?;
+            let Some(new_tat) = store else {
+                return Ok(decision);
+            };
+            // A lost race means someone else moved the TAT: decide again on
+            // their value.
             match state.tat.compare_exchange_weak(
                 tat,
                 new_tat,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Ok(Decision::Allowed(self.snapshot_for_lead(new_lead))),
+                Ok(_) => return Ok(decision),
                 Err(current) => tat = current,
             }
         }
@@ -295,17 +362,8 @@ impl Algorithm for Gcra {
 
     #[inline]
     fn refund(&self, state: &GcraState, n: u32, now: u64) {
-        let give_back = (n as u64).saturating_mul(self.interval);
-        if give_back == 0 {
-            return;
-        }
         let mut tat = state.tat.load(Ordering::Relaxed);
-        loop {
-            if tat <= now {
-                return; // already full: nothing to give back
-            }
-            // Never before `now`: a refund cannot lift capacity above the burst.
-            let new_tat = core::cmp::max(tat.saturating_sub(give_back), now);
+        while let Some(new_tat) = self.refunded(tat, n, now) {
             match state.tat.compare_exchange_weak(
                 tat,
                 new_tat,
@@ -320,13 +378,7 @@ impl Algorithm for Gcra {
 
     #[inline]
     fn snapshot(&self, state: &GcraState, now: u64) -> Snapshot {
-        let lead = state.tat.load(Ordering::Relaxed).saturating_sub(now);
-        let lead = if lead > self.heal_limit {
-            self.empty_lead
-        } else {
-            lead
-        };
-        self.snapshot_for_lead(lead)
+        self.snapshot_of(state.tat.load(Ordering::Relaxed), now)
     }
 
     #[inline]
@@ -336,19 +388,7 @@ impl Algorithm for Gcra {
         n: u32,
         now: u64,
     ) -> Result<u64, CapacityExceeded> {
-        if n > self.capacity {
-            return Err(self.exceeded(n));
-        }
-        if n == 0 {
-            return Ok(0);
-        }
-        let lead = state.tat.load(Ordering::Relaxed).saturating_sub(now);
-        let lead = if lead > self.heal_limit {
-            self.empty_lead
-        } else {
-            lead
-        };
-        Ok(lead.saturating_sub(self.admit_lead(n)))
+        self.wait_of(state.tat.load(Ordering::Relaxed), n, now)
     }
 
     #[inline]

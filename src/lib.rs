@@ -43,6 +43,7 @@
 //! | [`stats`] | [`WithStats`]: opt-in admitted / refused / refunded counters |
 //! | `queue` (feature `tokio`) | `Queue`: ordered, bounded async waiting in front of any limiter |
 //! | [`remote`] | [`AsyncKeyedLimiter`](remote::AsyncKeyedLimiter): the async keyed backend seam (local or Redis) |
+//! | [`keyed`] | per-key limiters in fixed-capacity tables: [`keyed::HeaplessKeyedTable`] (`no_std`), [`keyed::ShardedKeyedTable`] and [`keyed::LockFreeGcraTable`] (`std`) |
 //!
 //! Algorithms are small `Copy` configurations; state is a few atomic bytes
 //! (8 for a GCRA bucket). An operation is "algorithm applied to state at
@@ -207,6 +208,48 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! ## Keyed limiters (per client, per key)
+//!
+//! A keyed table gives every key (client IP, API key, sensor id) its own
+//! bucket, in a table whose capacity is fixed when it is built: memory never
+//! grows with traffic. [`keyed::ShardedKeyedTable`] (feature `std`) picks
+//! its capacity at run time, allocates once, hashes with a random per-table
+//! seed, and read-locks one shard per check;
+//! [`keyed::LockFreeGcraTable`] does the same for GCRA buckets and keys of
+//! at most 64 bits (integers, `Ipv4Addr`) with no lock at all on the check
+//! path (key and TAT share one 128-bit atomic);
+//! [`keyed::HeaplessKeyedTable`] is the `no_std` twin (const capacity,
+//! `critical-section`, can be a `static`).
+//!
+//! ```
+//! use tollgate::keyed::{KeyedPath, OverflowPolicy, ShardedKeyedTable};
+//! use tollgate::{Gcra, Quota};
+//!
+//! let per_client = Gcra::token_bucket(Quota::per_second(10)?.allow_burst(2)?);
+//! let table = ShardedKeyedTable::builder(per_client)
+//!     .capacity(2)
+//!     .shards(1)
+//!     .overflow(OverflowPolicy::Deny)
+//!     .build::<u32>()?;
+//!
+//! assert!(table.check(&1, 0).is_allowed());
+//! assert!(table.check(&2, 0).is_allowed());
+//! // Full of keys that are still throttled: key 3 is refused, never are
+//! // keys 1 and 2 forgotten (that would reset their limits).
+//! let third = table.check(&3, 0);
+//! assert_eq!(third.path(), KeyedPath::OverflowDenied);
+//! // 100 ms later both have refilled; evicting them changes nothing, so
+//! // key 3 takes a slot.
+//! assert_eq!(table.check(&3, 100_000_000).path(), KeyedPath::Own);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! When a full table has nothing to evict, the [`keyed::OverflowPolicy`]
+//! decides: a shared overflow bucket with the default quota (default), deny,
+//! or allow; every [`keyed::KeyedDecision`] says which path it took. A
+//! per-key quota is any `Fn(&K) -> A`. See [`keyed`] for the security
+//! reasoning and capacity sizing.
+//!
 //! ## Clocks that go backwards
 //!
 //! A clock that jumps back (VM migration, suspend) never makes a bucket
@@ -333,14 +376,11 @@
 //!
 //! | feature | default | adds |
 //! |---|---|---|
-//! | `std` | yes | [`StdClock`], [`CoarseClock`], `Clock`/`Limiter` for `Arc` and `Box` |
+//! | `std` | yes | [`StdClock`], [`CoarseClock`], `Clock`/`Limiter` for `Arc` and `Box`, [`keyed::ShardedKeyedTable`], [`keyed::LockFreeGcraTable`] |
 //! | `quanta` | no | `QuantaClock` (in [`clock`]): a TSC clock through the `quanta` crate |
-//! | `std` | yes | [`StdClock`], `Clock`/`Limiter` for `Arc` and `Box` |
 //! | `embassy` | no | `embassy::EmbassyClock`, async `acquire(n).await` / `until_ready(n).await` with deadlines (module `embassy`) |
 //! | `tokio` | no | `queue`: async queued acquisition; `TokioClock` (implies `std`) |
-//!
-//! | `quanta` | no | `[`QuantaClock`](clock::QuantaClock) (feature-gated): a TSC clock through the `quanta` crate |
-//! | `redis` | no | `redis::RedisStore` (feature-gated): distributed GCRA and fixed window on Redis/Valkey, with tokio |
+//! | `redis` | no | `redis::RedisStore`: distributed GCRA and fixed window on Redis/Valkey, with tokio (implies `std`) |
 //!
 //! Without default features the crate is `no_std` and allocation-free. On
 //! targets without native 64-bit atomics (thumbv6m, riscv32imc) the final
@@ -364,6 +404,9 @@
 //! fails if that ever stops being true. Run it with `loom-tests/run.sh`.
 
 #![no_std]
+// The library never uses unsafe code. (Cargo.toml only denies it, so that
+// a test binary can install a counting global allocator.)
+#![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 #[cfg(feature = "std")]
@@ -376,6 +419,7 @@ pub mod decision;
 #[cfg(feature = "embassy")]
 pub mod embassy;
 pub mod gcra;
+pub mod keyed;
 pub mod limiter;
 #[cfg(feature = "tokio")]
 pub mod queue;

@@ -16,6 +16,11 @@
 #[cfg(loom)]
 #[allow(unused_imports)]
 pub use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+/// 128-bit slots of the lock-free keyed table (key and TAT in one word).
+/// Loom has no 128-bit atomic, so that table does not exist under loom.
+#[cfg(not(loom))]
+#[allow(unused_imports)]
+pub use portable_atomic::AtomicU128;
 #[cfg(not(loom))]
 #[allow(unused_imports)]
 pub use portable_atomic::{AtomicU32, AtomicU64, Ordering};

@@ -1,0 +1,454 @@
+//! Keyed (partitioned) limiters: one bucket per key in a table of fixed
+//! capacity.
+//!
+//! A keyed limiter maps a key (client IP, API key, sensor id, CAN id, …) to
+//! the state of its own limiter. Memory is fixed when the table is built and
+//! never grows with traffic, so a flood of distinct keys (an attacker with an
+//! IPv6 /64) cannot exhaust memory.
+//!
+//! | table | where | capacity | protection |
+//! |---|---|---|---|
+//! | [`HeaplessKeyedTable`] | `no_std`, no allocator | const generic `N` (power of two) | `critical-section` |
+//! | [`LockFreeGcraTable`] | feature `std`, GCRA, keys of ≤ 64 bits ([`WordKey`]) | chosen at run time, allocated once | none on the check path: one 128-bit compare-and-swap per slot |
+//! | [`ShardedKeyedTable`] | feature `std` | chosen at run time, allocated once | one `std::sync::RwLock` per shard (checks of tracked keys only read-lock) |
+//!
+//! Both store only each key's *state* (8 bytes for a [`Gcra`](crate::Gcra)
+//! bucket) and apply the key's [`Algorithm`] to it on every check, so
+//! per-key quotas ([`KeyQuota`]) cost no memory.
+//!
+//! # Lossless eviction
+//!
+//! When a new key arrives and the table is full, the table first evicts
+//! every key whose state is *idle* ([`Algorithm::is_idle`]: a bucket that
+//! has refilled is indistinguishable from a fresh one). Dropping such a key
+//! changes no future decision: if it comes back it gets a fresh state, which
+//! is exactly what it had. Eviction is therefore invisible to callers.
+//!
+//! A key that is still throttled (its bucket not yet refilled) is **never**
+//! evicted. If it were, an attacker could reset its own limit at will: send
+//! requests under key `A` until refused, then send requests under fresh keys
+//! `B`, `C`, … until the table has to make room, pushing `A` out; `A` comes
+//! back with a full bucket. Key rotation would then defeat the limit. Keeping
+//! throttled keys means a full table of busy keys refuses *new* keys through
+//! the [`OverflowPolicy`] instead of forgetting old ones.
+//!
+//! Sweeping a full table costs one pass over it (one shard of the std
+//! table); the table remembers the earliest time any tracked key can become
+//! idle and skips the pass until then, so a flood of new keys against a
+//! table of busy keys costs O(1) per request.
+//!
+//! # Overflow policy
+//!
+//! When a new key finds the table full of busy keys:
+//!
+//! - [`OverflowPolicy::SharedBucket`] (default): all such keys share one
+//!   extra state running the table's default algorithm. Overflowing traffic
+//!   as a whole is limited to one key's quota; a legitimate client may be
+//!   refused because of an attacker's traffic, but nobody gets more than the
+//!   quota through the overflow.
+//! - [`OverflowPolicy::Deny`]: refuse the request (fail closed), with
+//!   `retry_after` set to the earliest time a slot can free up.
+//! - [`OverflowPolicy::Allow`]: treat the key as fresh and admit what a fresh
+//!   key would get (fail open). Each overflowing request is judged alone, so
+//!   this does not bound overflowing traffic: choose it only when refusing
+//!   is worse than not limiting.
+//!
+//! Every check returns a [`KeyedDecision`]: the [`Decision`] plus the
+//! [`KeyedPath`] that produced it, so callers can log or count overflow.
+//!
+//! # Choosing the capacity
+//!
+//! Size the table for the number of keys that can be *busy* at once: keys
+//! seen within one refill period (`burst × interval` for a token bucket).
+//! Keys that have refilled free their slots on demand. See the README for
+//! bytes per key.
+
+use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
+use crate::limiter::Algorithm;
+#[cfg(feature = "std")]
+use crate::sync::{AtomicU64, Ordering};
+use core::fmt;
+
+mod hash;
+mod heapless_table;
+#[cfg(all(feature = "std", not(loom)))]
+mod lock_free;
+#[cfg(feature = "std")]
+mod sharded;
+
+pub use hash::{RandomSeed, SeededHasher};
+pub use heapless_table::HeaplessKeyedTable;
+#[cfg(all(feature = "std", not(loom)))]
+pub use lock_free::{LockFreeGcraTable, WordKey};
+#[cfg(feature = "std")]
+pub use sharded::{ShardedKeyedTable, ShardedTableBuilder};
+
+/// What a keyed table does with a new key when it is full and no tracked key
+/// can be evicted losslessly. See the [module docs](self) for the reasoning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum OverflowPolicy {
+    /// Keys without a slot share one state running the default algorithm.
+    #[default]
+    SharedBucket,
+    /// Refuse keys without a slot (fail closed).
+    Deny,
+    /// Admit keys without a slot as if they were fresh (fail open).
+    Allow,
+}
+
+/// Which state a keyed table used to answer a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyedPath {
+    /// The key's own state (already tracked, newly inserted, or, for a peek
+    /// of an untracked key, the fresh state it would get).
+    Own,
+    /// The table was full: answered by the shared overflow state
+    /// ([`OverflowPolicy::SharedBucket`]).
+    SharedOverflow,
+    /// The table was full: refused ([`OverflowPolicy::Deny`]).
+    OverflowDenied,
+    /// The table was full: admitted as a fresh key ([`OverflowPolicy::Allow`]).
+    OverflowAllowed,
+}
+
+impl KeyedPath {
+    /// True for every path except [`KeyedPath::Own`]: the key got no slot.
+    #[must_use]
+    pub const fn is_overflow(&self) -> bool {
+        !matches!(self, Self::Own)
+    }
+}
+
+/// A keyed table's answer: the [`Decision`] and the [`KeyedPath`] taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[must_use]
+pub struct KeyedDecision {
+    decision: Decision,
+    path: KeyedPath,
+}
+
+impl KeyedDecision {
+    /// A decision reached through `path`.
+    pub const fn new(decision: Decision, path: KeyedPath) -> Self {
+        Self { decision, path }
+    }
+
+    /// The decision.
+    pub const fn decision(&self) -> &Decision {
+        &self.decision
+    }
+
+    /// The decision, dropping the path.
+    pub const fn into_decision(self) -> Decision {
+        self.decision
+    }
+
+    /// Which state answered.
+    #[must_use]
+    pub const fn path(&self) -> KeyedPath {
+        self.path
+    }
+
+    /// True if the request was admitted.
+    #[must_use]
+    pub const fn is_allowed(&self) -> bool {
+        self.decision.is_allowed()
+    }
+
+    /// True if the request was refused.
+    #[must_use]
+    pub const fn is_denied(&self) -> bool {
+        self.decision.is_denied()
+    }
+}
+
+/// Gives each key its algorithm (its quota): the per-key quota function.
+///
+/// Implemented by [`SameQuota`] (every key uses the table's default) and by
+/// every closure or `fn` `Fn(&K) -> A`. The function is called on every
+/// check of the key and must be deterministic (the same key always gets the
+/// same algorithm), cheap, and must not call into the same table.
+pub trait KeyQuota<K: ?Sized, A> {
+    /// The algorithm for `key`, or `None` for the table's default.
+    fn algorithm_for(&self, key: &K) -> Option<A>;
+}
+
+/// Every key uses the table's default algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SameQuota;
+
+impl<K: ?Sized, A> KeyQuota<K, A> for SameQuota {
+    #[inline(always)]
+    fn algorithm_for(&self, _key: &K) -> Option<A> {
+        None
+    }
+}
+
+impl<K: ?Sized, A, F: Fn(&K) -> A> KeyQuota<K, A> for F {
+    #[inline]
+    fn algorithm_for(&self, key: &K) -> Option<A> {
+        Some(self(key))
+    }
+}
+
+/// Why a keyed table could not be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyedTableError {
+    /// A table must hold at least one key.
+    ZeroCapacity,
+    /// More keys than the table supports (`max`).
+    CapacityTooLarge {
+        /// Capacity asked for.
+        requested: usize,
+        /// Largest supported capacity.
+        max: usize,
+    },
+    /// The shard count must be a power of two between 1 and `max`.
+    InvalidShards {
+        /// Shard count asked for.
+        requested: usize,
+        /// Largest supported shard count.
+        max: usize,
+    },
+}
+
+impl fmt::Display for KeyedTableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::ZeroCapacity => f.write_str("keyed table capacity must be at least 1"),
+            Self::CapacityTooLarge { requested, max } => {
+                write!(
+                    f,
+                    "keyed table capacity {requested} exceeds the maximum {max}"
+                )
+            }
+            Self::InvalidShards { requested, max } => write!(
+                f,
+                "keyed table shard count {requested} must be a power of two between 1 and {max}"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for KeyedTableError {}
+
+/// How far behind the last sweep a caller's `now` may be and still count as
+/// stale rather than a clock that went back: the GCRA default heal
+/// threshold.
+pub(crate) const STALE_LIMIT_NANOS: u64 = crate::gcra::DEFAULT_HEAL_THRESHOLD_NANOS;
+
+/// The earliest time any tracked key can become idle, as learnt by the last
+/// sweep and lowered by every check since: a full table skips sweeping
+/// while `swept_at <= now < next_idle_at`. A clock that went back
+/// (`now < swept_at`) always sweeps.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SweepHint {
+    swept_at: u64,
+    next_idle_at: u64,
+}
+
+impl SweepHint {
+    pub(crate) const fn new() -> Self {
+        Self {
+            swept_at: 0,
+            next_idle_at: 0,
+        }
+    }
+
+    /// True if a sweep at `now` might evict something.
+    #[inline]
+    pub(crate) fn worth_sweeping(&self, now: u64) -> bool {
+        now < self.swept_at || now >= self.next_idle_at
+    }
+
+    /// A key's state will be idle `reset_after` after `now`.
+    #[inline]
+    pub(crate) fn lower(&mut self, now: u64, reset_after: u64) {
+        let at = now.saturating_add(reset_after);
+        if at < self.next_idle_at {
+            self.next_idle_at = at;
+        }
+    }
+
+    /// Forget what is known (after a refund, which can make a key idle
+    /// sooner than its snapshot said).
+    #[inline]
+    pub(crate) fn reset(&mut self) {
+        self.next_idle_at = 0;
+    }
+
+    /// Start recording a sweep at `now`.
+    #[inline]
+    pub(crate) fn start(&mut self, now: u64) {
+        self.swept_at = now;
+        self.next_idle_at = u64::MAX;
+    }
+
+    /// The time at which to evaluate a key inserted at `now`.
+    ///
+    /// A caller whose `now` is stale (read, then preempted) may insert a key
+    /// that a sweep at a later `now` evicted as idle; a fresh state judged at
+    /// the stale time would hand out credit for the gap. Judging it at the
+    /// sweep's time instead is exactly what the evicted state would have
+    /// given. A gap beyond [`STALE_LIMIT_NANOS`] is a clock that went back,
+    /// not staleness: the caller's `now` is used.
+    #[inline]
+    pub(crate) fn insert_time(&self, now: u64) -> u64 {
+        if now < self.swept_at && self.swept_at - now <= STALE_LIMIT_NANOS {
+            self.swept_at
+        } else {
+            now
+        }
+    }
+
+    /// Nanoseconds from `now` until a slot may free up (at least 1).
+    #[inline]
+    pub(crate) fn wait_from(&self, now: u64) -> u64 {
+        self.next_idle_at.saturating_sub(now).max(1)
+    }
+}
+
+#[cfg(feature = "std")]
+/// The sweep hint of [`SweepHint`](super::SweepHint), lowered concurrently
+/// by checks under the read lock (`fetch_min`); started and reset only under
+/// the write lock or by refunds (which only lower it). `Relaxed` suffices:
+/// the shard's lock orders sweeps against checks.
+pub(crate) struct AtomicSweepHint {
+    swept_at: AtomicU64,
+    next_idle_at: AtomicU64,
+}
+
+#[cfg(feature = "std")]
+impl AtomicSweepHint {
+    pub(crate) fn new() -> Self {
+        Self {
+            swept_at: AtomicU64::new(0),
+            next_idle_at: AtomicU64::new(0),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn worth_sweeping(&self, now: u64) -> bool {
+        now < self.swept_at.load(Ordering::Relaxed)
+            || now >= self.next_idle_at.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn lower(&self, now: u64, reset_after: u64) {
+        let at = now.saturating_add(reset_after);
+        if at < self.next_idle_at.load(Ordering::Relaxed) {
+            self.next_idle_at.fetch_min(at, Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn reset(&self) {
+        self.next_idle_at.store(0, Ordering::Relaxed);
+    }
+
+    pub(crate) fn start(&self, now: u64) {
+        self.swept_at.store(now, Ordering::Relaxed);
+        self.next_idle_at.store(u64::MAX, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn insert_time(&self, now: u64) -> u64 {
+        let swept_at = self.swept_at.load(Ordering::Relaxed);
+        if now < swept_at && swept_at - now <= STALE_LIMIT_NANOS {
+            swept_at
+        } else {
+            now
+        }
+    }
+
+    #[inline]
+    pub(crate) fn wait_from(&self, now: u64) -> u64 {
+        self.next_idle_at
+            .load(Ordering::Relaxed)
+            .saturating_sub(now)
+            .max(1)
+    }
+}
+
+/// Runs `f` with the key's algorithm (per-key or the default).
+#[inline(always)]
+pub(crate) fn with_algorithm<K: ?Sized, A, Q: KeyQuota<K, A>, R>(
+    quota: &Q,
+    default: &A,
+    key: &K,
+    f: impl FnOnce(&A) -> R,
+) -> R {
+    match quota.algorithm_for(key) {
+        Some(alg) => f(&alg),
+        None => f(default),
+    }
+}
+
+/// Checks a state and records when it will be idle.
+#[inline(always)]
+pub(crate) fn check_tracked<A: Algorithm>(
+    alg: &A,
+    state: &A::State,
+    n: u32,
+    now: u64,
+    hint: &mut SweepHint,
+) -> Result<KeyedDecision, CapacityExceeded> {
+    let decision = alg.check_n(state, n, now)?;
+    hint.lower(now, decision.snapshot().reset_after_nanos());
+    Ok(KeyedDecision::new(decision, KeyedPath::Own))
+}
+
+/// The answer for a key that found the table full of busy keys.
+/// `wait` is the time until a slot may free up.
+pub(crate) fn overflow<A: Algorithm>(
+    policy: OverflowPolicy,
+    alg: &A,
+    default: &A,
+    shared: &A::State,
+    n: u32,
+    now: u64,
+    wait: u64,
+) -> Result<KeyedDecision, CapacityExceeded> {
+    match policy {
+        OverflowPolicy::SharedBucket => {
+            let decision = match default.check_n(shared, n, now) {
+                Ok(decision) => decision,
+                // The key's own quota allows `n` but the default does not:
+                // the shared bucket can never grant it, a slot might.
+                Err(_) => Decision::Denied(Denied::new(wait, default.snapshot(shared, now))),
+            };
+            Ok(KeyedDecision::new(decision, KeyedPath::SharedOverflow))
+        }
+        OverflowPolicy::Deny => {
+            let snapshot = Snapshot::new(alg.capacity(), 0, wait);
+            Ok(KeyedDecision::new(
+                Decision::Denied(Denied::new(wait, snapshot)),
+                KeyedPath::OverflowDenied,
+            ))
+        }
+        OverflowPolicy::Allow => {
+            let decision = alg.check_n(&alg.new_state(), n, now)?;
+            Ok(KeyedDecision::new(decision, KeyedPath::OverflowAllowed))
+        }
+    }
+}
+
+/// The answer for a peek (`n = 0`) or capacity check of an untracked key.
+pub(crate) fn untracked_peek<A: Algorithm>(alg: &A, now: u64) -> KeyedDecision {
+    KeyedDecision::new(
+        Decision::Allowed(alg.snapshot(&alg.new_state(), now)),
+        KeyedPath::Own,
+    )
+}
+
+/// The refusal `check` gives when `check_n(1)` reports that even one permit
+/// can never be granted (a zero-capacity algorithm).
+pub(crate) fn refusal(_now: u64) -> KeyedDecision {
+    KeyedDecision::new(
+        Decision::Denied(Denied::new(u64::MAX, Snapshot::new(0, 0, u64::MAX))),
+        KeyedPath::Own,
+    )
+}

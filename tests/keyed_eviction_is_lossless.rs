@@ -1,0 +1,253 @@
+//! Eviction is lossless: a fixed-capacity table that evicts refilled keys
+//! makes exactly the decisions of an unbounded map that keeps every key's
+//! state forever, for every request sequence (monotonic time) whose live
+//! (non-refilled) keys never exceed the capacity.
+
+mod keyed_support;
+
+use keyed_support::Table;
+use proptest::prelude::*;
+use std::collections::HashMap;
+use tollgate::keyed::{
+    HeaplessKeyedTable, KeyedPath, LockFreeGcraTable, OverflowPolicy, RandomSeed, ShardedKeyedTable,
+};
+use tollgate::{Algorithm, Decision, Gcra, GcraState, Quota, Snapshot};
+
+const CAPACITY: usize = 4;
+const KEYS: u64 = 10;
+
+/// The reference: every key ever seen keeps its own state, nothing is ever
+/// evicted, and an unseen key is a fresh state.
+struct Unbounded<F> {
+    states: HashMap<u64, GcraState>,
+    algorithm_for: F,
+}
+
+impl<F: Fn(u64) -> Gcra> Unbounded<F> {
+    fn state(&mut self, key: u64) -> &GcraState {
+        self.states.entry(key).or_default()
+    }
+    fn check_n(&mut self, key: u64, n: u32, now: u64) -> Option<Decision> {
+        let alg = (self.algorithm_for)(key);
+        alg.check_n(self.state(key), n, now).ok()
+    }
+    fn refund(&mut self, key: u64, n: u32, now: u64) {
+        let alg = (self.algorithm_for)(key);
+        alg.refund(self.state(key), n, now);
+    }
+    fn snapshot(&mut self, key: u64, now: u64) -> Snapshot {
+        let alg = (self.algorithm_for)(key);
+        alg.snapshot(self.state(key), now)
+    }
+    fn live_keys(&self, now: u64) -> Vec<u64> {
+        self.states
+            .iter()
+            .filter(|(k, s)| !(self.algorithm_for)(**k).is_idle(s, now))
+            .map(|(k, _)| *k)
+            .collect()
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Check { key: u64, n: u32 },
+    Refund { key: u64, n: u32 },
+    Sweep,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0..KEYS, 0u32..=3).prop_map(|(key, n)| Op::Check { key, n }),
+        1 => (0..KEYS, 1u32..=3).prop_map(|(key, n)| Op::Refund { key, n }),
+        1 => Just(Op::Sweep),
+    ]
+}
+
+fn quota(permits: u32, period_ms: u64, burst: u32) -> Quota {
+    Quota::new(permits, std::time::Duration::from_millis(period_ms))
+        .and_then(|q| q.allow_burst(burst))
+        .and_then(|q| q.max_weight(burst))
+        .unwrap()
+}
+
+/// Two algorithms, picked by key parity: exercises per-key quotas too.
+fn algorithms() -> impl Strategy<Value = (Gcra, Gcra)> {
+    let one = (1u32..=4, 1u64..=50, 1u32..=4, any::<bool>()).prop_map(|(p, ms, b, leaky)| {
+        let q = quota(p, ms, b);
+        if leaky {
+            Gcra::leaky_bucket(q)
+        } else {
+            Gcra::token_bucket(q)
+        }
+    });
+    (one.clone(), one)
+}
+
+fn run(
+    table: &dyn Table,
+    algorithm_for: impl Fn(u64) -> Gcra,
+    ops: &[(Op, u64)],
+) -> Result<(), TestCaseError> {
+    let mut reference = Unbounded {
+        states: HashMap::new(),
+        algorithm_for,
+    };
+    let mut now = 1_000;
+    for (op, dt) in ops {
+        now += dt;
+        match *op {
+            Op::Check { key, n } => {
+                let mut live = reference.live_keys(now);
+                if !live.contains(&key) {
+                    live.push(key);
+                }
+                if n > 0 && live.len() > CAPACITY {
+                    // outside the property's premise: the table would
+                    // have to overflow
+                    continue;
+                }
+                let expected = reference.check_n(key, n, now);
+                let got = table.check_n(key, n, now).ok();
+                prop_assert_eq!(
+                    got.map(|d| d.path()).unwrap_or(KeyedPath::Own),
+                    KeyedPath::Own
+                );
+                prop_assert_eq!(
+                    got.map(|d| d.into_decision()),
+                    expected,
+                    "key {} n {} at {}",
+                    key,
+                    n,
+                    now
+                );
+            }
+            Op::Refund { key, n } => {
+                reference.refund(key, n, now);
+                table.refund(key, n, now);
+            }
+            Op::Sweep => {
+                table.evict_refilled(now);
+                // only refilled keys went: every live key is still tracked
+                for key in reference.live_keys(now) {
+                    prop_assert!(table.contains(key));
+                }
+            }
+        }
+        prop_assert!(table.len() <= table.capacity());
+        for key in 0..KEYS {
+            prop_assert_eq!(table.snapshot(key, now), reference.snapshot(key, now));
+        }
+    }
+    Ok(())
+}
+
+fn ops() -> impl Strategy<Value = Vec<(Op, u64)>> {
+    // steps up to 30 ms: keys refill between bursts of activity
+    prop::collection::vec(
+        (op(), prop_oneof![3 => Just(0u64), 5 => 0u64..30_000_000]),
+        0..200,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn heapless_table_matches_unbounded_map((even, odd) in algorithms(), ops in ops()) {
+        let pick = move |k: u64| if k.is_multiple_of(2) { even } else { odd };
+        let table = HeaplessKeyedTable::<u64, Gcra, CAPACITY>::new(even)
+            .with_overflow(OverflowPolicy::Deny)
+            .with_per_key(move |k: &u64| pick(*k));
+        run(&table, pick, &ops)?;
+    }
+
+    #[test]
+    fn sharded_table_matches_unbounded_map((even, odd) in algorithms(), ops in ops()) {
+        let pick = move |k: u64| if k.is_multiple_of(2) { even } else { odd };
+        let table = ShardedKeyedTable::builder(even)
+            .capacity(CAPACITY)
+            .shards(1)
+            .overflow(OverflowPolicy::Deny)
+            .per_key(move |k: &u64| pick(*k))
+            .build::<u64>()
+            .unwrap();
+        prop_assert_eq!(table.capacity(), CAPACITY);
+        run(&table, pick, &ops)?;
+    }
+
+    #[test]
+    fn lock_free_table_matches_unbounded_map((even, odd) in algorithms(), ops in ops()) {
+        let pick = move |k: u64| if k.is_multiple_of(2) { even } else { odd };
+        let table = LockFreeGcraTable::with_options(
+            CAPACITY,
+            even,
+            OverflowPolicy::Deny,
+            RandomSeed::new(),
+            move |k: &u64| pick(*k),
+            Some(1),
+        )
+        .unwrap();
+        prop_assert_eq!(table.capacity(), CAPACITY);
+        run(&table, pick, &ops)?;
+    }
+}
+
+#[test]
+fn full_table_of_live_keys_overflows_instead_of_evicting() {
+    // The premise's boundary: one live key too many is refused, and the
+    // live keys keep their state.
+    let alg = Gcra::token_bucket(quota(1, 1_000, 1));
+    let table = ShardedKeyedTable::builder(alg)
+        .capacity(CAPACITY)
+        .shards(1)
+        .overflow(OverflowPolicy::Deny)
+        .build::<u64>()
+        .unwrap();
+    for key in 0..CAPACITY as u64 {
+        assert!(table.check(&key, 0).is_allowed());
+    }
+    let extra = table.check(&99, 0);
+    assert_eq!(extra.path(), KeyedPath::OverflowDenied);
+    // retry when the first slot can free: key 0 refills at T = 1 s
+    assert_eq!(extra.decision().retry_after().as_millis(), 1_000);
+    for key in 0..CAPACITY as u64 {
+        assert!(table.check(&key, 0).is_denied());
+    }
+    assert_eq!(table.check(&99, 1_000_000_000).path(), KeyedPath::Own);
+}
+
+#[test]
+fn a_stale_caller_gains_nothing_from_an_eviction() {
+    // A thread reads `now`, is preempted, and a sweep at a later time evicts
+    // the key it is about to check. The re-inserted key must not hand out
+    // the credit between the stale `now` and the sweep.
+    const T: u64 = 10_000_000; // 100 per second, burst 1
+    let alg = Gcra::token_bucket(quota(100, 1_000, 1));
+    let sharded = ShardedKeyedTable::builder(alg)
+        .capacity(1)
+        .shards(1)
+        .build::<u64>()
+        .unwrap();
+    let heapless = HeaplessKeyedTable::<u64, Gcra, 2>::new(alg);
+    let lock_free = LockFreeGcraTable::<u64>::with_options(
+        1,
+        alg,
+        OverflowPolicy::SharedBucket,
+        RandomSeed::new(),
+        tollgate::keyed::SameQuota,
+        Some(1),
+    )
+    .unwrap();
+    let tables: [&dyn Table; 3] = [&sharded, &heapless, &lock_free];
+    for table in tables {
+        assert!(table.check(1, 0).is_allowed()); // TAT = T
+        assert_eq!(table.evict_refilled(10 * T), 1);
+        // the stale caller: `now` from before the sweep
+        assert!(table.check(1, T / 2).is_allowed());
+        // a fresh caller at the sweep's time: the key has no credit left,
+        // exactly as if it had never been evicted
+        let fresh = table.check(1, 10 * T);
+        assert!(fresh.is_denied());
+        assert_eq!(fresh.decision().retry_after().as_nanos(), u128::from(T));
+    }
+}
