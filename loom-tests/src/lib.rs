@@ -32,7 +32,8 @@ pub mod model;
 
 pub use concurrency_spec::SpecConcurrency;
 pub use ops::{
-    admitted, admitted_by_all, apply, apply_all, clock_bound, drain, refunded, Op, Outcome,
+    admitted, admitted_and_refunded_since, admitted_by_all, apply, apply_all, clock_bound, drain,
+    refunded, Op, Outcome,
 };
 pub use orders::{interleavings, sequential_outcomes, sequential_runs, Observed, Run, SpecLimiter};
 pub use spec::SpecBucket;
