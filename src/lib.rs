@@ -399,7 +399,15 @@
 //! interleaving admits more than `capacity + ⌊span / T⌋`, that concurrent
 //! checks and refunds always equal some sequential order, that a refund
 //! never lifts a bucket above its burst, and that a stale `now` under the
-//! heal threshold grants nothing. Every atomic type is named in one module,
+//! heal threshold grants nothing. For the fixed and sliding windows they
+//! show that the window of the latest reading never admits more than its
+//! limit across boundary races, stale callers and refunds, and that every
+//! run equals some sequential order; for the concurrency limiter, that the
+//! permits held never exceed the limit and each dropped, partly released
+//! or detached permit is returned exactly once; for a chain, that a refused
+//! request leaves its first member as the direct traffic alone would; for
+//! [`WithStats`], that the counters equal what the callers saw. Every
+//! atomic type is named in one module,
 //! so a `--cfg loom` build swaps all of them for loom's; a guard model
 //! fails if that ever stops being true. Run it with `loom-tests/run.sh`.
 

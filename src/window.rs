@@ -49,6 +49,15 @@
 //! `now`, the clock is taken to have jumped back: the permits already counted
 //! are re-dated to `now` (kept, never dropped), so service resumes as if they
 //! had just been taken instead of after the jump.
+//!
+//! A *refund* gives permits back to `now`'s own window (for the sliding
+//! window: `now`'s segment and older live ones, newest first). A refund whose
+//! `now` lies before the window the state counts in (a stale caller, such as
+//! a chain whose later member refused while another thread opened the next
+//! window) gives nothing back from the newer window: its permits may have
+//! been charged to an older window that is already over, and crediting the
+//! newer one would let it admit more than `limit`. So under that race a
+//! refused request can cost its permits (fail closed), never grant extra.
 
 use core::fmt;
 

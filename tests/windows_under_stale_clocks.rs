@@ -72,3 +72,38 @@ proptest! {
         }
     }
 }
+
+/// Found by the loom model `chain_refusal_leaves_members_unchanged`: a chain
+/// takes a permit at 99 (window 0), a direct caller opens window 1 at 100,
+/// then the chain's refund arrives with its `now` of 99. It used to give the
+/// permit back to window 1, which then admitted `limit + 1`. A stale refund
+/// now gives nothing back (its permit may belong to a window that is over).
+#[test]
+fn fixed_window_stale_refund_never_credits_a_newer_window() {
+    let limiter = Bucket::new(FixedWindow::from_nanos(1, 100).unwrap());
+    assert!(limiter.check(99).is_allowed()); // the chain's take, window 0
+    assert!(limiter.check(100).is_allowed()); // a direct caller, window 1
+    limiter.refund(1, 99); // the chain's refund, stale
+    assert!(limiter.check(100).is_denied(), "window 1 admitted 2 of 1");
+    // a fresh refund still gives back to its own window
+    limiter.refund(1, 100);
+    assert!(limiter.check(150).is_allowed());
+}
+
+/// The same for the sliding window (2 segments of 50 ns): a permit taken in
+/// segment 0, then segment 2 opened by a direct caller; the stale refund
+/// (segment 0) must not take the direct caller's permit out of segment 2.
+#[test]
+fn sliding_window_stale_refund_never_credits_a_newer_segment() {
+    let limiter = Bucket::new(SlidingWindow::<2>::from_nanos(1, 100).unwrap());
+    assert!(limiter.check(40).is_allowed()); // segment 0
+    assert!(limiter.check(100).is_allowed()); // segment 2: segment 0 left
+    limiter.refund(1, 40); // stale
+    assert!(
+        limiter.check(100).is_denied(),
+        "segments 1..=2 admitted 2 of 1"
+    );
+    // a refund from the head segment's own time still works
+    limiter.refund(1, 120);
+    assert!(limiter.check(120).is_allowed());
+}

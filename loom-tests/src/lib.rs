@@ -21,18 +21,23 @@
 //! - `model` (under `cfg(loom)` only): `loom::model` with a default
 //!   preemption bound, so a bare `cargo test` under loom stays bounded too.
 
+pub mod concurrency_spec;
 pub mod ops;
 pub mod orders;
 pub mod spec;
+pub mod window_spec;
 
 #[cfg(loom)]
 pub mod model;
 
+pub use concurrency_spec::SpecConcurrency;
 pub use ops::{
-    admitted, admitted_by_all, apply, apply_all, clock_bound, drain, refunded, Op, Outcome,
+    admitted, admitted_and_refunded_since, admitted_by_all, apply, apply_all, clock_bound, drain,
+    refunded, Op, Outcome,
 };
-pub use orders::{interleavings, sequential_outcomes, Observed};
+pub use orders::{interleavings, sequential_outcomes, sequential_runs, Observed, Run, SpecLimiter};
 pub use spec::SpecBucket;
+pub use window_spec::{SpecFixedWindow, SpecSlidingWindow};
 
 use tollgate::{Gcra, Quota};
 

@@ -168,3 +168,23 @@ pub fn drain<A: Algorithm>(alg: &A, state: &A::State, now: u64) -> u64 {
     }
     taken
 }
+
+/// Permits admitted and permits refunded (as asked) by those operations
+/// of `ops[t]` (with `outcomes[t]`) whose `now` is at least `since`.
+#[must_use]
+pub fn admitted_and_refunded_since(
+    ops: &[Vec<Op>],
+    outcomes: &[Vec<Outcome>],
+    since: u64,
+) -> (u64, u64) {
+    let (late_ops, late_outcomes): (Vec<Op>, Vec<Outcome>) = ops
+        .iter()
+        .zip(outcomes)
+        .flat_map(|(o, out)| o.iter().copied().zip(out.iter().copied()))
+        .filter(|(op, _)| op.now() >= since)
+        .unzip();
+    (
+        admitted(&late_ops, &late_outcomes),
+        refunded(&late_ops, &late_outcomes),
+    )
+}

@@ -77,6 +77,56 @@ pub fn sequential_outcomes(start: SpecBucket, threads: &[Vec<Op>]) -> HashSet<Ob
         .collect()
 }
 
+/// A sequential reference model of any limiter, driven by [`Op`]s: what
+/// the generic linearizability check ([`sequential_runs`]) needs.
+pub trait SpecLimiter: Clone + std::fmt::Debug {
+    /// Applies `op` and returns what the contract says it returns;
+    /// `previous` is what the same thread's previous operation returned.
+    fn apply(&mut self, op: Op, previous: Option<Outcome>) -> Outcome;
+
+    /// `(remaining, reset_after_nanos)` at `now`, changing nothing.
+    fn snapshot(&self, now: u64) -> (u32, u64);
+}
+
+/// What a run of a limiter produced: each thread's outcomes in program
+/// order, and the limiter's snapshots at some probe instants afterwards
+/// (its observable end state).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Run {
+    /// `outcomes[t][i]` is what thread `t`'s `i`-th operation returned.
+    pub outcomes: Vec<Vec<Outcome>>,
+    /// `(remaining, reset_after_nanos)` at each probe instant.
+    pub end: Vec<(u32, u64)>,
+}
+
+/// The set of runs `spec` allows when `threads` run concurrently on a
+/// limiter that starts as `start`, its end state read at `probes`.
+#[must_use]
+pub fn sequential_runs<S: SpecLimiter>(
+    start: &S,
+    threads: &[Vec<Op>],
+    probes: &[u64],
+) -> HashSet<Run> {
+    interleavings(threads)
+        .into_iter()
+        .map(|order| {
+            let mut spec = start.clone();
+            let mut outcomes: Vec<Vec<Outcome>> = threads
+                .iter()
+                .map(|ops| vec![Outcome::Refunded; ops.len()])
+                .collect();
+            for (t, i) in order {
+                let previous = i.checked_sub(1).map(|p| outcomes[t][p]);
+                outcomes[t][i] = spec.apply(threads[t][i], previous);
+            }
+            Run {
+                outcomes,
+                end: probes.iter().map(|&t| spec.snapshot(t)).collect(),
+            }
+        })
+        .collect()
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::interleavings;

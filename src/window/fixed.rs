@@ -48,6 +48,10 @@ use crate::sync::{AtomicU64, Ordering};
 ///
 /// A check of `n` admits iff `count + n ≤ limit` on the effective window and
 /// then writes `(index, count + n)`; a refusal writes only when it healed.
+/// A refund of `n` writes `(index, count − min(n, count))` on the effective
+/// window if that is `now`'s own window (after a heal, too); a refund whose
+/// `now` lies before the counted window gives nothing back, since its
+/// permits may have been charged to an older window that is over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FixedWindow {
     window: u64,
@@ -295,6 +299,13 @@ impl Algorithm for FixedWindow {
             let (index, count, _) = self.effective(word, now);
             if count == 0 {
                 return; // a window that is over has nothing to give back
+            }
+            if index > now / self.window {
+                // A stale `now`: its permits were charged either to this
+                // newer window or to an older one that is over, and which
+                // is unknowable. Giving them to the newer window could let
+                // it admit more than `limit`, so give nothing (fail closed).
+                return;
             }
             let new_word = self.pack(index, count.saturating_sub(n as u64));
             match state.word.compare_exchange_weak(

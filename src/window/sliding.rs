@@ -252,7 +252,9 @@ impl<const S: usize> Counts<S> {
 ///    counters of segments that left the window, re-date on a clock jump
 ///    back, see below), then admit iff `total + n ≤ limit` by adding `n` to
 ///    the head segment's counter, or take back a refund from the newest
-///    segments first;
+///    live segments first, starting at `now`'s own segment (a refund whose
+///    `now` lies before the head gives nothing back from newer segments:
+///    its permits may have been charged to an older one);
 /// 3. if the operation mutates (check with `n > 0`, refund), store the copy
 ///    back (`Relaxed` stores);
 /// 4. release: `lock.store(0, Release)`.
@@ -382,14 +384,21 @@ impl<const SEGMENTS: usize> Algorithm for SlidingWindow<SEGMENTS> {
         }
         state.with(|w| {
             self.settle(w, now);
+            // Newest first, from `now`'s own segment: a stale `now` (before
+            // the head) cannot know whether its permits were charged to the
+            // head or to an older segment, and giving them to a newer
+            // segment could let it admit more than `limit` (fail closed).
+            let oldest = w.head.saturating_sub(SEGMENTS as u64 - 1);
+            let mut segment = core::cmp::min(w.head, now / self.segment);
             let mut left = n;
-            for i in (0..SEGMENTS as u64).map(|back| w.head.wrapping_sub(back)) {
-                let c = &mut w.counts[slot::<SEGMENTS>(i)];
+            while left > 0 && segment >= oldest {
+                let c = &mut w.counts[slot::<SEGMENTS>(segment)];
                 let take = core::cmp::min(*c, left);
                 *c -= take;
                 left -= take;
-                if left == 0 {
-                    break;
+                match segment.checked_sub(1) {
+                    Some(older) => segment = older,
+                    None => break,
                 }
             }
             ((), true)
