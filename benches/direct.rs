@@ -20,7 +20,10 @@ use governor::clock::{
     Clock as GovClock, FakeRelativeClock, MonotonicClock, QuantaClock as GovQuanta,
 };
 use governor::{Quota as GovQuota, RateLimiter as GovLimiter};
-use tollgate::{Clock, ManualClock, QuantaClock, Quota, RateLimiter, StdClock};
+use tollgate::{
+    Bucket, Clock, ConcurrencyLimiter, FixedWindow, ManualClock, QuantaClock, Quota, RateLimiter,
+    SlidingWindow, StdClock,
+};
 
 fn nz(n: u32) -> NonZeroU32 {
     NonZeroU32::new(n).expect("non-zero")
@@ -79,17 +82,55 @@ where
     }
 }
 
-fn leaky(c: &mut Criterion) {
-    let mut g = c.benchmark_group("direct/passed/leaky_deny");
-    g.measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_millis(500));
+/// The other algorithms, with the time passed in, against the same floor.
+/// governor has no windows or concurrency limiter, so there is no peer.
+fn other_algorithms(c: &mut Criterion) {
     let clock = ManualClock::new(1);
-    let t = RateLimiter::leaky_bucket(Quota::per_hour(1).expect("valid"), &clock).expect("fits");
-    let _ = t.try_acquire();
-    g.bench_function("tollgate", |b| {
-        b.iter(|| black_box(t.try_acquire().is_allowed()))
-    });
-    g.finish();
+    let word = AtomicU64::new(0);
+    let window = Duration::from_secs(3600);
+    let leaky =
+        RateLimiter::leaky_bucket(Quota::per_hour(1).expect("valid"), &clock).expect("fits");
+    let _ = leaky.try_acquire();
+    let fixed_allow = RateLimiter::from_limiter(
+        Bucket::new(FixedWindow::new(u32::MAX, window).expect("valid")),
+        &clock,
+    );
+    let fixed_deny = RateLimiter::from_limiter(
+        Bucket::new(FixedWindow::new(1, window).expect("valid")),
+        &clock,
+    );
+    let _ = fixed_deny.try_acquire();
+    let sliding_allow = RateLimiter::from_limiter(
+        Bucket::new(SlidingWindow::<4>::new(u32::MAX, window).expect("valid")),
+        &clock,
+    );
+    let sliding_deny = RateLimiter::from_limiter(
+        Bucket::new(SlidingWindow::<4>::new(1, window).expect("valid")),
+        &clock,
+    );
+    let _ = sliding_deny.try_acquire();
+    let concurrency = ConcurrencyLimiter::new(1).expect("valid");
+    // a macro, not a table of closures, so every case is statically dispatched
+    macro_rules! case {
+        ($name:literal, $op:expr) => {{
+            let mut g = c.benchmark_group(concat!("direct/passed/", $name));
+            g.measurement_time(Duration::from_secs(2))
+                .warm_up_time(Duration::from_millis(500));
+            g.bench_function("tollgate", |b| b.iter(|| black_box($op)));
+            g.bench_function("floor", |b| b.iter(|| black_box(floor(&clock, &word))));
+            g.finish();
+        }};
+    }
+    case!("leaky_deny", leaky.try_acquire().is_allowed());
+    case!("fixed_allow", fixed_allow.try_acquire().is_allowed());
+    case!("fixed_deny", fixed_deny.try_acquire().is_allowed());
+    case!("sliding4_allow", sliding_allow.try_acquire().is_allowed());
+    case!("sliding4_deny", sliding_deny.try_acquire().is_allowed());
+    // acquire and release one permit through the RAII guard
+    case!(
+        "concurrency_acquire_release",
+        concurrency.try_acquire(1).is_ok()
+    );
 }
 
 fn direct(c: &mut Criterion) {
@@ -101,7 +142,7 @@ fn direct(c: &mut Criterion) {
     );
     clock_group(c, "std", StdClock::new(), MonotonicClock);
     clock_group(c, "quanta", QuantaClock::new(), GovQuanta::default());
-    leaky(c);
+    other_algorithms(c);
 }
 
 criterion_group!(benches, direct);
