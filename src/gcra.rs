@@ -23,6 +23,16 @@
 //! whose TAT is `≤ now` is indistinguishable from a fresh one, which is what
 //! makes eviction from keyed tables lossless.
 //!
+//! A refund is exact when it follows its admission closely, as in a chain:
+//! the TAT moves back by exactly what the admission added. One TAT cannot
+//! record *when* permits were taken, though: if, between the admission and
+//! its refund, another caller found the bucket already refilled past that
+//! admission (its `now` beyond the TAT the admission left), the refunded
+//! permits had expired anyway and the refund credits them to the present,
+//! up to `n` permits more than the burst at one instant. Refund only
+//! permits taken within their own refill time (`n·T`); the loom models of
+//! the chain pin the exact case (`loom-tests/`).
+//!
 //! # Clocks that go backwards
 //!
 //! Under a monotonic clock `lead ≤ c·T` after every admission, so a larger

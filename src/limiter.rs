@@ -43,7 +43,10 @@ pub trait Algorithm {
     fn check_n(&self, state: &Self::State, n: u32, now: u64) -> Result<Decision, CapacityExceeded>;
 
     /// Gives back `n` permits taken by an earlier admission (for example
-    /// when a later limiter in a chain refused the request).
+    /// when a later limiter in a chain refused the request). Meant for an
+    /// admission made moments ago; see each algorithm for what a late or
+    /// stale refund does (none ever lifts capacity above its limit at
+    /// `now`; the GCRA can credit permits that had already expired).
     fn refund(&self, state: &Self::State, n: u32, now: u64);
 
     /// The state at `now`, without changing it.
