@@ -466,3 +466,8 @@ pub use quota::{Quota, QuotaError};
 pub use rate_limiter::RateLimiter;
 pub use stats::{Statistics, WithStats};
 pub use window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState, WindowError};
+
+/// The README's Rust examples, compiled and run as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
