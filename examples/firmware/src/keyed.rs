@@ -133,10 +133,13 @@ static LOGS: Mutex<RefCell<[PeerLog; PEERS]>> = Mutex::new(RefCell::new([PeerLog
 /// slot during phase 1.
 static OVERFLOWED: Mutex<Cell<usize>> = Mutex::new(Cell::new(0));
 /// Checks in the middle of a visit that found the key no longer tracked:
-/// a throttled key evicted.
+/// a throttled key evicted (the visit's earlier admissions came through
+/// its own slot whenever `OVERFLOWED` is 0).
 static LOST: Mutex<Cell<usize>> = Mutex::new(Cell::new(0));
 /// Visits to a peer seen before that found it evicted.
 static RETURNED: Mutex<Cell<usize>> = Mutex::new(Cell::new(0));
+/// Checks taking permits during phase 1.
+static CHECKS: Mutex<Cell<usize>> = Mutex::new(Cell::new(0));
 
 fn bump(counter: &Mutex<Cell<usize>>) {
     critical_section::with(|cs| {
@@ -175,6 +178,7 @@ impl Limiter for Peer {
         }
         let keyed = TABLE.check_n(&self.id, n, now)?;
         if n > 0 {
+            bump(&CHECKS);
             if keyed.path() != KeyedPath::Own {
                 bump(&OVERFLOWED);
             }
@@ -355,11 +359,10 @@ pub fn check_peers() -> bool {
     let (overflowed, lost, returned) = (read(&OVERFLOWED), read(&LOST), read(&RETURNED));
     ok &= overflowed == 0 && lost == 0 && returned > 0;
     hprintln!(
-        "keyed: capacity={} peers={} tasks={} admitted={} per-peer={}/{}/{}/{}/{}/{}/{}/{} overflow-path=0/{} throttled-evicted={} evicted-and-returned={} max_late_ticks={} {}",
+        "keyed: capacity={} peers={} tasks={} per-peer={}/{}/{}/{}/{}/{}/{}/{} admitted={} throttled-evicted={} overflow-path={}/{} checks evicted-and-returned={} max_late_ticks={} {}",
         CAPACITY,
         PEERS,
         TASKS,
-        admitted,
         counts[0],
         counts[1],
         counts[2],
@@ -368,8 +371,10 @@ pub fn check_peers() -> bool {
         counts[5],
         counts[6],
         counts[7],
-        if overflowed == 0 { admitted } else { overflowed },
+        admitted,
         lost,
+        overflowed,
+        read(&CHECKS),
         returned,
         max_late_ticks,
         if ok { "PASS" } else { "FAIL" }
