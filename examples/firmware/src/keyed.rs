@@ -70,7 +70,7 @@ const SHARED_QUOTA: Quota = tick_checked(match Quota::from_nanos(1, 4_000_000) {
 });
 
 const fn quota_of(peer: u8) -> Quota {
-    if peer % 2 == 0 {
+    if peer.is_multiple_of(2) {
         EVEN_QUOTA
     } else {
         ODD_QUOTA
