@@ -99,7 +99,7 @@ fn owned(task: u8) -> impl Iterator<Item = u8> + Clone {
 /// How many visits `peer` gets, from the schedule (independent of the log).
 fn visits_of(peer: u8) -> usize {
     let task = peer % TASKS as u8;
-    let count = owned(task).count();
+    let count = owned(task).count().max(1);
     (0..VISITS)
         .filter(|v| owned(task).nth(v % count) == Some(peer))
         .count()
@@ -216,7 +216,7 @@ impl Limiter for Peer {
 #[embassy_executor::task(pool_size = TASKS)]
 pub async fn peer_task(task: u8) {
     let clock = EmbassyClock::new();
-    let owned_count = owned(task).count();
+    let owned_count = owned(task).count().max(1);
     for v in 0..VISITS {
         let Some(id) = owned(task).nth(v % owned_count) else {
             break;
