@@ -247,8 +247,12 @@
 //! When a full table has nothing to evict, the [`keyed::OverflowPolicy`]
 //! decides: a shared overflow bucket with the default quota (default), deny,
 //! or allow; every [`keyed::KeyedDecision`] says which path it took. A
-//! per-key quota is any `Fn(&K) -> A`. See [`keyed`] for the security
-//! reasoning and capacity sizing.
+//! per-key quota is any `Fn(&K) -> A`; a `static` `no_std` table gets one
+//! with the `const`
+//! [`HeaplessKeyedTable::from_parts_per_key`](keyed::HeaplessKeyedTable::from_parts_per_key)
+//! and a `fn(&K) -> A` (the QEMU firmware in `examples/firmware` runs such
+//! a table across three tasks). See [`keyed`] for the security reasoning
+//! and capacity sizing.
 //!
 //! ## Clocks that go backwards
 //!

@@ -61,6 +61,44 @@ fn heapless_fn_pointer_gives_each_key_its_quota() {
 }
 
 #[test]
+fn static_heapless_table_built_const_gives_each_key_its_quota_and_overflows_to_the_default() {
+    const FAST: Quota = match Quota::per_second(100) {
+        Ok(q) => match q.allow_burst(8) {
+            Ok(q) => q,
+            Err(_) => panic!("burst"),
+        },
+        Err(_) => panic!("quota"),
+    };
+    const DEFAULT: Quota = match Quota::per_second(1) {
+        Ok(q) => match q.allow_burst(3) {
+            Ok(q) => q,
+            Err(_) => panic!("burst"),
+        },
+        Err(_) => panic!("quota"),
+    };
+    fn by_id(_: &u8) -> Gcra {
+        Gcra::token_bucket(FAST)
+    }
+    // built in a const context: the per-key quota lives in the static
+    static TABLE: HeaplessKeyedTable<u8, Gcra, 2, fn(&u8) -> Gcra> =
+        HeaplessKeyedTable::from_parts_per_key(
+            Gcra::token_bucket(DEFAULT),
+            tollgate::GcraState::new(),
+            by_id as fn(&u8) -> Gcra,
+        );
+    // both slots: each key gets its own burst of 8
+    assert_eq!(burst_of(|| TABLE.check(&1, 0).is_allowed()), 8);
+    assert_eq!(burst_of(|| TABLE.check(&2, 0).is_allowed()), 8);
+    assert_eq!(TABLE.time_until_ready(&1, 1, 0).unwrap(), SECOND / 100);
+    // full of throttled keys: a third key takes the shared bucket, which
+    // runs the default quota (burst 3), not the key's (burst 8)
+    let third: Vec<_> = (0..5).map(|_| TABLE.check(&3, 0)).collect();
+    assert!(third.iter().all(|d| d.path() == KeyedPath::SharedOverflow));
+    assert_eq!(third.iter().filter(|d| d.is_allowed()).count(), 3);
+    assert!(TABLE.contains(&1) && TABLE.contains(&2) && !TABLE.contains(&3));
+}
+
+#[test]
 fn overflow_of_a_per_key_table_uses_the_default_quota() {
     // capacity 1: the second key overflows into the shared bucket, which
     // runs the default quota (burst 3), not the key's (burst 10)

@@ -20,6 +20,9 @@ expected=(
   "leaky-bucket: admitted=20 tasks=2 per-task=10/10 interval_us=3250.000"
   "capacity: acquire(6) on burst 5 -> CapacityExceeded PASS"
   "deadline 1 tick early -> Timeout PASS; deadline on the due tick -> served on it PASS"
+  "keyed: capacity=4 peers=8 tasks=3 per-peer=12/12/12/6/6/12/6/6 admitted=72 throttled-evicted=0 overflow-path=0/"
+  "keyed-overflow: table full of 4 throttled keys; 16 new keys -> shared-overflow 16/16, admitted 2 (shared burst 2); throttled kept 4/4, still refused 4/4 PASS"
+  "keyed-refill: throttled keys refilled -> new key gets its own slot, 4/4 refilled keys evicted, len 1 PASS"
   "ALL PASS"
 )
 

@@ -6,11 +6,16 @@
 #   ./size-probe.sh                  thumbv7em-none-eabihf (unsafe-assume-single-core)
 #   ./size-probe.sh thumbv7m-none-eabi   (portable-atomic fallback lock table)
 #   ./size-probe.sh thumbv7em-none-eabihf acquire   (price acquire(1).await)
+#   ./size-probe.sh thumbv7em-none-eabihf keyed     (price a HeaplessKeyedTable of 8 keys)
 set -euo pipefail
 cd "$(dirname "$0")"
 T=${1:-thumbv7em-none-eabihf}
 EXTRA=()
-if [ "${2:-}" = acquire ]; then EXTRA=(--features probe-acquire); fi
+WHAT="token bucket"
+case "${2:-}" in
+  acquire) EXTRA=(--features probe-acquire) ;;
+  keyed) EXTRA=(--features probe-keyed); WHAT="keyed table (8 keys)" ;;
+esac
 
 if command -v llvm-size >/dev/null; then SIZE=llvm-size
 elif command -v arm-none-eabi-size >/dev/null; then SIZE=arm-none-eabi-size
@@ -44,7 +49,7 @@ read -r t1 d1 b1 < <(sections "target/size-with/$T/release/size-probe")
 read -r t0 d0 b0 < <(sections "target/size-without/$T/release/size-probe")
 echo "target $T ${2:-check}"
 printf '%-28s %8s %8s %8s\n' "" ".text" ".data" ".bss"
-printf '%-28s %8d %8d %8d\n' "with token bucket" "$t1" "$d1" "$b1"
+printf '%-28s %8d %8d %8d\n' "with $WHAT" "$t1" "$d1" "$b1"
 printf '%-28s %8d %8d %8d\n' "no-op limiter (baseline)" "$t0" "$d0" "$b0"
-printf '%-28s %8d %8d %8d\n' "tollgate token bucket" "$((t1 - t0))" "$((d1 - d0))" "$((b1 - b0))"
+printf '%-28s %8d %8d %8d\n' "tollgate $WHAT" "$((t1 - t0))" "$((d1 - d0))" "$((b1 - b0))"
 echo "RAM added (.data + .bss): $(( (d1 + b1) - (d0 + b0) )) bytes"

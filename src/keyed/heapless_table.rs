@@ -97,6 +97,41 @@ impl<K, const N: usize> HeaplessKeyedTable<K, Gcra, N, SameQuota> {
 }
 
 impl<K, A: Algorithm, const N: usize, Q> HeaplessKeyedTable<K, A, N, Q> {
+    /// An empty table with a per-key quota (see
+    /// [`with_per_key`](Self::with_per_key)) from the default algorithm and
+    /// the shared overflow state (a fresh `default.new_state()`); `const`,
+    /// so a `static` table can have per-key quotas, e.g. with a
+    /// `fn(&K) -> A` pointer.
+    ///
+    /// ```
+    /// use tollgate::keyed::HeaplessKeyedTable;
+    /// use tollgate::{Gcra, GcraState, Quota};
+    ///
+    /// const SLOW: Quota = match Quota::per_second(2) { Ok(q) => q, Err(_) => panic!() };
+    /// const FAST: Quota = match Quota::per_second(20) { Ok(q) => q, Err(_) => panic!() };
+    /// fn by_id(id: &u8) -> Gcra {
+    ///     Gcra::token_bucket(if *id < 0x10 { FAST } else { SLOW })
+    /// }
+    /// static PER_ID: HeaplessKeyedTable<u8, Gcra, 8, fn(&u8) -> Gcra> =
+    ///     HeaplessKeyedTable::from_parts_per_key(Gcra::token_bucket(SLOW), GcraState::new(), by_id);
+    ///
+    /// assert_eq!(PER_ID.snapshot(&0x01, 0).limit(), 20);
+    /// assert_eq!(PER_ID.snapshot(&0x20, 0).limit(), 2);
+    /// ```
+    #[must_use]
+    pub const fn from_parts_per_key(default: A, shared: A::State, quota: Q) -> Self {
+        Self {
+            slots: Mutex::new(RefCell::new(Slots {
+                map: FnvIndexMap::new(),
+                hint: SweepHint::new(),
+            })),
+            default,
+            shared,
+            policy: OverflowPolicy::SharedBucket,
+            quota,
+        }
+    }
+
     /// The same table with another overflow policy.
     #[must_use]
     pub const fn with_overflow(mut self, policy: OverflowPolicy) -> Self {

@@ -18,9 +18,13 @@
 //!   timeout shorter than the wait is `Timeout` while a long enough one
 //!   is served when the permit is due.
 //!
+//! Three "peer" tasks share a keyed limiter (a `HeaplessKeyedTable` of 4
+//! slots, one bucket per peer id, eight peers): see [`keyed`] for what is
+//! checked there (per-peer quotas, lossless eviction, throttled keys never
+//! evicted, the overflow path when the table is full of throttled keys).
+//!
 //! It prints the results over semihosting and exits 0 when all hold,
-//! 1 otherwise (a panic exits 1 too). The keyed limiter has not landed yet,
-//! so it is not exercised here.
+//! 1 otherwise (a panic exits 1 too).
 #![no_std]
 #![no_main]
 
@@ -36,6 +40,8 @@ use tollgate::{
     Snapshot,
 };
 use tollgate_firmware as board;
+
+mod keyed;
 
 /// A quota that the tick can resolve, checked at compile time.
 const fn tick_checked(quota: Result<Quota, QuotaError>) -> Quota {
@@ -153,6 +159,11 @@ fn count<const T: usize>(counts: &Mutex<RefCell<[usize; T]>>, task: u8) {
     });
 }
 
+/// Records a failure seen by a task (reported with the results).
+fn fail() {
+    critical_section::with(|cs| FAILED.borrow(cs).set(true));
+}
+
 fn finished() {
     critical_section::with(|cs| {
         let f = FINISHED.borrow(cs);
@@ -167,7 +178,7 @@ async fn sensor(id: u8) {
             Ok(_) => count(&SENSOR_COUNTS, id),
             Err(e) => {
                 hprintln!("FAIL sensor {}: {}", id, e);
-                critical_section::with(|cs| FAILED.borrow(cs).set(true));
+                fail();
             }
         }
     }
@@ -181,7 +192,7 @@ async fn radio(id: u8) {
             Ok(_) => count(&RADIO_COUNTS, id),
             Err(e) => {
                 hprintln!("FAIL radio {}: {}", id, e);
-                critical_section::with(|cs| FAILED.borrow(cs).set(true));
+                fail();
             }
         }
     }
@@ -372,10 +383,13 @@ async fn main(spawner: Spawner) {
     for id in 0..RADIOS as u8 {
         spawner.spawn(radio(id).expect("radio pool"));
     }
+    for task in 0..keyed::TASKS as u8 {
+        spawner.spawn(keyed::peer_task(task).expect("peer pool"));
+    }
 
     // Wait for all tasks, with a guard in embassy time.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while critical_section::with(|cs| FINISHED.borrow(cs).get()) < SENSORS + RADIOS {
+    while critical_section::with(|cs| FINISHED.borrow(cs).get()) < SENSORS + RADIOS + keyed::TASKS {
         if Instant::now() > deadline {
             hprintln!("FAIL: tasks did not finish within 5 s");
             board::exit(false);
@@ -389,9 +403,11 @@ async fn main(spawner: Spawner) {
         (check_token_bucket(&t), check_leaky_bucket(&r))
     });
     let errors = check_errors().await;
+    let peers = keyed::check_peers();
+    let overflow = keyed::check_overflow().await;
     let failed = critical_section::with(|cs| FAILED.borrow(cs).get());
 
-    let ok = telemetry && radio && errors && !failed;
+    let ok = telemetry && radio && errors && peers && overflow && !failed;
     hprintln!("{}", if ok { "ALL PASS" } else { "FAILED" });
     board::exit(ok);
 }

@@ -9,6 +9,9 @@
 //! feature `probe-acquire` both variants wait instead: `acquire(1).await`
 //! on the bucket against a plain `Timer` for the no-op, which prices the
 //! async waiter too.
+//! With feature `probe-keyed` the check goes to a keyed table instead: a
+//! `static HeaplessKeyedTable<u8, Gcra, 8>` with 16 keys taking turns, so
+//! inserting, sweeping and the overflow bucket are all linked in.
 //! It also runs: `cargo run --release --bin size-probe --target ...`.
 #![no_std]
 #![no_main]
@@ -17,7 +20,7 @@ use cortex_m_semihosting::hprintln;
 use embassy_executor::Spawner;
 use tollgate_firmware as board;
 
-#[cfg(not(feature = "noop-limiter"))]
+#[cfg(all(not(feature = "noop-limiter"), not(feature = "probe-keyed")))]
 mod limiter {
     use tollgate::embassy::EmbassyClock;
     #[cfg(feature = "probe-acquire")]
@@ -46,6 +49,33 @@ mod limiter {
         CONFIG
             .check_n(&STATE, 1, EmbassyClock::ticks_to_nanos(ticks))
             .is_ok_and(|d| d.is_allowed())
+    }
+}
+
+#[cfg(all(feature = "probe-keyed", not(feature = "noop-limiter")))]
+mod limiter {
+    use tollgate::embassy::EmbassyClock;
+    use tollgate::keyed::HeaplessKeyedTable;
+    use tollgate::{Gcra, Quota};
+
+    const QUOTA: Quota = match Quota::per_second(100) {
+        Ok(q) => match q.allow_burst(3) {
+            Ok(q) => q,
+            Err(_) => panic!("invalid burst"),
+        },
+        Err(_) => panic!("invalid quota"),
+    };
+    /// Eight keys; the table (its map, configuration and overflow bucket)
+    /// is one `static` in RAM.
+    static TABLE: HeaplessKeyedTable<u8, Gcra, 8> =
+        HeaplessKeyedTable::gcra(Gcra::token_bucket(QUOTA));
+
+    /// One check for one of 16 peers at embassy time `ticks`.
+    pub fn admit(ticks: u64) -> bool {
+        let peer = (ticks % 16) as u8;
+        TABLE
+            .check(&peer, EmbassyClock::ticks_to_nanos(ticks))
+            .is_allowed()
     }
 }
 
