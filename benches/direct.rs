@@ -15,7 +15,7 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use governor::clock::{
     Clock as GovClock, FakeRelativeClock, MonotonicClock, QuantaClock as GovQuanta,
 };
@@ -146,4 +146,123 @@ fn direct(c: &mut Criterion) {
 }
 
 criterion_group!(benches, direct);
-criterion_main!(benches);
+
+fn main() {
+    throughput::print();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
+
+/// Throughput with two threads, printed as `FIGURE` lines (collected into
+/// BENCHMARKS.md by scripts/benchmarks.py): checks per second on one shared
+/// bucket (tollgate and governor) and on two distinct buckets on separate
+/// cache lines, against the same work on one thread.
+mod throughput {
+    use std::hint::black_box;
+    use std::num::NonZeroU32;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Barrier;
+    use std::time::{Duration, Instant};
+
+    use governor::clock::FakeRelativeClock;
+    use governor::{Quota as GovQuota, RateLimiter as GovLimiter};
+    use tollgate::{Bucket, Gcra, Limiter, Quota};
+
+    const RUN: Duration = Duration::from_millis(700);
+
+    /// Keeps each bucket on its own cache lines.
+    #[repr(align(128))]
+    struct Padded(Bucket<Gcra>);
+
+    fn quota() -> Quota {
+        Quota::per_second(1_000_000_000)
+            .and_then(|q| q.allow_burst(u32::MAX))
+            .expect("valid")
+    }
+
+    /// Total calls per second of `op(thread)` over `threads` threads.
+    fn rate(threads: usize, op: &(dyn Fn(usize) -> bool + Sync)) -> f64 {
+        let stop = AtomicBool::new(false);
+        let barrier = Barrier::new(threads + 1);
+        let total: u64 = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (stop, barrier) = (&stop, &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        let mut n = 0u64;
+                        while !stop.load(Ordering::Relaxed) {
+                            for _ in 0..256 {
+                                black_box(op(t));
+                            }
+                            n += 256;
+                        }
+                        n
+                    })
+                })
+                .collect();
+            barrier.wait();
+            let start = Instant::now();
+            std::thread::sleep(RUN);
+            stop.store(true, Ordering::Relaxed);
+            let n: u64 = handles.into_iter().map(|h| h.join().expect("thread")).sum();
+            let secs = start.elapsed().as_secs_f64();
+            (n as f64 / secs) as u64
+        });
+        total as f64
+    }
+
+    pub fn print() {
+        // the time is passed in (a fixed instant): this measures the check
+        let now = 1;
+        let shared = Bucket::token_bucket(quota());
+        let distinct = [
+            Padded(Bucket::token_bucket(quota())),
+            Padded(Bucket::token_bucket(quota())),
+        ];
+        let gclock = FakeRelativeClock::default();
+        let gq = GovQuota::per_second(NonZeroU32::new(1_000_000_000).expect("nz"))
+            .allow_burst(NonZeroU32::MAX);
+        let governor = GovLimiter::direct_with_clock(gq, gclock);
+
+        let one_key_1 = rate(1, &|_| shared.check(now).is_allowed());
+        let one_key_2 = rate(2, &|_| shared.check(now).is_allowed());
+        let gov_1 = rate(1, &|_| governor.check().is_ok());
+        let gov_2 = rate(2, &|_| governor.check().is_ok());
+        let distinct_1 = rate(1, &|t| distinct[t].0.check(now).is_allowed());
+        let distinct_2 = rate(2, &|t| distinct[t].0.check(now).is_allowed());
+        let m = |x: f64| format!("{:.1}", x / 1e6);
+        println!(
+            "FIGURE throughput_one_key_1_thread_tollgate {} Mchecks/s shared bucket",
+            m(one_key_1)
+        );
+        println!(
+            "FIGURE throughput_one_key_2_threads_tollgate {} Mchecks/s shared bucket, total",
+            m(one_key_2)
+        );
+        println!(
+            "FIGURE throughput_one_key_1_thread_governor {} Mchecks/s direct limiter",
+            m(gov_1)
+        );
+        println!(
+            "FIGURE throughput_one_key_2_threads_governor {} Mchecks/s direct limiter, total",
+            m(gov_2)
+        );
+        println!(
+            "FIGURE one_key_2_threads_tollgate_vs_governor {:.2} ratio target >= 1.0",
+            one_key_2 / gov_2
+        );
+        println!(
+            "FIGURE throughput_distinct_keys_1_thread {} Mchecks/s own bucket",
+            m(distinct_1)
+        );
+        println!(
+            "FIGURE throughput_distinct_keys_2_threads {} Mchecks/s own buckets, total",
+            m(distinct_2)
+        );
+        println!(
+            "FIGURE distinct_keys_2_threads_scaling {:.2} ratio target >= 1.8 (2 threads / 1 thread)",
+            distinct_2 / distinct_1
+        );
+    }
+}
