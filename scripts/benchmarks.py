@@ -2,6 +2,7 @@
 """Run tollgate's criterion benches and write BENCHMARKS.md from the results.
 
 Usage: python3 scripts/benchmarks.py [--no-run] [cargo bench args...]
+       cargo bench --bench NAME | python3 scripts/benchmarks.py --figures
 
 Runs `cargo bench --workspace` (unless --no-run, which only re-reads
 target/criterion), then reads every `benchmark.json` / `estimates.json`
@@ -44,6 +45,33 @@ def run_benches(args):
     if proc.wait() != 0:
         sys.exit("cargo bench failed")
     return figures
+
+
+FIGURES = os.path.join(CRIT, "figures.txt")
+
+
+def save_figures(new):
+    """Merges new FIGURE lines into target/criterion/figures.txt (by name),
+    so a later --no-run still renders the latest value of every figure."""
+    old = load_figures()
+    merged = {f[0]: f for f in old}
+    merged.update({f[0]: f for f in new})
+    os.makedirs(CRIT, exist_ok=True)
+    with open(FIGURES, "w") as f:
+        for name, value, unit, note in merged.values():
+            f.write(f"FIGURE {name} {value} {unit} {note}\n")
+
+
+def load_figures():
+    if not os.path.exists(FIGURES):
+        return []
+    out = []
+    with open(FIGURES) as f:
+        for line in f:
+            m = re.match(r"^FIGURE (\S+) (\S+) (\S+)\s*(.*)$", line.strip())
+            if m:
+                out.append(m.groups())
+    return out
 
 
 def load_results():
@@ -112,11 +140,16 @@ def render(groups, figures):
 
 def main():
     args = sys.argv[1:]
-    figures = []
+    if args[:1] == ["--figures"]:
+        # FIGURE lines from a bench run on stdin (one bench re-run alone)
+        lines = [re.match(r"^FIGURE (\S+) (\S+) (\S+)\s*(.*)$", l.strip()) for l in sys.stdin]
+        save_figures([m.groups() for m in lines if m])
+        args = ["--no-run"]
     if args[:1] == ["--no-run"]:
         args = args[1:]
     else:
-        figures = run_benches(args)
+        save_figures(run_benches(args))
+    figures = load_figures()
     groups = load_results()
     if not groups:
         sys.exit("no criterion results under target/criterion")
