@@ -189,6 +189,19 @@ fn bytes_per_key() {
             occupancy * 100.0,
             governor_bytes as f64 / keys as f64
         );
+        println!(
+            "FIGURE keyed_bytes_per_key_{keys}_sharded {:.1} B/key capacity at {:.0} % occupancy (target <= 24)",
+            tollgate_bytes as f64 / keys as f64,
+            occupancy * 100.0
+        );
+        println!(
+            "FIGURE keyed_bytes_per_key_{keys}_lock_free {:.1} B/key (target <= 24)",
+            lock_free_bytes as f64 / keys as f64
+        );
+        println!(
+            "FIGURE keyed_bytes_per_key_{keys}_governor {:.1} B/key grows with traffic",
+            governor_bytes as f64 / keys as f64
+        );
     }
 }
 
@@ -252,6 +265,18 @@ fn interleaved_minimum() {
             best_l / best_g,
             best_t / best_g
         );
+        let case = format!(
+            "{keys}_keys_{}_{threads}_threads",
+            if shuffled { "shuffled" } else { "in_order" }
+        );
+        println!(
+            "FIGURE keyed_{case}_lock_free_vs_governor {:.2} ratio interleaved minimum of {ROUNDS} rounds (target <= 0.5 at 10k/100k keys)",
+            best_l / best_g
+        );
+        println!(
+            "FIGURE keyed_{case}_sharded_vs_governor {:.2} ratio interleaved minimum of {ROUNDS} rounds",
+            best_t / best_g
+        );
     }
 }
 
@@ -294,6 +319,10 @@ fn flood_cost() {
     println!(
         "flood of new keys into a full 100,000-key table (Deny), ns per request: sharded {best_s:.1}, lock-free {best_l:.1}"
     );
+    println!(
+        "FIGURE keyed_flood_ns_per_request_sharded {best_s:.1} ns new key into a full table (Deny)"
+    );
+    println!("FIGURE keyed_flood_ns_per_request_lock_free {best_l:.1} ns new key into a full table (Deny)");
 }
 
 fn keyed(c: &mut Criterion) {
