@@ -27,9 +27,9 @@ use crate::decision::{CapacityExceeded, Snapshot};
 use crate::gcra::{Gcra, GcraState};
 use crate::limiter::Algorithm;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
+use crate::sync::{Mutex, MutexGuard};
 use core::hash::{BuildHasher, Hash};
 use core::marker::PhantomData;
-use std::sync::{Mutex, MutexGuard};
 use std::vec::Vec;
 
 /// A key that fits in 64 bits, so that it can share one atomic word with

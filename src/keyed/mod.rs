@@ -71,14 +71,14 @@ use core::fmt;
 
 mod hash;
 mod heapless_table;
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(feature = "std")]
 mod lock_free;
 #[cfg(feature = "std")]
 mod sharded;
 
 pub use hash::{RandomSeed, SeededHasher};
 pub use heapless_table::HeaplessKeyedTable;
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(feature = "std")]
 pub use lock_free::{LockFreeGcraTable, WordKey};
 #[cfg(feature = "std")]
 pub use sharded::{ShardedKeyedTable, ShardedTableBuilder};
