@@ -94,7 +94,11 @@ fn shared_bucket<Tb: KeyedTable>(build: fn(Gcra, usize, OverflowPolicy) -> Tb) {
         build,
         OverflowPolicy::SharedBucket,
         vec![
-            vec![KeyedOp::check(3, 500), KeyedOp::check(3, 500)],
+            vec![KeyedOp::Check {
+                key: 3,
+                n: 2,
+                now: 500,
+            }],
             vec![KeyedOp::check(4, 400)],
             vec![KeyedOp::check(5, 450)],
         ],
