@@ -410,10 +410,18 @@
 //! permits held never exceed the limit and each dropped, partly released
 //! or detached permit is returned exactly once; for a chain, that a refused
 //! request leaves its first member as the direct traffic alone would; for
-//! [`WithStats`], that the counters equal what the callers saw. Every
-//! atomic type is named in one module,
-//! so a `--cfg loom` build swaps all of them for loom's; a guard model
-//! fails if that ever stops being true. Run it with `loom-tests/run.sh`.
+//! [`WithStats`], that the counters equal what the callers saw. For the
+//! keyed tables (sharded, lock-free and `no_std`) they show that callers
+//! seeing a key for the first time at once create one state for it, that
+//! evicting a key (a sweep, or a new key's insert into a full table) while
+//! stale checks of it race never admits it beyond its quota, that a
+//! throttled key is never evicted to make room, and that each overflow
+//! policy keeps its promise under racing inserts. Every atomic type, and
+//! every lock of the keyed tables, is named in one module, so a `--cfg
+//! loom` build swaps all of them for loom's (the lock-free table's 128-bit
+//! slots for a shim that makes each 128-bit operation one atomic step, as
+//! `portable-atomic` does); a guard model fails if that ever stops being
+//! true. Run it with `loom-tests/run.sh`.
 
 #![no_std]
 // The library never uses unsafe code. (Cargo.toml only denies it, so that

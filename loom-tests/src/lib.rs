@@ -18,6 +18,11 @@
 //!   that what it observed is one of them (linearizability);
 //! - [`ops`]: one vocabulary ([`Op`], [`Outcome`]) for driving the real
 //!   algorithm and the reference model alike;
+//! - `keyed_model` (under `cfg(loom)` only): one vocabulary of operations
+//!   for every keyed table, and what the GCRA reference model allows each
+//!   key;
+//! - a `critical-section` implementation on a loom mutex (under `cfg(loom)`
+//!   only), so the `no_std` keyed table's sections are visible to loom;
 //! - `model` (under `cfg(loom)` only): `loom::model` with a default
 //!   preemption bound, so a bare `cargo test` under loom stays bounded too.
 
@@ -27,6 +32,10 @@ pub mod orders;
 pub mod spec;
 pub mod window_spec;
 
+#[cfg(loom)]
+mod critical_section_model;
+#[cfg(loom)]
+pub mod keyed_model;
 #[cfg(loom)]
 pub mod model;
 

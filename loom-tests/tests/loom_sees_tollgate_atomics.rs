@@ -5,7 +5,8 @@
 //! every model in this crate would pass on racy code: a false green. This
 //! test writes a deliberately racy load-then-store counter against
 //! `tollgate::sync`'s types and requires loom to catch the lost update; a
-//! correct `fetch_add` counter, the control, must pass.
+//! correct `fetch_add` counter, the control, must pass. The same goes for
+//! the keyed tables' 128-bit slot type (a loom shim) and their locks.
 //!
 //! One `#[test]` per file on purpose: it swaps the process-wide panic hook
 //! to keep the expected failure's message out of the output.
@@ -15,7 +16,7 @@ use std::panic::{self, AssertUnwindSafe};
 
 use loom::sync::Arc;
 use loom_tests::model;
-use tollgate::sync::{AtomicU32, AtomicU64, Ordering};
+use tollgate::sync::{AtomicU128, AtomicU32, AtomicU64, Mutex, Ordering, RwLock};
 
 /// Two threads each add one to a shared counter; `racy` does it with a
 /// separate load and store (a lost-update race), otherwise with `fetch_add`.
@@ -39,6 +40,56 @@ macro_rules! counter_model {
             assert_eq!(counter.load(Ordering::Relaxed), 2, "lost update");
         }
     };
+}
+
+/// The same counter on the keyed tables' sync types: `AtomicU128` (the
+/// loom shim: racy is load then store, correct is a compare-and-swap
+/// loop), `Mutex` and `RwLock` (racy reads in one critical section and
+/// writes in another, correct does both in one).
+fn keyed_counter_model(kind: &'static str, racy: bool) -> impl Fn() + Sync + Send + 'static {
+    move || {
+        let wide = Arc::new(AtomicU128::new(0));
+        let mutex = Arc::new(Mutex::new(0u32));
+        let rwlock = Arc::new(RwLock::new(0u32));
+        let bump = {
+            let (wide, mutex, rwlock) =
+                (Arc::clone(&wide), Arc::clone(&mutex), Arc::clone(&rwlock));
+            move || match (kind, racy) {
+                ("AtomicU128", true) => {
+                    let seen = wide.load(Ordering::Acquire);
+                    wide.store(seen + 1, Ordering::Release);
+                }
+                ("AtomicU128", false) => {
+                    let mut seen = wide.load(Ordering::Acquire);
+                    while let Err(now) =
+                        wide.compare_exchange(seen, seen + 1, Ordering::AcqRel, Ordering::Acquire)
+                    {
+                        seen = now;
+                    }
+                }
+                ("Mutex", true) => {
+                    let seen = *mutex.lock().expect("lock");
+                    *mutex.lock().expect("lock") = seen + 1;
+                }
+                ("Mutex", false) => *mutex.lock().expect("lock") += 1,
+                ("RwLock", true) => {
+                    let seen = *rwlock.read().expect("lock");
+                    *rwlock.write().expect("lock") = seen + 1;
+                }
+                _ => *rwlock.write().expect("lock") += 1,
+            }
+        };
+        let other = bump.clone();
+        let t = loom::thread::spawn(other);
+        bump();
+        t.join().expect("thread");
+        let total = match kind {
+            "AtomicU128" => wide.load(Ordering::Acquire),
+            "Mutex" => u128::from(*mutex.lock().expect("lock")),
+            _ => u128::from(*rwlock.read().expect("lock")),
+        };
+        assert_eq!(total, 2, "lost update");
+    }
 }
 
 /// Runs `f`, returning the message it panicked with (`None` if it passed).
@@ -77,4 +128,21 @@ fn loom_catches_a_racy_counter_on_tollgate_sync_types() {
     // are the race and not a broken model.
     model::check(counter_model!(AtomicU64, false));
     model::check(counter_model!(AtomicU32, false));
+
+    // The keyed tables' 128-bit slots and locks are loom's too (a std
+    // lock, or portable-atomic's AtomicU128, would let the race pass).
+    for kind in ["AtomicU128", "Mutex", "RwLock"] {
+        let message = panic_message(|| model::check(keyed_counter_model(kind, true)))
+            .unwrap_or_else(|| {
+                panic!(
+                    "loom did not catch a lost update on tollgate::sync::{kind}: \
+                     the loom alias in src/sync.rs is not in effect"
+                )
+            });
+        assert!(
+            message.contains("lost update"),
+            "{kind}: loom failed for another reason: {message}"
+        );
+        model::check(keyed_counter_model(kind, false));
+    }
 }

@@ -21,15 +21,15 @@
 
 use super::{
     overflow, untracked_peek, AtomicSweepHint, KeyQuota, KeyedDecision, KeyedPath, KeyedTableError,
-    OverflowPolicy, RandomSeed, SameQuota,
+    OverflowPolicy, RandomSeed, SameQuota, SweepHint,
 };
 use crate::decision::{CapacityExceeded, Snapshot};
 use crate::gcra::{Gcra, GcraState};
 use crate::limiter::Algorithm;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
+use crate::sync::{Mutex, MutexGuard};
 use core::hash::{BuildHasher, Hash};
 use core::marker::PhantomData;
-use std::sync::{Mutex, MutexGuard};
 use std::vec::Vec;
 
 /// A key that fits in 64 bits, so that it can share one atomic word with
@@ -467,12 +467,20 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
     /// Evicts the shard's idle keys and closes the holes (caller holds the
     /// shard's mutex). Returns how many were evicted.
     fn sweep(&self, shard: &Shard, now: u64) -> usize {
-        shard.hint.start(now);
+        // The new hint is built here and published when the sweep ends:
+        // lock-free readers consult the shard's hint at any time, and one
+        // that met a half-built hint ("nothing idle before u64::MAX")
+        // refused with a retry_after of centuries. Checks racing the sweep
+        // only lower the hint to a TAT the sweep sees too, so publishing
+        // over them loses nothing.
+        let mut hint = SweepHint::new();
+        hint.start(now);
         // A slot empty before any eviction: no probe run crosses it (the
         // spare slots guarantee one exists).
         let Some(start) =
             (0..shard.slots.len()).find(|&i| matches!(unpack(shard.load(i)), Slot::Empty))
         else {
+            shard.hint.publish(&hint);
             return 0;
         };
         // odd: lock-free "absent" answers are not trusted until it is even
@@ -484,9 +492,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
                 let alg = self.algorithm(K::from_word(key));
                 // GCRA: idle (indistinguishable from fresh) iff TAT ≤ now
                 if tat > now {
-                    shard
-                        .hint
-                        .lower(now, alg.snapshot_of(tat, now).reset_after_nanos());
+                    hint.lower(now, alg.snapshot_of(tat, now).reset_after_nanos());
                     break;
                 }
                 // fails if a reader used the key since the load
@@ -504,6 +510,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
             shard.len.fetch_sub(evicted as u64, Ordering::Relaxed);
             self.close_holes(shard, start);
         }
+        shard.hint.publish(&hint);
         shard.sweeps.fetch_add(1, Ordering::Release);
         evicted
     }

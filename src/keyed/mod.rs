@@ -71,14 +71,14 @@ use core::fmt;
 
 mod hash;
 mod heapless_table;
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(feature = "std")]
 mod lock_free;
 #[cfg(feature = "std")]
 mod sharded;
 
 pub use hash::{RandomSeed, SeededHasher};
 pub use heapless_table::HeaplessKeyedTable;
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(feature = "std")]
 pub use lock_free::{LockFreeGcraTable, WordKey};
 #[cfg(feature = "std")]
 pub use sharded::{ShardedKeyedTable, ShardedTableBuilder};
@@ -315,7 +315,9 @@ impl SweepHint {
 /// The sweep hint of [`SweepHint`](super::SweepHint), lowered concurrently
 /// by checks under the read lock (`fetch_min`); started and reset only under
 /// the write lock or by refunds (which only lower it). `Relaxed` suffices:
-/// the shard's lock orders sweeps against checks.
+/// the shard's lock orders sweeps against checks. The lock-free table's
+/// readers do not wait for its sweeps, so it builds a sweep's hint aside
+/// and [`publish`](Self::publish)es it when the sweep ends.
 pub(crate) struct AtomicSweepHint {
     swept_at: AtomicU64,
     next_idle_at: AtomicU64,
@@ -352,6 +354,16 @@ impl AtomicSweepHint {
     pub(crate) fn start(&self, now: u64) {
         self.swept_at.store(now, Ordering::Relaxed);
         self.next_idle_at.store(u64::MAX, Ordering::Relaxed);
+    }
+
+    /// Installs a sweep's hint built in a [`SweepHint`], all at once, for
+    /// a table whose readers do not wait for its sweeps (the lock-free
+    /// one): they see the previous hint or the finished one, never "start"
+    /// without its "lower"s.
+    pub(crate) fn publish(&self, hint: &SweepHint) {
+        self.next_idle_at
+            .store(hint.next_idle_at, Ordering::Relaxed);
+        self.swept_at.store(hint.swept_at, Ordering::Relaxed);
     }
 
     #[inline]

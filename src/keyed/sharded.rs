@@ -25,8 +25,8 @@ use super::{
 };
 use crate::decision::{CapacityExceeded, Snapshot};
 use crate::limiter::Algorithm;
+use crate::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use core::hash::{BuildHasher, Hash};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::vec::Vec;
 
 /// Largest number of keys in one shard: bounds the cost of one sweep.
@@ -361,7 +361,6 @@ impl<A, S, Q> ShardedTableBuilder<A, S, Q> {
     }
 }
 
-#[cfg(not(loom))]
 impl<S: BuildHasher, Q> ShardedTableBuilder<crate::gcra::Gcra, S, Q> {
     /// Allocates a [`LockFreeGcraTable`](super::LockFreeGcraTable) with
     /// this configuration instead: GCRA buckets, word-sized keys, no lock
@@ -474,7 +473,7 @@ where
         lock.write().unwrap_or_else(|poisoned| {
             let mut shard = poisoned.into_inner();
             shard.reindex(|k| self.hasher.hash_one(k));
-            lock.clear_poison();
+            crate::sync::clear_poison(lock);
             shard
         })
     }

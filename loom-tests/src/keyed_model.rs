@@ -1,0 +1,461 @@
+//! Driving the keyed tables in loom models (only under `cfg(loom)`).
+//!
+//! The keyed models run one vocabulary of operations ([`KeyedOp`]) against
+//! any table behind the [`KeyedTable`] trait, with keys hashed by
+//! [`IdentityHash`] so that every small key has the same home slot: probe
+//! runs, displaced entries and the moves that close holes after an
+//! eviction all happen with two or three keys.
+//!
+//! What a key may get is decided by the GCRA reference model
+//! ([`SpecBucket`]) run over that key's checks alone: eviction is lossless
+//! (an idle bucket is indistinguishable from a fresh one), so a table must
+//! never admit a key more than some sequential order of its own checks on
+//! one bucket admits ([`most_admitted_alone`]), and a key that is never
+//! evicted must behave exactly like such a bucket ([`one_state_runs`]).
+
+use std::collections::HashSet;
+use std::hash::{BuildHasher, Hasher};
+
+use loom::sync::Arc;
+use tollgate::keyed::{
+    HeaplessKeyedTable, KeyedDecision, KeyedPath, LockFreeGcraTable, OverflowPolicy,
+    ShardedKeyedTable,
+};
+use tollgate::{CapacityExceeded, Gcra, Snapshot};
+
+use crate::ops::{Op, Outcome};
+use crate::orders::sequential_outcomes;
+use crate::spec::SpecBucket;
+
+/// Hashes a `u64` key to itself. A table's home slot comes from the low
+/// 32 bits scaled by the slot count, so every key below `2^32 / slots`
+/// has home 0 and each new key is placed one further along the probe run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IdentityHash;
+
+/// The hasher of [`IdentityHash`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = word;
+    }
+}
+
+impl BuildHasher for IdentityHash {
+    type Hasher = IdentityHasher;
+
+    fn build_hasher(&self) -> IdentityHasher {
+        IdentityHasher(0)
+    }
+}
+
+/// The operations of a keyed table the models race.
+pub trait KeyedTable: Send + Sync + 'static {
+    /// `check_n(key, n, now)`.
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` can never be granted.
+    fn check_n(&self, key: u64, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded>;
+    /// `evict_refilled(now)`: how many keys were evicted.
+    fn evict_refilled(&self, now: u64) -> usize;
+    /// The number of tracked keys.
+    fn len(&self) -> usize;
+    /// True if no key is tracked.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// True if `key` has a slot.
+    fn contains(&self, key: u64) -> bool;
+    /// `key`'s snapshot at `now`.
+    fn snapshot(&self, key: u64, now: u64) -> Snapshot;
+    /// The shared overflow bucket's snapshot at `now`.
+    fn shared_snapshot(&self, now: u64) -> Snapshot;
+}
+
+/// The sharded table as the models build it.
+pub type Sharded = ShardedKeyedTable<u64, Gcra, IdentityHash>;
+/// The lock-free table as the models build it.
+pub type LockFree = LockFreeGcraTable<u64, IdentityHash>;
+/// The `no_std` table as the models build it (2 keys).
+pub type Heapless = HeaplessKeyedTable<u64, Gcra, 2>;
+
+impl KeyedTable for Sharded {
+    fn check_n(&self, key: u64, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded> {
+        ShardedKeyedTable::check_n(self, &key, n, now)
+    }
+    fn evict_refilled(&self, now: u64) -> usize {
+        ShardedKeyedTable::evict_refilled(self, now)
+    }
+    fn len(&self) -> usize {
+        ShardedKeyedTable::len(self)
+    }
+    fn contains(&self, key: u64) -> bool {
+        ShardedKeyedTable::contains(self, &key)
+    }
+    fn snapshot(&self, key: u64, now: u64) -> Snapshot {
+        ShardedKeyedTable::snapshot(self, &key, now)
+    }
+    fn shared_snapshot(&self, now: u64) -> Snapshot {
+        ShardedKeyedTable::shared_snapshot(self, now)
+    }
+}
+
+impl KeyedTable for LockFree {
+    fn check_n(&self, key: u64, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded> {
+        LockFreeGcraTable::check_n(self, key, n, now)
+    }
+    fn evict_refilled(&self, now: u64) -> usize {
+        LockFreeGcraTable::evict_refilled(self, now)
+    }
+    fn len(&self) -> usize {
+        LockFreeGcraTable::len(self)
+    }
+    fn contains(&self, key: u64) -> bool {
+        LockFreeGcraTable::contains(self, key)
+    }
+    fn snapshot(&self, key: u64, now: u64) -> Snapshot {
+        LockFreeGcraTable::snapshot(self, key, now)
+    }
+    fn shared_snapshot(&self, now: u64) -> Snapshot {
+        LockFreeGcraTable::shared_snapshot(self, now)
+    }
+}
+
+impl KeyedTable for Heapless {
+    fn check_n(&self, key: u64, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded> {
+        HeaplessKeyedTable::check_n(self, &key, n, now)
+    }
+    fn evict_refilled(&self, now: u64) -> usize {
+        HeaplessKeyedTable::evict_refilled(self, now)
+    }
+    fn len(&self) -> usize {
+        HeaplessKeyedTable::len(self)
+    }
+    fn contains(&self, key: u64) -> bool {
+        HeaplessKeyedTable::contains(self, &key)
+    }
+    fn snapshot(&self, key: u64, now: u64) -> Snapshot {
+        HeaplessKeyedTable::snapshot(self, &key, now)
+    }
+    fn shared_snapshot(&self, now: u64) -> Snapshot {
+        HeaplessKeyedTable::shared_snapshot(self, now)
+    }
+}
+
+/// A sharded table of `capacity` keys in one shard.
+///
+/// # Panics
+/// If the table cannot be built.
+#[must_use]
+pub fn sharded(gcra: Gcra, capacity: usize, policy: OverflowPolicy) -> Sharded {
+    ShardedKeyedTable::builder(gcra)
+        .capacity(capacity)
+        .shards(1)
+        .overflow(policy)
+        .hasher(IdentityHash)
+        .build()
+        .expect("valid sharded table")
+}
+
+/// A lock-free table of `capacity` keys in one shard (`capacity` + 25 %
+/// slots, at least 2).
+///
+/// # Panics
+/// If the table cannot be built.
+#[must_use]
+pub fn lock_free(gcra: Gcra, capacity: usize, policy: OverflowPolicy) -> LockFree {
+    LockFreeGcraTable::with_options(
+        capacity,
+        gcra,
+        policy,
+        IdentityHash,
+        tollgate::keyed::SameQuota,
+        Some(1),
+    )
+    .expect("valid lock-free table")
+}
+
+/// A `no_std` table of 2 keys (its capacity is the const `N`).
+#[must_use]
+pub fn heapless(gcra: Gcra, _capacity: usize, policy: OverflowPolicy) -> Heapless {
+    HeaplessKeyedTable::new(gcra).with_overflow(policy)
+}
+
+/// One operation of a thread on a keyed table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyedOp {
+    /// `check_n(key, n, now)`.
+    Check {
+        /// The key.
+        key: u64,
+        /// Permits requested.
+        n: u32,
+        /// The caller's clock reading.
+        now: u64,
+    },
+    /// `evict_refilled(now)`.
+    Evict {
+        /// The caller's clock reading.
+        now: u64,
+    },
+}
+
+impl KeyedOp {
+    /// One permit for `key` at `now`.
+    #[must_use]
+    pub const fn check(key: u64, now: u64) -> Self {
+        Self::Check { key, n: 1, now }
+    }
+
+    /// The operation's `now`.
+    #[must_use]
+    pub const fn now(&self) -> u64 {
+        match *self {
+            Self::Check { now, .. } | Self::Evict { now } => now,
+        }
+    }
+}
+
+/// What a [`KeyedOp`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyedOutcome {
+    /// A check's outcome and the path that answered it.
+    Checked {
+        /// Which state answered.
+        path: KeyedPath,
+        /// What it answered.
+        outcome: Outcome,
+    },
+    /// A check whose `n` can never be granted.
+    Exceeded,
+    /// `evict_refilled` evicted this many keys.
+    Evicted(usize),
+}
+
+impl KeyedOutcome {
+    /// True if a check was admitted (through any path).
+    #[must_use]
+    pub const fn is_allowed(&self) -> bool {
+        matches!(
+            self,
+            Self::Checked {
+                outcome: Outcome::Allowed,
+                ..
+            }
+        )
+    }
+
+    /// The path of a check.
+    #[must_use]
+    pub const fn path(&self) -> Option<KeyedPath> {
+        match self {
+            Self::Checked { path, .. } => Some(*path),
+            _ => None,
+        }
+    }
+}
+
+/// Runs `op` on `table`.
+pub fn apply<T: KeyedTable + ?Sized>(table: &T, op: KeyedOp) -> KeyedOutcome {
+    match op {
+        KeyedOp::Check { key, n, now } => match table.check_n(key, n, now) {
+            Ok(decision) => KeyedOutcome::Checked {
+                path: decision.path(),
+                outcome: Outcome::of_check(Ok(decision.into_decision())),
+            },
+            Err(_) => KeyedOutcome::Exceeded,
+        },
+        KeyedOp::Evict { now } => KeyedOutcome::Evicted(table.evict_refilled(now)),
+    }
+}
+
+/// Inside a model: runs `setup` sequentially on `table` (every check must
+/// be admitted), then `threads` concurrently (all but the last on spawned
+/// loom threads, the last on the model's main thread). Returns each
+/// thread's outcomes.
+///
+/// # Panics
+/// If a setup check is refused or a model thread panics.
+pub fn run_keyed<T: KeyedTable>(
+    table: &Arc<T>,
+    setup: &[KeyedOp],
+    threads: &[Vec<KeyedOp>],
+) -> Vec<Vec<KeyedOutcome>> {
+    for &op in setup {
+        let outcome = apply(&**table, op);
+        if let KeyedOp::Check { .. } = op {
+            assert!(outcome.is_allowed(), "setup {op:?} gave {outcome:?}");
+        }
+    }
+    let mut outcomes = Vec::with_capacity(threads.len());
+    if let Some((last, spawned)) = threads.split_last() {
+        let handles: Vec<_> = spawned
+            .iter()
+            .map(|ops| {
+                let table = Arc::clone(table);
+                let ops = ops.clone();
+                loom::thread::spawn(move || ops.iter().map(|&op| apply(&*table, op)).collect())
+            })
+            .collect();
+        let mine: Vec<KeyedOutcome> = last.iter().map(|&op| apply(&**table, op)).collect();
+        outcomes.extend(
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("model thread panicked")),
+        );
+        outcomes.push(mine);
+    }
+    outcomes
+}
+
+/// Permits admitted to `key` by `threads` (with their `outcomes`) through
+/// any path for which `counts` is true.
+#[must_use]
+pub fn admitted_to(
+    key: u64,
+    threads: &[Vec<KeyedOp>],
+    outcomes: &[Vec<KeyedOutcome>],
+    counts: impl Fn(KeyedPath) -> bool,
+) -> u64 {
+    threads
+        .iter()
+        .zip(outcomes)
+        .flat_map(|(ops, outs)| ops.iter().zip(outs))
+        .map(|(op, out)| match (*op, *out) {
+            (
+                KeyedOp::Check { key: k, n, .. },
+                KeyedOutcome::Checked {
+                    path,
+                    outcome: Outcome::Allowed,
+                },
+            ) if k == key && counts(path) => u64::from(n),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// The checks in `ops` of the keys `which` selects, as reference-model
+/// operations (on one bucket).
+#[must_use]
+pub fn checks_of(which: impl Fn(u64) -> bool, ops: &[KeyedOp]) -> Vec<Op> {
+    ops.iter()
+        .filter_map(|op| match *op {
+            KeyedOp::Check { key, n, now } if which(key) => Some(Op::Check { n, now }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One reference bucket after the setup's checks of the keys `which`
+/// selects.
+#[must_use]
+pub fn spec_after(gcra: &Gcra, which: impl Fn(u64) -> bool, setup: &[KeyedOp]) -> SpecBucket {
+    let mut bucket = SpecBucket::like(gcra);
+    for op in checks_of(which, setup) {
+        let _ = bucket.apply(op, None);
+    }
+    bucket
+}
+
+/// The most permits any sequential order of `key`'s checks in `threads`
+/// admits on one reference bucket (after `setup`): what a table may admit
+/// to `key` at most, whatever it evicts.
+#[must_use]
+pub fn most_admitted_alone(
+    gcra: &Gcra,
+    key: u64,
+    setup: &[KeyedOp],
+    threads: &[Vec<KeyedOp>],
+) -> u64 {
+    let is_key = |k: u64| k == key;
+    let per_thread: Vec<Vec<Op>> = threads.iter().map(|ops| checks_of(is_key, ops)).collect();
+    sequential_outcomes(spec_after(gcra, is_key, setup), &per_thread)
+        .iter()
+        .map(|observed| {
+            per_thread
+                .iter()
+                .zip(&observed.outcomes)
+                .flat_map(|(ops, outs)| ops.iter().zip(outs))
+                .map(|(op, out)| match (*op, *out) {
+                    (Op::Check { n, .. }, Outcome::Allowed) => u64::from(n),
+                    _ => 0,
+                })
+                .sum::<u64>()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// What the checks of the keys `which` selects may observe if one state
+/// answers all of them (a key that keeps its slot, or the shared overflow
+/// bucket): for each sequential order of those checks on one reference
+/// bucket, the outcomes per thread and the bucket's `reset_after` at
+/// `probe`.
+#[must_use]
+pub fn one_state_runs(
+    gcra: &Gcra,
+    which: impl Fn(u64) -> bool + Copy,
+    setup: &[KeyedOp],
+    threads: &[Vec<KeyedOp>],
+    probe: u64,
+) -> HashSet<(Vec<Vec<Outcome>>, u64)> {
+    let per_thread: Vec<Vec<Op>> = threads.iter().map(|ops| checks_of(which, ops)).collect();
+    sequential_outcomes(spec_after(gcra, which, setup), &per_thread)
+        .into_iter()
+        .map(|observed| {
+            let reset_after = observed.tat.saturating_sub(u128::from(probe));
+            (
+                observed.outcomes,
+                u64::try_from(reset_after).unwrap_or(u64::MAX),
+            )
+        })
+        .collect()
+}
+
+/// The outcomes per thread, in program order, of the checks of the keys
+/// `which` selects (as [`one_state_runs`] lists them). `None` if any of
+/// them was answered through another path than `path`.
+#[must_use]
+pub fn outcomes_via(
+    which: impl Fn(u64) -> bool,
+    path: KeyedPath,
+    threads: &[Vec<KeyedOp>],
+    outcomes: &[Vec<KeyedOutcome>],
+) -> Option<Vec<Vec<Outcome>>> {
+    threads
+        .iter()
+        .zip(outcomes)
+        .map(|(ops, outs)| {
+            ops.iter()
+                .zip(outs)
+                .filter(|(op, _)| matches!(op, KeyedOp::Check { key, .. } if which(*key)))
+                .map(|(_, out)| match *out {
+                    KeyedOutcome::Checked { path: p, outcome } if p == path => Some(outcome),
+                    _ => None,
+                })
+                .collect::<Option<Vec<Outcome>>>()
+        })
+        .collect()
+}
+
+/// Every `now` in `setup` and `threads`.
+#[must_use]
+pub fn all_nows(setup: &[KeyedOp], threads: &[Vec<KeyedOp>]) -> Vec<u64> {
+    setup
+        .iter()
+        .chain(threads.iter().flatten())
+        .map(KeyedOp::now)
+        .collect()
+}
