@@ -427,6 +427,8 @@ pub mod decision;
 #[cfg(feature = "embassy")]
 pub mod embassy;
 pub mod gcra;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod keyed;
 pub mod limiter;
 #[cfg(feature = "tokio")]
