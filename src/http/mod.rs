@@ -3,6 +3,7 @@
 //!
 //! placeholder
 mod builder;
+pub mod config;
 mod headers;
 mod key;
 mod layer;
@@ -11,6 +12,7 @@ mod policy;
 mod routing;
 
 pub use builder::RateLimitLayerBuilder;
+pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use key::{ForwardedHeader, IpNet, IpNetError, KeyFn, KeySource, PartitionKey, PeerAddrFn, RequestHead};
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture, SuccessHeaders};
