@@ -227,3 +227,51 @@ fn dechunk(mut s: &str) -> String {
     }
     out
 }
+
+/// A keep-alive HTTP/1.1 connection (responses must carry
+/// `content-length`, as axum's do).
+pub struct Conn {
+    stream: tokio::net::TcpStream,
+    addr: SocketAddr,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    pub async fn open(addr: SocketAddr) -> Self {
+        Self {
+            stream: connect(addr, IpAddr::from([127, 0, 0, 1])).await,
+            addr,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Sends a GET of `path` and reads one response.
+    pub async fn get(&mut self, path: &str) -> Resp {
+        let req = format!("GET {path} HTTP/1.1\r\nhost: {}\r\n\r\n", self.addr);
+        self.stream.write_all(req.as_bytes()).await.expect("write");
+        loop {
+            if let Some(end) = find(&self.buf, b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&self.buf[..end]).to_ascii_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("content-length");
+                let total = end + 4 + len;
+                if self.buf.len() >= total {
+                    let resp = parse_response(&self.buf[..total]);
+                    self.buf.drain(..total);
+                    return resp;
+                }
+            }
+            let mut chunk = [0u8; 4096];
+            let n = self.stream.read(&mut chunk).await.expect("read");
+            assert!(n > 0, "connection closed mid-response");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
