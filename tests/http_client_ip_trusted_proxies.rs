@@ -29,26 +29,61 @@ async fn server(which: ForwardedHeader) -> Server {
 #[tokio::test]
 async fn spoofed_xff_from_untrusted_peer_does_not_change_the_key() {
     let s = server(ForwardedHeader::XForwardedFor).await;
-    let first = send(s.addr, Req::get("/").from(STRANGER).header("x-forwarded-for", "9.9.9.1")).await;
+    let first = send(
+        s.addr,
+        Req::get("/")
+            .from(STRANGER)
+            .header("x-forwarded-for", "9.9.9.1"),
+    )
+    .await;
     assert_eq!(first.status, 200);
     for spoof in ["9.9.9.2", "1.2.3.4, 5.6.7.8", "127.0.0.9"] {
-        let r = send(s.addr, Req::get("/").from(STRANGER).header("x-forwarded-for", spoof)).await;
+        let r = send(
+            s.addr,
+            Req::get("/")
+                .from(STRANGER)
+                .header("x-forwarded-for", spoof),
+        )
+        .await;
         assert_eq!(r.status, 429, "spoofed {spoof} changed the key");
     }
     // another untrusted peer is its own key
-    assert_eq!(send(s.addr, Req::get("/").from([127, 0, 0, 4])).await.status, 200);
+    assert_eq!(
+        send(s.addr, Req::get("/").from([127, 0, 0, 4]))
+            .await
+            .status,
+        200
+    );
 }
 
 #[tokio::test]
 async fn behind_trusted_proxies_the_right_most_untrusted_address_is_the_key() {
     let s = server(ForwardedHeader::XForwardedFor).await;
-    let r = send(s.addr, Req::get("/").from(PROXY).header("x-forwarded-for", "6.6.6.6, 1.1.1.1")).await;
+    let r = send(
+        s.addr,
+        Req::get("/")
+            .from(PROXY)
+            .header("x-forwarded-for", "6.6.6.6, 1.1.1.1"),
+    )
+    .await;
     assert_eq!(r.status, 200);
     // a different (client-chosen) left-most entry is the same client
-    let r = send(s.addr, Req::get("/").from(PROXY).header("x-forwarded-for", "7.7.7.7, 1.1.1.1")).await;
+    let r = send(
+        s.addr,
+        Req::get("/")
+            .from(PROXY)
+            .header("x-forwarded-for", "7.7.7.7, 1.1.1.1"),
+    )
+    .await;
     assert_eq!(r.status, 429);
     // a chain through a second trusted hop (10/8) reaches the client
-    let r = send(s.addr, Req::get("/").from(PROXY).header("x-forwarded-for", "1.1.1.1, 10.2.3.4")).await;
+    let r = send(
+        s.addr,
+        Req::get("/")
+            .from(PROXY)
+            .header("x-forwarded-for", "1.1.1.1, 10.2.3.4"),
+    )
+    .await;
     assert_eq!(r.status, 429);
     // header split over two lines: entries in order
     let r = send(
@@ -69,11 +104,27 @@ async fn behind_trusted_proxies_the_right_most_untrusted_address_is_the_key() {
 async fn forwarded_header_rfc7239() {
     let s = server(ForwardedHeader::Forwarded).await;
     let fwd = "for=6.6.6.6, for=\"[2001:db8::7]:4711\";proto=https, for=10.0.0.1";
-    assert_eq!(send(s.addr, Req::get("/").from(PROXY).header("forwarded", fwd)).await.status, 200);
+    assert_eq!(
+        send(s.addr, Req::get("/").from(PROXY).header("forwarded", fwd))
+            .await
+            .status,
+        200
+    );
     let again = "For=\"[2001:db8::7]\"";
-    assert_eq!(send(s.addr, Req::get("/").from(PROXY).header("forwarded", again)).await.status, 429);
+    assert_eq!(
+        send(s.addr, Req::get("/").from(PROXY).header("forwarded", again))
+            .await
+            .status,
+        429
+    );
     // X-Forwarded-For is not read in this mode
-    let r = send(s.addr, Req::get("/").from(PROXY).header("x-forwarded-for", "3.3.3.3")).await;
+    let r = send(
+        s.addr,
+        Req::get("/")
+            .from(PROXY)
+            .header("x-forwarded-for", "3.3.3.3"),
+    )
+    .await;
     assert_eq!(r.status, 200, "keyed by the proxy, first time");
 }
 
@@ -106,7 +157,11 @@ async fn malformed_headers_never_panic_and_never_bypass() {
         let mut admitted = 0;
         for m in malformed {
             let r = send(s.addr, Req::get("/").from(PROXY).header(name, m)).await;
-            assert!(r.status == 200 || r.status == 429, "{name}: {m:?} gave {}", r.status);
+            assert!(
+                r.status == 200 || r.status == 429,
+                "{name}: {m:?} gave {}",
+                r.status
+            );
             if r.status == 200 {
                 admitted += 1;
             }

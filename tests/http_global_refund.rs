@@ -12,8 +12,14 @@ async fn both_charged_and_global_refunded_on_route_refusal() {
     let layer = RateLimitLayer::builder()
         .peer_addr(connect_info)
         .headers_on_success(true)
-        .global(Policy::token_bucket("global", Quota::per_hour(10).unwrap().allow_burst(10).unwrap()))
-        .policy(Policy::token_bucket("tight", Quota::per_hour(2).unwrap().allow_burst(2).unwrap()).prefix("/tight"))
+        .global(Policy::token_bucket(
+            "global",
+            Quota::per_hour(10).unwrap().allow_burst(10).unwrap(),
+        ))
+        .policy(
+            Policy::token_bucket("tight", Quota::per_hour(2).unwrap().allow_burst(2).unwrap())
+                .prefix("/tight"),
+        )
         .build()
         .unwrap();
     let server = serve(hello(layer)).await;
@@ -22,9 +28,15 @@ async fn both_charged_and_global_refunded_on_route_refusal() {
     let r = send(server.addr, Req::get("/tight")).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.policies(), ["global", "tight"]);
-    assert_eq!((r.remaining("global"), r.remaining("tight")), (Some(9), Some(1)));
+    assert_eq!(
+        (r.remaining("global"), r.remaining("tight")),
+        (Some(9), Some(1))
+    );
     let r = send(server.addr, Req::get("/tight")).await;
-    assert_eq!((r.remaining("global"), r.remaining("tight")), (Some(8), Some(0)));
+    assert_eq!(
+        (r.remaining("global"), r.remaining("tight")),
+        (Some(8), Some(0))
+    );
 
     // Five route refusals cost the global limiter nothing.
     for _ in 0..5 {
@@ -35,7 +47,11 @@ async fn both_charged_and_global_refunded_on_route_refusal() {
     let r = send(server.addr, Req::get("/elsewhere")).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.policies(), ["global"]);
-    assert_eq!(r.remaining("global"), Some(7), "refused requests were refunded");
+    assert_eq!(
+        r.remaining("global"),
+        Some(7),
+        "refused requests were refunded"
+    );
 }
 
 #[tokio::test]
@@ -57,7 +73,10 @@ async fn global_refusal_names_the_global_limiter() {
 async fn clones_and_connections_share_one_state() {
     let layer = RateLimitLayer::builder()
         .peer_addr(connect_info)
-        .global(Policy::token_bucket("global", Quota::per_hour(3).unwrap().allow_burst(3).unwrap()))
+        .global(Policy::token_bucket(
+            "global",
+            Quota::per_hour(3).unwrap().allow_burst(3).unwrap(),
+        ))
         .build()
         .unwrap();
     // Two servers built from clones of one layer draw from the same bucket.

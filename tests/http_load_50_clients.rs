@@ -49,14 +49,18 @@ async fn fifty_clients_two_seconds_hundred_per_second() {
     }
     let admitted: Vec<_> = all.iter().filter(|e| e.2 == 200).collect();
     let others: Vec<_> = all.iter().filter(|e| e.2 != 200).collect();
-    assert!(others.iter().all(|e| e.3), "a non-200 that is not a well-formed 429");
+    assert!(
+        others.iter().all(|e| e.3),
+        "a non-200 that is not a well-formed 429"
+    );
     // Every admission was decided between the first request's sending and
     // the last response; the bucket was fed continuously until `stop`.
     let first_sent = all.iter().map(|e| e.0).min().unwrap();
     let first_done = admitted.iter().map(|e| e.1).min().unwrap();
     let last_done = all.iter().map(|e| e.1).max().unwrap();
     let upper = u64::from(BURST) + (100.0 * (last_done - first_sent).as_secs_f64()) as u64 + 1;
-    let lower = u64::from(BURST) + (100.0 * (stop.saturating_sub(first_done)).as_secs_f64()) as u64 - 1;
+    let lower =
+        u64::from(BURST) + (100.0 * (stop.saturating_sub(first_done)).as_secs_f64()) as u64 - 1;
     let n = admitted.len() as u64;
     eprintln!(
         "requests {}, admitted {n}, refused {}, bounds [{lower}, {upper}], last response at {last_done:?}",

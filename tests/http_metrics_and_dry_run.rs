@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use metrics::{Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use metrics::{
+    Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+};
 use support::http::{connect, connect_info, hello, request_bytes, send, serve, Req};
 use tokio::io::AsyncWriteExt;
 use tollgate::http::metrics::{QUEUED_REQUESTS, REQUESTS, TIME_IN_QUEUE};
@@ -34,7 +36,10 @@ struct MemoryRecorder {
 }
 
 fn id(key: &Key) -> String {
-    let mut labels: Vec<String> = key.labels().map(|l| format!("{}={}", l.key(), l.value())).collect();
+    let mut labels: Vec<String> = key
+        .labels()
+        .map(|l| format!("{}={}", l.key(), l.value()))
+        .collect();
     labels.sort();
     format!("{}{{{}}}", key.name(), labels.join(","))
 }
@@ -42,7 +47,11 @@ fn id(key: &Key) -> String {
 impl MemoryRecorder {
     fn counter(&self, policy: &str, result: &str) -> u64 {
         let k = format!("{REQUESTS}{{policy={policy},result={result}}}");
-        self.counters.lock().unwrap().get(&k).map_or(0, |c| c.load(Ordering::Relaxed))
+        self.counters
+            .lock()
+            .unwrap()
+            .get(&k)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 }
 
@@ -51,15 +60,33 @@ impl Recorder for MemoryRecorder {
     fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
     fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
     fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
-        let c = self.counters.lock().unwrap().entry(id(key)).or_default().clone();
+        let c = self
+            .counters
+            .lock()
+            .unwrap()
+            .entry(id(key))
+            .or_default()
+            .clone();
         Counter::from_arc(c)
     }
     fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
-        let g = self.gauges.lock().unwrap().entry(id(key)).or_default().clone();
+        let g = self
+            .gauges
+            .lock()
+            .unwrap()
+            .entry(id(key))
+            .or_default()
+            .clone();
         Gauge::from_arc(g)
     }
     fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
-        let h = self.histograms.lock().unwrap().entry(id(key)).or_default().clone();
+        let h = self
+            .histograms
+            .lock()
+            .unwrap()
+            .entry(id(key))
+            .or_default()
+            .clone();
         Histogram::from_arc(h)
     }
 }
@@ -70,9 +97,16 @@ async fn counters_by_result_and_policy_and_a_shadow_policy() {
     let layer = metrics::with_local_recorder(&rec, || {
         RateLimitLayer::builder()
             .peer_addr(connect_info)
-            .global(Policy::token_bucket("global", Quota::per_hour(6).unwrap().allow_burst(6).unwrap()))
+            .global(Policy::token_bucket(
+                "global",
+                Quota::per_hour(6).unwrap().allow_burst(6).unwrap(),
+            ))
             .policy(Policy::token_bucket("api", Quota::per_hour(1).unwrap()).prefix("/api"))
-            .policy(Policy::token_bucket("shadow", Quota::per_hour(1).unwrap()).prefix("/shadow").dry_run(true))
+            .policy(
+                Policy::token_bucket("shadow", Quota::per_hour(1).unwrap())
+                    .prefix("/shadow")
+                    .dry_run(true),
+            )
             .policy(
                 Policy::token_bucket("queued", Quota::per_second(1).unwrap())
                     .prefix("/queued")
@@ -104,10 +138,13 @@ async fn counters_by_result_and_policy_and_a_shadow_policy() {
     // queued: one served at once, one queued then cancelled by its client
     assert_eq!(send(s.addr, Req::get("/queued")).await.status, 200);
     let mut gone = connect(s.addr, "127.0.0.1".parse().unwrap()).await;
-    gone.write_all(&request_bytes(s.addr, &Req::get("/queued"))).await.unwrap();
+    gone.write_all(&request_bytes(s.addr, &Req::get("/queued")))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     let queued_key = format!("{QUEUED_REQUESTS}{{policy=queued}}");
-    let queued_now = || f64::from_bits(rec.gauges.lock().unwrap()[&queued_key].load(Ordering::Relaxed));
+    let queued_now =
+        || f64::from_bits(rec.gauges.lock().unwrap()[&queued_key].load(Ordering::Relaxed));
     assert_eq!(queued_now(), 1.0);
     drop(gone);
     tokio::time::sleep(Duration::from_millis(150)).await;
@@ -125,7 +162,11 @@ async fn counters_by_result_and_policy_and_a_shadow_policy() {
     // the served queued request recorded its (near-zero) time in the
     // queue; the cancelled one recorded none
     let hist = format!("{TIME_IN_QUEUE}{{policy=queued}}");
-    let samples = rec.histograms.lock().unwrap()[&hist].0.lock().unwrap().clone();
+    let samples = rec.histograms.lock().unwrap()[&hist]
+        .0
+        .lock()
+        .unwrap()
+        .clone();
     assert_eq!(samples.len(), 1, "{samples:?}");
     assert!(samples[0] < 0.5, "{samples:?}");
 }

@@ -14,7 +14,11 @@ async fn no_peer_address_is_a_500_by_default() {
     // axum records ConnectInfo, not a bare SocketAddr: the default reader
     // finds nothing.
     let layer = RateLimitLayer::builder()
-        .policy(Policy::token_bucket("ip", Quota::per_hour(100).unwrap()).prefix("/").key(KeySource::PeerIp))
+        .policy(
+            Policy::token_bucket("ip", Quota::per_hour(100).unwrap())
+                .prefix("/")
+                .key(KeySource::PeerIp),
+        )
         .build()
         .unwrap();
     let s = serve(hello(layer)).await;
@@ -27,11 +31,17 @@ async fn no_peer_address_is_a_500_by_default() {
 async fn missing_key_outcome_is_configurable_per_layer_and_policy() {
     let layer = RateLimitLayer::builder()
         .missing_key(MissingKey::Allow)
-        .policy(Policy::token_bucket("open", Quota::per_hour(1).unwrap()).prefix("/open").key(KeySource::PeerIp))
+        .policy(
+            Policy::token_bucket("open", Quota::per_hour(1).unwrap())
+                .prefix("/open")
+                .key(KeySource::PeerIp),
+        )
         .policy(
             Policy::token_bucket("keyed", Quota::per_hour(1).unwrap())
                 .prefix("/keyed")
-                .key(KeySource::Header(http::HeaderName::from_static("x-api-key")))
+                .key(KeySource::Header(http::HeaderName::from_static(
+                    "x-api-key",
+                )))
                 .missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED)),
         )
         .build()
@@ -50,7 +60,9 @@ async fn header_keys_and_custom_keys_partition() {
         .policy(
             Policy::token_bucket("apikey", Quota::per_hour(1).unwrap())
                 .prefix("/a")
-                .key(KeySource::Header(http::HeaderName::from_static("x-api-key"))),
+                .key(KeySource::Header(http::HeaderName::from_static(
+                    "x-api-key",
+                ))),
         )
         .policy(
             Policy::token_bucket("tenant", Quota::per_hour(1).unwrap())

@@ -82,7 +82,10 @@ async fn refused_by_the_longest_prefix_does_not_fall_back() {
 async fn exempt_paths_bypass_global_and_policies() {
     let layer = RateLimitLayer::builder()
         .peer_addr(connect_info)
-        .global(Policy::token_bucket("global", Quota::per_hour(2).unwrap().allow_burst(2).unwrap()))
+        .global(Policy::token_bucket(
+            "global",
+            Quota::per_hour(2).unwrap().allow_burst(2).unwrap(),
+        ))
         .policy(Policy::token_bucket("root", Quota::per_hour(1).unwrap()).prefix("/"))
         .exempt("/health")
         .build()

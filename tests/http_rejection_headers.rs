@@ -36,16 +36,28 @@ async fn sub_second_wait_gives_retry_after_1_and_structured_headers() {
     assert_eq!(r.body, "");
     let policy = r.sf_list("ratelimit-policy");
     assert_eq!(policy.len(), 1);
-    assert_eq!(params(&policy, "api"), [("q".to_string(), 1), ("w".to_string(), 1)]);
+    assert_eq!(
+        params(&policy, "api"),
+        [("q".to_string(), 1), ("w".to_string(), 1)]
+    );
     let state = r.sf_list("ratelimit");
-    assert_eq!(params(&state, "api"), [("r".to_string(), 0), ("t".to_string(), 1)]);
+    assert_eq!(
+        params(&state, "api"),
+        [("r".to_string(), 0), ("t".to_string(), 1)]
+    );
 }
 
 #[tokio::test]
 async fn per_minute_policy_headers_match_the_draft_example() {
     let layer = RateLimitLayer::builder()
         .peer_addr(connect_info)
-        .policy(Policy::token_bucket("api", Quota::per_minute(100).unwrap().allow_burst(1).unwrap()).prefix("/"))
+        .policy(
+            Policy::token_bucket(
+                "api",
+                Quota::per_minute(100).unwrap().allow_burst(1).unwrap(),
+            )
+            .prefix("/"),
+        )
         .build()
         .unwrap();
     let server = serve(hello(layer)).await;
@@ -63,7 +75,10 @@ async fn per_minute_policy_headers_match_the_draft_example() {
 #[tokio::test]
 async fn longer_waits_round_up_to_whole_seconds() {
     // one per 2.5 s: the refusal right after waits ~2.5 s -> 3
-    let quota = Quota::new(2, Duration::from_secs(5)).unwrap().allow_burst(1).unwrap();
+    let quota = Quota::new(2, Duration::from_secs(5))
+        .unwrap()
+        .allow_burst(1)
+        .unwrap();
     let layer = RateLimitLayer::builder()
         .peer_addr(connect_info)
         .global(Policy::token_bucket("g", quota))
@@ -73,8 +88,14 @@ async fn longer_waits_round_up_to_whole_seconds() {
     assert_eq!(send(server.addr, Req::get("/")).await.status, 200);
     let r = send(server.addr, Req::get("/")).await;
     assert_eq!(r.header("retry-after"), Some("3"));
-    assert_eq!(params(&r.sf_list("ratelimit"), "g")[1], ("t".to_string(), 3));
-    assert_eq!(params(&r.sf_list("ratelimit-policy"), "g"), [("q".to_string(), 2), ("w".to_string(), 5)]);
+    assert_eq!(
+        params(&r.sf_list("ratelimit"), "g")[1],
+        ("t".to_string(), 3)
+    );
+    assert_eq!(
+        params(&r.sf_list("ratelimit-policy"), "g"),
+        [("q".to_string(), 2), ("w".to_string(), 5)]
+    );
 }
 
 #[tokio::test]
@@ -96,7 +117,10 @@ async fn configurable_status_and_handler_precedence() {
                     Response::builder()
                         .status(StatusCode::TOO_MANY_REQUESTS)
                         .header("x-policy", rej.policy)
-                        .body(format!("own handler, retry in {} s", rej.retry_after.as_secs()))
+                        .body(format!(
+                            "own handler, retry in {} s",
+                            rej.retry_after.as_secs()
+                        ))
                         .unwrap()
                 }),
         )
@@ -112,7 +136,11 @@ async fn configurable_status_and_handler_precedence() {
     let r = send(server.addr, Req::get("/own")).await;
     assert_eq!(r.status, 429);
     assert_eq!(r.header("x-policy"), Some("own"));
-    assert!(r.body.starts_with("own handler, retry in 359"), "{}", r.body);
+    assert!(
+        r.body.starts_with("own handler, retry in 359"),
+        "{}",
+        r.body
+    );
     // the layer still adds the standard headers the handler did not set
     assert_eq!(r.header("retry-after"), Some("3600"));
     assert_eq!(r.policies(), ["own"]);

@@ -14,7 +14,10 @@ async fn named_policy_on_axum_routes() {
     let layer = RateLimitLayer::builder()
         .peer_addr(connect_info)
         // no prefix: applied only where attached
-        .policy(Policy::token_bucket("writes", Quota::per_hour(2).unwrap().allow_burst(2).unwrap()))
+        .policy(Policy::token_bucket(
+            "writes",
+            Quota::per_hour(2).unwrap().allow_burst(2).unwrap(),
+        ))
         .build()
         .unwrap();
     assert!(layer.policy("nope").is_none());
@@ -27,8 +30,14 @@ async fn named_policy_on_axum_routes() {
         .layer(layer);
     let s = serve(app).await;
     // /a and /b share the "writes" bucket; /read is not limited
-    assert_eq!(send(s.addr, Req::get("/a").method("POST")).await.status, 200);
-    assert_eq!(send(s.addr, Req::get("/b").method("POST")).await.status, 200);
+    assert_eq!(
+        send(s.addr, Req::get("/a").method("POST")).await.status,
+        200
+    );
+    assert_eq!(
+        send(s.addr, Req::get("/b").method("POST")).await.status,
+        200
+    );
     let r = send(s.addr, Req::get("/a").method("POST")).await;
     assert_eq!(r.status, 429);
     assert_eq!(r.policies(), ["writes"]);

@@ -9,7 +9,9 @@ use http::{Response, StatusCode};
 use super::headers::valid_policy_name;
 use super::key::{socket_addr_extension, IpNet, KeySource, PeerAddrFn};
 use super::layer::{LayerSettings, RateLimitLayer, Shared};
-use super::policy::{ConfigError, ConfigErrorKind, MissingKey, Policy, Rejection, RejectionHandler};
+use super::policy::{
+    ConfigError, ConfigErrorKind, MissingKey, Policy, Rejection, RejectionHandler,
+};
 use super::routing::PathPrefix;
 use crate::keyed::ShardedKeyedTable;
 
@@ -167,7 +169,10 @@ impl RateLimitLayerBuilder {
         for (loc, p) in self.global.iter().chain(self.policies.iter()) {
             validate(loc, p)?;
             if names.contains(&p.name.as_str()) {
-                return Err(ConfigError::new(format!("{loc}.name"), ConfigErrorKind::DuplicateName));
+                return Err(ConfigError::new(
+                    format!("{loc}.name"),
+                    ConfigErrorKind::DuplicateName,
+                ));
             }
             names.push(&p.name);
         }
@@ -178,7 +183,11 @@ impl RateLimitLayerBuilder {
             exempt.push((loc, p));
         }
         let table_for = |loc: &str, p: &Policy| {
-            let capacity = if matches!(p.key, KeySource::Global) { 1 } else { p.max_keys };
+            let capacity = if matches!(p.key, KeySource::Global) {
+                1
+            } else {
+                p.max_keys
+            };
             ShardedKeyedTable::new(capacity, crate::gcra::Gcra::new(p.kind, p.quota))
                 .map_err(|_| ConfigError::invalid(format!("{loc}.max_keys"), "too many keys"))
         };
@@ -227,7 +236,10 @@ fn validate(loc: &str, p: &Policy) -> Result<(), ConfigError> {
         }
     }
     if p.max_keys == 0 {
-        return Err(ConfigError::invalid(format!("{loc}.max_keys"), "must be at least 1"));
+        return Err(ConfigError::invalid(
+            format!("{loc}.max_keys"),
+            "must be at least 1",
+        ));
     }
     if let Some(q) = p.queue {
         if !matches!(p.key, KeySource::Global) {
@@ -237,11 +249,17 @@ fn validate(loc: &str, p: &Policy) -> Result<(), ConfigError> {
             ));
         }
         if q.max_wait.is_zero() {
-            return Err(ConfigError::invalid(format!("{loc}.queue.max_wait"), "must be positive"));
+            return Err(ConfigError::invalid(
+                format!("{loc}.queue.max_wait"),
+                "must be positive",
+            ));
         }
     }
     if matches!(&p.methods, Some(m) if m.is_empty()) {
-        return Err(ConfigError::invalid(format!("{loc}.methods"), "must name at least one method"));
+        return Err(ConfigError::invalid(
+            format!("{loc}.methods"),
+            "must name at least one method",
+        ));
     }
     Ok(())
 }

@@ -118,7 +118,10 @@ impl LayerConfig {
     /// Parses a TOML document.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
         toml::from_str(text).map_err(|e| {
-            ConfigError::new("", ConfigErrorKind::Syntax(e.to_string().trim_end().to_string()))
+            ConfigError::new(
+                "",
+                ConfigErrorKind::Syntax(e.to_string().trim_end().to_string()),
+            )
         })
     }
 
@@ -138,7 +141,10 @@ impl LayerConfig {
         b = b.headers_on_success(self.headers_on_success);
         for (i, raw) in self.trusted_proxies.iter().enumerate() {
             let net: IpNet = raw.parse().map_err(|_| {
-                ConfigError::invalid(format!("trusted_proxies[{i}]"), "must be an IP address or network (10.0.0.0/8)")
+                ConfigError::invalid(
+                    format!("trusted_proxies[{i}]"),
+                    "must be an IP address or network (10.0.0.0/8)",
+                )
             })?;
             b = b.trusted_proxies([net]);
         }
@@ -153,7 +159,10 @@ impl LayerConfig {
             None | Some("reject") => MissingKey::Reject(missing_status),
             Some("allow") => MissingKey::Allow,
             Some(_) => {
-                return Err(ConfigError::invalid("missing_key", "must be \"reject\" or \"allow\""))
+                return Err(ConfigError::invalid(
+                    "missing_key",
+                    "must be \"reject\" or \"allow\"",
+                ))
             }
         });
         if let Some(g) = self.global {
@@ -176,7 +185,8 @@ impl LayerConfig {
 }
 
 fn status(loc: &str, code: u16) -> Result<StatusCode, ConfigError> {
-    StatusCode::from_u16(code).map_err(|_| ConfigError::invalid(loc, "must be an HTTP status from 100 to 999"))
+    StatusCode::from_u16(code)
+        .map_err(|_| ConfigError::invalid(loc, "must be an HTTP status from 100 to 999"))
 }
 
 /// Parses `"250ms"`, `"1s"`, `"2m"`, `"1h"`, `"1d"` (a bare number is
@@ -208,40 +218,56 @@ fn rule(loc: &str, r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
         None | Some("token_bucket") => BucketKind::TokenBucket,
         Some("leaky_bucket") => BucketKind::LeakyBucket,
         Some(_) => {
-            return Err(ConfigError::invalid(at("algorithm"), "must be \"token_bucket\" or \"leaky_bucket\""))
+            return Err(ConfigError::invalid(
+                at("algorithm"),
+                "must be \"token_bucket\" or \"leaky_bucket\"",
+            ))
         }
     };
-    let rate = r.rate.ok_or_else(|| ConfigError::invalid(at("rate"), "is required"))?;
+    let rate = r
+        .rate
+        .ok_or_else(|| ConfigError::invalid(at("rate"), "is required"))?;
     if rate == 0 {
         return Err(ConfigError::invalid(at("rate"), "must be at least 1"));
     }
-    let rate = u32::try_from(rate).map_err(|_| ConfigError::invalid(at("rate"), "must be at most 4294967295"))?;
+    let rate = u32::try_from(rate)
+        .map_err(|_| ConfigError::invalid(at("rate"), "must be at most 4294967295"))?;
     let period = match r.period.as_deref() {
         None => Duration::from_secs(1),
-        Some(p) => parse_duration(p)
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| ConfigError::invalid(at("period"), "must be a positive duration such as \"500ms\", \"1s\", \"1m\""))?,
+        Some(p) => parse_duration(p).filter(|d| !d.is_zero()).ok_or_else(|| {
+            ConfigError::invalid(
+                at("period"),
+                "must be a positive duration such as \"500ms\", \"1s\", \"1m\"",
+            )
+        })?,
     };
     let mut quota = Quota::new(rate, period).map_err(|e| quota_error(loc, e))?;
     if let Some(burst) = r.burst {
         if burst == 0 {
             return Err(ConfigError::invalid(at("burst"), "must be at least 1"));
         }
-        let burst = u32::try_from(burst).map_err(|_| ConfigError::invalid(at("burst"), "must be at most 4294967295"))?;
+        let burst = u32::try_from(burst)
+            .map_err(|_| ConfigError::invalid(at("burst"), "must be at most 4294967295"))?;
         quota = quota.allow_burst(burst).map_err(|e| quota_error(loc, e))?;
     }
     let mut p = Policy::new(name, kind, quota).dry_run(r.dry_run);
     match (r.prefix, global) {
         (Some(prefix), false) => p = p.prefix(prefix),
         (None, false) => return Err(ConfigError::invalid(at("prefix"), "is required")),
-        (Some(_), true) => return Err(ConfigError::invalid(at("prefix"), "the global limiter applies to every path")),
+        (Some(_), true) => {
+            return Err(ConfigError::invalid(
+                at("prefix"),
+                "the global limiter applies to every path",
+            ))
+        }
         (None, true) => {}
     }
     if let Some(methods) = r.methods {
         let mut list = Vec::new();
         for (i, m) in methods.iter().enumerate() {
-            let method = Method::from_bytes(m.to_ascii_uppercase().as_bytes())
-                .map_err(|_| ConfigError::invalid(format!("{loc}.methods[{i}]"), "must be an HTTP method"))?;
+            let method = Method::from_bytes(m.to_ascii_uppercase().as_bytes()).map_err(|_| {
+                ConfigError::invalid(format!("{loc}.methods[{i}]"), "must be an HTTP method")
+            })?;
             list.push(method);
         }
         p = p.methods(list);
@@ -270,10 +296,18 @@ fn rule(loc: &str, r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
     if let Some(q) = r.queue {
         let max_wait = parse_duration(&q.max_wait)
             .filter(|d| !d.is_zero())
-            .ok_or_else(|| ConfigError::invalid(at("queue.max_wait"), "must be a positive duration such as \"500ms\", \"2s\""))?;
+            .ok_or_else(|| {
+                ConfigError::invalid(
+                    at("queue.max_wait"),
+                    "must be a positive duration such as \"500ms\", \"2s\"",
+                )
+            })?;
         let limit = q.limit.unwrap_or(100);
         if limit == 0 {
-            return Err(ConfigError::invalid(at("queue.limit"), "must be at least 1"));
+            return Err(ConfigError::invalid(
+                at("queue.limit"),
+                "must be at least 1",
+            ));
         }
         p = p.queue(max_wait, limit);
     }
@@ -282,14 +316,17 @@ fn rule(loc: &str, r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
 
 fn quota_error(loc: &str, e: QuotaError) -> ConfigError {
     match e {
-        QuotaError::ZeroPermits => ConfigError::invalid(format!("{loc}.rate"), "must be at least 1"),
+        QuotaError::ZeroPermits => {
+            ConfigError::invalid(format!("{loc}.rate"), "must be at least 1")
+        }
         QuotaError::ZeroBurst => ConfigError::invalid(format!("{loc}.burst"), "must be at least 1"),
         QuotaError::IntervalTooShort { .. } => {
             ConfigError::invalid(format!("{loc}.rate"), "more than one permit per nanosecond")
         }
-        QuotaError::ToleranceOverflow { .. } => {
-            ConfigError::invalid(format!("{loc}.burst"), "burst × interval does not fit in 584 years")
-        }
+        QuotaError::ToleranceOverflow { .. } => ConfigError::invalid(
+            format!("{loc}.burst"),
+            "burst × interval does not fit in 584 years",
+        ),
         _ => ConfigError::invalid(loc, "invalid quota"),
     }
 }
@@ -297,8 +334,8 @@ fn quota_error(loc: &str, e: QuotaError) -> ConfigError {
 #[cfg(test)]
 mod tests {
     use super::parse_duration;
-    use std::format;
     use core::time::Duration;
+    use std::format;
 
     #[test]
     fn durations() {

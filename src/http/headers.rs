@@ -18,7 +18,7 @@ const NANOS_PER_SEC: u64 = 1_000_000_000;
 
 /// Whole seconds rounded up: a positive wait is never `0`.
 pub(crate) const fn secs_ceil(nanos: u64) -> u64 {
-    nanos / NANOS_PER_SEC + (nanos % NANOS_PER_SEC != 0) as u64
+    nanos / NANOS_PER_SEC + !nanos.is_multiple_of(NANOS_PER_SEC) as u64
 }
 
 /// A fixed-size text buffer on the stack, so that building a header value
@@ -116,7 +116,9 @@ mod tests {
         let mut t = StackText::new();
         write_state_item(&mut t, "api", 0, 4_200_000_000).unwrap();
         assert_eq!(t.as_bytes(), b"\"api\";r=0;t=5");
-        assert!(valid_policy_name("api/login") && !valid_policy_name("a\"b") && !valid_policy_name(""));
+        assert!(
+            valid_policy_name("api/login") && !valid_policy_name("a\"b") && !valid_policy_name("")
+        );
         let mut t = StackText::new();
         assert!(write!(t, "{}", "x".repeat(200)).is_err());
     }

@@ -140,7 +140,10 @@ impl core::str::FromStr for IpNet {
         let addr: IpAddr = a.trim().parse().map_err(|_| IpNetError::Address)?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let prefix = match p {
-            Some(p) => p.trim().parse::<u8>().map_err(|_| IpNetError::PrefixLength)?,
+            Some(p) => p
+                .trim()
+                .parse::<u8>()
+                .map_err(|_| IpNetError::PrefixLength)?,
             None => max,
         };
         if prefix > max {
@@ -157,11 +160,15 @@ impl IpNet {
         let ip = canonical(ip);
         match (self.addr, ip) {
             (IpAddr::V4(n), IpAddr::V4(a)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u32::from(n) & mask == u32::from(a) & mask
             }
             (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u128::from(n) & mask == u128::from(a) & mask
             }
             _ => false,
@@ -247,7 +254,11 @@ pub(crate) fn client_ip(
         ForwardedHeader::Forwarded => FORWARDED,
     };
     // Header instances in order, entries left to right; walk right to left.
-    let values: Vec<&[u8]> = headers.get_all(&name).iter().map(|v| v.as_bytes()).collect();
+    let values: Vec<&[u8]> = headers
+        .get_all(&name)
+        .iter()
+        .map(|v| v.as_bytes())
+        .collect();
     let mut current = peer;
     for value in values.iter().rev() {
         let Ok(text) = core::str::from_utf8(value) else {
@@ -326,7 +337,10 @@ mod tests {
         assert!(n.contains(ip("::ffff:10.1.2.3")));
         let all: IpNet = "0.0.0.0/0".parse().unwrap();
         assert!(all.contains(ip("1.2.3.4")));
-        assert_eq!("10.0.0.0/33".parse::<IpNet>(), Err(IpNetError::PrefixLength));
+        assert_eq!(
+            "10.0.0.0/33".parse::<IpNet>(),
+            Err(IpNetError::PrefixLength)
+        );
         assert_eq!("nope".parse::<IpNet>(), Err(IpNetError::Address));
     }
 
@@ -334,7 +348,10 @@ mod tests {
     fn right_most_untrusted_xff() {
         let trusted = nets(&["10.0.0.0/8"]);
         let mut h = HeaderMap::new();
-        h.append("x-forwarded-for", HeaderValue::from_static("6.6.6.6, 1.2.3.4"));
+        h.append(
+            "x-forwarded-for",
+            HeaderValue::from_static("6.6.6.6, 1.2.3.4"),
+        );
         h.append("x-forwarded-for", HeaderValue::from_static("10.0.0.7"));
         let got = client_ip(ip("10.0.0.1"), &h, ForwardedHeader::XForwardedFor, &trusted);
         assert_eq!(got, ip("1.2.3.4"));
@@ -343,8 +360,16 @@ mod tests {
         assert_eq!(got, ip("5.5.5.5"));
         // garbage stops at the reporting proxy
         let mut bad = HeaderMap::new();
-        bad.append("x-forwarded-for", HeaderValue::from_static("1.2.3.4, garbage"));
-        let got = client_ip(ip("10.0.0.1"), &bad, ForwardedHeader::XForwardedFor, &trusted);
+        bad.append(
+            "x-forwarded-for",
+            HeaderValue::from_static("1.2.3.4, garbage"),
+        );
+        let got = client_ip(
+            ip("10.0.0.1"),
+            &bad,
+            ForwardedHeader::XForwardedFor,
+            &trusted,
+        );
         assert_eq!(got, ip("10.0.0.1"));
     }
 

@@ -89,7 +89,7 @@ impl Shared {
             }
         }
         // Longest first; stable, so equal lengths keep registration order.
-        routes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        routes.sort_by_key(|r| core::cmp::Reverse(r.0.len()));
         Self {
             global,
             policies,
@@ -153,7 +153,12 @@ impl core::fmt::Debug for RateLimitLayer {
             .field("global", &self.shared.global.as_ref().map(|c| &c.name))
             .field(
                 "policies",
-                &self.shared.policies.iter().map(|c| &c.name).collect::<Vec<_>>(),
+                &self
+                    .shared
+                    .policies
+                    .iter()
+                    .map(|c| &c.name)
+                    .collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -316,7 +321,11 @@ impl Shared {
         }
     }
 
-    fn decide<B, R: Default + From<String>>(&self, req: &Request<B>, only: Option<usize>) -> Verdict<R> {
+    fn decide<B, R: Default + From<String>>(
+        &self,
+        req: &Request<B>,
+        only: Option<usize>,
+    ) -> Verdict<R> {
         let route = match only {
             Some(i) => Some(i),
             None => {
@@ -337,7 +346,11 @@ impl Shared {
                     .map(|(_, i)| *i)
             }
         };
-        let global = if only.is_some() { None } else { self.global.as_ref() };
+        let global = if only.is_some() {
+            None
+        } else {
+            self.global.as_ref()
+        };
         let route_c = route.map(|i| &self.policies[i]);
         let metrics = route_c.map_or(&self.no_policy_metrics, |c| &c.metrics);
         if global.is_none() && route_c.is_none() {
@@ -385,7 +398,10 @@ impl Shared {
         if !self.headers_on_success {
             return Verdict::Pass(None);
         }
-        Verdict::Pass(self.success_headers(global.zip(global_charge.as_ref()), route_c.zip(route_charge.as_ref())))
+        Verdict::Pass(self.success_headers(
+            global.zip(global_charge.as_ref()),
+            route_c.zip(route_charge.as_ref()),
+        ))
     }
 
     fn success_headers(
@@ -404,7 +420,8 @@ impl Shared {
             first = false;
             headers::write_policy_item(&mut policy, &c.name, &c.policy.quota).ok()?;
             let s = d.snapshot();
-            headers::write_state_item(&mut state, &c.name, s.remaining(), s.reset_after_nanos()).ok()?;
+            headers::write_state_item(&mut state, &c.name, s.remaining(), s.reset_after_nanos())
+                .ok()?;
         }
         if first {
             return None;
@@ -531,45 +548,50 @@ where
                 let clone = self.inner.clone();
                 let mut inner = core::mem::replace(&mut self.inner, clone);
                 let shared = Arc::clone(&self.shared);
-                ResponseFuture { kind: Kind::Queued {
-                    fut: Box::pin(async move {
-                        let mut guard = QueueGuard {
-                            shared,
-                            policy,
-                            global_key,
-                            armed: true,
-                        };
-                        let c = &guard.shared.policies[policy];
-                        let started = std::time::Instant::now();
-                        c.metrics.queued.increment(1.0);
-                        let result = match c.queue.as_ref() {
-                            Some(q) => q.acquire(1).await.map(drop),
-                            None => Ok(()),
-                        };
-                        c.metrics.queued.decrement(1.0);
-                        c.metrics.time_in_queue.record(started.elapsed().as_secs_f64());
-                        guard.armed = false;
-                        match result {
-                            Ok(()) => {
-                                c.metrics.acquired.increment(1);
-                                inner.call(req).await
+                ResponseFuture {
+                    kind: Kind::Queued {
+                        fut: Box::pin(async move {
+                            let mut guard = QueueGuard {
+                                shared,
+                                policy,
+                                global_key,
+                                armed: true,
+                            };
+                            let c = &guard.shared.policies[policy];
+                            let started = std::time::Instant::now();
+                            c.metrics.queued.increment(1.0);
+                            let result = match c.queue.as_ref() {
+                                Some(q) => q.acquire(1).await.map(drop),
+                                None => Ok(()),
+                            };
+                            c.metrics.queued.decrement(1.0);
+                            c.metrics
+                                .time_in_queue
+                                .record(started.elapsed().as_secs_f64());
+                            guard.armed = false;
+                            match result {
+                                Ok(()) => {
+                                    c.metrics.acquired.increment(1);
+                                    inner.call(req).await
+                                }
+                                Err(e) if c.policy.dry_run => {
+                                    tracing::info!(policy = %c.name, error = %e, "dry run: would refuse");
+                                    c.metrics.dry_run.increment(1);
+                                    inner.call(req).await
+                                }
+                                Err(e) => {
+                                    guard.refund_global();
+                                    c.metrics.endpoint_limiter.increment(1);
+                                    let wait = e.retry_after().map_or(
+                                        c.policy.quota.interval_nanos(),
+                                        crate::clock::duration_to_nanos,
+                                    );
+                                    Ok(guard.shared.reject(c, Some(c), false, wait.max(1)))
+                                }
                             }
-                            Err(e) if c.policy.dry_run => {
-                                tracing::info!(policy = %c.name, error = %e, "dry run: would refuse");
-                                c.metrics.dry_run.increment(1);
-                                inner.call(req).await
-                            }
-                            Err(e) => {
-                                guard.refund_global();
-                                c.metrics.endpoint_limiter.increment(1);
-                                let wait = e
-                                    .retry_after()
-                                    .map_or(c.policy.quota.interval_nanos(), crate::clock::duration_to_nanos);
-                                Ok(guard.shared.reject(c, Some(c), false, wait.max(1)))
-                            }
-                        }
-                    }),
-                } }
+                        }),
+                    },
+                }
             }
         }
     }

@@ -33,9 +33,7 @@ pub(crate) struct PolicyMetrics {
 
 impl PolicyMetrics {
     pub(crate) fn new(policy: &str) -> Self {
-        let requests = |result: &'static str| {
-            metrics::counter!(REQUESTS, "policy" => policy.to_string(), "result" => result)
-        };
+        let requests = |result: &'static str| metrics::counter!(REQUESTS, "policy" => policy.to_string(), "result" => result);
         Self {
             acquired: requests("acquired"),
             global_limiter: requests("global_limiter"),

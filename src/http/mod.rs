@@ -14,7 +14,9 @@ mod routing;
 pub use builder::RateLimitLayerBuilder;
 pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
-pub use key::{ForwardedHeader, IpNet, IpNetError, KeyFn, KeySource, PartitionKey, PeerAddrFn, RequestHead};
+pub use key::{
+    ForwardedHeader, IpNet, IpNetError, KeyFn, KeySource, PartitionKey, PeerAddrFn, RequestHead,
+};
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture, SuccessHeaders};
 pub use policy::{
     ConfigError, ConfigErrorKind, MissingKey, Policy, QueueMode, Rejection, RejectionHandler,

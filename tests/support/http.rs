@@ -41,7 +41,9 @@ impl Drop for Server {
 
 /// Serves `router` on 127.0.0.1 with an ephemeral port, recording peers.
 pub async fn serve(router: Router) -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
     let addr = listener.local_addr().expect("local addr");
     let task = tokio::spawn(async move {
         axum::serve(
@@ -74,7 +76,9 @@ impl Resp {
     /// `(policy name, params)` of each member of a structured-field list
     /// header, parsed by the `sfv` crate (strict RFC 9651).
     pub fn sf_list(&self, name: &str) -> Vec<(String, Vec<(String, i64)>)> {
-        let raw = self.header(name).unwrap_or_else(|| panic!("no {name} header"));
+        let raw = self
+            .header(name)
+            .unwrap_or_else(|| panic!("no {name} header"));
         let list: sfv::List = sfv::Parser::new(raw)
             .parse()
             .unwrap_or_else(|e| panic!("{name}: {raw:?} is not a structured-field list: {e}"));
@@ -166,7 +170,10 @@ pub async fn connect(addr: SocketAddr, from: IpAddr) -> tokio::net::TcpStream {
 
 /// The request bytes of `req` (HTTP/1.1, `Connection: close`).
 pub fn request_bytes(addr: SocketAddr, req: &Req<'_>) -> Vec<u8> {
-    let mut out = format!("{} {} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n", req.method, req.path);
+    let mut out = format!(
+        "{} {} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n",
+        req.method, req.path
+    );
     for (k, v) in &req.headers {
         out.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -178,7 +185,10 @@ pub fn request_bytes(addr: SocketAddr, req: &Req<'_>) -> Vec<u8> {
 pub async fn send(addr: SocketAddr, req: Req<'_>) -> Resp {
     tokio::time::timeout(Duration::from_secs(10), async {
         let mut stream = connect(addr, req.from).await;
-        stream.write_all(&request_bytes(addr, &req)).await.expect("write");
+        stream
+            .write_all(&request_bytes(addr, &req))
+            .await
+            .expect("write");
         let mut raw = Vec::new();
         stream.read_to_end(&mut raw).await.expect("read");
         parse_response(&raw)
@@ -207,7 +217,11 @@ pub fn parse_response(raw: &[u8]) -> Resp {
     let chunked = headers
         .iter()
         .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
-    let body = if chunked { dechunk(body) } else { body.to_string() };
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
     Resp {
         status,
         headers,
@@ -223,7 +237,7 @@ fn dechunk(mut s: &str) -> String {
             break;
         }
         out.push_str(&rest[..n]);
-        s = &rest[n..].trim_start_matches("\r\n");
+        s = rest[n..].trim_start_matches("\r\n");
     }
     out
 }
