@@ -44,6 +44,29 @@ use crate::gcra::BucketKind;
 use crate::quota::{Quota, QuotaError};
 
 /// A parsed configuration document (see the [module docs](self)).
+///
+/// ```
+/// use tollgate::http::LayerConfig;
+///
+/// let layer = LayerConfig::from_toml(r#"
+///     exempt = ["/health"]
+///     [global]
+///     rate = 100
+///     [[rules]]
+///     name = "api"
+///     prefix = "/api"
+///     rate = 10
+///     period = "1m"
+///     key = "peer_ip"
+/// "#)?.build()?;
+/// # let _ = layer;
+///
+/// let err = LayerConfig::from_json(r#"{"rules": [{"name": "a", "prefix": "/a", "rate": 1, "burst": 0}]}"#)?
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err.to_string(), "rules[0].burst: must be at least 1");
+/// # Ok::<(), tollgate::http::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct LayerConfig {

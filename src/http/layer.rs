@@ -140,7 +140,26 @@ impl Compiled {
 
 /// The rate-limiting [`Layer`]. Cloning it (and the services it makes)
 /// shares one state: every connection and clone draws from the same
-/// buckets.
+/// buckets. See the [module docs](super) for a full request round trip.
+///
+/// ```
+/// use axum::{routing::post, Router};
+/// use tollgate::http::{KeySource, Policy, RateLimitLayer};
+/// use tollgate::Quota;
+///
+/// let layer = RateLimitLayer::builder()
+///     .global(Policy::token_bucket("global", Quota::per_second(500)?))
+///     .policy(Policy::token_bucket("writes", Quota::per_minute(30)?).key(KeySource::PeerIp))
+///     .build()?;
+/// // "writes" has no prefix: attach it to the routes that need it
+/// let writes = layer.policy("writes").expect("registered above");
+/// let app: Router = Router::new()
+///     .route("/items", post(|| async { "created" }))
+///     .route_layer(writes)
+///     .layer(layer);
+/// # let _ = app;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct RateLimitLayer {
     pub(crate) shared: Arc<Shared>,
