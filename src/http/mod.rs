@@ -139,7 +139,7 @@
 //!
 //! `tracing` events: refusals at `debug`, dry-run refusals at `info`,
 //! missing keys (a misconfiguration) at `warn`. Counters through the
-//! `metrics` facade, named like ASP.NET Core's (see [`metrics`](self::metrics)),
+//! `metrics` facade, named like ASP.NET Core's (see [`metrics`]),
 //! labelled with the policy name. **Dry run** ([`Policy::dry_run`]):
 //! a shadow policy counts (`result = "dry_run"`) and logs what it would
 //! refuse and refuses nothing (nginx `limit_req_dry_run`, Envoy shadow
