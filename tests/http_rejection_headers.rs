@@ -36,9 +36,10 @@ async fn sub_second_wait_gives_retry_after_1_and_structured_headers() {
     assert_eq!(r.body, "");
     let policy = r.sf_list("ratelimit-policy");
     assert_eq!(policy.len(), 1);
+    // one per 300 ms is 3 (rounded down) per whole second
     assert_eq!(
         params(&policy, "api"),
-        [("q".to_string(), 1), ("w".to_string(), 1)]
+        [("q".to_string(), 3), ("w".to_string(), 1)]
     );
     let state = r.sf_list("ratelimit");
     assert_eq!(

@@ -66,11 +66,16 @@ pub(crate) fn valid_policy_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'/'))
 }
 
-/// One `RateLimit-Policy` list member: `"name";q=<permits>;w=<seconds>`
-/// (the quota's permits per period, the period rounded up to seconds).
+/// One `RateLimit-Policy` list member: `"name";q=<permits>;w=<seconds>`:
+/// the window is the quota's period rounded up to whole seconds (at least
+/// 1), and `q` the permits the rate grants in that window, rounded down
+/// (`100 per minute` → `q=100;w=60`; `1 per 300 ms` → `q=3;w=1`).
 pub(crate) fn write_policy_item(out: &mut StackText, name: &str, quota: &Quota) -> fmt::Result {
-    let w = secs_ceil(quota.period_nanos()).max(1);
-    write!(out, "\"{name}\";q={};w={w}", quota.permits())
+    let period = quota.period_nanos().max(1);
+    let w = secs_ceil(period).max(1);
+    let q = u128::from(quota.permits()) * u128::from(w) * u128::from(NANOS_PER_SEC) / u128::from(period);
+    let q = u64::try_from(q).unwrap_or(u64::MAX);
+    write!(out, "\"{name}\";q={q};w={w}")
 }
 
 /// One `RateLimit` list member: `"name";r=<remaining>;t=<seconds>`.
@@ -113,6 +118,14 @@ mod tests {
         let mut t = StackText::new();
         write_policy_item(&mut t, "api", &q).unwrap();
         assert_eq!(t.as_bytes(), b"\"api\";q=100;w=60");
+        let fast = Quota::new(1, core::time::Duration::from_millis(300)).unwrap();
+        let mut t = StackText::new();
+        write_policy_item(&mut t, "f", &fast).unwrap();
+        assert_eq!(t.as_bytes(), b"\"f\";q=3;w=1");
+        let odd = Quota::new(3, core::time::Duration::from_millis(1500)).unwrap();
+        let mut t = StackText::new();
+        write_policy_item(&mut t, "o", &odd).unwrap();
+        assert_eq!(t.as_bytes(), b"\"o\";q=4;w=2");
         let mut t = StackText::new();
         write_state_item(&mut t, "api", 0, 4_200_000_000).unwrap();
         assert_eq!(t.as_bytes(), b"\"api\";r=0;t=5");
