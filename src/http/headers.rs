@@ -73,7 +73,8 @@ pub(crate) fn valid_policy_name(name: &str) -> bool {
 pub(crate) fn write_policy_item(out: &mut StackText, name: &str, quota: &Quota) -> fmt::Result {
     let period = quota.period_nanos().max(1);
     let w = secs_ceil(period).max(1);
-    let q = u128::from(quota.permits()) * u128::from(w) * u128::from(NANOS_PER_SEC) / u128::from(period);
+    let q = u128::from(quota.permits()) * u128::from(w) * u128::from(NANOS_PER_SEC)
+        / u128::from(period);
     let q = u64::try_from(q).unwrap_or(u64::MAX);
     write!(out, "\"{name}\";q={q};w={w}")
 }
