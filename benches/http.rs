@@ -167,7 +167,8 @@ fn main() {
             );
         }
         // direct calls: same three routers, interleaved, 100k calls a round
-        let makers: [(&str, fn() -> Router); 3] =
+        type MakeApp = fn() -> Router;
+        let makers: [(&str, MakeApp); 3] =
             [("plain", app), ("tollgate", tollgate_app), ("tower_governor", governor_app)];
         let mut direct = [Vec::new(), Vec::new(), Vec::new()];
         for r in 0..rounds.max(1) {
