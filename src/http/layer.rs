@@ -1,6 +1,5 @@
 //! The tower [`Layer`] and [`Service`]: global limiter + per-route policies.
 
-use core::fmt::Write;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
@@ -18,7 +17,7 @@ use tower_service::Service;
 use super::headers::{self, StackText, RATELIMIT, RATELIMIT_POLICY};
 use super::key::{self, IpNet, PartitionKey, PeerAddrFn, RequestHead};
 use super::metrics::PolicyMetrics;
-use super::policy::{MissingKey, Policy, Rejection, RejectionHandler};
+use super::policy::{MissingKey, Policy, RejectionHandler};
 use super::routing::PathPrefix;
 use crate::clock::Clock;
 use crate::decision::Decision;
@@ -36,7 +35,7 @@ pub(crate) struct Compiled {
     table: ShardedKeyedTable<PartitionKey, Gcra>,
     queue: Option<Queue<Bucket<Gcra>>>,
     missing_key: MissingKey,
-    policy_item: HeaderValue,
+    pub(crate) policy_item: HeaderValue,
     pub(crate) metrics: PolicyMetrics,
 }
 
@@ -48,8 +47,8 @@ pub(crate) struct Shared {
     exempt: Vec<PathPrefix>,
     trusted: Vec<IpNet>,
     peer: PeerAddrFn,
-    status: StatusCode,
-    on_rejected: Option<RejectionHandler>,
+    pub(crate) status: StatusCode,
+    pub(crate) on_rejected: Option<RejectionHandler>,
     headers_on_success: bool,
     clock: TokioClock,
     no_policy_metrics: PolicyMetrics,
@@ -234,9 +233,9 @@ impl<S: core::fmt::Debug> core::fmt::Debug for RateLimitService<S> {
 
 /// Headers to add to an admitted response.
 #[derive(Debug)]
-pub struct SuccessHeaders {
-    policy: HeaderValue,
-    state: HeaderValue,
+pub(crate) struct SuccessHeaders {
+    pub(crate) policy: HeaderValue,
+    pub(crate) state: HeaderValue,
 }
 
 pin_project! {
@@ -385,7 +384,9 @@ impl Shared {
                     metrics.global_limiter.increment(1);
                     return Verdict::Respond(self.reject(g, route_c, true, wait));
                 }
-                Charge::NoKey(status) => return Verdict::Respond(status_only(status)),
+                Charge::NoKey(status) => {
+                    return Verdict::Respond(super::rejection::status_only(status))
+                }
             }
         }
         let refund_global = |this: &Self| {
@@ -409,7 +410,7 @@ impl Shared {
                 }
                 Charge::NoKey(status) => {
                     refund_global(self);
-                    return Verdict::Respond(status_only(status));
+                    return Verdict::Respond(super::rejection::status_only(status));
                 }
             }
         }
@@ -422,90 +423,6 @@ impl Shared {
             route_c.zip(route_charge.as_ref()),
         ))
     }
-
-    fn success_headers(
-        &self,
-        global: Option<(&Compiled, &(PartitionKey, Decision))>,
-        route: Option<(&Compiled, &(PartitionKey, Decision))>,
-    ) -> Option<SuccessHeaders> {
-        let mut policy = StackText::new();
-        let mut state = StackText::new();
-        let mut first = true;
-        for (c, (_, d)) in global.into_iter().chain(route) {
-            if !first {
-                policy.write_str(", ").ok()?;
-                state.write_str(", ").ok()?;
-            }
-            first = false;
-            headers::write_policy_item(&mut policy, &c.name, &c.policy.quota).ok()?;
-            let s = d.snapshot();
-            headers::write_state_item(&mut state, &c.name, s.remaining(), s.reset_after_nanos())
-                .ok()?;
-        }
-        if first {
-            return None;
-        }
-        Some(SuccessHeaders {
-            policy: policy.header_value()?,
-            state: state.header_value()?,
-        })
-    }
-
-    /// The refusal response: the refusing policy's handler, else the
-    /// route policy's, else the layer's, else an empty body with `status`.
-    fn reject<R: Default + From<String>>(
-        &self,
-        refusing: &Compiled,
-        route: Option<&Compiled>,
-        global: bool,
-        wait_nanos: u64,
-    ) -> Response<R> {
-        tracing::debug!(policy = %refusing.name, global, retry_after_ms = wait_nanos / 1_000_000, "request rate limited");
-        let handler = refusing
-            .policy
-            .on_rejected
-            .as_ref()
-            .or_else(|| route.and_then(|r| r.policy.on_rejected.as_ref()))
-            .or(self.on_rejected.as_ref());
-        let mut res = match handler {
-            Some(h) => {
-                let rej = Rejection {
-                    policy: &refusing.name,
-                    global,
-                    retry_after: core::time::Duration::from_nanos(wait_nanos),
-                    status: self.status,
-                };
-                h(&rej).map(R::from)
-            }
-            None => {
-                let mut r = Response::new(R::default());
-                *r.status_mut() = self.status;
-                r
-            }
-        };
-        let map = res.headers_mut();
-        if !map.contains_key(http::header::RETRY_AFTER) {
-            headers::set_retry_after(map, wait_nanos);
-        }
-        if !map.contains_key(RATELIMIT_POLICY) {
-            map.insert(RATELIMIT_POLICY, refusing.policy_item.clone());
-        }
-        if !map.contains_key(RATELIMIT) {
-            let mut t = StackText::new();
-            if headers::write_state_item(&mut t, &refusing.name, 0, wait_nanos).is_ok() {
-                if let Some(v) = t.header_value() {
-                    map.insert(RATELIMIT, v);
-                }
-            }
-        }
-        res
-    }
-}
-
-fn status_only<R: Default>(status: StatusCode) -> Response<R> {
-    let mut r = Response::new(R::default());
-    *r.status_mut() = status;
-    r
 }
 
 /// Refunds the global permit and counts a cancellation unless disarmed: a

@@ -167,6 +167,7 @@ mod key;
 mod layer;
 pub mod metrics;
 mod policy;
+mod rejection;
 mod routing;
 
 pub use builder::RateLimitLayerBuilder;
@@ -175,7 +176,7 @@ pub use headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use key::{
     ForwardedHeader, IpNet, IpNetError, KeyFn, KeySource, PartitionKey, PeerAddrFn, RequestHead,
 };
-pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture, SuccessHeaders};
+pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
 pub use policy::{
     ConfigError, ConfigErrorKind, MissingKey, Policy, QueueMode, Rejection, RejectionHandler,
     DEFAULT_MAX_KEYS,
