@@ -10,7 +10,7 @@ use support::http::{connect_info, hello, serve, Conn};
 use tollgate::http::{Policy, RateLimitLayer};
 use tollgate::Quota;
 
-const BURST: u32 = 20;
+const BURST: u32 = 50;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_clients_two_seconds_hundred_per_second() {

@@ -46,12 +46,12 @@ async fn a_burst_is_served_paced_instead_of_refused() {
     // the last one waited about 500 ms: paced, not all at once
     assert!(times[5] >= Duration::from_millis(450), "{times:?}");
     assert!(times[5] < Duration::from_millis(2000), "{times:?}");
-    for w in times.windows(2) {
-        assert!(
-            w[1] - w[0] >= Duration::from_millis(50),
-            "spacing {times:?}"
-        );
-    }
+    // spread over at least four intervals (admissions are 100 ms apart; a
+    // stall of the machine may bunch two responses, never compress the span)
+    assert!(
+        times[5] - times[0] >= Duration::from_millis(350),
+        "paced: {times:?}"
+    );
     // 8 more at once on a spent bucket: those whose estimated wait is
     // within max_wait queue and are served; the others are refused at
     // once (not after waiting max_wait), with Retry-After.
