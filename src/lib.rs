@@ -43,6 +43,7 @@
 //! | [`stats`] | [`WithStats`]: opt-in admitted / refused / refunded counters |
 //! | `queue` (feature `tokio`) | `Queue`: ordered, bounded async waiting in front of any limiter |
 //! | [`remote`] | [`AsyncKeyedLimiter`](remote::AsyncKeyedLimiter): the async keyed backend seam (local or Redis) |
+//! | `http` (feature `http`) | `RateLimitLayer`: tower middleware for axum/hyper/tonic, global + per-route policies, headers, config files |
 //! | [`keyed`] | per-key limiters in fixed-capacity tables: [`keyed::HeaplessKeyedTable`] (`no_std`), [`keyed::ShardedKeyedTable`] and [`keyed::LockFreeGcraTable`] (`std`) |
 //!
 //! Algorithms are small `Copy` configurations; state is a few atomic bytes
@@ -376,6 +377,43 @@
 //! (`async check_n(key, n)` returning a [`RemoteDecision`](remote::RemoteDecision)),
 //! which the Redis store and in-process limiters both implement.
 //!
+//! ## HTTP middleware (feature `http`)
+//!
+//! `http::RateLimitLayer` is a tower layer for axum, hyper and tonic. As in
+//! ASP.NET Core, a global limiter and the matching route policy must both
+//! admit a request, and the global permit is refunded when the route
+//! refuses. Route policies match path prefixes (segment-bounded,
+//! case-insensitive, longest wins, optional method filter) or are attached
+//! to axum routes by name; keys are a shared bucket, the peer IP, the
+//! client IP behind trusted proxies (right-most untrusted address), a
+//! header or a closure, stored in fixed-capacity keyed tables. Refusals are
+//! 429 with `Retry-After` rounded up to whole seconds and the IETF
+//! `RateLimit-Policy` / `RateLimit` fields; policies can queue instead of
+//! refusing, run in dry-run mode, and be read from TOML or JSON.
+//!
+//! ```
+//! # #[cfg(feature = "http")] {
+//! use tollgate::http::{KeySource, Policy, RateLimitLayer};
+//! use tollgate::Quota;
+//!
+//! let layer = RateLimitLayer::builder()
+//!     .global(Policy::token_bucket("global", Quota::per_second(1000)?))
+//!     .policy(Policy::token_bucket("api", Quota::per_minute(100)?).prefix("/api").key(KeySource::PeerIp))
+//!     .policy(Policy::token_bucket("login", Quota::per_minute(5)?).prefix("/api/login").key(KeySource::PeerIp))
+//!     .exempt("/health")
+//!     .build()?;
+//! let app: axum::Router = axum::Router::new()
+//!     .route("/api/items", axum::routing::get(|| async { "items" }))
+//!     .layer(layer);
+//! # let _ = app;
+//! # }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! `cargo run --example server --features http` serves
+//! `examples/tollgate.toml` on 127.0.0.1:3000; the `http` module docs
+//! describe every option.
+//!
 //! ## Features
 //!
 //! | feature | default | adds |
@@ -384,6 +422,7 @@
 //! | `quanta` | no | `QuantaClock` (in [`clock`]): a TSC clock through the `quanta` crate |
 //! | `embassy` | no | `embassy::EmbassyClock`, async `acquire(n).await` / `until_ready(n).await` with deadlines (module `embassy`) |
 //! | `tokio` | no | `queue`: async queued acquisition; `TokioClock` (implies `std`) |
+//! | `http` | no | `http::RateLimitLayer`: tower middleware (global + per-route policies, keys, 429 + `Retry-After` + IETF `RateLimit` headers, queueing, metrics, TOML/JSON rules) (implies `std`, `tokio`) |
 //! | `redis` | no | `redis::RedisStore`: distributed GCRA and fixed window on Redis/Valkey, with tokio (implies `std`) |
 //!
 //! Without default features the crate is `no_std` and allocation-free. On
@@ -439,6 +478,8 @@ pub mod decision;
 #[cfg(feature = "embassy")]
 pub mod embassy;
 pub mod gcra;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod keyed;
 pub mod limiter;
 #[cfg(feature = "tokio")]

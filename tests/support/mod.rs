@@ -1,6 +1,7 @@
 //! Helpers shared by the test binaries (each uses a different subset).
 #![allow(dead_code)]
 
+pub mod http;
 mod redis_server;
 #[allow(unused_imports)] // only the redis_* binaries use it
 pub use redis_server::*;

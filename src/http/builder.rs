@@ -1,0 +1,265 @@
+//! [`RateLimitLayerBuilder`]: policies and layer-wide settings, validated.
+
+use std::format;
+use std::string::{String, ToString};
+use std::vec::Vec;
+
+use http::{Response, StatusCode};
+
+use super::headers::valid_policy_name;
+use super::key::{socket_addr_extension, IpNet, KeySource, PeerAddrFn};
+use super::layer::{LayerSettings, RateLimitLayer, Shared};
+use super::policy::{
+    ConfigError, ConfigErrorKind, MissingKey, Policy, Rejection, RejectionHandler,
+};
+use super::routing::PathPrefix;
+use crate::keyed::ShardedKeyedTable;
+
+/// Builds a [`RateLimitLayer`]; see the [module docs](super).
+pub struct RateLimitLayerBuilder {
+    global: Option<(String, Policy)>,
+    policies: Vec<(String, Policy)>,
+    exempt: Vec<(String, String)>,
+    trusted: Vec<IpNet>,
+    peer: PeerAddrFn,
+    status: StatusCode,
+    missing_key: MissingKey,
+    on_rejected: Option<RejectionHandler>,
+    headers_on_success: bool,
+}
+
+impl core::fmt::Debug for RateLimitLayerBuilder {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RateLimitLayerBuilder")
+            .field("global", &self.global)
+            .field("policies", &self.policies)
+            .field("exempt", &self.exempt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RateLimitLayerBuilder {
+    fn default() -> Self {
+        Self {
+            global: None,
+            policies: Vec::new(),
+            exempt: Vec::new(),
+            trusted: Vec::new(),
+            peer: socket_addr_extension,
+            status: StatusCode::TOO_MANY_REQUESTS,
+            missing_key: MissingKey::default(),
+            on_rejected: None,
+            headers_on_success: false,
+        }
+    }
+}
+
+impl RateLimitLayer {
+    /// A builder with no limiter: add a [`global`](RateLimitLayerBuilder::global)
+    /// limiter and/or [`policy`](RateLimitLayerBuilder::policy) rules.
+    pub fn builder() -> RateLimitLayerBuilder {
+        RateLimitLayerBuilder::default()
+    }
+}
+
+impl RateLimitLayerBuilder {
+    /// The global limiter: every non-exempt request is charged to it, in
+    /// addition to its route policy. Its prefixes and method filter are
+    /// ignored; its key may partition (e.g. per client IP).
+    #[must_use]
+    pub fn global(mut self, policy: Policy) -> Self {
+        self.global = Some(("global".to_string(), policy));
+        self
+    }
+
+    /// Adds a route policy.
+    #[must_use]
+    pub fn policy(mut self, policy: Policy) -> Self {
+        let loc = format!("policies[{}]", self.policies.len());
+        self.policies.push((loc, policy));
+        self
+    }
+
+    /// Adds route policies.
+    #[must_use]
+    pub fn policies(mut self, policies: impl IntoIterator<Item = Policy>) -> Self {
+        for p in policies {
+            self = self.policy(p);
+        }
+        self
+    }
+
+    pub(crate) fn located_global(mut self, location: String, policy: Policy) -> Self {
+        self.global = Some((location, policy));
+        self
+    }
+
+    pub(crate) fn located_policy(mut self, location: String, policy: Policy) -> Self {
+        self.policies.push((location, policy));
+        self
+    }
+
+    /// Exempts paths under `prefix` from every limiter, global included
+    /// (ASP.NET's `DisableRateLimiting`).
+    #[must_use]
+    pub fn exempt(mut self, prefix: impl Into<String>) -> Self {
+        let loc = format!("exempt[{}]", self.exempt.len());
+        self.exempt.push((loc, prefix.into()));
+        self
+    }
+
+    pub(crate) fn located_exempt(mut self, location: String, prefix: String) -> Self {
+        self.exempt.push((location, prefix));
+        self
+    }
+
+    /// Networks of reverse proxies whose forwarding headers are believed
+    /// ([`KeySource::ClientIp`]). Default: none (forwarding headers are
+    /// never believed).
+    #[must_use]
+    pub fn trusted_proxies(mut self, nets: impl IntoIterator<Item = IpNet>) -> Self {
+        self.trusted.extend(nets);
+        self
+    }
+
+    /// Where the peer address is read from (default: a `SocketAddr`
+    /// extension). For axum's `ConnectInfo`:
+    /// `.peer_addr(|ext| ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0))`.
+    #[must_use]
+    pub fn peer_addr(mut self, read: PeerAddrFn) -> Self {
+        self.peer = read;
+        self
+    }
+
+    /// Status of a refusal (default 429; 503 for older clients).
+    #[must_use]
+    pub fn status(mut self, status: StatusCode) -> Self {
+        self.status = status;
+        self
+    }
+
+    /// What to do when a key cannot be extracted (default: answer 500).
+    #[must_use]
+    pub fn missing_key(mut self, outcome: MissingKey) -> Self {
+        self.missing_key = outcome;
+        self
+    }
+
+    /// The layer's rejection handler; a policy's own handler overrides it.
+    #[must_use]
+    pub fn on_rejected<F>(mut self, handler: F) -> Self
+    where
+        F: Fn(&Rejection<'_>) -> Response<String> + Send + Sync + 'static,
+    {
+        self.on_rejected = Some(std::sync::Arc::new(handler));
+        self
+    }
+
+    /// Also send `RateLimit-Policy` / `RateLimit` on admitted responses
+    /// (default: only on refusals).
+    #[must_use]
+    pub fn headers_on_success(mut self, on: bool) -> Self {
+        self.headers_on_success = on;
+        self
+    }
+
+    /// Validates everything and builds the layer.
+    pub fn build(self) -> Result<RateLimitLayer, ConfigError> {
+        let mut names: Vec<&str> = Vec::new();
+        for (loc, p) in self.global.iter().chain(self.policies.iter()) {
+            validate(loc, p)?;
+            if names.contains(&p.name.as_str()) {
+                return Err(ConfigError::new(
+                    format!("{loc}.name"),
+                    ConfigErrorKind::DuplicateName,
+                ));
+            }
+            names.push(&p.name);
+        }
+        let mut exempt = Vec::new();
+        for (loc, raw) in self.exempt {
+            let p = PathPrefix::parse(&raw)
+                .map_err(|_| ConfigError::invalid(&loc, "must start with '/'"))?;
+            exempt.push((loc, p));
+        }
+        let table_for = |loc: &str, p: &Policy| {
+            let capacity = if matches!(p.key, KeySource::Global) {
+                1
+            } else {
+                p.max_keys
+            };
+            ShardedKeyedTable::new(capacity, crate::gcra::Gcra::new(p.kind, p.quota))
+                .map_err(|_| ConfigError::invalid(format!("{loc}.max_keys"), "too many keys"))
+        };
+        let global = match self.global {
+            Some((loc, p)) => {
+                let t = table_for(&loc, &p)?;
+                Some((p, t))
+            }
+            None => None,
+        };
+        let mut policies = Vec::new();
+        for (loc, p) in self.policies {
+            let t = table_for(&loc, &p)?;
+            policies.push((p, t));
+        }
+        let shared = Shared::build(LayerSettings {
+            global,
+            policies,
+            exempt,
+            trusted: self.trusted,
+            peer: self.peer,
+            status: self.status,
+            missing_key: self.missing_key,
+            on_rejected: self.on_rejected,
+            headers_on_success: self.headers_on_success,
+        });
+        Ok(RateLimitLayer::from_shared(shared))
+    }
+}
+
+fn validate(loc: &str, p: &Policy) -> Result<(), ConfigError> {
+    if !valid_policy_name(&p.name) {
+        return Err(ConfigError::invalid(
+            format!("{loc}.name"),
+            "must be 1 to 64 characters from A-Z a-z 0-9 - _ . : /",
+        ));
+    }
+    for (i, raw) in p.prefixes.iter().enumerate() {
+        if PathPrefix::parse(raw).is_err() {
+            let at = if p.prefixes.len() == 1 {
+                format!("{loc}.prefix")
+            } else {
+                format!("{loc}.prefix[{i}]")
+            };
+            return Err(ConfigError::invalid(at, "must start with '/'"));
+        }
+    }
+    if p.max_keys == 0 {
+        return Err(ConfigError::invalid(
+            format!("{loc}.max_keys"),
+            "must be at least 1",
+        ));
+    }
+    if let Some(q) = p.queue {
+        if !matches!(p.key, KeySource::Global) {
+            return Err(ConfigError::invalid(
+                format!("{loc}.queue"),
+                "queueing needs key = \"global\" (one queue per policy)",
+            ));
+        }
+        if q.max_wait.is_zero() {
+            return Err(ConfigError::invalid(
+                format!("{loc}.queue.max_wait"),
+                "must be positive",
+            ));
+        }
+    }
+    if matches!(&p.methods, Some(m) if m.is_empty()) {
+        return Err(ConfigError::invalid(
+            format!("{loc}.methods"),
+            "must name at least one method",
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,375 @@
+//! Rules from a TOML or JSON document.
+//!
+//! ```toml
+//! status = 429                      # refusal status (default 429)
+//! headers_on_success = true         # RateLimit headers on admitted responses
+//! trusted_proxies = ["10.0.0.0/8"]  # peers whose X-Forwarded-For is believed
+//! exempt = ["/health"]              # neither global nor rules apply
+//! missing_key = "reject"            # or "allow"; missing_key_status = 500
+//!
+//! [global]                          # optional
+//! rate = 1000                       # permits…
+//! period = "1s"                     # …per period: "250ms", "1s", "1m", "1h"
+//!
+//! [[rules]]
+//! name = "api"
+//! prefix = "/api"
+//! algorithm = "token_bucket"        # or "leaky_bucket"
+//! rate = 100
+//! period = "1m"
+//! burst = 20                        # default: rate
+//! key = "client_ip"                 # global | peer_ip | client_ip | forwarded_client_ip | header
+//! max_keys = 10000
+//! # header = "x-api-key"            # with key = "header"
+//! # methods = ["POST"]
+//! # dry_run = true
+//! # queue = { max_wait = "2s", limit = 10 }
+//! ```
+//!
+//! Errors name the rule and the field: `rules[2].burst: must be at least 1`.
+
+use core::time::Duration;
+use std::format;
+use std::string::{String, ToString};
+use std::vec::Vec;
+
+use http::{HeaderName, Method, StatusCode};
+use serde::Deserialize;
+
+use super::key::{ForwardedHeader, IpNet, KeySource};
+use super::layer::RateLimitLayer;
+use super::policy::{ConfigError, ConfigErrorKind, MissingKey, Policy};
+use super::RateLimitLayerBuilder;
+use crate::gcra::BucketKind;
+use crate::quota::{Quota, QuotaError};
+
+/// A parsed configuration document (see the [module docs](self)).
+///
+/// ```
+/// use tollgate::http::LayerConfig;
+///
+/// let layer = LayerConfig::from_toml(r#"
+///     exempt = ["/health"]
+///     [global]
+///     rate = 100
+///     [[rules]]
+///     name = "api"
+///     prefix = "/api"
+///     rate = 10
+///     period = "1m"
+///     key = "peer_ip"
+/// "#)?.build()?;
+/// # let _ = layer;
+///
+/// let err = LayerConfig::from_json(r#"{"rules": [{"name": "a", "prefix": "/a", "rate": 1, "burst": 0}]}"#)?
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err.to_string(), "rules[0].burst: must be at least 1");
+/// # Ok::<(), tollgate::http::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LayerConfig {
+    /// Refusal status (default 429).
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// Send RateLimit headers on admitted responses too.
+    #[serde(default)]
+    pub headers_on_success: bool,
+    /// Networks of trusted reverse proxies.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+    /// Exempt path prefixes.
+    #[serde(default)]
+    pub exempt: Vec<String>,
+    /// `"reject"` (default) or `"allow"`.
+    #[serde(default)]
+    pub missing_key: Option<String>,
+    /// Status when rejecting a request without a key (default 500).
+    #[serde(default)]
+    pub missing_key_status: Option<u16>,
+    /// The global limiter.
+    #[serde(default)]
+    pub global: Option<RuleConfig>,
+    /// Route policies.
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+}
+
+/// One rule (or the global limiter).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// Policy name (default `"global"` for the global limiter).
+    pub name: Option<String>,
+    /// Path prefix (required for rules).
+    pub prefix: Option<String>,
+    /// Only these methods.
+    pub methods: Option<Vec<String>>,
+    /// `"token_bucket"` (default) or `"leaky_bucket"`.
+    pub algorithm: Option<String>,
+    /// Permits per period.
+    pub rate: Option<u64>,
+    /// Period (`"1s"` default).
+    pub period: Option<String>,
+    /// Burst (default: `rate`).
+    pub burst: Option<u64>,
+    /// Partition key.
+    pub key: Option<String>,
+    /// Header name for `key = "header"`.
+    pub header: Option<String>,
+    /// Most keys tracked.
+    pub max_keys: Option<usize>,
+    /// Shadow mode.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Queueing mode.
+    pub queue: Option<QueueConfig>,
+}
+
+/// `queue = { max_wait = "2s", limit = 10 }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfig {
+    /// Longest wait.
+    pub max_wait: String,
+    /// Most requests waiting (default 100).
+    pub limit: Option<u64>,
+}
+
+impl LayerConfig {
+    /// Parses a TOML document.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            ConfigError::new(
+                "",
+                ConfigErrorKind::Syntax(e.to_string().trim_end().to_string()),
+            )
+        })
+    }
+
+    /// Parses a JSON document.
+    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
+        serde_json::from_str(text)
+            .map_err(|e| ConfigError::new("", ConfigErrorKind::Syntax(e.to_string())))
+    }
+
+    /// A builder holding every setting of the document; add code-only
+    /// settings (peer address reader, handlers) and build.
+    pub fn into_builder(self) -> Result<RateLimitLayerBuilder, ConfigError> {
+        let mut b = RateLimitLayer::builder();
+        if let Some(s) = self.status {
+            b = b.status(status("status", s)?);
+        }
+        b = b.headers_on_success(self.headers_on_success);
+        for (i, raw) in self.trusted_proxies.iter().enumerate() {
+            let net: IpNet = raw.parse().map_err(|_| {
+                ConfigError::invalid(
+                    format!("trusted_proxies[{i}]"),
+                    "must be an IP address or network (10.0.0.0/8)",
+                )
+            })?;
+            b = b.trusted_proxies([net]);
+        }
+        for (i, p) in self.exempt.into_iter().enumerate() {
+            b = b.located_exempt(format!("exempt[{i}]"), p);
+        }
+        let missing_status = match self.missing_key_status {
+            Some(s) => status("missing_key_status", s)?,
+            None => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        b = b.missing_key(match self.missing_key.as_deref() {
+            None | Some("reject") => MissingKey::Reject(missing_status),
+            Some("allow") => MissingKey::Allow,
+            Some(_) => {
+                return Err(ConfigError::invalid(
+                    "missing_key",
+                    "must be \"reject\" or \"allow\"",
+                ))
+            }
+        });
+        if let Some(g) = self.global {
+            let p = rule("global", g, true)?;
+            b = b.located_global("global".to_string(), p);
+        }
+        for (i, r) in self.rules.into_iter().enumerate() {
+            let loc = format!("rules[{i}]");
+            let p = rule(&loc, r, false)?;
+            b = b.located_policy(loc, p);
+        }
+        Ok(b)
+    }
+
+    /// Parses and builds in one step (peer address from a `SocketAddr`
+    /// extension; use [`into_builder`](Self::into_builder) to set more).
+    pub fn build(self) -> Result<RateLimitLayer, ConfigError> {
+        self.into_builder()?.build()
+    }
+}
+
+fn status(loc: &str, code: u16) -> Result<StatusCode, ConfigError> {
+    StatusCode::from_u16(code)
+        .map_err(|_| ConfigError::invalid(loc, "must be an HTTP status from 100 to 999"))
+}
+
+/// Parses `"250ms"`, `"1s"`, `"2m"`, `"1h"`, `"1d"` (a bare number is
+/// seconds).
+pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let secs = |k: u64| n.checked_mul(k).map(Duration::from_secs);
+    match unit.trim() {
+        "ms" => Some(Duration::from_millis(n)),
+        "" | "s" => secs(1),
+        "m" => secs(60),
+        "h" => secs(3600),
+        "d" => secs(86_400),
+        _ => None,
+    }
+}
+
+fn rule(loc: &str, r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
+    let at = |field: &str| format!("{loc}.{field}");
+    let name = match (r.name, global) {
+        (Some(n), _) => n,
+        (None, true) => "global".to_string(),
+        (None, false) => return Err(ConfigError::invalid(at("name"), "is required")),
+    };
+    let kind = match r.algorithm.as_deref() {
+        None | Some("token_bucket") => BucketKind::TokenBucket,
+        Some("leaky_bucket") => BucketKind::LeakyBucket,
+        Some(_) => {
+            return Err(ConfigError::invalid(
+                at("algorithm"),
+                "must be \"token_bucket\" or \"leaky_bucket\"",
+            ))
+        }
+    };
+    let rate = r
+        .rate
+        .ok_or_else(|| ConfigError::invalid(at("rate"), "is required"))?;
+    if rate == 0 {
+        return Err(ConfigError::invalid(at("rate"), "must be at least 1"));
+    }
+    let rate = u32::try_from(rate)
+        .map_err(|_| ConfigError::invalid(at("rate"), "must be at most 4294967295"))?;
+    let period = match r.period.as_deref() {
+        None => Duration::from_secs(1),
+        Some(p) => parse_duration(p).filter(|d| !d.is_zero()).ok_or_else(|| {
+            ConfigError::invalid(
+                at("period"),
+                "must be a positive duration such as \"500ms\", \"1s\", \"1m\"",
+            )
+        })?,
+    };
+    let mut quota = Quota::new(rate, period).map_err(|e| quota_error(loc, e))?;
+    if let Some(burst) = r.burst {
+        if burst == 0 {
+            return Err(ConfigError::invalid(at("burst"), "must be at least 1"));
+        }
+        let burst = u32::try_from(burst)
+            .map_err(|_| ConfigError::invalid(at("burst"), "must be at most 4294967295"))?;
+        quota = quota.allow_burst(burst).map_err(|e| quota_error(loc, e))?;
+    }
+    let mut p = Policy::new(name, kind, quota).dry_run(r.dry_run);
+    match (r.prefix, global) {
+        (Some(prefix), false) => p = p.prefix(prefix),
+        (None, false) => return Err(ConfigError::invalid(at("prefix"), "is required")),
+        (Some(_), true) => {
+            return Err(ConfigError::invalid(
+                at("prefix"),
+                "the global limiter applies to every path",
+            ))
+        }
+        (None, true) => {}
+    }
+    if let Some(methods) = r.methods {
+        let mut list = Vec::new();
+        for (i, m) in methods.iter().enumerate() {
+            let method = Method::from_bytes(m.to_ascii_uppercase().as_bytes()).map_err(|_| {
+                ConfigError::invalid(format!("{loc}.methods[{i}]"), "must be an HTTP method")
+            })?;
+            list.push(method);
+        }
+        p = p.methods(list);
+    }
+    let key = match r.key.as_deref() {
+        None | Some("global") => KeySource::Global,
+        Some("peer_ip") => KeySource::PeerIp,
+        Some("client_ip") => KeySource::ClientIp(ForwardedHeader::XForwardedFor),
+        Some("forwarded_client_ip") => KeySource::ClientIp(ForwardedHeader::Forwarded),
+        Some("header") => {
+            let h = r.header.as_deref().ok_or_else(|| ConfigError::invalid(at("header"), "is required with key = \"header\""))?;
+            let name = HeaderName::from_bytes(h.as_bytes()).map_err(|_| ConfigError::invalid(at("header"), "must be a header name"))?;
+            KeySource::Header(name)
+        }
+        Some(_) => {
+            return Err(ConfigError::invalid(
+                at("key"),
+                "must be one of \"global\", \"peer_ip\", \"client_ip\", \"forwarded_client_ip\", \"header\"",
+            ))
+        }
+    };
+    p = p.key(key);
+    if let Some(n) = r.max_keys {
+        p = p.max_keys(n);
+    }
+    if let Some(q) = r.queue {
+        let max_wait = parse_duration(&q.max_wait)
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                ConfigError::invalid(
+                    at("queue.max_wait"),
+                    "must be a positive duration such as \"500ms\", \"2s\"",
+                )
+            })?;
+        let limit = q.limit.unwrap_or(100);
+        if limit == 0 {
+            return Err(ConfigError::invalid(
+                at("queue.limit"),
+                "must be at least 1",
+            ));
+        }
+        p = p.queue(max_wait, limit);
+    }
+    Ok(p)
+}
+
+fn quota_error(loc: &str, e: QuotaError) -> ConfigError {
+    match e {
+        QuotaError::ZeroPermits => {
+            ConfigError::invalid(format!("{loc}.rate"), "must be at least 1")
+        }
+        QuotaError::ZeroBurst => ConfigError::invalid(format!("{loc}.burst"), "must be at least 1"),
+        QuotaError::IntervalTooShort { .. } => {
+            ConfigError::invalid(format!("{loc}.rate"), "more than one permit per nanosecond")
+        }
+        QuotaError::ToleranceOverflow { .. } => ConfigError::invalid(
+            format!("{loc}.burst"),
+            "burst × interval does not fit in 584 years",
+        ),
+        _ => ConfigError::invalid(loc, "invalid quota"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use core::time::Duration;
+    use std::format;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1 d"), Some(Duration::from_secs(86_400)));
+        for bad in ["", "ms", "1x", "-1s", "1.5s", "99999999999999999999s"] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
+        assert_eq!(parse_duration(&format!("{}h", u64::MAX)), None);
+    }
+}

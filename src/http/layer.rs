@@ -1,0 +1,539 @@
+//! The tower [`Layer`] and [`Service`]: global limiter + per-route policies.
+
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::boxed::Box;
+use std::string::String;
+use std::sync::Arc;
+use std::vec::Vec;
+
+use http::header::HeaderValue;
+use http::{Request, Response, StatusCode};
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::headers::{self, StackText, RATELIMIT, RATELIMIT_POLICY};
+use super::key::{self, IpNet, PartitionKey, PeerAddrFn, RequestHead};
+use super::metrics::PolicyMetrics;
+use super::policy::{MissingKey, Policy, RejectionHandler};
+use super::routing::PathPrefix;
+use crate::clock::{Clock, StdClock};
+use crate::decision::Decision;
+use crate::gcra::Gcra;
+use crate::keyed::ShardedKeyedTable;
+use crate::limiter::Bucket;
+use crate::queue::{Queue, TokioClock};
+
+pub(crate) type Table = ShardedKeyedTable<PartitionKey, Gcra>;
+
+/// One policy, ready to check.
+pub(crate) struct Compiled {
+    pub(crate) name: String,
+    pub(crate) policy: Policy,
+    table: ShardedKeyedTable<PartitionKey, Gcra>,
+    queue: Option<Queue<Bucket<Gcra>>>,
+    missing_key: MissingKey,
+    pub(crate) policy_item: HeaderValue,
+    pub(crate) metrics: PolicyMetrics,
+}
+
+pub(crate) struct Shared {
+    pub(crate) global: Option<Compiled>,
+    pub(crate) policies: Vec<Compiled>,
+    /// (prefix, index into `policies`), longest prefix first.
+    routes: Vec<(PathPrefix, usize)>,
+    exempt: Vec<PathPrefix>,
+    trusted: Vec<IpNet>,
+    peer: PeerAddrFn,
+    pub(crate) status: StatusCode,
+    pub(crate) on_rejected: Option<RejectionHandler>,
+    headers_on_success: bool,
+    /// The clock of the keyed tables. Queued policies keep their own
+    /// bucket on the queue's `TokioClock`; the tables use the std clock,
+    /// which costs one `Instant::now()` (tokio's `Instant::now` is slower
+    /// when tokio's `test-util` is compiled in).
+    clock: StdClock,
+    no_policy_metrics: PolicyMetrics,
+}
+
+/// Settings shared by every policy of a layer (built by
+/// [`RateLimitLayerBuilder`](super::RateLimitLayerBuilder)).
+pub(crate) struct LayerSettings {
+    pub(crate) global: Option<(Policy, Table)>,
+    pub(crate) policies: Vec<(Policy, Table)>,
+    pub(crate) exempt: Vec<(String, PathPrefix)>,
+    pub(crate) trusted: Vec<IpNet>,
+    pub(crate) peer: PeerAddrFn,
+    pub(crate) status: StatusCode,
+    pub(crate) missing_key: MissingKey,
+    pub(crate) on_rejected: Option<RejectionHandler>,
+    pub(crate) headers_on_success: bool,
+}
+
+impl Shared {
+    pub(crate) fn build(s: LayerSettings) -> Self {
+        let clock = StdClock::new();
+        let queue_clock = TokioClock::new();
+        let global = s
+            .global
+            .map(|(p, t)| Compiled::new(p, t, s.missing_key, &queue_clock));
+        let policies: Vec<Compiled> = s
+            .policies
+            .into_iter()
+            .map(|(p, t)| Compiled::new(p, t, s.missing_key, &queue_clock))
+            .collect();
+        let mut routes = Vec::new();
+        for (i, c) in policies.iter().enumerate() {
+            for raw in &c.policy.prefixes {
+                if let Ok(p) = PathPrefix::parse(raw) {
+                    routes.push((p, i));
+                }
+            }
+        }
+        // Longest first; stable, so equal lengths keep registration order.
+        routes.sort_by_key(|r| core::cmp::Reverse(r.0.len()));
+        Self {
+            global,
+            policies,
+            routes,
+            exempt: s.exempt.into_iter().map(|(_, p)| p).collect(),
+            trusted: s.trusted,
+            peer: s.peer,
+            status: s.status,
+            on_rejected: s.on_rejected,
+            headers_on_success: s.headers_on_success,
+            clock,
+            no_policy_metrics: PolicyMetrics::new(""),
+        }
+    }
+}
+
+impl Compiled {
+    pub(crate) fn new(
+        policy: Policy,
+        table: Table,
+        default_missing: MissingKey,
+        clock: &TokioClock,
+    ) -> Self {
+        let gcra = Gcra::new(policy.kind, policy.quota);
+        let queue = policy.queue.map(|q| {
+            Queue::builder(Bucket::new(gcra))
+                .clock(*clock)
+                .max_wait(q.max_wait)
+                .queue_limit(q.queue_limit)
+                .build()
+        });
+        let mut item = StackText::new();
+        let _ = headers::write_policy_item(&mut item, &policy.name, &policy.quota);
+        let policy_item = item
+            .header_value()
+            .unwrap_or_else(|| HeaderValue::from_static(""));
+        Self {
+            name: policy.name.clone(),
+            missing_key: policy.missing_key.unwrap_or(default_missing),
+            metrics: PolicyMetrics::new(&policy.name),
+            policy,
+            table,
+            queue,
+            policy_item,
+        }
+    }
+}
+
+/// The rate-limiting [`Layer`]. Cloning it (and the services it makes)
+/// shares one state: every connection and clone draws from the same
+/// buckets. See the [module docs](super) for a full request round trip.
+///
+/// ```
+/// use axum::{routing::post, Router};
+/// use tollgate::http::{KeySource, Policy, RateLimitLayer};
+/// use tollgate::Quota;
+///
+/// let layer = RateLimitLayer::builder()
+///     .global(Policy::token_bucket("global", Quota::per_second(500)?))
+///     .policy(Policy::token_bucket("writes", Quota::per_minute(30)?).key(KeySource::PeerIp))
+///     .build()?;
+/// // "writes" has no prefix: attach it to the routes that need it
+/// let writes = layer.policy("writes").expect("registered above");
+/// let app: Router = Router::new()
+///     .route("/items", post(|| async { "created" }))
+///     .route_layer(writes)
+///     .layer(layer);
+/// # let _ = app;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    pub(crate) shared: Arc<Shared>,
+    only: Option<usize>,
+}
+
+impl core::fmt::Debug for RateLimitLayer {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("global", &self.shared.global.as_ref().map(|c| &c.name))
+            .field(
+                "policies",
+                &self
+                    .shared
+                    .policies
+                    .iter()
+                    .map(|c| &c.name)
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl RateLimitLayer {
+    pub(crate) fn from_shared(shared: Shared) -> Self {
+        Self {
+            shared: Arc::new(shared),
+            only: None,
+        }
+    }
+
+    /// A layer that applies only the policy `name`, sharing its buckets:
+    /// attach it to specific routes (axum `route_layer`). It ignores path
+    /// prefixes, method filters and the global limiter. `None` if no policy
+    /// has that name.
+    pub fn policy(&self, name: &str) -> Option<Self> {
+        let i = self.shared.policies.iter().position(|c| c.name == name)?;
+        Some(Self {
+            shared: Arc::clone(&self.shared),
+            only: Some(i),
+        })
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimitService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimitService {
+            inner,
+            shared: Arc::clone(&self.shared),
+            only: self.only,
+        }
+    }
+}
+
+/// The service made by [`RateLimitLayer`].
+#[derive(Clone)]
+pub struct RateLimitService<S> {
+    inner: S,
+    shared: Arc<Shared>,
+    only: Option<usize>,
+}
+
+impl<S: core::fmt::Debug> core::fmt::Debug for RateLimitService<S> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RateLimitService")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Headers to add to an admitted response.
+#[derive(Debug)]
+pub(crate) struct SuccessHeaders {
+    pub(crate) policy: HeaderValue,
+    pub(crate) state: HeaderValue,
+}
+
+pin_project! {
+    /// The future of [`RateLimitService`].
+    pub struct ResponseFuture<F, R, E> {
+        #[pin]
+        kind: Kind<F, R, E>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F, R, E> {
+        // Admitted: the inner service's future, then headers to add.
+        Inner { #[pin] fut: F, headers: Option<SuccessHeaders> },
+        // Refused (or no key): the response is ready.
+        Ready { response: Option<Response<R>> },
+        // Waiting in a policy's queue, then the inner service.
+        Queued { fut: Pin<Box<dyn Future<Output = Result<Response<R>, E>> + Send>> },
+    }
+}
+
+impl<F, R, E> core::fmt::Debug for ResponseFuture<F, R, E> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("ResponseFuture")
+    }
+}
+
+impl<F, R, E> Future for ResponseFuture<F, R, E>
+where
+    F: Future<Output = Result<Response<R>, E>>,
+{
+    type Output = Result<Response<R>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Inner { fut, headers } => {
+                let mut res = core::task::ready!(fut.poll(cx))?;
+                if let Some(h) = headers.take() {
+                    let map = res.headers_mut();
+                    map.insert(RATELIMIT_POLICY, h.policy);
+                    map.insert(RATELIMIT, h.state);
+                }
+                Poll::Ready(Ok(res))
+            }
+            KindProj::Ready { response } => match response.take() {
+                Some(r) => Poll::Ready(Ok(r)),
+                None => Poll::Pending,
+            },
+            KindProj::Queued { fut } => fut.as_mut().poll(cx),
+        }
+    }
+}
+
+/// What the checks decided.
+enum Verdict<R> {
+    Pass(Option<SuccessHeaders>),
+    Respond(Response<R>),
+    /// Queue on policy `usize`; the global permit (if any) was charged to
+    /// this key.
+    Queue(usize, Option<PartitionKey>),
+}
+
+/// Outcome of charging one compiled policy.
+enum Charge {
+    Admitted(Option<(PartitionKey, Decision)>),
+    Refused(u64),
+    NoKey(StatusCode),
+}
+
+impl Shared {
+    fn head_of<'a, B>(req: &'a Request<B>) -> RequestHead<'a> {
+        RequestHead {
+            method: req.method(),
+            uri: req.uri(),
+            headers: req.headers(),
+            extensions: req.extensions(),
+        }
+    }
+
+    fn charge(&self, c: &Compiled, head: &RequestHead<'_>, now: u64) -> Charge {
+        let key = match key::extract(&c.policy.key, head, self.peer, &self.trusted) {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::warn!(policy = %c.name, reason = e.as_str(), "rate limit key missing");
+                return match c.missing_key {
+                    MissingKey::Allow => Charge::Admitted(None),
+                    MissingKey::Reject(status) => Charge::NoKey(status),
+                };
+            }
+        };
+        let d = c.table.check(&key, now);
+        match d.decision() {
+            Decision::Allowed(_) => Charge::Admitted(Some((key, *d.decision()))),
+            Decision::Denied(denied) if c.policy.dry_run => {
+                tracing::info!(policy = %c.name, retry_after_ms = denied.retry_after().as_millis() as u64, "dry run: would refuse");
+                c.metrics.dry_run.increment(1);
+                Charge::Admitted(None)
+            }
+            Decision::Denied(denied) => Charge::Refused(denied.retry_after_nanos()),
+        }
+    }
+
+    fn decide<B, R: Default + From<String>>(
+        &self,
+        req: &Request<B>,
+        only: Option<usize>,
+    ) -> Verdict<R> {
+        let route = match only {
+            Some(i) => Some(i),
+            None => {
+                let path = req.uri().path();
+                if self.exempt.iter().any(|p| p.matches(path)) {
+                    return Verdict::Pass(None);
+                }
+                self.routes
+                    .iter()
+                    .find(|(p, i)| {
+                        p.matches(path)
+                            && self.policies[*i]
+                                .policy
+                                .methods
+                                .as_ref()
+                                .is_none_or(|m| m.contains(req.method()))
+                    })
+                    .map(|(_, i)| *i)
+            }
+        };
+        let global = if only.is_some() {
+            None
+        } else {
+            self.global.as_ref()
+        };
+        let route_c = route.map(|i| &self.policies[i]);
+        let metrics = route_c.map_or(&self.no_policy_metrics, |c| &c.metrics);
+        if global.is_none() && route_c.is_none() {
+            return Verdict::Pass(None);
+        }
+        let head = Self::head_of(req);
+        let now = self.clock.now();
+        let mut global_charge = None;
+        if let Some(g) = global {
+            match self.charge(g, &head, now) {
+                Charge::Admitted(k) => global_charge = k,
+                Charge::Refused(wait) => {
+                    metrics.global_limiter.increment(1);
+                    return Verdict::Respond(self.reject(g, route_c, true, wait));
+                }
+                Charge::NoKey(status) => {
+                    return Verdict::Respond(super::rejection::status_only(status))
+                }
+            }
+        }
+        let refund_global = |this: &Self| {
+            if let (Some(g), Some((k, _))) = (global, global_charge.as_ref()) {
+                g.table.refund(k, 1, now);
+                let _ = this;
+            }
+        };
+        let mut route_charge = None;
+        if let Some(c) = route_c {
+            if c.queue.is_some() {
+                let key = global_charge.map(|(k, _)| k);
+                return Verdict::Queue(route.unwrap_or(0), key);
+            }
+            match self.charge(c, &head, now) {
+                Charge::Admitted(k) => route_charge = k,
+                Charge::Refused(wait) => {
+                    refund_global(self);
+                    metrics.endpoint_limiter.increment(1);
+                    return Verdict::Respond(self.reject(c, Some(c), false, wait));
+                }
+                Charge::NoKey(status) => {
+                    refund_global(self);
+                    return Verdict::Respond(super::rejection::status_only(status));
+                }
+            }
+        }
+        metrics.acquired.increment(1);
+        if !self.headers_on_success {
+            return Verdict::Pass(None);
+        }
+        Verdict::Pass(self.success_headers(
+            global.zip(global_charge.as_ref()),
+            route_c.zip(route_charge.as_ref()),
+        ))
+    }
+}
+
+/// Refunds the global permit and counts a cancellation unless disarmed: a
+/// queued request whose client went away (its future dropped).
+struct QueueGuard {
+    shared: Arc<Shared>,
+    policy: usize,
+    global_key: Option<PartitionKey>,
+    armed: bool,
+}
+
+impl QueueGuard {
+    fn refund_global(&self) {
+        if let (Some(g), Some(k)) = (self.shared.global.as_ref(), self.global_key.as_ref()) {
+            g.table.refund(k, 1, self.shared.clock.now());
+        }
+    }
+}
+
+impl Drop for QueueGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.refund_global();
+            let m = &self.shared.policies[self.policy].metrics;
+            m.request_canceled.increment(1);
+            m.queued.decrement(1.0);
+        }
+    }
+}
+
+impl<S, B, R> Service<Request<B>> for RateLimitService<S>
+where
+    S: Service<Request<B>, Response = Response<R>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: Send + 'static,
+    R: Default + From<String> + Send + 'static,
+{
+    type Response = Response<R>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, R, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        match self.shared.decide::<B, R>(&req, self.only) {
+            Verdict::Pass(headers) => ResponseFuture {
+                kind: Kind::Inner {
+                    fut: self.inner.call(req),
+                    headers,
+                },
+            },
+            Verdict::Respond(r) => ResponseFuture {
+                kind: Kind::Ready { response: Some(r) },
+            },
+            Verdict::Queue(policy, global_key) => {
+                let clone = self.inner.clone();
+                let mut inner = core::mem::replace(&mut self.inner, clone);
+                let shared = Arc::clone(&self.shared);
+                ResponseFuture {
+                    kind: Kind::Queued {
+                        fut: Box::pin(async move {
+                            let mut guard = QueueGuard {
+                                shared,
+                                policy,
+                                global_key,
+                                armed: true,
+                            };
+                            let c = &guard.shared.policies[policy];
+                            let started = std::time::Instant::now();
+                            c.metrics.queued.increment(1.0);
+                            let result = match c.queue.as_ref() {
+                                Some(q) => q.acquire(1).await.map(drop),
+                                None => Ok(()),
+                            };
+                            c.metrics.queued.decrement(1.0);
+                            c.metrics
+                                .time_in_queue
+                                .record(started.elapsed().as_secs_f64());
+                            guard.armed = false;
+                            match result {
+                                Ok(()) => {
+                                    c.metrics.acquired.increment(1);
+                                    inner.call(req).await
+                                }
+                                Err(e) if c.policy.dry_run => {
+                                    tracing::info!(policy = %c.name, error = %e, "dry run: would refuse");
+                                    c.metrics.dry_run.increment(1);
+                                    inner.call(req).await
+                                }
+                                Err(e) => {
+                                    guard.refund_global();
+                                    c.metrics.endpoint_limiter.increment(1);
+                                    let wait = e.retry_after().map_or(
+                                        c.policy.quota.interval_nanos(),
+                                        crate::clock::duration_to_nanos,
+                                    );
+                                    Ok(guard.shared.reject(c, Some(c), false, wait.max(1)))
+                                }
+                            }
+                        }),
+                    },
+                }
+            }
+        }
+    }
+}

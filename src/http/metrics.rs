@@ -1,0 +1,47 @@
+//! Counters through the `metrics` facade, named like ASP.NET Core's
+//! rate-limiting meters, labelled with the policy name.
+//!
+//! | name | kind | labels |
+//! |---|---|---|
+//! | `tollgate.rate_limiting.requests` | counter | `policy`, `result` = `acquired` / `global_limiter` / `endpoint_limiter` / `request_canceled` / `dry_run` |
+//! | `tollgate.rate_limiting.queued_requests` | gauge | `policy` |
+//! | `tollgate.rate_limiting.request.time_in_queue` | histogram (seconds) | `policy` |
+//!
+//! `policy` is the route policy that matched (empty when only the global
+//! limiter applied). The handles are registered when the layer is built:
+//! install the recorder first.
+
+use metrics::{Counter, Gauge, Histogram};
+use std::string::ToString;
+
+/// Name of the requests counter.
+pub const REQUESTS: &str = "tollgate.rate_limiting.requests";
+/// Name of the queued-requests gauge.
+pub const QUEUED_REQUESTS: &str = "tollgate.rate_limiting.queued_requests";
+/// Name of the time-in-queue histogram (seconds).
+pub const TIME_IN_QUEUE: &str = "tollgate.rate_limiting.request.time_in_queue";
+
+pub(crate) struct PolicyMetrics {
+    pub(crate) acquired: Counter,
+    pub(crate) global_limiter: Counter,
+    pub(crate) endpoint_limiter: Counter,
+    pub(crate) request_canceled: Counter,
+    pub(crate) dry_run: Counter,
+    pub(crate) queued: Gauge,
+    pub(crate) time_in_queue: Histogram,
+}
+
+impl PolicyMetrics {
+    pub(crate) fn new(policy: &str) -> Self {
+        let requests = |result: &'static str| metrics::counter!(REQUESTS, "policy" => policy.to_string(), "result" => result);
+        Self {
+            acquired: requests("acquired"),
+            global_limiter: requests("global_limiter"),
+            endpoint_limiter: requests("endpoint_limiter"),
+            request_canceled: requests("request_canceled"),
+            dry_run: requests("dry_run"),
+            queued: metrics::gauge!(QUEUED_REQUESTS, "policy" => policy.to_string()),
+            time_in_queue: metrics::histogram!(TIME_IN_QUEUE, "policy" => policy.to_string()),
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! A policy attached to specific axum routes by name (`route_layer`),
+//! sharing its buckets with the layer it came from.
+
+mod support;
+
+use axum::routing::{get, post};
+use axum::Router;
+use support::http::{connect_info, send, serve, Req};
+use tollgate::http::{Policy, RateLimitLayer};
+use tollgate::Quota;
+
+#[tokio::test]
+async fn named_policy_on_axum_routes() {
+    let layer = RateLimitLayer::builder()
+        .peer_addr(connect_info)
+        // no prefix: applied only where attached
+        .policy(Policy::token_bucket(
+            "writes",
+            Quota::per_hour(2).unwrap().allow_burst(2).unwrap(),
+        ))
+        .build()
+        .unwrap();
+    assert!(layer.policy("nope").is_none());
+    let writes = layer.policy("writes").unwrap();
+    let app = Router::new()
+        .route("/a", post(|| async { "a" }))
+        .route("/b", post(|| async { "b" }))
+        .route_layer(writes)
+        .route("/read", get(|| async { "read" }))
+        .layer(layer);
+    let s = serve(app).await;
+    // /a and /b share the "writes" bucket; /read is not limited
+    assert_eq!(
+        send(s.addr, Req::get("/a").method("POST")).await.status,
+        200
+    );
+    assert_eq!(
+        send(s.addr, Req::get("/b").method("POST")).await.status,
+        200
+    );
+    let r = send(s.addr, Req::get("/a").method("POST")).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.policies(), ["writes"]);
+    for _ in 0..5 {
+        assert_eq!(send(s.addr, Req::get("/read")).await.status, 200);
+    }
+}

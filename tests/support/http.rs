@@ -1,0 +1,291 @@
+//! HTTP test helpers: an axum server on an ephemeral loopback port and a
+//! small real HTTP/1.1 client over TCP (one connection per request, so a
+//! test can choose the source address among 127.0.0.0/8 and send headers
+//! byte for byte, malformed ones included).
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use axum::extract::ConnectInfo;
+use axum::routing::any;
+use axum::Router;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::task::JoinHandle;
+use tollgate::http::RateLimitLayer;
+
+/// Reads the peer address from axum's `ConnectInfo`.
+pub fn connect_info(ext: &::http::Extensions) -> Option<SocketAddr> {
+    ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)
+}
+
+/// A router answering 200 "ok" on every path and method, behind `layer`.
+pub fn hello(layer: RateLimitLayer) -> Router {
+    Router::new()
+        .route("/", any(|| async { "ok" }))
+        .route("/{*rest}", any(|| async { "ok" }))
+        .layer(layer)
+}
+
+/// A running server; aborted on drop.
+pub struct Server {
+    pub addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Serves `router` on 127.0.0.1 with an ephemeral port, recording peers.
+pub async fn serve(router: Router) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let addr = listener.local_addr().expect("local addr");
+    let task = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .expect("serve");
+    });
+    Server { addr, task }
+}
+
+/// A parsed response.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Resp {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `(policy name, params)` of each member of a structured-field list
+    /// header, parsed by the `sfv` crate (strict RFC 9651).
+    pub fn sf_list(&self, name: &str) -> Vec<(String, Vec<(String, i64)>)> {
+        let raw = self
+            .header(name)
+            .unwrap_or_else(|| panic!("no {name} header"));
+        let list: sfv::List = sfv::Parser::new(raw)
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}: {raw:?} is not a structured-field list: {e}"));
+        list.into_iter()
+            .map(|entry| match entry {
+                sfv::ListEntry::Item(item) => {
+                    let name = item
+                        .bare_item
+                        .as_string()
+                        .expect("member is an sf-string")
+                        .as_str()
+                        .to_string();
+                    let params = item
+                        .params
+                        .iter()
+                        .map(|(k, v)| {
+                            let n = v.as_integer().expect("integer parameter");
+                            (k.as_str().to_string(), i64::from(n))
+                        })
+                        .collect();
+                    (name, params)
+                }
+                sfv::ListEntry::InnerList(_) => panic!("unexpected inner list"),
+            })
+            .collect()
+    }
+
+    /// Names of the policies in `RateLimit-Policy`.
+    pub fn policies(&self) -> Vec<String> {
+        if self.header("ratelimit-policy").is_none() {
+            return Vec::new();
+        }
+        self.sf_list("ratelimit-policy")
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect()
+    }
+
+    /// The `r` (remaining) of `policy` in `RateLimit`.
+    pub fn remaining(&self, policy: &str) -> Option<i64> {
+        self.sf_list("ratelimit")
+            .into_iter()
+            .find(|(n, _)| n == policy)
+            .and_then(|(_, p)| p.into_iter().find(|(k, _)| k == "r").map(|(_, v)| v))
+    }
+}
+
+/// A request to send.
+#[derive(Debug, Clone)]
+pub struct Req<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub from: IpAddr,
+    pub headers: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> Req<'a> {
+    pub fn get(path: &'a str) -> Self {
+        Self {
+            method: "GET",
+            path,
+            from: IpAddr::from([127, 0, 0, 1]),
+            headers: Vec::new(),
+        }
+    }
+
+    pub fn method(mut self, m: &'a str) -> Self {
+        self.method = m;
+        self
+    }
+
+    pub fn from(mut self, ip: [u8; 4]) -> Self {
+        self.from = IpAddr::from(ip);
+        self
+    }
+
+    pub fn header(mut self, k: &'a str, v: &'a str) -> Self {
+        self.headers.push((k, v));
+        self
+    }
+}
+
+/// Opens a TCP connection from `from` (any 127.0.0.0/8 address) to `addr`.
+pub async fn connect(addr: SocketAddr, from: IpAddr) -> tokio::net::TcpStream {
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket.bind(SocketAddr::new(from, 0)).expect("bind source");
+    socket.connect(addr).await.expect("connect")
+}
+
+/// The request bytes of `req` (HTTP/1.1, `Connection: close`).
+pub fn request_bytes(addr: SocketAddr, req: &Req<'_>) -> Vec<u8> {
+    let mut out = format!(
+        "{} {} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n",
+        req.method, req.path
+    );
+    for (k, v) in &req.headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    out.into_bytes()
+}
+
+/// Sends `req` to `addr` and reads the whole response (10 s cap).
+pub async fn send(addr: SocketAddr, req: Req<'_>) -> Resp {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        let mut stream = connect(addr, req.from).await;
+        stream
+            .write_all(&request_bytes(addr, &req))
+            .await
+            .expect("write");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.expect("read");
+        parse_response(&raw)
+    })
+    .await
+    .expect("response within 10 s")
+}
+
+/// Parses an HTTP/1.1 response with a `content-length` or chunked body.
+pub fn parse_response(raw: &[u8]) -> Resp {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").expect("complete head");
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().expect("status line");
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status code");
+    let headers: Vec<(String, String)> = lines
+        .map(|l| {
+            let (k, v) = l.split_once(':').expect("header line");
+            (k.trim().to_ascii_lowercase(), v.trim().to_string())
+        })
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Resp {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// A keep-alive HTTP/1.1 connection (responses must carry
+/// `content-length`, as axum's do).
+pub struct Conn {
+    stream: tokio::net::TcpStream,
+    addr: SocketAddr,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    pub async fn open(addr: SocketAddr) -> Self {
+        Self {
+            stream: connect(addr, IpAddr::from([127, 0, 0, 1])).await,
+            addr,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Sends a GET of `path` and reads one response.
+    pub async fn get(&mut self, path: &str) -> Resp {
+        let req = format!("GET {path} HTTP/1.1\r\nhost: {}\r\n\r\n", self.addr);
+        self.stream.write_all(req.as_bytes()).await.expect("write");
+        loop {
+            if let Some(end) = find(&self.buf, b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&self.buf[..end]).to_ascii_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("content-length");
+                let total = end + 4 + len;
+                if self.buf.len() >= total {
+                    let resp = parse_response(&self.buf[..total]);
+                    self.buf.drain(..total);
+                    return resp;
+                }
+            }
+            let mut chunk = [0u8; 4096];
+            let n = self.stream.read(&mut chunk).await.expect("read");
+            assert!(n > 0, "connection closed mid-response");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
