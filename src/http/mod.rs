@@ -160,6 +160,7 @@
 //! layer and its services are `Clone` and share one state: every clone and
 //! every connection draws from the same buckets.
 
+mod backend;
 mod builder;
 pub mod config;
 mod headers;
@@ -170,6 +171,7 @@ mod policy;
 mod rejection;
 mod routing;
 
+pub use backend::{BoxFuture, PolicyBackend, StoreUnavailable};
 pub use builder::RateLimitLayerBuilder;
 pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
