@@ -256,3 +256,56 @@ async fn redis_stopped_fail_open_admits_flagged_fail_closed_refuses_within_the_t
         assert!(took <= bound, "fail-closed answered after {took:?}");
     }
 }
+
+/// A request waiting on a frozen Redis whose client goes away (its future
+/// dropped) gives its global permit back, like a refused one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_request_waiting_on_redis_refunds_the_global_permit() {
+    use axum::body::Body;
+    use tower_layer::Layer;
+    use tower_service::Service;
+
+    let redis = RedisServer::start();
+    let api = Quota::per_second(10).unwrap();
+    let store = RedisStore::connect(
+        redis.url(),
+        RedisConfig::token_bucket(api).timeout(Duration::from_secs(5)),
+    )
+    .await
+    .unwrap();
+    let layer = RateLimitLayer::builder()
+        .global(Policy::token_bucket(
+            "global",
+            Quota::per_minute(1).unwrap(),
+        ))
+        .policy(
+            Policy::token_bucket("api", api)
+                .prefix("/api")
+                .backend(Arc::new(store)),
+        )
+        .build()
+        .unwrap();
+    let mut app =
+        layer.layer(Router::new().route("/{*rest}", axum::routing::any(|| async { "ok" })));
+    let request = |path: &str| axum::http::Request::get(path).body(Body::empty()).unwrap();
+
+    redis.freeze(); // the store call hangs until its (5 s) timeout
+    std::future::poll_fn(|cx| Service::<axum::http::Request<Body>>::poll_ready(&mut app, cx))
+        .await
+        .unwrap();
+    let mut pending = Box::pin(app.call(request("/api/x")));
+    assert!(support::poll_once(&mut pending).await.is_pending());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(support::poll_once(&mut pending).await.is_pending());
+    drop(pending); // the client went away
+    redis.thaw();
+
+    // the one global permit is back: a path outside /api is admitted
+    std::future::poll_fn(|cx| Service::<axum::http::Request<Body>>::poll_ready(&mut app, cx))
+        .await
+        .unwrap();
+    let res = app.call(request("/other")).await.unwrap();
+    assert_eq!(res.status(), 200);
+    let res = app.call(request("/other")).await.unwrap();
+    assert_eq!(res.status(), 429, "and only one: the limit still holds");
+}
