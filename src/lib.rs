@@ -375,7 +375,11 @@
 //!
 //! Request layers use a backend through [`remote::AsyncKeyedLimiter`]
 //! (`async check_n(key, n)` returning a [`RemoteDecision`](remote::RemoteDecision)),
-//! which the Redis store and in-process limiters both implement.
+//! which the Redis store and in-process limiters both implement. An HTTP
+//! route policy takes one with `http::Policy::backend(Arc::new(store))`,
+//! or from the config file with `backend = "redis"` and `redis_url` (see
+//! `http::config`); a decision the failure policy made is marked on the
+//! response by the `http::StoreUnavailable` extension.
 //!
 //! ## HTTP middleware (feature `http`)
 //!
@@ -389,7 +393,8 @@
 //! header or a closure, stored in fixed-capacity keyed tables. Refusals are
 //! 429 with `Retry-After` rounded up to whole seconds and the IETF
 //! `RateLimit-Policy` / `RateLimit` fields; policies can queue instead of
-//! refusing, run in dry-run mode, and be read from TOML or JSON.
+//! refusing, run in dry-run mode, keep their buckets in Redis
+//! (`Policy::backend`, feature `redis`), and be read from TOML or JSON.
 //!
 //! ```
 //! # #[cfg(feature = "http")] {

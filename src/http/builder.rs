@@ -166,6 +166,14 @@ impl RateLimitLayerBuilder {
     /// Validates everything and builds the layer.
     pub fn build(self) -> Result<RateLimitLayer, ConfigError> {
         let mut names: Vec<&str> = Vec::new();
+        if let Some((loc, p)) = &self.global {
+            if p.backend.is_some() {
+                return Err(ConfigError::invalid(
+                    format!("{loc}.backend"),
+                    "the global limiter runs in process; give a route policy the backend",
+                ));
+            }
+        }
         for (loc, p) in self.global.iter().chain(self.policies.iter()) {
             validate(loc, p)?;
             if names.contains(&p.name.as_str()) {
@@ -183,7 +191,7 @@ impl RateLimitLayerBuilder {
             exempt.push((loc, p));
         }
         let table_for = |loc: &str, p: &Policy| {
-            let capacity = if matches!(p.key, KeySource::Global) {
+            let capacity = if matches!(p.key, KeySource::Global) || p.backend.is_some() {
                 1
             } else {
                 p.max_keys
@@ -254,6 +262,12 @@ fn validate(loc: &str, p: &Policy) -> Result<(), ConfigError> {
                 "must be positive",
             ));
         }
+    }
+    if p.backend.is_some() && p.queue.is_some() {
+        return Err(ConfigError::invalid(
+            format!("{loc}.queue"),
+            "queueing is in process only; a policy with a remote backend cannot queue",
+        ));
     }
     if matches!(&p.methods, Some(m) if m.is_empty()) {
         return Err(ConfigError::invalid(

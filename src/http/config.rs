@@ -24,7 +24,21 @@
 //! # methods = ["POST"]
 //! # dry_run = true
 //! # queue = { max_wait = "2s", limit = 10 }
+//! # backend = "redis"               # buckets shared in Redis (feature `redis`)
+//! # redis_url = "redis://127.0.0.1:6379/"
+//! # redis_prefix = "myapp:api:"     # default "tollgate:<name>:"
+//! # redis_timeout = "50ms"          # per call (default 50ms)
+//! # redis_failure = "open"          # or "closed": while Redis is unavailable
 //! ```
+//!
+//! A rule with `backend = "redis"` keeps its buckets in a
+//! [`RedisStore`](crate::redis::RedisStore) (same algorithm and quota as
+//! the rule), so every replica reading this file shares one limit per
+//! key. Building does not wait for the server (the connection is made on
+//! first use) but must happen within a tokio runtime; without feature
+//! `redis` the rule is refused with `rules[i].backend: "redis" needs
+//! tollgate built with feature "redis"`. The global limiter and queueing
+//! rules stay in process.
 //!
 //! Errors name the rule and the field: `rules[2].burst: must be at least 1`.
 
@@ -125,6 +139,19 @@ pub struct RuleConfig {
     pub dry_run: bool,
     /// Queueing mode.
     pub queue: Option<QueueConfig>,
+    /// Where the buckets live: `"local"` (default, in this process) or
+    /// `"redis"` (shared by every replica; needs feature `redis`).
+    pub backend: Option<String>,
+    /// With `backend = "redis"`: the server, `"redis://host:6379/"`.
+    pub redis_url: Option<String>,
+    /// With `backend = "redis"`: key prefix (default
+    /// `"tollgate:<rule name>:"`).
+    pub redis_prefix: Option<String>,
+    /// With `backend = "redis"`: per-call timeout (default `"50ms"`).
+    pub redis_timeout: Option<String>,
+    /// With `backend = "redis"`: `"open"` (default: admit while Redis is
+    /// unavailable) or `"closed"` (refuse with `Retry-After: 1`).
+    pub redis_failure: Option<String>,
 }
 
 /// `queue = { max_wait = "2s", limit = 10 }`.
@@ -230,9 +257,9 @@ pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
     }
 }
 
-fn rule(loc: &str, r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
+fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
     let at = |field: &str| format!("{loc}.{field}");
-    let name = match (r.name, global) {
+    let name = match (r.name.take(), global) {
         (Some(n), _) => n,
         (None, true) => "global".to_string(),
         (None, false) => return Err(ConfigError::invalid(at("name"), "is required")),
@@ -274,7 +301,7 @@ fn rule(loc: &str, r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
         quota = quota.allow_burst(burst).map_err(|e| quota_error(loc, e))?;
     }
     let mut p = Policy::new(name, kind, quota).dry_run(r.dry_run);
-    match (r.prefix, global) {
+    match (r.prefix.take(), global) {
         (Some(prefix), false) => p = p.prefix(prefix),
         (None, false) => return Err(ConfigError::invalid(at("prefix"), "is required")),
         (Some(_), true) => {
@@ -285,7 +312,7 @@ fn rule(loc: &str, r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
         }
         (None, true) => {}
     }
-    if let Some(methods) = r.methods {
+    if let Some(methods) = r.methods.take() {
         let mut list = Vec::new();
         for (i, m) in methods.iter().enumerate() {
             let method = Method::from_bytes(m.to_ascii_uppercase().as_bytes()).map_err(|_| {
@@ -316,7 +343,7 @@ fn rule(loc: &str, r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
     if let Some(n) = r.max_keys {
         p = p.max_keys(n);
     }
-    if let Some(q) = r.queue {
+    if let Some(q) = r.queue.take() {
         let max_wait = parse_duration(&q.max_wait)
             .filter(|d| !d.is_zero())
             .ok_or_else(|| {
@@ -334,7 +361,105 @@ fn rule(loc: &str, r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
         }
         p = p.queue(max_wait, limit);
     }
+    match r.backend.as_deref() {
+        None | Some("local") => {
+            for (field, set) in [
+                ("redis_url", r.redis_url.is_some()),
+                ("redis_prefix", r.redis_prefix.is_some()),
+                ("redis_timeout", r.redis_timeout.is_some()),
+                ("redis_failure", r.redis_failure.is_some()),
+            ] {
+                if set {
+                    return Err(ConfigError::invalid(
+                        at(field),
+                        "only applies with backend = \"redis\"",
+                    ));
+                }
+            }
+        }
+        Some("redis") if global => {
+            return Err(ConfigError::invalid(
+                at("backend"),
+                "the global limiter runs in process; give a rule the backend",
+            ))
+        }
+        Some("redis") => p = redis_backend(loc, p, &r)?,
+        Some(_) => {
+            return Err(ConfigError::invalid(
+                at("backend"),
+                "must be \"local\" or \"redis\"",
+            ))
+        }
+    }
     Ok(p)
+}
+
+#[cfg(not(feature = "redis"))]
+fn redis_backend(loc: &str, _p: Policy, _r: &RuleConfig) -> Result<Policy, ConfigError> {
+    Err(ConfigError::invalid(
+        format!("{loc}.backend"),
+        "\"redis\" needs tollgate built with feature \"redis\"",
+    ))
+}
+
+/// A [`RedisStore`](crate::redis::RedisStore) for the rule, connected
+/// lazily (building never waits for the server).
+#[cfg(feature = "redis")]
+fn redis_backend(loc: &str, p: Policy, r: &RuleConfig) -> Result<Policy, ConfigError> {
+    use crate::redis::{FailurePolicy, RedisConfig, RedisConfigError, RedisStore};
+    use std::sync::Arc;
+
+    let at = |field: &str| format!("{loc}.{field}");
+    let url = r.redis_url.as_deref().ok_or_else(|| {
+        ConfigError::invalid(at("redis_url"), "is required with backend = \"redis\"")
+    })?;
+    let mut config = match p.kind {
+        BucketKind::TokenBucket => RedisConfig::token_bucket(p.quota),
+        BucketKind::LeakyBucket => RedisConfig::leaky_bucket(p.quota),
+    };
+    let prefix = match r.redis_prefix.as_deref() {
+        Some(prefix) => prefix.to_string(),
+        None => format!("tollgate:{}:", p.name),
+    };
+    config = config.prefix(prefix.as_bytes());
+    if let Some(t) = r.redis_timeout.as_deref() {
+        let t = parse_duration(t).filter(|d| !d.is_zero()).ok_or_else(|| {
+            ConfigError::invalid(
+                at("redis_timeout"),
+                "must be a positive duration such as \"50ms\"",
+            )
+        })?;
+        config = config.timeout(t);
+    }
+    config = config.failure_policy(match r.redis_failure.as_deref() {
+        None | Some("open") => FailurePolicy::fail_open(),
+        Some("closed") => FailurePolicy::fail_closed(Duration::from_secs(1)),
+        Some(_) => {
+            return Err(ConfigError::invalid(
+                at("redis_failure"),
+                "must be \"open\" or \"closed\"",
+            ))
+        }
+    });
+    let store = RedisStore::connect_lazy(url, config).map_err(|e| match e {
+        RedisConfigError::Connection(_) => {
+            ConfigError::invalid(at("redis_url"), "must be a redis:// URL")
+        }
+        RedisConfigError::NoTokioRuntime => ConfigError::invalid(
+            at("backend"),
+            "\"redis\" must be built within a tokio runtime (with its timer enabled)",
+        ),
+        RedisConfigError::BelowServerResolution(_) => ConfigError::invalid(
+            at("rate"),
+            "interval finer than the Redis server clock (1 µs)",
+        ),
+        RedisConfigError::LeadTooLong { .. } => ConfigError::invalid(
+            at("burst"),
+            "burst × interval is longer than Redis computes exactly (about 104 days)",
+        ),
+        _ => ConfigError::invalid(at("backend"), "the Redis store rejects this rule"),
+    })?;
+    Ok(p.backend(Arc::new(store)))
 }
 
 fn quota_error(loc: &str, e: QuotaError) -> ConfigError {

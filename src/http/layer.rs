@@ -14,6 +14,7 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use super::backend::StoreUnavailable;
 use super::headers::{self, StackText, RATELIMIT, RATELIMIT_POLICY};
 use super::key::{self, IpNet, PartitionKey, PeerAddrFn, RequestHead};
 use super::metrics::PolicyMetrics;
@@ -302,6 +303,9 @@ enum Verdict<R> {
     /// Queue on policy `usize`; the global permit (if any) was charged to
     /// this key.
     Queue(usize, Option<PartitionKey>),
+    /// Ask policy `usize`'s remote backend for this key; the global charge
+    /// (if any) is refunded if it refuses.
+    Remote(usize, PartitionKey, Option<(PartitionKey, Decision)>),
 }
 
 /// Outcome of charging one compiled policy.
@@ -321,16 +325,21 @@ impl Shared {
         }
     }
 
-    fn charge(&self, c: &Compiled, head: &RequestHead<'_>, now: u64) -> Charge {
-        let key = match key::extract(&c.policy.key, head, self.peer, &self.trusted) {
-            Ok(k) => k,
-            Err(e) => {
-                tracing::warn!(policy = %c.name, reason = e.as_str(), "rate limit key missing");
-                return match c.missing_key {
-                    MissingKey::Allow => Charge::Admitted(None),
-                    MissingKey::Reject(status) => Charge::NoKey(status),
-                };
+    /// The policy's key, or the charge to report when there is none.
+    fn key_of(&self, c: &Compiled, head: &RequestHead<'_>) -> Result<PartitionKey, Charge> {
+        key::extract(&c.policy.key, head, self.peer, &self.trusted).map_err(|e| {
+            tracing::warn!(policy = %c.name, reason = e.as_str(), "rate limit key missing");
+            match c.missing_key {
+                MissingKey::Allow => Charge::Admitted(None),
+                MissingKey::Reject(status) => Charge::NoKey(status),
             }
+        })
+    }
+
+    fn charge(&self, c: &Compiled, head: &RequestHead<'_>, now: u64) -> Charge {
+        let key = match self.key_of(c, head) {
+            Ok(k) => k,
+            Err(charge) => return charge,
         };
         let d = c.table.check(&key, now);
         match d.decision() {
@@ -406,7 +415,15 @@ impl Shared {
                 let key = global_charge.map(|(k, _)| k);
                 return Verdict::Queue(route.unwrap_or(0), key);
             }
-            match self.charge(c, &head, now) {
+            let charge = if c.policy.backend.is_some() {
+                match self.key_of(c, &head) {
+                    Ok(k) => return Verdict::Remote(route.unwrap_or(0), k, global_charge),
+                    Err(charge) => charge,
+                }
+            } else {
+                self.charge(c, &head, now)
+            };
+            match charge {
                 Charge::Admitted(k) => route_charge = k,
                 Charge::Refused(wait) => {
                     refund_global(self);
@@ -458,6 +475,30 @@ impl Drop for QueueGuard {
     }
 }
 
+/// Refunds the global permit unless disarmed: a request whose client went
+/// away while its remote backend was being asked (its future dropped).
+struct GlobalRefund {
+    shared: Arc<Shared>,
+    key: Option<PartitionKey>,
+    armed: bool,
+}
+
+impl GlobalRefund {
+    fn refund(&self) {
+        if let (Some(g), Some(k)) = (self.shared.global.as_ref(), self.key.as_ref()) {
+            g.table.refund(k, 1, self.shared.clock.now());
+        }
+    }
+}
+
+impl Drop for GlobalRefund {
+    fn drop(&mut self) {
+        if self.armed {
+            self.refund();
+        }
+    }
+}
+
 impl<S, B, R> Service<Request<B>> for RateLimitService<S>
 where
     S: Service<Request<B>, Response = Response<R>> + Clone + Send + 'static,
@@ -485,6 +526,78 @@ where
             Verdict::Respond(r) => ResponseFuture {
                 kind: Kind::Ready { response: Some(r) },
             },
+            Verdict::Remote(policy, key, global_charge) => {
+                let clone = self.inner.clone();
+                let mut inner = core::mem::replace(&mut self.inner, clone);
+                let shared = Arc::clone(&self.shared);
+                ResponseFuture {
+                    kind: Kind::Queued {
+                        fut: Box::pin(async move {
+                            let mut guard = GlobalRefund {
+                                shared,
+                                key: global_charge.as_ref().map(|(k, _)| k.clone()),
+                                armed: true,
+                            };
+                            let shared = &guard.shared;
+                            let c = &shared.policies[policy];
+                            let bytes = super::backend::key_bytes(&key);
+                            let result = match c.policy.backend.as_ref() {
+                                Some(b) => b.check_n(&bytes, 1).await,
+                                None => Err(crate::decision::CapacityExceeded {
+                                    requested: 1,
+                                    capacity: 0,
+                                }),
+                            };
+                            let unavailable = matches!(&result, Ok(d) if d.store_unavailable());
+                            let admitted = match result {
+                                Ok(d) => match d.into_decision() {
+                                    Decision::Allowed(s) => Ok(Decision::Allowed(s)),
+                                    Decision::Denied(denied) if c.policy.dry_run => {
+                                        tracing::info!(policy = %c.name, retry_after_ms = denied.retry_after().as_millis() as u64, "dry run: would refuse");
+                                        c.metrics.dry_run.increment(1);
+                                        Ok(Decision::Denied(denied))
+                                    }
+                                    Decision::Denied(denied) => Err(denied.retry_after_nanos()),
+                                },
+                                // n = 1 exceeds only a zero capacity: never admissible
+                                Err(_) => Err(c.policy.quota.interval_nanos()),
+                            };
+                            guard.armed = false;
+                            let mut res = match admitted {
+                                Ok(decision) => {
+                                    c.metrics.acquired.increment(1);
+                                    let headers = if shared.headers_on_success {
+                                        let route = (key, decision);
+                                        shared.success_headers(
+                                            shared.global.as_ref().zip(global_charge.as_ref()),
+                                            Some((c, &route)),
+                                        )
+                                    } else {
+                                        None
+                                    };
+                                    let mut res = inner.call(req).await?;
+                                    if let Some(h) = headers {
+                                        res.headers_mut().insert(RATELIMIT_POLICY, h.policy);
+                                        res.headers_mut().insert(RATELIMIT, h.state);
+                                    }
+                                    res
+                                }
+                                Err(wait) => {
+                                    guard.refund();
+                                    c.metrics.endpoint_limiter.increment(1);
+                                    shared.reject(c, Some(c), false, wait.max(1))
+                                }
+                            };
+                            if unavailable {
+                                res.extensions_mut().insert(StoreUnavailable {
+                                    policy: c.name.clone(),
+                                });
+                            }
+                            Ok(res)
+                        }),
+                    },
+                }
+            }
             Verdict::Queue(policy, global_key) => {
                 let clone = self.inner.clone();
                 let mut inner = core::mem::replace(&mut self.inner, clone);

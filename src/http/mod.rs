@@ -145,6 +145,18 @@
 //! refuse and refuses nothing (nginx `limit_req_dry_run`, Envoy shadow
 //! mode).
 //!
+//! # Remote backends (Redis)
+//!
+//! [`Policy::backend`] keeps a route policy's buckets in a shared store:
+//! any [`AsyncKeyedLimiter`](crate::remote::AsyncKeyedLimiter), such as
+//! `tollgate::redis::RedisStore` (feature `redis`), or `backend = "redis"`
+//! with `redis_url` in a config file. The layer awaits the store's
+//! decision for the policy's key (sent as `global`, `ip:<address>` or
+//! `k:<bytes>`), refunds the global permit when it refuses, and marks a
+//! decision made by the store's failure policy (store down or too slow)
+//! with the [`StoreUnavailable`] **response extension**. The global
+//! limiter and queueing policies stay in process.
+//!
 //! # Configuration files
 //!
 //! [`LayerConfig`] reads the same settings from TOML or JSON; errors name
@@ -160,6 +172,7 @@
 //! layer and its services are `Clone` and share one state: every clone and
 //! every connection draws from the same buckets.
 
+mod backend;
 mod builder;
 pub mod config;
 mod headers;
@@ -170,6 +183,7 @@ mod policy;
 mod rejection;
 mod routing;
 
+pub use backend::{BoxFuture, PolicyBackend, StoreUnavailable};
 pub use builder::RateLimitLayerBuilder;
 pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};

@@ -8,6 +8,7 @@ use std::vec::Vec;
 
 use http::{Method, Response, StatusCode};
 
+use super::backend::PolicyBackend;
 use super::key::KeySource;
 use crate::gcra::BucketKind;
 use crate::quota::Quota;
@@ -88,6 +89,7 @@ pub struct Policy {
     pub(crate) dry_run: bool,
     pub(crate) missing_key: Option<MissingKey>,
     pub(crate) on_rejected: Option<RejectionHandler>,
+    pub(crate) backend: Option<Arc<dyn PolicyBackend>>,
 }
 
 impl fmt::Debug for Policy {
@@ -104,6 +106,7 @@ impl fmt::Debug for Policy {
             .field("dry_run", &self.dry_run)
             .field("missing_key", &self.missing_key)
             .field("on_rejected", &self.on_rejected.is_some())
+            .field("backend", &self.backend.is_some())
             .finish()
     }
 }
@@ -128,6 +131,7 @@ impl Policy {
             dry_run: false,
             missing_key: None,
             on_rejected: None,
+            backend: None,
         }
     }
 
@@ -207,6 +211,41 @@ impl Policy {
         F: Fn(&Rejection<'_>) -> Response<String> + Send + Sync + 'static,
     {
         self.on_rejected = Some(Arc::new(handler));
+        self
+    }
+
+    /// Keeps this policy's buckets in a remote backend (such as a
+    /// [`RedisStore`](crate::redis::RedisStore), feature `redis`) instead
+    /// of the layer's in-process table: the layer awaits the backend's
+    /// decision for the request's partition key, so every replica pointing
+    /// at the same store shares one limit. The policy's own quota still
+    /// names the `RateLimit-Policy` header; give the backend the same
+    /// quota. Not combinable with [`queue`](Self::queue) nor usable on the
+    /// global limiter. When the backend reports that its store was
+    /// unavailable, the response carries a
+    /// [`StoreUnavailable`](super::StoreUnavailable) extension.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::http::{KeySource, Policy, RateLimitLayer};
+    /// use tollgate::{ManualClock, Quota, RateLimiter};
+    ///
+    /// // Any `AsyncKeyedLimiter` works; in production a `RedisStore`.
+    /// let backend = RateLimiter::token_bucket(Quota::per_second(5)?, ManualClock::new(0))?;
+    /// let layer = RateLimitLayer::builder()
+    ///     .policy(
+    ///         Policy::token_bucket("api", Quota::per_second(5)?)
+    ///             .prefix("/api")
+    ///             .key(KeySource::PeerIp)
+    ///             .backend(Arc::new(backend)),
+    ///     )
+    ///     .build()?;
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn backend<B: PolicyBackend + 'static>(mut self, backend: Arc<B>) -> Self {
+        self.backend = Some(backend);
         self
     }
 

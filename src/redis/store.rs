@@ -157,6 +157,20 @@ impl RedisStore {
         info: T,
         config: RedisConfig,
     ) -> Result<Self, RedisConfigError> {
+        Self::connect_lazy(info, config)
+    }
+
+    /// [`connect`](Self::connect) for synchronous callers (such as
+    /// building an HTTP layer from a configuration file): it never waits
+    /// for the server either, the connection is made on first use. Must be
+    /// called within a tokio runtime.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect).
+    pub fn connect_lazy<T: IntoConnectionInfo>(
+        info: T,
+        config: RedisConfig,
+    ) -> Result<Self, RedisConfigError> {
         config.validate()?;
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(RedisConfigError::NoTokioRuntime);

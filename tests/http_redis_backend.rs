@@ -1,0 +1,311 @@
+//! A route policy whose buckets live in a real redis-server, behind real
+//! HTTP servers and a real HTTP client: two servers (two layers, two
+//! connections) share one quota; a config file with `backend = "redis"`
+//! builds and limits; with Redis stopped, fail-open admits and flags it
+//! (`StoreUnavailable` response extension) and fail-closed answers 429 with
+//! `Retry-After`, both within the store timeout.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::response::Response;
+use axum::Router;
+use support::http::{connect_info, hello, send, serve, Req};
+use support::RedisServer;
+use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer, StoreUnavailable};
+use tollgate::redis::{RedisConfig, RedisStore};
+use tollgate::Quota;
+
+/// Copies the layer's `StoreUnavailable` extension into a header, so the
+/// client on the other side of the socket can see it.
+async fn expose_flag(mut res: Response) -> Response {
+    if let Some(flag) = res.extensions().get::<StoreUnavailable>().cloned() {
+        res.headers_mut()
+            .insert("x-store-unavailable", flag.policy.parse().unwrap());
+    }
+    res
+}
+
+fn flagged(router: Router) -> Router {
+    router.layer(axum::middleware::map_response(expose_flag))
+}
+
+/// One server's layer: a global limiter of 6 per minute (in process) and
+/// `/api` at 3 per minute per peer IP, kept in Redis under `prefix`.
+async fn fleet_member(url: &str) -> RateLimitLayer {
+    let api = Quota::per_minute(3).unwrap();
+    let store = RedisStore::connect(url, RedisConfig::token_bucket(api).prefix(b"fleet:"))
+        .await
+        .unwrap();
+    RateLimitLayer::builder()
+        .global(Policy::token_bucket(
+            "global",
+            Quota::per_minute(6).unwrap(),
+        ))
+        .policy(
+            Policy::token_bucket("api", api)
+                .prefix("/api")
+                .key(KeySource::PeerIp)
+                .backend(Arc::new(store)),
+        )
+        .peer_addr(connect_info)
+        .headers_on_success(true)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_share_one_redis_quota_and_refusals_refund_the_global_permit() {
+    let redis = RedisServer::start();
+    let a = serve(hello(fleet_member(&redis.url()).await)).await;
+    let b = serve(hello(fleet_member(&redis.url()).await)).await;
+
+    // burst 3 in Redis: two on server A, one on server B
+    for _ in 0..2 {
+        let r = send(a.addr, Req::get("/api/items")).await;
+        assert_eq!(r.status, 200);
+    }
+    let r = send(b.addr, Req::get("/api/items")).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.remaining("api"), Some(0), "B sees A's two permits taken");
+
+    // server B refuses: the quota is shared, not per server
+    let r = send(b.addr, Req::get("/api/items")).await;
+    assert_eq!(r.status, 429);
+    let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((19..=20).contains(&retry), "one permit per 20 s: {retry}");
+    assert_eq!(r.policies(), ["api"]);
+
+    // a different client is another key in Redis
+    let r = send(b.addr, Req::get("/api/items").from([127, 0, 0, 2])).await;
+    assert_eq!(r.status, 200);
+
+    // server A refuses four times; each refusal refunds A's global permit
+    for _ in 0..4 {
+        let r = send(a.addr, Req::get("/api/items")).await;
+        assert_eq!(r.status, 429);
+        assert!(r.header("retry-after").is_some());
+    }
+    // A's global limiter: 6 − 2 admitted − this one = 3 left (without the
+    // refunds it would have refused this request)
+    let r = send(a.addr, Req::get("/other")).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.remaining("global"), Some(3));
+
+    // the keys live in Redis under the prefix, tagged by kind
+    let mut admin = redis.admin();
+    let exists: u32 = redis::cmd("EXISTS")
+        .arg("fleet:ip:127.0.0.1")
+        .arg("fleet:ip:127.0.0.2")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(exists, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_file_with_redis_backend_builds_and_limits() {
+    let redis = RedisServer::start();
+    let toml = format!(
+        r#"
+        [[rules]]
+        name = "api"
+        prefix = "/api"
+        rate = 2
+        period = "1m"
+        key = "peer_ip"
+        backend = "redis"
+        redis_url = "{}"
+        redis_prefix = "cfg:"
+        "#,
+        redis.url()
+    );
+    // two replicas built from the same file
+    let build = || {
+        LayerConfig::from_toml(&toml)
+            .unwrap()
+            .into_builder()
+            .unwrap()
+            .peer_addr(connect_info)
+            .build()
+            .unwrap()
+    };
+    let a = serve(hello(build())).await;
+    let b = serve(hello(build())).await;
+    assert_eq!(send(a.addr, Req::get("/api")).await.status, 200);
+    assert_eq!(send(b.addr, Req::get("/api")).await.status, 200);
+    let r = send(a.addr, Req::get("/api")).await;
+    assert_eq!(r.status, 429);
+    let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((29..=30).contains(&retry), "one permit per 30 s: {retry}");
+    assert_eq!(send(b.addr, Req::get("/api")).await.status, 429);
+    // paths outside the rule are not limited
+    assert_eq!(send(a.addr, Req::get("/else")).await.status, 200);
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("cfg:ip:127.0.0.1")
+        .query(&mut redis.admin())
+        .unwrap();
+    assert!(
+        ttl > 0 && ttl <= 60_000,
+        "the key expires when refilled: {ttl}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_config_errors_name_the_rule_and_field() {
+    let err = |text: &str| {
+        LayerConfig::from_toml(text)
+            .unwrap()
+            .build()
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        err("[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nbackend = \"redis\""),
+        "rules[0].redis_url: is required with backend = \"redis\""
+    );
+    assert_eq!(
+        err("[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nbackend = \"redis\"\nredis_url = \"nope://x\""),
+        "rules[0].redis_url: must be a redis:// URL"
+    );
+    assert_eq!(
+        err("[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nredis_url = \"redis://127.0.0.1/\""),
+        "rules[0].redis_url: only applies with backend = \"redis\""
+    );
+    assert_eq!(
+        err("[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1/\"\nredis_failure = \"maybe\""),
+        "rules[0].redis_failure: must be \"open\" or \"closed\""
+    );
+    assert_eq!(
+        err("[global]\nrate = 1\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1/\""),
+        "global.backend: the global limiter runs in process; give a rule the backend"
+    );
+    assert_eq!(
+        err("[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nbackend = \"memcached\""),
+        "rules[0].backend: must be \"local\" or \"redis\""
+    );
+}
+
+#[test]
+fn building_a_redis_rule_outside_a_tokio_runtime_is_a_config_error() {
+    let err = LayerConfig::from_toml(
+        "[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1:1/\"",
+    )
+    .unwrap()
+    .build()
+    .unwrap_err();
+    assert_eq!(err.location(), "rules[0].backend");
+    assert!(err.to_string().contains("tokio runtime"), "{err}");
+}
+
+const TIMEOUT_MS: u64 = 100;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_fail_open_admits_flagged_fail_closed_refuses_within_the_timeout() {
+    let mut redis = RedisServer::start();
+    let toml = format!(
+        r#"
+        [[rules]]
+        name = "open"
+        prefix = "/open"
+        rate = 100
+        backend = "redis"
+        redis_url = "{url}"
+        redis_timeout = "{TIMEOUT_MS}ms"
+        redis_failure = "open"
+
+        [[rules]]
+        name = "closed"
+        prefix = "/closed"
+        rate = 100
+        backend = "redis"
+        redis_url = "{url}"
+        redis_timeout = "{TIMEOUT_MS}ms"
+        redis_failure = "closed"
+        "#,
+        url = redis.url()
+    );
+    let layer = LayerConfig::from_toml(&toml).unwrap().build().unwrap();
+    let server = serve(flagged(hello(layer))).await;
+
+    // Redis up: both admit, nothing flagged
+    for path in ["/open", "/closed"] {
+        let r = send(server.addr, Req::get(path)).await;
+        assert_eq!(r.status, 200, "{path}");
+        assert_eq!(r.header("x-store-unavailable"), None, "{path}");
+    }
+
+    redis.stop();
+    // Loopback HTTP adds little; a loaded CI machine gets some slack.
+    let bound = Duration::from_millis(TIMEOUT_MS + 400);
+    for _ in 0..3 {
+        let start = Instant::now();
+        let r = send(server.addr, Req::get("/open")).await;
+        let took = start.elapsed();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("x-store-unavailable"), Some("open"));
+        assert!(took <= bound, "fail-open answered after {took:?}");
+
+        let start = Instant::now();
+        let r = send(server.addr, Req::get("/closed")).await;
+        let took = start.elapsed();
+        assert_eq!(r.status, 429);
+        assert_eq!(r.header("retry-after"), Some("1"));
+        assert_eq!(r.header("x-store-unavailable"), Some("closed"));
+        assert!(took <= bound, "fail-closed answered after {took:?}");
+    }
+}
+
+/// A request waiting on a frozen Redis whose client goes away (its future
+/// dropped) gives its global permit back, like a refused one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_request_waiting_on_redis_refunds_the_global_permit() {
+    use axum::body::Body;
+    use tower_layer::Layer;
+    use tower_service::Service;
+
+    let redis = RedisServer::start();
+    let api = Quota::per_second(10).unwrap();
+    let store = RedisStore::connect(
+        redis.url(),
+        RedisConfig::token_bucket(api).timeout(Duration::from_secs(5)),
+    )
+    .await
+    .unwrap();
+    let layer = RateLimitLayer::builder()
+        .global(Policy::token_bucket(
+            "global",
+            Quota::per_minute(1).unwrap(),
+        ))
+        .policy(
+            Policy::token_bucket("api", api)
+                .prefix("/api")
+                .backend(Arc::new(store)),
+        )
+        .build()
+        .unwrap();
+    let mut app =
+        layer.layer(Router::new().route("/{*rest}", axum::routing::any(|| async { "ok" })));
+    let request = |path: &str| axum::http::Request::get(path).body(Body::empty()).unwrap();
+
+    redis.freeze(); // the store call hangs until its (5 s) timeout
+    std::future::poll_fn(|cx| Service::<axum::http::Request<Body>>::poll_ready(&mut app, cx))
+        .await
+        .unwrap();
+    let mut pending = Box::pin(app.call(request("/api/x")));
+    assert!(support::poll_once(&mut pending).await.is_pending());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(support::poll_once(&mut pending).await.is_pending());
+    drop(pending); // the client went away
+    redis.thaw();
+
+    // the one global permit is back: a path outside /api is admitted
+    std::future::poll_fn(|cx| Service::<axum::http::Request<Body>>::poll_ready(&mut app, cx))
+        .await
+        .unwrap();
+    let res = app.call(request("/other")).await.unwrap();
+    assert_eq!(res.status(), 200);
+    let res = app.call(request("/other")).await.unwrap();
+    assert_eq!(res.status(), 429, "and only one: the limit still holds");
+}
