@@ -403,10 +403,9 @@ impl Shared {
                 }
             }
         }
-        let refund_global = |this: &Self| {
+        let refund_global = || {
             if let (Some(g), Some((k, _))) = (global, global_charge.as_ref()) {
                 g.table.refund(k, 1, now);
-                let _ = this;
             }
         };
         let mut route_charge = None;
@@ -426,12 +425,12 @@ impl Shared {
             match charge {
                 Charge::Admitted(k) => route_charge = k,
                 Charge::Refused(wait) => {
-                    refund_global(self);
+                    refund_global();
                     metrics.endpoint_limiter.increment(1);
                     return Verdict::Respond(self.reject(c, Some(c), false, wait));
                 }
                 Charge::NoKey(status) => {
-                    refund_global(self);
+                    refund_global();
                     return Verdict::Respond(super::rejection::status_only(status));
                 }
             }
@@ -444,34 +443,6 @@ impl Shared {
             global.zip(global_charge.as_ref()),
             route_c.zip(route_charge.as_ref()),
         ))
-    }
-}
-
-/// Refunds the global permit and counts a cancellation unless disarmed: a
-/// queued request whose client went away (its future dropped).
-struct QueueGuard {
-    shared: Arc<Shared>,
-    policy: usize,
-    global_key: Option<PartitionKey>,
-    armed: bool,
-}
-
-impl QueueGuard {
-    fn refund_global(&self) {
-        if let (Some(g), Some(k)) = (self.shared.global.as_ref(), self.global_key.as_ref()) {
-            g.table.refund(k, 1, self.shared.clock.now());
-        }
-    }
-}
-
-impl Drop for QueueGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            self.refund_global();
-            let m = &self.shared.policies[self.policy].metrics;
-            m.request_canceled.increment(1);
-            m.queued.decrement(1.0);
-        }
     }
 }
 
@@ -495,6 +466,24 @@ impl Drop for GlobalRefund {
     fn drop(&mut self) {
         if self.armed {
             self.refund();
+        }
+    }
+}
+
+/// A [`GlobalRefund`] for a queued request that also counts the
+/// cancellation when its client went away (its future dropped).
+struct QueueGuard {
+    refund: GlobalRefund,
+    policy: usize,
+}
+
+impl Drop for QueueGuard {
+    fn drop(&mut self) {
+        // the global permit itself is refunded by `self.refund`'s own drop
+        if self.refund.armed {
+            let m = &self.refund.shared.policies[self.policy].metrics;
+            m.request_canceled.increment(1);
+            m.queued.decrement(1.0);
         }
     }
 }
@@ -606,12 +595,14 @@ where
                     kind: Kind::Queued {
                         fut: Box::pin(async move {
                             let mut guard = QueueGuard {
-                                shared,
+                                refund: GlobalRefund {
+                                    shared,
+                                    key: global_key,
+                                    armed: true,
+                                },
                                 policy,
-                                global_key,
-                                armed: true,
                             };
-                            let c = &guard.shared.policies[policy];
+                            let c = &guard.refund.shared.policies[policy];
                             let started = std::time::Instant::now();
                             c.metrics.queued.increment(1.0);
                             let result = match c.queue.as_ref() {
@@ -622,7 +613,7 @@ where
                             c.metrics
                                 .time_in_queue
                                 .record(started.elapsed().as_secs_f64());
-                            guard.armed = false;
+                            guard.refund.armed = false;
                             match result {
                                 Ok(()) => {
                                     c.metrics.acquired.increment(1);
@@ -634,13 +625,13 @@ where
                                     inner.call(req).await
                                 }
                                 Err(e) => {
-                                    guard.refund_global();
+                                    guard.refund.refund();
                                     c.metrics.endpoint_limiter.increment(1);
                                     let wait = e.retry_after().map_or(
                                         c.policy.quota.interval_nanos(),
                                         crate::clock::duration_to_nanos,
                                     );
-                                    Ok(guard.shared.reject(c, Some(c), false, wait.max(1)))
+                                    Ok(guard.refund.shared.reject(c, Some(c), false, wait.max(1)))
                                 }
                             }
                         }),
