@@ -21,17 +21,18 @@
 //!
 //! ```
 //! use core::time::Duration;
-//! use tollgate::{Bucket, Chain, FixedWindow, Limiter, Quota};
+//! use tollgate::{Bucket, Chain, FixedWindow, Limiter, Quota, Timestamp};
 //!
 //! // 10 per second with bursts of 5, and at most 20 per minute.
 //! let chain = Chain::new(
-//!     Bucket::token_bucket(Quota::per_second(10)?.allow_burst(5)?),
+//!     Bucket::token_bucket(Quota::per_second(10)?.with_burst(5)?),
 //!     Bucket::new(FixedWindow::new(20, Duration::from_secs(60))?),
 //! );
-//! assert!(chain.check_n(5, 0)?.is_allowed());
-//! let refused = chain.check(0); // the bucket refuses: 100 ms
+//! let now = Timestamp::ZERO;
+//! assert!(chain.check_n(5, now)?.is_allowed());
+//! let refused = chain.check(now); // the bucket refuses: 100 ms
 //! assert_eq!(refused.retry_after(), Duration::from_millis(100));
-//! assert_eq!(chain.snapshot(0).remaining(), 0);
+//! assert_eq!(chain.snapshot(now).remaining(), 0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -44,8 +45,12 @@
 //! errs on the side of admitting less; it never admits more than any
 //! member allows.
 
+use core::time::Duration;
+
 use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
 use crate::limiter::{Algorithm, Limiter};
+use crate::live::Inheritance;
+use crate::time::{duration_to_nanos, Timestamp};
 
 /// Two limiters that must both allow; nest for more. See the
 /// [module documentation](self).
@@ -84,19 +89,19 @@ impl<A, B> Chain<A, B> {
 /// The more restrictive of two snapshots: the smaller `remaining` (with its
 /// limit) and the larger `reset_after`.
 #[must_use]
-pub fn most_restrictive(a: &Snapshot, b: &Snapshot) -> Snapshot {
+pub(crate) fn most_restrictive(a: &Snapshot, b: &Snapshot) -> Snapshot {
     let reset = core::cmp::max(a.reset_after_nanos(), b.reset_after_nanos());
     // `remaining` may divide: compute each once
     let (ra, rb) = (a.remaining(), b.remaining());
     if rb < ra {
-        Snapshot::new(b.limit(), rb, reset)
+        Snapshot::exact(b.limit(), rb, reset)
     } else {
-        Snapshot::new(a.limit(), ra, reset)
+        Snapshot::exact(a.limit(), ra, reset)
     }
 }
 
 fn denied(retry_after: u64, a: &Snapshot, b: &Snapshot) -> Decision {
-    Decision::Denied(Denied::new(retry_after, most_restrictive(a, b)))
+    Decision::Denied(Denied::from_nanos(retry_after, most_restrictive(a, b)))
 }
 
 impl<A: Limiter, B: Limiter> Limiter for Chain<A, B> {
@@ -104,7 +109,7 @@ impl<A: Limiter, B: Limiter> Limiter for Chain<A, B> {
         core::cmp::min(self.first.capacity(), self.second.capacity())
     }
 
-    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
         let capacity = self.capacity();
         if n > capacity {
             return Err(CapacityExceeded {
@@ -116,7 +121,7 @@ impl<A: Limiter, B: Limiter> Limiter for Chain<A, B> {
             Decision::Allowed(s) => s,
             Decision::Denied(d) => {
                 // nothing taken anywhere; the wait is the longer of the two
-                let wait_b = self.second.time_until_ready(n, now)?;
+                let wait_b = duration_to_nanos(self.second.time_until_ready(n, now)?);
                 let retry = core::cmp::max(d.retry_after_nanos(), wait_b);
                 return Ok(denied(retry, d.snapshot(), &self.second.snapshot(now)));
             }
@@ -126,7 +131,10 @@ impl<A: Limiter, B: Limiter> Limiter for Chain<A, B> {
             Ok(Decision::Denied(d)) => {
                 self.first.refund(n, now);
                 // after the refund, the first member's own wait (normally 0)
-                let wait_a = self.first.time_until_ready(n, now).unwrap_or(u64::MAX);
+                let wait_a = self
+                    .first
+                    .time_until_ready(n, now)
+                    .map_or(u64::MAX, duration_to_nanos);
                 let retry = core::cmp::max(d.retry_after_nanos(), wait_a);
                 Ok(denied(retry, &self.first.snapshot(now), d.snapshot()))
             }
@@ -141,16 +149,16 @@ impl<A: Limiter, B: Limiter> Limiter for Chain<A, B> {
         }
     }
 
-    fn refund(&self, n: u32, now: u64) {
+    fn refund(&self, n: u32, now: Timestamp) {
         self.first.refund(n, now);
         self.second.refund(n, now);
     }
 
-    fn snapshot(&self, now: u64) -> Snapshot {
+    fn snapshot(&self, now: Timestamp) -> Snapshot {
         most_restrictive(&self.first.snapshot(now), &self.second.snapshot(now))
     }
 
-    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
         let capacity = self.capacity();
         if n > capacity {
             return Err(CapacityExceeded {
@@ -164,8 +172,24 @@ impl<A: Limiter, B: Limiter> Limiter for Chain<A, B> {
         ))
     }
 
-    fn is_idle(&self, now: u64) -> bool {
+    fn is_idle(&self, now: Timestamp) -> bool {
         self.first.is_idle(now) && self.second.is_idle(now)
+    }
+
+    fn required_resolution(&self) -> Duration {
+        finest(
+            self.first.required_resolution(),
+            self.second.required_resolution(),
+        )
+    }
+}
+
+/// The finer of two required resolutions (zero means "no time step").
+fn finest(a: Duration, b: Duration) -> Duration {
+    match (a.is_zero(), b.is_zero()) {
+        (true, _) => b,
+        (_, true) => a,
+        _ => core::cmp::min(a, b),
     }
 }
 
@@ -178,24 +202,28 @@ impl<A: Algorithm> Limiter for Applied<'_, A> {
         self.0.capacity()
     }
     #[inline]
-    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
         self.0.check_n(self.1, n, now)
     }
     #[inline]
-    fn refund(&self, n: u32, now: u64) {
+    fn refund(&self, n: u32, now: Timestamp) {
         self.0.refund(self.1, n, now);
     }
     #[inline]
-    fn snapshot(&self, now: u64) -> Snapshot {
+    fn snapshot(&self, now: Timestamp) -> Snapshot {
         self.0.snapshot(self.1, now)
     }
     #[inline]
-    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
         self.0.time_until_ready(self.1, n, now)
     }
     #[inline]
-    fn is_idle(&self, now: u64) -> bool {
+    fn is_idle(&self, now: Timestamp) -> bool {
         self.0.is_idle(self.1, now)
+    }
+    #[inline]
+    fn required_resolution(&self) -> Duration {
+        self.0.required_resolution()
     }
 }
 
@@ -215,6 +243,10 @@ impl<A: Algorithm, B: Algorithm> Chain<A, B> {
 impl<A: Algorithm, B: Algorithm> Algorithm for Chain<A, B> {
     type State = (A::State, B::State);
 
+    #[cfg(not(loom))]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const FRESH_STATE: Self::State = (A::FRESH_STATE, B::FRESH_STATE);
+
     fn new_state(&self) -> Self::State {
         (self.first.new_state(), self.second.new_state())
     }
@@ -223,15 +255,20 @@ impl<A: Algorithm, B: Algorithm> Algorithm for Chain<A, B> {
         core::cmp::min(self.first.capacity(), self.second.capacity())
     }
 
-    fn check_n(&self, state: &Self::State, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+    fn check_n(
+        &self,
+        state: &Self::State,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Decision, CapacityExceeded> {
         self.applied(state).check_n(n, now)
     }
 
-    fn refund(&self, state: &Self::State, n: u32, now: u64) {
+    fn refund(&self, state: &Self::State, n: u32, now: Timestamp) {
         self.applied(state).refund(n, now);
     }
 
-    fn snapshot(&self, state: &Self::State, now: u64) -> Snapshot {
+    fn snapshot(&self, state: &Self::State, now: Timestamp) -> Snapshot {
         self.applied(state).snapshot(now)
     }
 
@@ -239,13 +276,25 @@ impl<A: Algorithm, B: Algorithm> Algorithm for Chain<A, B> {
         &self,
         state: &Self::State,
         n: u32,
-        now: u64,
-    ) -> Result<u64, CapacityExceeded> {
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded> {
         self.applied(state).time_until_ready(n, now)
     }
 
-    fn is_idle(&self, state: &Self::State, now: u64) -> bool {
+    fn is_idle(&self, state: &Self::State, now: Timestamp) -> bool {
         self.applied(state).is_idle(now)
+    }
+
+    fn required_resolution(&self) -> Duration {
+        finest(
+            self.first.required_resolution(),
+            self.second.required_resolution(),
+        )
+    }
+
+    fn carry_over(&self, next: &Self, state: &Self::State, how: Inheritance, now: Timestamp) {
+        self.first.carry_over(&next.first, &state.0, how, now);
+        self.second.carry_over(&next.second, &state.1, how, now);
     }
 }
 
@@ -258,15 +307,17 @@ mod tests {
     fn chain_as_algorithm_keeps_state_per_key() {
         let alg = Chain::new(
             Gcra::token_bucket(Quota::per_second(10).unwrap()),
-            FixedWindow::from_nanos(2, 1_000_000_000).unwrap(),
+            FixedWindow::new(2, Duration::from_secs(1)).unwrap(),
         );
         let key_a = alg.new_state();
         let key_b = alg.new_state();
-        assert!(alg.check_n(&key_a, 2, 0).unwrap().is_allowed());
-        assert!(alg.check_n(&key_a, 1, 0).unwrap().is_denied());
-        assert!(alg.check_n(&key_b, 1, 0).unwrap().is_allowed());
-        assert!(!alg.is_idle(&key_a, 0));
-        assert!(alg.is_idle(&key_a, 1_000_000_000));
+        let zero = Timestamp::ZERO;
+        assert!(alg.check_n(&key_a, 2, zero).unwrap().is_allowed());
+        assert!(alg.check_n(&key_a, 1, zero).unwrap().is_denied());
+        assert!(alg.check_n(&key_b, 1, zero).unwrap().is_allowed());
+        assert!(!alg.is_idle(&key_a, zero));
+        assert!(alg.is_idle(&key_a, Timestamp::from_secs(1)));
+        assert_eq!(alg.required_resolution(), Duration::from_millis(100));
     }
 
     #[test]
@@ -276,12 +327,12 @@ mod tests {
             Bucket::token_bucket(Quota::per_second(3).unwrap()),
         );
         assert_eq!(
-            chain.check_n(4, 0),
+            chain.check_n(4, Timestamp::ZERO),
             Err(CapacityExceeded {
                 requested: 4,
                 capacity: 3
             })
         );
-        assert!(chain.is_idle(0));
+        assert!(chain.is_idle(Timestamp::ZERO));
     }
 }

@@ -1,16 +1,19 @@
-//! Monotonic clocks in `u64` nanoseconds.
+//! Monotonic clocks that read a [`Timestamp`].
 //!
-//! Every limiter operation takes `now` as a plain `u64` count of nanoseconds
-//! on some monotonic clock (584 years of range). The [`Clock`] trait is how a
+//! Every limiter operation takes `now` as a [`Timestamp`] (nanoseconds since
+//! the clock's origin, 584 years of range). The [`Clock`] trait is how a
 //! convenience type such as [`RateLimiter`](crate::RateLimiter) reads it; any
 //! user type can implement it (a hardware timer, an RTOS tick counter, a
 //! cached timestamp).
 //!
 //! A clock also reports its *resolution*: the smallest step it can show.
-//! A quota whose emission interval is finer than the resolution cannot be
-//! enforced as written, so pairing them is a construction error
-//! ([`QuotaError::BelowClockResolution`](crate::QuotaError::BelowClockResolution)),
-//! never a silent clamp.
+//! A limiter whose finest step (a GCRA emission interval, a window, a
+//! segment) is finer than the resolution cannot be enforced as written, so
+//! wherever a limiter meets a clock — [`RateLimiter`](crate::RateLimiter),
+//! [`KeyedRateLimiter`](crate::KeyedRateLimiter), embassy's `acquire` on a
+//! `static` bucket, the HTTP layer — pairing them is a
+//! [`ConfigError::ClockTooCoarse`](crate::ConfigError::ClockTooCoarse), never
+//! a silent clamp.
 //!
 //! Clocks that go backwards (VM migration, suspend, a non-monotonic driver)
 //! never make a limiter admit extra: see the heal rule in [`crate::gcra`].
@@ -18,39 +21,32 @@
 use core::time::Duration;
 
 use crate::sync::{AtomicU64, Ordering};
+use crate::time::{duration_to_nanos, Timestamp};
 
-/// A source of monotonic time in nanoseconds.
+/// A source of monotonic time.
 ///
 /// Implementations should be monotonic; tollgate stays safe when they are
 /// not (it never admits extra and heals after a large backwards jump), but
 /// a clock that jumps back makes limiters refuse until it catches up or heals.
 pub trait Clock {
-    /// The current time in nanoseconds since an arbitrary fixed origin.
-    fn now(&self) -> u64;
+    /// The current time, as nanoseconds since the clock's fixed origin.
+    fn now(&self) -> Timestamp;
 
-    /// The smallest step, in nanoseconds, by which [`now`](Clock::now) can
-    /// advance. Must be at least 1. Defaults to 1 ns.
-    fn resolution(&self) -> u64 {
-        1
+    /// The smallest step by which [`now`](Clock::now) can advance (at least
+    /// 1 ns). Defaults to 1 ns.
+    fn resolution(&self) -> Duration {
+        Duration::from_nanos(1)
     }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
-    fn now(&self) -> u64 {
+    #[inline]
+    fn now(&self) -> Timestamp {
         (**self).now()
     }
-    fn resolution(&self) -> u64 {
+    fn resolution(&self) -> Duration {
         (**self).resolution()
     }
-}
-
-/// Converts a [`Duration`] to nanoseconds, saturating at `u64::MAX`
-/// (about 584 years) instead of wrapping.
-#[must_use]
-pub const fn duration_to_nanos(d: Duration) -> u64 {
-    let secs = d.as_secs();
-    let ns = secs.saturating_mul(1_000_000_000);
-    ns.saturating_add(d.subsec_nanos() as u64)
 }
 
 /// A clock that moves only when told to: for tests, simulations and
@@ -62,12 +58,12 @@ pub const fn duration_to_nanos(d: Duration) -> u64 {
 /// backwards-clock tests are written.
 ///
 /// ```
-/// use tollgate::{Clock, ManualClock};
+/// use tollgate::{Clock, ManualClock, Timestamp};
 /// use core::time::Duration;
 ///
-/// let clock = ManualClock::new(0);
+/// let clock = ManualClock::new();
 /// clock.advance(Duration::from_millis(250));
-/// assert_eq!(clock.now(), 250_000_000);
+/// assert_eq!(clock.now(), Timestamp::from_millis(250));
 /// ```
 #[derive(Debug)]
 pub struct ManualClock {
@@ -77,31 +73,36 @@ pub struct ManualClock {
 
 impl ManualClock {
     crate::sync::const_fn_unless_loom! {
-        /// A clock reading `start` nanoseconds, with 1 ns resolution.
+        /// A clock reading [`Timestamp::ZERO`], with 1 ns resolution.
         #[must_use]
-        pub fn new(start: u64) -> Self {
-            Self { now: AtomicU64::new(start), resolution: 1 }
+        pub fn new() -> Self {
+            Self { now: AtomicU64::new(0), resolution: 1 }
         }
     }
 
     crate::sync::const_fn_unless_loom! {
-        /// A clock reading `start` nanoseconds that reports `resolution`
-        /// nanoseconds as its resolution (values under 1 are taken as 1).
-        /// Useful to simulate a tick-based clock.
+        /// A clock reading `start`, with 1 ns resolution.
         #[must_use]
-        pub fn with_resolution(start: u64, resolution: u64) -> Self {
-            let resolution = if resolution == 0 { 1 } else { resolution };
-            Self { now: AtomicU64::new(start), resolution }
+        pub fn starting_at(start: Timestamp) -> Self {
+            Self { now: AtomicU64::new(start.as_nanos()), resolution: 1 }
         }
     }
 
-    /// Moves the clock forward by `by` (saturating at `u64::MAX`).
-    pub fn advance(&self, by: Duration) {
-        self.advance_nanos(duration_to_nanos(by));
+    crate::sync::const_fn_unless_loom! {
+        /// A clock reading `start` that reports `resolution` as its
+        /// resolution (under 1 ns is taken as 1 ns). Useful to simulate a
+        /// tick-based clock.
+        #[must_use]
+        pub fn with_resolution(start: Timestamp, resolution: Duration) -> Self {
+            let resolution = duration_to_nanos(resolution);
+            let resolution = if resolution == 0 { 1 } else { resolution };
+            Self { now: AtomicU64::new(start.as_nanos()), resolution }
+        }
     }
 
-    /// Moves the clock forward by `by` nanoseconds (saturating).
-    pub fn advance_nanos(&self, by: u64) {
+    /// Moves the clock forward by `by` (saturating at [`Timestamp::MAX`]).
+    pub fn advance(&self, by: Duration) {
+        let by = duration_to_nanos(by);
         // `fetch_update` with a saturating add: no wrap even at the end of time.
         let _ = self
             .now
@@ -110,61 +111,74 @@ impl ManualClock {
             });
     }
 
-    /// Sets the clock to `now` nanoseconds, forwards or backwards.
-    pub fn set(&self, now: u64) {
+    /// Sets the clock to `now`, forwards or backwards.
+    pub fn set(&self, now: Timestamp) {
         // A swap rather than a store: the same effect, but a read-modify-write
         // like `advance`, which loom 0.7 models correctly against it (a plain
         // store racing an RMW yields impossible histories there, tokio-rs/loom
         // #254), so the loom model of `set` racing `advance` is sound.
-        let _ = self.now.swap(now, Ordering::Relaxed);
+        let _ = self.now.swap(now.as_nanos(), Ordering::Relaxed);
     }
 }
 
 impl Default for ManualClock {
     fn default() -> Self {
-        Self::new(0)
+        Self::new()
     }
 }
 
 impl Clock for ManualClock {
-    fn now(&self) -> u64 {
-        self.now.load(Ordering::Relaxed)
+    #[inline]
+    fn now(&self) -> Timestamp {
+        Timestamp::from_nanos(self.now.load(Ordering::Relaxed))
     }
-    fn resolution(&self) -> u64 {
-        self.resolution
+    fn resolution(&self) -> Duration {
+        Duration::from_nanos(self.resolution)
     }
 }
 
 #[cfg(feature = "std")]
 mod std_clock {
     extern crate std;
-    use std::sync::Arc;
+    use core::time::Duration;
+    use std::sync::{Arc, OnceLock};
     use std::time::Instant;
 
     use super::Clock;
+    use crate::time::{duration_to_nanos, Timestamp};
 
     impl<C: Clock + ?Sized> Clock for Arc<C> {
-        fn now(&self) -> u64 {
+        #[inline]
+        fn now(&self) -> Timestamp {
             (**self).now()
         }
-        fn resolution(&self) -> u64 {
+        fn resolution(&self) -> Duration {
             (**self).resolution()
         }
     }
 
+    /// The process-wide origin of every [`StdClock`].
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+
     /// The operating system's monotonic clock (`std::time::Instant`),
-    /// counted in nanoseconds from the moment the clock value was created.
+    /// counted from one origin shared by the whole process (the first
+    /// `StdClock` created).
     ///
-    /// Copies share the origin, so they agree with each other. Resolution is
+    /// Every `StdClock` agrees with every other, so a timestamp read from
+    /// one can be given to a limiter that another reads (a fresh
+    /// `StdClock::new()` per call is fine, if wasteful). Resolution is
     /// reported as 1 ns (what `Instant` represents on Linux, macOS and
     /// Windows' QueryPerformanceCounter-based clock).
     ///
     /// ```
-    /// use tollgate::{Clock, StdClock};
-    /// let clock = StdClock::new();
-    /// let a = clock.now();
-    /// let b = clock.now();
-    /// assert!(b >= a);
+    /// use tollgate::{Bucket, Clock, Limiter, Quota, StdClock};
+    ///
+    /// let bucket = Bucket::token_bucket(Quota::per_second(1_000)?.with_burst(1)?);
+    /// assert!(bucket.check(StdClock::new().now()).is_allowed());
+    /// std::thread::sleep(std::time::Duration::from_millis(2));
+    /// // another StdClock reads the same time line: the bucket has refilled
+    /// assert!(bucket.check(StdClock::new().now()).is_allowed());
+    /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[derive(Debug, Clone, Copy)]
     pub struct StdClock {
@@ -172,18 +186,28 @@ mod std_clock {
     }
 
     impl StdClock {
-        /// A clock whose zero is now.
+        /// The process's clock (all `StdClock`s share one origin).
         #[must_use]
         pub fn new() -> Self {
             Self {
-                origin: Instant::now(),
+                origin: *ORIGIN.get_or_init(Instant::now),
             }
         }
 
-        /// The `Instant` that reads as zero on this clock.
+        /// The `Instant` that reads as [`Timestamp::ZERO`].
         #[must_use]
         pub fn origin(&self) -> Instant {
             self.origin
+        }
+
+        /// The timestamp of `instant` on this clock ([`Timestamp::ZERO`] for
+        /// an instant before the origin).
+        #[must_use]
+        #[inline]
+        pub fn timestamp(&self, instant: Instant) -> Timestamp {
+            Timestamp::from_nanos(duration_to_nanos(
+                instant.saturating_duration_since(self.origin),
+            ))
         }
     }
 
@@ -194,9 +218,10 @@ mod std_clock {
     }
 
     impl Clock for StdClock {
-        fn now(&self) -> u64 {
+        #[inline]
+        fn now(&self) -> Timestamp {
             // Saturates after 584 years of uptime rather than wrapping.
-            u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+            self.timestamp(Instant::now())
         }
     }
 }
@@ -208,8 +233,9 @@ mod coarse {
     use std::thread;
     use std::time::Duration;
 
-    use super::{duration_to_nanos, Clock, StdClock};
+    use super::{Clock, StdClock};
     use crate::sync::{AtomicU64, Ordering};
+    use crate::time::{duration_to_nanos, Timestamp};
 
     /// A cached timestamp refreshed by a background thread every `period`:
     /// reading it is one relaxed atomic load, for callers that trade
@@ -217,7 +243,8 @@ mod coarse {
     ///
     /// Its honest [`resolution`](Clock::resolution) is the refresh period,
     /// so a quota whose interval is finer than the period is rejected when
-    /// paired with it. Clones share one timestamp and one thread; the
+    /// paired with it. It reads the same time line as [`StdClock`] (the
+    /// process-wide origin). Clones share one timestamp and one thread; the
     /// thread ends within one period after the last clone is dropped.
     ///
     /// The timestamp may lag the true time by up to one period (more if the
@@ -229,7 +256,7 @@ mod coarse {
     /// use tollgate::{Clock, CoarseClock};
     ///
     /// let clock = CoarseClock::start(Duration::from_millis(1))?;
-    /// assert_eq!(clock.resolution(), 1_000_000);
+    /// assert_eq!(clock.resolution(), Duration::from_millis(1));
     /// let a = clock.now();
     /// std::thread::sleep(Duration::from_millis(5));
     /// assert!(clock.now() > a);
@@ -250,13 +277,13 @@ mod coarse {
         pub fn start(period: Duration) -> std::io::Result<Self> {
             let period = period.max(Duration::from_micros(1));
             let source = StdClock::new();
-            let now = Arc::new(AtomicU64::new(source.now()));
+            let now = Arc::new(AtomicU64::new(source.now().as_nanos()));
             let weak: Weak<AtomicU64> = Arc::downgrade(&now);
             thread::Builder::new()
                 .name("tollgate-coarse-clock".into())
                 .spawn(move || {
                     while let Some(shared) = weak.upgrade() {
-                        shared.store(source.now(), Ordering::Relaxed);
+                        shared.store(source.now().as_nanos(), Ordering::Relaxed);
                         drop(shared);
                         thread::sleep(period);
                     }
@@ -270,11 +297,11 @@ mod coarse {
 
     impl Clock for CoarseClock {
         #[inline]
-        fn now(&self) -> u64 {
-            self.now.load(Ordering::Relaxed)
+        fn now(&self) -> Timestamp {
+            Timestamp::from_nanos(self.now.load(Ordering::Relaxed))
         }
-        fn resolution(&self) -> u64 {
-            self.period
+        fn resolution(&self) -> Duration {
+            Duration::from_nanos(self.period)
         }
     }
 }
@@ -287,6 +314,7 @@ pub use std_clock::StdClock;
 #[cfg(feature = "quanta")]
 mod tsc {
     use super::Clock;
+    use crate::time::Timestamp;
 
     /// A TSC-based clock through the `quanta` crate (feature `quanta`), the
     /// clock governor uses: cheaper to read than `std::time::Instant` on
@@ -322,9 +350,9 @@ mod tsc {
 
     impl Clock for QuantaClock {
         #[inline]
-        fn now(&self) -> u64 {
+        fn now(&self) -> Timestamp {
             // quanta returns 0 for a reading before the origin
-            self.clock.delta_as_nanos(self.origin, self.clock.raw())
+            Timestamp::from_nanos(self.clock.delta_as_nanos(self.origin, self.clock.raw()))
         }
     }
 }

@@ -1,25 +1,48 @@
 //! The concurrency limiter: at most `limit` permits in flight.
 //!
 //! Unlike the rate limiters, a concurrency limiter has no time component:
-//! permits are taken when work starts and given back when it ends. The state
-//! is one atomic `u32` (the permits in flight).
+//! permits are taken when work starts and given back when it ends. Its
+//! permits therefore exist only as **guards**: [`ConcurrencyPermit`]
+//! (borrowing the limiter) and, with feature `std`,
+//! [`OwnedConcurrencyPermit`] (holding an `Arc`), each giving its permits
+//! back when dropped. The limiter is deliberately not a
+//! [`Limiter`](crate::Limiter): a chain, a statistics wrapper or an async
+//! waiter built for rate limiters would take permits without a guard and
+//! never give them back.
 //!
-//! - [`ConcurrencyLimiter::try_acquire`] returns a [`ConcurrencyPermit`], an
-//!   RAII guard that gives its permits back when dropped.
-//! - As an [`Algorithm`] / [`Limiter`], `check_n` takes permits *without* a
-//!   guard and `refund` gives them back (what a chain or a keyed table
-//!   needs); the `now` argument is ignored.
+//! - [`ConcurrencyLimiter::try_acquire`]: a permit now, or an
+//!   [`AcquireError`].
+//! - [`ConcurrencyLimiter::acquire`]: a future that resolves when the
+//!   permits are free. It is woken by the release that frees them — no
+//!   timer, no polling — on any executor (tokio, embassy, a plain
+//!   `block_on`). Waiters are not served in order; for a bounded, ordered
+//!   line with a maximum wait, put the limiter in a tokio
+//!   `queue::Queue` (feature `tokio`).
+//!
+//! ```
+//! use tollgate::{valid, ConcurrencyLimiter};
+//!
+//! static JOBS: ConcurrencyLimiter = valid!(ConcurrencyLimiter::new(2));
+//!
+//! let a = JOBS.try_acquire(1)?;
+//! let b = JOBS.try_acquire(1)?;
+//! assert!(JOBS.try_acquire(1).is_err()); // 2 in flight
+//! drop(a); // its permit comes back
+//! let waiting = JOBS.acquire(1);
+//! let c = embassy_futures::block_on(waiting)?;
+//! assert_eq!(JOBS.in_flight(), 2);
+//! # drop((b, c));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! # What `retry_after` means here
 //!
 //! Nothing but a release frees capacity, so no exact wait exists. A refusal
-//! reports the limiter's *retry hint* (default
-//! [`DEFAULT_RETRY_HINT_NANOS`], 1 ms; set it with
-//! [`Concurrency::with_retry_hint`]) as `retry_after`, and
-//! `time_until_ready` returns the hint while too few permits are free, 0
-//! otherwise. It is a back-off for pollers and HTTP clients
-//! (`Retry-After` rounds it up to 1 s), not a promise. `reset_after` in a
-//! snapshot is likewise 0 when nothing is in flight and the hint otherwise.
+//! reports the limiter's *retry hint* (default [`DEFAULT_RETRY_HINT`], 1 ms;
+//! set it with [`ConcurrencyLimiter::with_retry_hint`]) as `retry_after`: a
+//! back-off for HTTP clients (`Retry-After` rounds it up to 1 s), not a
+//! promise. `reset_after` in a snapshot is likewise zero when nothing is in
+//! flight and the hint otherwise.
 //!
 //! # Leaked permits
 //!
@@ -28,131 +51,152 @@
 //! admits *less*, never more (leaking fails closed and is memory-safe). A
 //! caller that knows permits were leaked can give them back with
 //! [`ConcurrencyLimiter::release`]; [`ConcurrencyPermit::into_raw`] is the
-//! explicit way to detach permits from their guard for later release.
+//! explicit way to detach permits from their guard for a later release.
 //! `release` never takes the count below zero, but releasing permits that
 //! are still held by someone else does let more work in than the limit
 //! intends, so use it only for permits you know are gone.
 //!
-//! ```
-//! use tollgate::ConcurrencyLimiter;
+//! # Changing the limit
 //!
-//! let limiter = ConcurrencyLimiter::new(2)?;
-//! let a = limiter.try_acquire(1)?;
-//! let b = limiter.try_acquire(1)?;
-//! assert!(limiter.try_acquire(1).is_err()); // 2 in flight
-//! drop(a);
-//! let c = limiter.try_acquire(1)?; // a's permit came back
-//! core::mem::forget(b); // leaked: still counted
-//! drop(c);
-//! assert_eq!(limiter.in_flight(), 1);
-//! limiter.release(1); // recover the leaked permit
-//! assert_eq!(limiter.in_flight(), 0);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! [`ConcurrencyLimiter::set_limit`] changes the limit of a running
+//! limiter. Permits in flight are not a function of the limit, so nothing
+//! is converted: lowering the limit below the permits in flight refuses new
+//! work until enough of them are released; raising it wakes the waiters.
+//!
+//! # State protocol (for model checking)
+//!
+//! `in_flight` is one `AtomicU32`. Acquiring `n` is a
+//! `compare_exchange_weak` loop from the loaded value `v` to `v + n`, taken
+//! only if `v + n ≤ limit` (otherwise refuse without writing); releasing
+//! `n` is a loop to `v − min(n, v)`, followed by waking the registered
+//! waiters. Those two are `Relaxed` (the word publishes no other data); a
+//! waiter registers its waker, then a `SeqCst` fence, then checks again,
+//! and a release decrements, then a `SeqCst` fence, then looks for
+//! waiters, so one of the two always sees the other.
 
 use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
 
-use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
-use crate::limiter::{Algorithm, Limiter};
+use crate::decision::{CapacityExceeded, Denied, Snapshot};
+use crate::error::{AcquireError, ConfigError};
 use crate::sync::{AtomicU32, Ordering};
+use crate::time::duration_to_nanos;
+use crate::wakers::{Registration, WakerSet};
 
 /// Default `retry_after` of a refusal: 1 ms (see the
 /// [module documentation](self)).
-pub const DEFAULT_RETRY_HINT_NANOS: u64 = 1_000_000;
+pub const DEFAULT_RETRY_HINT: Duration = Duration::from_millis(1);
 
-/// The concurrency algorithm: at most `limit` permits in flight.
+/// At most `limit` permits in flight, handed out as guards.
 ///
-/// A small `Copy` configuration applied to a [`ConcurrencyState`]; the
-/// self-contained limiter is [`ConcurrencyLimiter`].
-///
-/// # State protocol (for model checking)
-///
-/// The state is one `AtomicU32`, the permits in flight. Acquiring `n` is a
-/// `compare_exchange_weak` loop from the loaded value `v` to `v + n`, taken
-/// only if `v + n ≤ limit` (otherwise refuse without writing). Releasing `n`
-/// is a `compare_exchange_weak` loop to `v − min(n, v)`. All `Relaxed`: the
-/// word publishes no other data. (Guarded work that needs to see another
-/// thread's results must synchronise through its own means.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Concurrency {
-    limit: u32,
+/// `const`-constructible, so it can be a `static`. See the [module
+/// documentation](self).
+pub struct ConcurrencyLimiter {
+    limit: AtomicU32,
+    in_flight: AtomicU32,
     retry_hint: u64,
+    waiters: WakerSet,
 }
 
-impl Concurrency {
-    /// At most `limit` permits in flight.
+impl fmt::Debug for ConcurrencyLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConcurrencyLimiter")
+            .field("limit", &self.limit())
+            .field("in_flight", &self.in_flight())
+            .field("retry_hint", &self.retry_hint())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConcurrencyLimiter {
+    crate::sync::const_fn_unless_loom! {
+        /// At most `limit` permits in flight.
+        ///
+        /// # Errors
+        /// [`ConfigError::ZeroLimit`] for 0.
+        pub fn new(limit: u32) -> Result<Self, ConfigError> {
+            if limit == 0 {
+                return Err(ConfigError::ZeroLimit);
+            }
+            Ok(Self {
+                limit: AtomicU32::new(limit),
+                in_flight: AtomicU32::new(0),
+                retry_hint: duration_to_nanos(DEFAULT_RETRY_HINT),
+                waiters: WakerSet::new(),
+            })
+        }
+    }
+
+    /// The same limiter reporting `retry_hint` as the `retry_after` of its
+    /// refusals (see the [module documentation](self)).
+    #[must_use]
+    pub const fn with_retry_hint(mut self, retry_hint: Duration) -> Self {
+        self.retry_hint = duration_to_nanos(retry_hint);
+        self
+    }
+
+    /// Takes `n` permits now, behind a guard that gives them back on drop.
     ///
     /// # Errors
-    /// [`ConcurrencyError::ZeroLimit`] for 0.
-    pub const fn new(limit: u32) -> Result<Self, ConcurrencyError> {
-        if limit == 0 {
-            return Err(ConcurrencyError::ZeroLimit);
-        }
-        Ok(Self {
-            limit,
-            retry_hint: DEFAULT_RETRY_HINT_NANOS,
+    /// [`AcquireError::Denied`] if fewer than `n` are free now (with the
+    /// retry hint); [`AcquireError::CapacityExceeded`] if `n` is above the
+    /// limit.
+    pub fn try_acquire(&self, n: u32) -> Result<ConcurrencyPermit<'_>, AcquireError> {
+        self.take(n)?;
+        Ok(ConcurrencyPermit {
+            limiter: self,
+            permits: n,
         })
     }
 
-    /// Sets the `retry_after` reported by refusals and `time_until_ready`
-    /// (see the [module documentation](self)).
-    #[must_use]
-    pub const fn with_retry_hint(self, retry_hint_nanos: u64) -> Self {
-        Self {
-            retry_hint: retry_hint_nanos,
-            ..self
-        }
-    }
-
-    /// The most permits in flight at once.
-    #[must_use]
-    pub const fn limit(&self) -> u32 {
-        self.limit
-    }
-
-    /// The retry hint in nanoseconds.
-    #[must_use]
-    pub const fn retry_hint_nanos(&self) -> u64 {
-        self.retry_hint
-    }
-
-    /// Takes `n` permits from `state` behind an RAII guard.
+    /// Waits until `n` permits are free and takes them; woken by the
+    /// release that frees them. Resolves at once for `n = 0`. Dropping the
+    /// future before it resolves takes nothing.
     ///
     /// # Errors
-    /// [`AcquireError::Denied`] if fewer than `n` are free now;
-    /// [`AcquireError::CapacityExceeded`] if `n > limit`.
-    pub fn try_acquire<'a>(
-        &self,
-        state: &'a ConcurrencyState,
-        n: u32,
-    ) -> Result<ConcurrencyPermit<'a>, AcquireError> {
-        match self.check_n(state, n, 0) {
-            Ok(Decision::Allowed(_)) => Ok(ConcurrencyPermit { state, permits: n }),
-            Ok(Decision::Denied(d)) => Err(AcquireError::Denied(d)),
-            Err(e) => Err(AcquireError::CapacityExceeded(e)),
+    /// The future resolves to [`CapacityExceeded`] at once if `n` is above
+    /// the limit (it would wait forever).
+    pub fn acquire(&self, n: u32) -> Acquire<'_> {
+        Acquire {
+            limiter: self,
+            n,
+            registration: None,
         }
     }
 
-    #[inline]
-    fn snapshot_of(&self, in_flight: u32) -> Snapshot {
-        let reset = if in_flight == 0 { 0 } else { self.retry_hint };
-        Snapshot::new(self.limit, self.limit.saturating_sub(in_flight), reset)
-    }
-}
-
-/// A concurrency limiter's state: one atomic `u32`, the permits in flight.
-#[derive(Debug, Default)]
-#[repr(transparent)]
-pub struct ConcurrencyState {
-    in_flight: AtomicU32,
-}
-
-impl ConcurrencyState {
-    crate::sync::const_fn_unless_loom! {
-        /// Nothing in flight.
-        #[must_use]
-        pub fn new() -> Self {
-            Self { in_flight: AtomicU32::new(0) }
+    /// Takes `n` permits without a guard: the internal step of every
+    /// acquisition. `Ok(())` means taken.
+    pub(crate) fn take(&self, n: u32) -> Result<(), AcquireError> {
+        let limit = self.limit();
+        if n > limit {
+            return Err(AcquireError::CapacityExceeded(CapacityExceeded::new(
+                n, limit,
+            )));
+        }
+        let mut v = self.in_flight.load(Ordering::Relaxed);
+        loop {
+            // v may exceed a lowered limit; compare in u64, no overflow
+            if u64::from(v) + u64::from(n) > u64::from(limit) {
+                return Err(AcquireError::Denied(Denied::from_nanos(
+                    self.retry_hint,
+                    self.snapshot_of(v, limit),
+                )));
+            }
+            if n == 0 {
+                return Ok(());
+            }
+            match self.in_flight.compare_exchange_weak(
+                v,
+                v + n,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(current) => v = current,
+            }
         }
     }
 
@@ -162,98 +206,62 @@ impl ConcurrencyState {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    /// Gives back `n` permits (never below zero).
+    /// The most permits in flight at once.
+    #[must_use]
+    pub fn limit(&self) -> u32 {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Permits free now.
+    #[must_use]
+    pub fn available(&self) -> u32 {
+        self.limit().saturating_sub(self.in_flight())
+    }
+
+    /// The `retry_after` its refusals report.
+    #[must_use]
+    pub const fn retry_hint(&self) -> Duration {
+        Duration::from_nanos(self.retry_hint)
+    }
+
+    /// The limiter's state: limit, permits free, and `reset_after` (zero
+    /// when nothing is in flight, the retry hint otherwise).
+    #[must_use]
+    pub fn snapshot(&self) -> Snapshot {
+        self.snapshot_of(self.in_flight(), self.limit())
+    }
+
+    fn snapshot_of(&self, in_flight: u32, limit: u32) -> Snapshot {
+        let reset = if in_flight == 0 { 0 } else { self.retry_hint };
+        Snapshot::exact(limit, limit.saturating_sub(in_flight), reset)
+    }
+
+    /// Changes the limit of the running limiter (see the [module
+    /// documentation](self)).
+    ///
+    /// # Errors
+    /// [`ConfigError::ZeroLimit`] for 0; the limit is then unchanged.
+    pub fn set_limit(&self, limit: u32) -> Result<(), ConfigError> {
+        if limit == 0 {
+            return Err(ConfigError::ZeroLimit);
+        }
+        self.limit.store(limit, Ordering::Relaxed);
+        self.waiters.wake_all();
+        Ok(())
+    }
+
+    /// Gives back `n` permits that no guard will return: detached by
+    /// [`ConcurrencyPermit::into_raw`], or leaked. Never below zero.
     pub fn release(&self, n: u32) {
+        if n == 0 {
+            return;
+        }
         let _ = self
             .in_flight
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                (v != 0 && n != 0).then(|| v - core::cmp::min(v, n))
+                (v != 0).then(|| v - core::cmp::min(v, n))
             });
-    }
-}
-
-impl Algorithm for Concurrency {
-    type State = ConcurrencyState;
-
-    #[inline]
-    fn new_state(&self) -> ConcurrencyState {
-        ConcurrencyState::new()
-    }
-
-    #[inline]
-    fn capacity(&self) -> u32 {
-        self.limit
-    }
-
-    fn check_n(
-        &self,
-        state: &ConcurrencyState,
-        n: u32,
-        _now: u64,
-    ) -> Result<Decision, CapacityExceeded> {
-        if n > self.limit {
-            return Err(CapacityExceeded {
-                requested: n,
-                capacity: self.limit,
-            });
-        }
-        let mut v = state.in_flight.load(Ordering::Relaxed);
-        loop {
-            // v ≤ limit (only this type writes), n ≤ limit: no overflow in u64
-            if v as u64 + n as u64 > self.limit as u64 {
-                return Ok(Decision::Denied(Denied::new(
-                    self.retry_hint,
-                    self.snapshot_of(v),
-                )));
-            }
-            if n == 0 {
-                return Ok(Decision::Allowed(self.snapshot_of(v)));
-            }
-            match state.in_flight.compare_exchange_weak(
-                v,
-                v + n,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok(Decision::Allowed(self.snapshot_of(v + n))),
-                Err(current) => v = current,
-            }
-        }
-    }
-
-    #[inline]
-    fn refund(&self, state: &ConcurrencyState, n: u32, _now: u64) {
-        state.release(n);
-    }
-
-    #[inline]
-    fn snapshot(&self, state: &ConcurrencyState, _now: u64) -> Snapshot {
-        self.snapshot_of(state.in_flight())
-    }
-
-    fn time_until_ready(
-        &self,
-        state: &ConcurrencyState,
-        n: u32,
-        _now: u64,
-    ) -> Result<u64, CapacityExceeded> {
-        if n > self.limit {
-            return Err(CapacityExceeded {
-                requested: n,
-                capacity: self.limit,
-            });
-        }
-        let v = state.in_flight();
-        Ok(if v as u64 + n as u64 > self.limit as u64 {
-            self.retry_hint
-        } else {
-            0
-        })
-    }
-
-    #[inline]
-    fn is_idle(&self, state: &ConcurrencyState, _now: u64) -> bool {
-        state.in_flight() == 0
+        self.waiters.wake_all();
     }
 }
 
@@ -263,7 +271,7 @@ impl Algorithm for Concurrency {
 #[must_use = "dropping the permit releases it at once"]
 #[derive(Debug)]
 pub struct ConcurrencyPermit<'a> {
-    state: &'a ConcurrencyState,
+    limiter: &'a ConcurrencyLimiter,
     permits: u32,
 }
 
@@ -275,7 +283,8 @@ impl ConcurrencyPermit<'_> {
     }
 
     /// Detaches the permits from the guard: they stay in flight until
-    /// someone calls `release(n)` with the returned count.
+    /// someone calls [`ConcurrencyLimiter::release`] with the returned
+    /// count.
     #[must_use = "the returned permits stay in flight until released"]
     pub fn into_raw(self) -> u32 {
         let n = self.permits;
@@ -286,122 +295,77 @@ impl ConcurrencyPermit<'_> {
     /// Gives back `n` of the held permits now, keeping the rest.
     pub fn release_some(&mut self, n: u32) {
         let n = core::cmp::min(n, self.permits);
-        self.state.release(n);
         self.permits -= n;
+        self.limiter.release(n);
     }
 }
 
 impl Drop for ConcurrencyPermit<'_> {
     fn drop(&mut self) {
-        self.state.release(self.permits);
+        self.limiter.release(self.permits);
     }
 }
 
-/// At most `limit` permits in flight: [`Concurrency`] with its state.
-///
-/// `const`-constructible, so it can be a `static`. Implements [`Limiter`]
-/// (with `check_n` taking permits without a guard and `refund` releasing
-/// them) so it chains with the rate limiters.
+/// The future of [`ConcurrencyLimiter::acquire`].
+#[must_use = "futures do nothing unless you `.await` or poll them"]
 #[derive(Debug)]
-pub struct ConcurrencyLimiter {
-    algorithm: Concurrency,
-    state: ConcurrencyState,
+pub struct Acquire<'a> {
+    limiter: &'a ConcurrencyLimiter,
+    n: u32,
+    registration: Option<Registration>,
 }
 
-impl ConcurrencyLimiter {
-    crate::sync::const_fn_unless_loom! {
-        /// At most `limit` permits in flight.
-        ///
-        /// # Errors
-        /// [`ConcurrencyError::ZeroLimit`] for 0.
-        pub fn new(limit: u32) -> Result<Self, ConcurrencyError> {
-            match Concurrency::new(limit) {
-                Ok(algorithm) => Ok(Self::from_algorithm(algorithm)),
-                Err(e) => Err(e),
+impl<'a> Future for Acquire<'a> {
+    type Output = Result<ConcurrencyPermit<'a>, CapacityExceeded>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let limiter = this.limiter;
+        let mut registered = false;
+        loop {
+            match limiter.take(this.n) {
+                Ok(()) => {
+                    if let Some(r) = this.registration.take() {
+                        limiter.waiters.unregister(r);
+                    }
+                    return Poll::Ready(Ok(ConcurrencyPermit {
+                        limiter,
+                        permits: this.n,
+                    }));
+                }
+                Err(AcquireError::CapacityExceeded(e)) => return Poll::Ready(Err(e)),
+                Err(AcquireError::Denied(_)) if registered => return Poll::Pending,
+                Err(AcquireError::Denied(_)) => {
+                    // register, then look again: a release in between has
+                    // either been seen by this second look or sees the waker
+                    this.registration =
+                        Some(limiter.waiters.register(cx.waker(), this.registration));
+                    registered = true;
+                }
             }
         }
     }
-
-    crate::sync::const_fn_unless_loom! {
-        /// A limiter running `algorithm` (for a custom retry hint).
-        #[must_use]
-        pub fn from_algorithm(algorithm: Concurrency) -> Self {
-            Self { algorithm, state: ConcurrencyState::new() }
-        }
-    }
-
-    /// Takes `n` permits behind an RAII guard that gives them back on drop.
-    ///
-    /// # Errors
-    /// [`AcquireError::Denied`] if fewer than `n` are free now;
-    /// [`AcquireError::CapacityExceeded`] if `n > limit`.
-    pub fn try_acquire(&self, n: u32) -> Result<ConcurrencyPermit<'_>, AcquireError> {
-        self.algorithm.try_acquire(&self.state, n)
-    }
-
-    /// Permits currently in flight.
-    #[must_use]
-    pub fn in_flight(&self) -> u32 {
-        self.state.in_flight()
-    }
-
-    /// Permits free now.
-    #[must_use]
-    pub fn available(&self) -> u32 {
-        self.algorithm.limit.saturating_sub(self.in_flight())
-    }
-
-    /// Gives back `n` permits taken without a guard (`check_n`) or detached
-    /// by [`ConcurrencyPermit::into_raw`] or leaked. Never below zero.
-    pub fn release(&self, n: u32) {
-        self.state.release(n);
-    }
-
-    /// The algorithm (configuration).
-    #[must_use]
-    pub const fn algorithm(&self) -> &Concurrency {
-        &self.algorithm
-    }
-
-    /// The state.
-    #[must_use]
-    pub const fn state(&self) -> &ConcurrencyState {
-        &self.state
-    }
 }
 
-impl Limiter for ConcurrencyLimiter {
-    #[inline]
-    fn capacity(&self) -> u32 {
-        self.algorithm.limit
-    }
-    #[inline]
-    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
-        self.algorithm.check_n(&self.state, n, now)
-    }
-    #[inline]
-    fn refund(&self, n: u32, _now: u64) {
-        self.state.release(n);
-    }
-    #[inline]
-    fn snapshot(&self, now: u64) -> Snapshot {
-        self.algorithm.snapshot(&self.state, now)
-    }
-    #[inline]
-    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
-        self.algorithm.time_until_ready(&self.state, n, now)
-    }
-    #[inline]
-    fn is_idle(&self, _now: u64) -> bool {
-        self.in_flight() == 0
+impl Drop for Acquire<'_> {
+    fn drop(&mut self) {
+        // A release wakes every registered waiter at once, so a cancelled
+        // one never holds a wake-up that another needed.
+        if let Some(r) = self.registration.take() {
+            self.limiter.waiters.unregister(r);
+        }
     }
 }
 
 #[cfg(feature = "std")]
 mod owned {
+    use core::future::Future;
+    use core::pin::Pin;
+    use core::task::{Context, Poll};
     use std::sync::Arc;
 
     use super::{AcquireError, ConcurrencyLimiter};
+    use crate::decision::CapacityExceeded;
 
     /// `n` permits held on an `Arc`-shared limiter, for work that outlives
     /// the current borrow (a spawned task). Dropping it gives them back.
@@ -454,56 +418,72 @@ mod owned {
             self: &Arc<Self>,
             n: u32,
         ) -> Result<OwnedConcurrencyPermit, AcquireError> {
-            let permits = self.try_acquire(n)?.into_raw();
+            self.take(n)?;
             Ok(OwnedConcurrencyPermit {
                 limiter: Arc::clone(self),
-                permits,
+                permits: n,
             })
+        }
+
+        /// Like [`acquire`](ConcurrencyLimiter::acquire), resolving to an
+        /// [`OwnedConcurrencyPermit`] (feature `std`).
+        ///
+        /// # Errors
+        /// As [`acquire`](ConcurrencyLimiter::acquire).
+        pub fn acquire_owned(
+            self: &Arc<Self>,
+            n: u32,
+        ) -> impl Future<Output = Result<OwnedConcurrencyPermit, CapacityExceeded>> + Send + 'static
+        {
+            let limiter = Arc::clone(self);
+            AcquireOwned {
+                limiter,
+                n,
+                registration: None,
+            }
+        }
+    }
+
+    struct AcquireOwned {
+        limiter: Arc<ConcurrencyLimiter>,
+        n: u32,
+        registration: Option<crate::wakers::Registration>,
+    }
+
+    impl Future for AcquireOwned {
+        type Output = Result<OwnedConcurrencyPermit, CapacityExceeded>;
+
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            let this = self.get_mut();
+            let mut borrowed = super::Acquire {
+                limiter: &this.limiter,
+                n: this.n,
+                registration: this.registration.take(),
+            };
+            let poll = Pin::new(&mut borrowed).poll(cx);
+            this.registration = borrowed.registration.take();
+            // the borrowed future's Drop has nothing left to unregister
+            drop(borrowed);
+            poll.map(|r| {
+                r.map(|permit| OwnedConcurrencyPermit {
+                    limiter: Arc::clone(&this.limiter),
+                    permits: permit.into_raw(),
+                })
+            })
+        }
+    }
+
+    impl Drop for AcquireOwned {
+        fn drop(&mut self) {
+            if let Some(r) = self.registration.take() {
+                self.limiter.waiters.unregister(r);
+            }
         }
     }
 }
 
 #[cfg(feature = "std")]
 pub use owned::OwnedConcurrencyPermit;
-
-/// Why a [`Concurrency`] limiter could not be built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ConcurrencyError {
-    /// A limit of zero permits: nothing could ever run.
-    ZeroLimit,
-}
-
-impl fmt::Display for ConcurrencyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::ZeroLimit => f.write_str("concurrency limit must be at least 1"),
-        }
-    }
-}
-
-impl core::error::Error for ConcurrencyError {}
-
-/// Why [`ConcurrencyLimiter::try_acquire`] returned no permit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum AcquireError {
-    /// Too few permits are free now.
-    Denied(Denied),
-    /// More permits than the limit: can never succeed.
-    CapacityExceeded(CapacityExceeded),
-}
-
-impl fmt::Display for AcquireError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Denied(_) => f.write_str("concurrency limit reached"),
-            Self::CapacityExceeded(e) => e.fmt(f),
-        }
-    }
-}
-
-impl core::error::Error for AcquireError {}
 
 #[cfg(test)]
 mod tests {
@@ -513,7 +493,7 @@ mod tests {
     fn zero_limit_is_an_error() {
         assert_eq!(
             ConcurrencyLimiter::new(0).map(|_| ()),
-            Err(ConcurrencyError::ZeroLimit)
+            Err(ConfigError::ZeroLimit)
         );
     }
 
@@ -542,21 +522,35 @@ mod tests {
         let n = l.try_acquire(2).unwrap().into_raw();
         assert_eq!(l.in_flight(), 2);
         l.release(n);
-        assert!(l.is_idle(0));
+        assert_eq!(l.in_flight(), 0);
         l.release(10); // never below zero
         assert_eq!(l.in_flight(), 0);
     }
 
     #[test]
     fn refusal_reports_the_retry_hint() {
-        let l =
-            ConcurrencyLimiter::from_algorithm(Concurrency::new(1).unwrap().with_retry_hint(5_000));
-        assert!(l.check(0).is_allowed());
-        let d = l.check(0);
-        assert_eq!(d.denied().unwrap().retry_after_nanos(), 5_000);
-        assert_eq!(l.time_until_ready(1, 0), Ok(5_000));
-        assert_eq!(l.snapshot(0).reset_after_nanos(), 5_000);
-        l.refund(1, 0);
-        assert_eq!(l.time_until_ready(1, 0), Ok(0));
+        let l = ConcurrencyLimiter::new(1)
+            .unwrap()
+            .with_retry_hint(Duration::from_micros(5));
+        let held = l.try_acquire(1).unwrap();
+        let Err(AcquireError::Denied(d)) = l.try_acquire(1) else {
+            panic!("expected a refusal")
+        };
+        assert_eq!(d.retry_after(), Duration::from_micros(5));
+        assert_eq!(l.snapshot().reset_after(), Duration::from_micros(5));
+        drop(held);
+        assert_eq!(l.snapshot().reset_after(), Duration::ZERO);
+    }
+
+    #[test]
+    fn lowering_the_limit_refuses_until_enough_are_released() {
+        let l = ConcurrencyLimiter::new(3).unwrap();
+        let a = l.try_acquire(2).unwrap();
+        l.set_limit(1).unwrap();
+        assert!(l.try_acquire(1).is_err()); // 2 in flight > 1
+        drop(a);
+        assert!(l.try_acquire(1).is_ok());
+        assert_eq!(l.set_limit(0), Err(ConfigError::ZeroLimit));
+        assert_eq!(l.limit(), 1);
     }
 }

@@ -30,9 +30,20 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// A snapshot with an exact `remaining` count.
+    /// A snapshot: at most `limit` permits, `remaining` of them free now,
+    /// full again after `reset_after`.
     #[must_use]
-    pub const fn new(limit: u32, remaining: u32, reset_after_nanos: u64) -> Self {
+    pub const fn new(limit: u32, remaining: u32, reset_after: Duration) -> Self {
+        Self::exact(
+            limit,
+            remaining,
+            crate::time::duration_to_nanos(reset_after),
+        )
+    }
+
+    /// [`Snapshot::new`] with `reset_after` in nanoseconds.
+    #[inline]
+    pub(crate) const fn exact(limit: u32, remaining: u32, reset_after_nanos: u64) -> Self {
         Self {
             limit,
             reset_after: reset_after_nanos,
@@ -43,8 +54,8 @@ impl Snapshot {
 
     /// A snapshot whose `remaining` is `slack_nanos / per_permit_nanos`
     /// (capped at `limit`), computed lazily. Used by time-based buckets.
-    #[must_use]
-    pub const fn from_slack(
+    #[inline]
+    pub(crate) const fn from_slack(
         limit: u32,
         slack_nanos: u64,
         per_permit_nanos: u64,
@@ -107,9 +118,15 @@ pub struct Denied {
 }
 
 impl Denied {
-    /// A refusal with the exact wait `retry_after_nanos`.
+    /// A refusal with the exact wait `retry_after`.
     #[must_use]
-    pub const fn new(retry_after_nanos: u64, snapshot: Snapshot) -> Self {
+    pub const fn new(retry_after: Duration, snapshot: Snapshot) -> Self {
+        Self::from_nanos(crate::time::duration_to_nanos(retry_after), snapshot)
+    }
+
+    /// [`Denied::new`] with the wait in nanoseconds.
+    #[inline]
+    pub(crate) const fn from_nanos(retry_after_nanos: u64, snapshot: Snapshot) -> Self {
         Self {
             retry_after: retry_after_nanos,
             snapshot,
@@ -222,6 +239,18 @@ pub struct CapacityExceeded {
     pub capacity: u32,
 }
 
+impl CapacityExceeded {
+    /// A request for `requested` permits from a limiter that grants at most
+    /// `capacity` at once.
+    #[must_use]
+    pub const fn new(requested: u32, capacity: u32) -> Self {
+        Self {
+            requested,
+            capacity,
+        }
+    }
+}
+
 impl fmt::Display for CapacityExceeded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -252,16 +281,14 @@ mod tests {
 
     #[test]
     fn retry_after_rounds_up_to_whole_seconds() {
-        let s = Snapshot::new(10, 0, 0);
-        assert_eq!(Denied::new(0, s).retry_after_secs_ceil(), 0);
-        assert_eq!(Denied::new(1, s).retry_after_secs_ceil(), 1);
-        assert_eq!(Denied::new(300_000_000, s).retry_after_secs_ceil(), 1);
-        assert_eq!(Denied::new(1_000_000_000, s).retry_after_secs_ceil(), 1);
-        assert_eq!(Denied::new(1_000_000_001, s).retry_after_secs_ceil(), 2);
-        assert_eq!(
-            Denied::new(u64::MAX, s).retry_after_secs_ceil(),
-            18_446_744_074
-        );
+        let s = Snapshot::new(10, 0, Duration::ZERO);
+        let ns = |n| Denied::new(Duration::from_nanos(n), s).retry_after_secs_ceil();
+        assert_eq!(ns(0), 0);
+        assert_eq!(ns(1), 1);
+        assert_eq!(ns(300_000_000), 1);
+        assert_eq!(ns(1_000_000_000), 1);
+        assert_eq!(ns(1_000_000_001), 2);
+        assert_eq!(ns(u64::MAX), 18_446_744_074);
     }
 
     #[test]
@@ -269,18 +296,19 @@ mod tests {
         assert_eq!(Snapshot::from_slack(5, 1_000, 100, 0).remaining(), 5);
         assert_eq!(Snapshot::from_slack(5, 399, 100, 0).remaining(), 3);
         assert_eq!(Snapshot::from_slack(5, 0, 0, 0).remaining(), 0);
-        assert_eq!(Snapshot::new(5, 2, 7).remaining(), 2);
-        assert_eq!(Snapshot::new(5, 2, 7).reset_after_nanos(), 7);
+        let s = Snapshot::new(5, 2, Duration::from_nanos(7));
+        assert_eq!(s.remaining(), 2);
+        assert_eq!(s.reset_after_nanos(), 7);
     }
 
     #[test]
     fn decision_accessors() {
-        let s = Snapshot::new(3, 1, 10);
+        let s = Snapshot::new(3, 1, Duration::from_nanos(10));
         let a = Decision::Allowed(s);
         assert!(a.is_allowed() && !a.is_denied());
         assert_eq!(a.retry_after(), Duration::ZERO);
         assert_eq!(a.into_result(), Ok(s));
-        let d = Decision::Denied(Denied::new(5, s));
+        let d = Decision::Denied(Denied::new(Duration::from_nanos(5), s));
         assert!(d.is_denied());
         assert_eq!(d.retry_after(), Duration::from_nanos(5));
         assert_eq!(d.denied().unwrap().limit(), 3);

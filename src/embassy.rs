@@ -2,13 +2,13 @@
 //! any [`Limiter`] (feature `embassy`).
 //!
 //! - [`EmbassyClock`] reads [`embassy_time::Instant::now`] and converts its
-//!   ticks to nanoseconds exactly (floor) for any `TICK_HZ`, without
-//!   overflow. Its [`resolution`](Clock::resolution) is one tick rounded up
-//!   to whole nanoseconds, so a quota finer than a tick is a construction
-//!   error ([`QuotaError::BelowClockResolution`](crate::QuotaError::BelowClockResolution))
-//!   from [`RateLimiter::new`](crate::RateLimiter::new) or
-//!   [`Quota::check_resolution`](crate::Quota::check_resolution) with
-//!   [`EmbassyClock::RESOLUTION_NANOS`].
+//!   ticks to a [`Timestamp`] exactly (floor) for any `TICK_HZ`, without
+//!   overflow (`Timestamp::from(embassy_time::Instant)` does the same for
+//!   any instant). Its [`resolution`](Clock::resolution) is one tick
+//!   rounded up to whole nanoseconds, so a limiter finer than a tick is
+//!   refused wherever it meets this clock: [`ConfigError::ClockTooCoarse`](crate::ConfigError::ClockTooCoarse)
+//!   from [`RateLimiter::new`](crate::RateLimiter::new), and
+//!   [`WaitError::ClockTooCoarse`] from `acquire` on a `static` bucket.
 //! - [`AsyncLimiter::acquire`] waits until `n` permits are granted and takes
 //!   them; [`AsyncLimiter::until_ready`] waits until they *could* be taken,
 //!   without taking them. Both sleep on [`embassy_time::Timer::at`] (no
@@ -24,8 +24,8 @@
 //!
 //! # Time domain
 //!
-//! The waiters pass `EmbassyClock::now()` (nanoseconds since embassy's tick
-//! 0) to the limiter. Make any direct `check` on the same limiter with the
+//! The waiters pass `EmbassyClock::now()` (the time since embassy's tick 0)
+//! to the limiter. Make any direct `check` on the same limiter with the
 //! same clock (for example through a `RateLimiter<EmbassyClock, _>`), or the
 //! two callers would disagree about what time it is.
 //!
@@ -42,16 +42,12 @@
 //!
 //! ```
 //! use tollgate::embassy::{AsyncLimiter, EmbassyClock, WaitError};
-//! use tollgate::{Bucket, Quota};
+//! use tollgate::{valid, Bucket, Gcra, Quota};
 //!
-//! const QUOTA: Quota = match Quota::per_second(50) {
-//!     Ok(q) => match q.check_resolution(EmbassyClock::RESOLUTION_NANOS) {
-//!         Ok(q) => q,
-//!         Err(_) => panic!("quota finer than one tick"),
-//!     },
-//!     Err(_) => panic!("invalid quota"),
-//! };
-//! static RADIO: Bucket<tollgate::Gcra> = Bucket::leaky_bucket(QUOTA);
+//! // checked at compile time, also against one tick of the application's TICK_HZ
+//! const RATE: Quota = valid!(Quota::per_second(50));
+//! static RADIO: Bucket<Gcra> =
+//!     Bucket::leaky_bucket(valid!(RATE.check_resolution(EmbassyClock::RESOLUTION)));
 //!
 //! async fn send_frame() -> Result<(), WaitError> {
 //!     RADIO.acquire(1).await?; // sleeps until the radio may transmit
@@ -70,8 +66,10 @@ use embassy_time::{Duration, Instant, Timer, TICK_HZ};
 
 use crate::clock::Clock;
 use crate::decision::{CapacityExceeded, Decision, Snapshot};
+use crate::error::check_clock;
 use crate::limiter::Limiter;
 use crate::rate_limiter::RateLimiter;
+use crate::time::{duration_to_nanos, Timestamp};
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
@@ -141,7 +139,7 @@ const fn resolution_at(hz: u64) -> u64 {
     }
 }
 
-/// The embassy time driver as a tollgate [`Clock`]: nanoseconds since
+/// The embassy time driver as a tollgate [`Clock`]: the time since
 /// embassy's tick 0.
 ///
 /// Conversion is exact (rounded down to the nanosecond) for any `TICK_HZ`
@@ -149,31 +147,34 @@ const fn resolution_at(hz: u64) -> u64 {
 /// up to whole nanoseconds (30 518 ns at 32 768 Hz, 1 000 ns at 1 MHz).
 ///
 /// ```
+/// use core::time::Duration;
 /// use tollgate::embassy::EmbassyClock;
-/// use tollgate::{Clock, Quota, QuotaError, RateLimiter};
+/// use tollgate::{Clock, ConfigError, Quota, RateLimiter, Timestamp};
 ///
 /// let clock = EmbassyClock::new();
-/// assert_eq!(clock.resolution(), EmbassyClock::RESOLUTION_NANOS);
-/// // Ticks and nanoseconds convert both ways at the application's TICK_HZ.
-/// let one_sec = EmbassyClock::nanos_to_ticks_ceil(1_000_000_000);
-/// assert_eq!(one_sec, embassy_time::TICK_HZ);
-/// assert_eq!(EmbassyClock::ticks_to_nanos(one_sec), 1_000_000_000);
+/// assert_eq!(clock.resolution(), EmbassyClock::RESOLUTION);
+/// // Ticks and timestamps convert both ways at the application's TICK_HZ.
+/// let one_sec = EmbassyClock::instant_at(Timestamp::from_secs(1));
+/// assert_eq!(one_sec.as_ticks(), embassy_time::TICK_HZ);
+/// assert_eq!(Timestamp::from(one_sec), Timestamp::from_secs(1));
 ///
 /// // A quota finer than one tick is refused, never silently clamped.
-/// let too_fine = Quota::from_nanos(1, EmbassyClock::RESOLUTION_NANOS - 1)?;
+/// let too_fine = Quota::new(1, EmbassyClock::RESOLUTION - Duration::from_nanos(1))?;
 /// assert!(matches!(
 ///     RateLimiter::token_bucket(too_fine, clock),
-///     Err(QuotaError::BelowClockResolution { .. })
+///     Err(ConfigError::ClockTooCoarse { .. })
 /// ));
-/// # Ok::<(), QuotaError>(())
+/// # Ok::<(), ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct EmbassyClock;
 
 impl EmbassyClock {
-    /// One tick of the application's `TICK_HZ`, in nanoseconds rounded up:
-    /// what [`Clock::resolution`] reports, usable in `const` quota checks.
-    pub const RESOLUTION_NANOS: u64 = resolution_at(TICK_HZ);
+    /// One tick of the application's `TICK_HZ`, rounded up to whole
+    /// nanoseconds: what [`Clock::resolution`] reports, usable in `const`
+    /// quota checks ([`Quota::check_resolution`](crate::Quota::check_resolution)).
+    pub const RESOLUTION: core::time::Duration =
+        core::time::Duration::from_nanos(resolution_at(TICK_HZ));
 
     /// The clock (it has no state: the driver is global).
     #[must_use]
@@ -181,34 +182,36 @@ impl EmbassyClock {
         Self
     }
 
-    /// Converts embassy ticks to nanoseconds, rounded down, saturating.
+    /// The timestamp of an embassy instant (its ticks since tick 0, rounded
+    /// down to the nanosecond, saturating).
     #[must_use]
-    pub const fn ticks_to_nanos(ticks: u64) -> u64 {
-        ticks_to_nanos_with(ticks, TICK_RATIO)
+    pub const fn timestamp(instant: Instant) -> Timestamp {
+        Timestamp::from_nanos(ticks_to_nanos_with(instant.as_ticks(), TICK_RATIO))
     }
 
-    /// The first tick at which this clock reads at least `nanos`: the
-    /// nanoseconds rounded **up** to a whole tick, saturating.
+    /// The first [`Instant`] at which this clock reads at least `at`: the
+    /// time rounded **up** to a whole tick, saturating.
     #[must_use]
-    pub const fn nanos_to_ticks_ceil(nanos: u64) -> u64 {
-        nanos_to_ticks_ceil_with(nanos, TICK_RATIO)
+    pub const fn instant_at(at: Timestamp) -> Instant {
+        Instant::from_ticks(nanos_to_ticks_ceil_with(at.as_nanos(), TICK_RATIO))
     }
+}
 
-    /// The [`Instant`] at which this clock first reads at least `nanos`.
-    #[must_use]
-    pub const fn instant_at(nanos: u64) -> Instant {
-        Instant::from_ticks(Self::nanos_to_ticks_ceil(nanos))
+impl From<Instant> for Timestamp {
+    /// [`EmbassyClock::timestamp`].
+    fn from(instant: Instant) -> Self {
+        EmbassyClock::timestamp(instant)
     }
 }
 
 impl Clock for EmbassyClock {
     #[inline]
-    fn now(&self) -> u64 {
-        Self::ticks_to_nanos(Instant::now().as_ticks())
+    fn now(&self) -> Timestamp {
+        Self::timestamp(Instant::now())
     }
 
-    fn resolution(&self) -> u64 {
-        Self::RESOLUTION_NANOS
+    fn resolution(&self) -> core::time::Duration {
+        Self::RESOLUTION
     }
 }
 
@@ -217,8 +220,16 @@ impl Clock for EmbassyClock {
 #[non_exhaustive]
 pub enum WaitError {
     /// The request can never succeed: it asks for more than the limiter's
-    /// burst (or largest weight). Returned at once, never after a wait.
+    /// burst. Returned at once, never after a wait.
     CapacityExceeded(CapacityExceeded),
+    /// The limiter's finest step is shorter than one embassy tick, so the
+    /// tick clock cannot enforce it. Returned at once.
+    ClockTooCoarse {
+        /// The limiter's finest step.
+        step: core::time::Duration,
+        /// One tick.
+        resolution: core::time::Duration,
+    },
     /// The permits cannot be granted by the deadline. Returned as soon as
     /// the limiter's answer shows it (the waiter does not sleep until the
     /// deadline for nothing); nothing was taken.
@@ -234,7 +245,11 @@ pub enum WaitError {
 impl fmt::Display for WaitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::CapacityExceeded(e) => fmt::Display::fmt(e, f),
+            Self::CapacityExceeded(_) => f.write_str("the request can never be granted"),
+            Self::ClockTooCoarse { step, resolution } => write!(
+                f,
+                "the limiter's step of {step:?} is finer than one embassy tick ({resolution:?})"
+            ),
             Self::Timeout { ready_at, deadline } => write!(
                 f,
                 "rate limited past the deadline: ready at tick {}, deadline at tick {}",
@@ -249,7 +264,7 @@ impl core::error::Error for WaitError {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
             Self::CapacityExceeded(e) => Some(e),
-            Self::Timeout { .. } => None,
+            Self::ClockTooCoarse { .. } | Self::Timeout { .. } => None,
         }
     }
 }
@@ -327,18 +342,20 @@ impl<'a, L: Limiter + ?Sized> Wait<'a, L> {
         self.with_deadline(deadline)
     }
 
-    /// Asks the limiter once at `now_nanos`: the snapshot if granted,
+    /// Asks the limiter once at `now`: the snapshot if granted,
     /// otherwise the nanoseconds still to wait.
-    fn ask(&self, now_nanos: u64) -> Result<Result<Snapshot, u64>, CapacityExceeded> {
+    fn ask(&self, now: Timestamp) -> Result<Result<Snapshot, u64>, CapacityExceeded> {
         if self.take {
-            Ok(match self.limiter.check_n(self.n, now_nanos)? {
+            Ok(match self.limiter.check_n(self.n, now)? {
                 Decision::Allowed(s) => Ok(s),
                 Decision::Denied(d) => Err(d.retry_after_nanos()),
             })
         } else {
-            Ok(match self.limiter.time_until_ready(self.n, now_nanos)? {
-                0 => Ok(self.limiter.snapshot(now_nanos)),
-                wait => Err(wait),
+            let wait = self.limiter.time_until_ready(self.n, now)?;
+            Ok(if wait.is_zero() {
+                Ok(self.limiter.snapshot(now))
+            } else {
+                Err(duration_to_nanos(wait))
             })
         }
     }
@@ -350,6 +367,17 @@ impl<L: Limiter + ?Sized> Future for Wait<'_, L> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // `Wait` is `Unpin`: a reference, integers and an (Unpin) `Timer`.
         let this = self.get_mut();
+        if this.timer.is_none() {
+            // where a limiter meets the tick clock: a step finer than a
+            // tick cannot be enforced (a `static` bucket was never checked)
+            let step = this.limiter.required_resolution();
+            if check_clock(step, EmbassyClock::RESOLUTION).is_err() {
+                return Poll::Ready(Err(WaitError::ClockTooCoarse {
+                    step,
+                    resolution: EmbassyClock::RESOLUTION,
+                }));
+            }
+        }
         loop {
             if let Some(timer) = this.timer.as_mut() {
                 if Pin::new(timer).poll(cx).is_pending() {
@@ -358,15 +386,15 @@ impl<L: Limiter + ?Sized> Future for Wait<'_, L> {
                 this.timer = None;
             }
             let now = Instant::now().as_ticks();
-            let now_nanos = EmbassyClock::ticks_to_nanos(now);
-            let wait = match this.ask(now_nanos) {
+            let now_nanos = ticks_to_nanos_with(now, TICK_RATIO);
+            let wait = match this.ask(Timestamp::from_nanos(now_nanos)) {
                 Err(e) => return Poll::Ready(Err(WaitError::CapacityExceeded(e))),
                 Ok(Ok(snapshot)) => return Poll::Ready(Ok(snapshot)),
                 Ok(Err(wait)) => wait,
             };
             // The first tick whose time is at or after `now + wait`; at
             // least one tick ahead so a zero wait can never spin.
-            let wake = EmbassyClock::nanos_to_ticks_ceil(now_nanos.saturating_add(wait))
+            let wake = nanos_to_ticks_ceil_with(now_nanos.saturating_add(wait), TICK_RATIO)
                 .max(now.saturating_add(1));
             if let Some(deadline) = this.deadline {
                 if wake > deadline.as_ticks() {
@@ -393,7 +421,9 @@ pub trait AsyncLimiter: Limiter {
     ///
     /// # Errors
     /// The future resolves to [`WaitError::CapacityExceeded`] at once if
-    /// `n` can never be granted, and to [`WaitError::Timeout`] if a deadline
+    /// `n` can never be granted, to [`WaitError::ClockTooCoarse`] at once if
+    /// the limiter's step is finer than one tick, and to
+    /// [`WaitError::Timeout`] if a deadline
     /// set with [`Wait::with_deadline`] / [`Wait::with_timeout`] cannot be
     /// met.
     fn acquire(&self, n: u32) -> Wait<'_, Self> {

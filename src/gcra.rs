@@ -15,7 +15,8 @@
 //! - **leaky bucket** (strict pacing, `τ = 0`): a request of weight `n ≤ c`
 //!   is admitted only when the previous work has drained (`lead = 0`), then
 //!   occupies `n·T`. Admissions are never closer than `T` per unit of
-//!   weight, and never two at one instant.
+//!   weight, and never two at one instant. Its capacity `c` is the quota's
+//!   burst: the heaviest request it admits at one instant.
 //!
 //! `n = 0` is a peek; `n > c` is [`CapacityExceeded`] (it can never
 //! succeed). A [`refund`](Algorithm::refund) moves the TAT back by `n·T` but
@@ -47,13 +48,18 @@
 //!
 //! All arithmetic saturates: no input panics or wraps.
 
+use core::time::Duration;
+
 use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
 use crate::limiter::{Algorithm, Bucket};
+use crate::live::Inheritance;
 use crate::quota::Quota;
 use crate::sync::{AtomicU64, Ordering};
+use crate::time::{duration_to_nanos, Timestamp};
 
 /// Default heal threshold: 1 second.
-pub const DEFAULT_HEAL_THRESHOLD_NANOS: u64 = 1_000_000_000;
+pub const DEFAULT_HEAL_THRESHOLD: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_HEAL_THRESHOLD_NANOS: u64 = 1_000_000_000;
 
 /// Which shape of bucket a [`Gcra`] enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,7 +67,8 @@ pub enum BucketKind {
     /// Token bucket: admits up to the burst at once, refills at the rate.
     TokenBucket,
     /// Strict-pacing leaky bucket: admissions exactly `T` apart per unit of
-    /// weight, no bursts.
+    /// weight; a request of up to `burst` permits at one instant, only once
+    /// the previous work has drained.
     LeakyBucket,
 }
 
@@ -92,7 +99,7 @@ impl Gcra {
     }
 
     /// A strict-pacing leaky bucket enforcing `quota`'s rate, accepting
-    /// requests up to `quota.weight_limit()` permits.
+    /// requests of up to `quota.burst()` permits.
     #[must_use]
     pub const fn leaky_bucket(quota: Quota) -> Self {
         Self::new(BucketKind::LeakyBucket, quota)
@@ -102,10 +109,7 @@ impl Gcra {
     #[must_use]
     pub const fn new(kind: BucketKind, quota: Quota) -> Self {
         let interval = quota.interval_nanos();
-        let capacity = match kind {
-            BucketKind::TokenBucket => quota.burst(),
-            BucketKind::LeakyBucket => quota.weight_limit(),
-        };
+        let capacity = quota.burst();
         // A validated quota guarantees capacity × interval fits; saturate anyway.
         let max_lead = interval.saturating_mul(capacity as u64);
         let empty_lead = match kind {
@@ -130,12 +134,19 @@ impl Gcra {
     /// reading the clock and checking), or a stale caller could heal a
     /// fresher one's TAT downward.
     #[must_use]
-    pub const fn with_heal_threshold(self, threshold_nanos: u64) -> Self {
+    pub const fn with_heal_threshold(self, threshold: Duration) -> Self {
+        let threshold_nanos = duration_to_nanos(threshold);
         Self {
             heal_threshold: threshold_nanos,
             heal_limit: self.max_lead.saturating_add(threshold_nanos),
             ..self
         }
+    }
+
+    /// The emission interval `T`.
+    #[must_use]
+    pub const fn interval(&self) -> Duration {
+        Duration::from_nanos(self.interval)
     }
 
     /// The emission interval `T` in nanoseconds.
@@ -144,25 +155,59 @@ impl Gcra {
         self.interval
     }
 
-    /// The tolerance `τ` in nanoseconds (0 for a leaky bucket).
+    /// The tolerance `τ` (zero for a leaky bucket).
     #[must_use]
-    pub const fn tolerance_nanos(&self) -> u64 {
-        match self.kind {
+    pub const fn tolerance(&self) -> Duration {
+        Duration::from_nanos(match self.kind {
             BucketKind::TokenBucket => self.max_lead - self.interval,
             BucketKind::LeakyBucket => 0,
-        }
+        })
     }
 
-    /// The heal threshold in nanoseconds.
+    /// The heal threshold.
     #[must_use]
-    pub const fn heal_threshold_nanos(&self) -> u64 {
-        self.heal_threshold
+    pub const fn heal_threshold(&self) -> Duration {
+        Duration::from_nanos(self.heal_threshold)
     }
 
     /// Token or leaky bucket.
     #[must_use]
     pub const fn kind(&self) -> BucketKind {
         self.kind
+    }
+
+    /// The configuration as six words, for [`crate::live`]'s atomic cell.
+    pub(crate) const fn to_words(&self) -> [u64; 6] {
+        let kind = match self.kind {
+            BucketKind::TokenBucket => 0,
+            BucketKind::LeakyBucket => 1,
+        };
+        [
+            self.interval,
+            self.max_lead,
+            self.heal_limit,
+            self.empty_lead,
+            self.heal_threshold,
+            (self.capacity as u64) << 1 | kind,
+        ]
+    }
+
+    /// The configuration back from [`Gcra::to_words`].
+    #[inline]
+    pub(crate) const fn from_words(w: [u64; 6]) -> Self {
+        Self {
+            interval: w[0],
+            max_lead: w[1],
+            heal_limit: w[2],
+            empty_lead: w[3],
+            heal_threshold: w[4],
+            capacity: (w[5] >> 1) as u32,
+            kind: if w[5] & 1 == 0 {
+                BucketKind::TokenBucket
+            } else {
+                BucketKind::LeakyBucket
+            },
+        }
     }
 
     /// The largest lead with which `n` permits are still admitted.
@@ -179,20 +224,9 @@ impl Gcra {
     /// `now` (0 for a full bucket). This is how a bucket stored elsewhere
     /// (the Redis store runs the same step in a Lua script and returns the
     /// lead) reports exactly the fields an in-process bucket would.
-    ///
-    /// ```
-    /// use tollgate::{Algorithm, Gcra, GcraState, Quota};
-    ///
-    /// let gcra = Gcra::token_bucket(Quota::per_second(10)?); // T = 100 ms
-    /// let state = GcraState::new();
-    /// let _ = gcra.check_n(&state, 3, 0)?;
-    /// assert_eq!(gcra.snapshot(&state, 0), gcra.snapshot_for_lead(300_000_000));
-    /// assert_eq!(gcra.snapshot_for_lead(300_000_000).remaining(), 7);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
     #[inline]
     #[must_use]
-    pub fn snapshot_for_lead(&self, lead: u64) -> Snapshot {
+    pub(crate) fn snapshot_for_lead(&self, lead: u64) -> Snapshot {
         let slack = match self.kind {
             BucketKind::TokenBucket => self.max_lead.saturating_sub(lead),
             BucketKind::LeakyBucket if lead == 0 => self.max_lead,
@@ -225,24 +259,10 @@ impl Gcra {
     /// permits at `now`, and the TAT to store (`None`: leave it unchanged).
     ///
     /// This is [`Algorithm::check_n`] without the atomic: for stores that
-    /// keep the TAT elsewhere (a lock-free keyed slot, a remote store) and
-    /// install the new value with their own compare-and-swap. `n = 0` is a
-    /// peek.
-    ///
-    /// # Errors
-    /// [`CapacityExceeded`] if `n` is more than the bucket can ever grant.
-    ///
-    /// ```
-    /// use tollgate::{Gcra, Quota};
-    ///
-    /// let gcra = Gcra::token_bucket(Quota::per_second(10)?.allow_burst(2)?);
-    /// let (first, tat) = gcra.step(0, 1, 0)?;
-    /// assert!(first.is_allowed());
-    /// assert_eq!(tat, Some(100_000_000)); // one interval T ahead of now
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
+    /// keep the TAT elsewhere (a lock-free keyed slot) and install the new
+    /// value with their own compare-and-swap. `n = 0` is a peek.
     #[inline]
-    pub fn step(
+    pub(crate) fn step(
         &self,
         tat: u64,
         n: u32,
@@ -260,7 +280,8 @@ impl Gcra {
         let admit_lead = self.admit_lead(n);
         if lead > admit_lead {
             let retry = lead - admit_lead;
-            let decision = Decision::Denied(Denied::new(retry, self.snapshot_for_lead(lead)));
+            let decision =
+                Decision::Denied(Denied::from_nanos(retry, self.snapshot_for_lead(lead)));
             // Persist a heal so the bucket recovers instead of re-healing
             // forever.
             let store = healed.then(|| now.saturating_add(self.empty_lead));
@@ -277,7 +298,7 @@ impl Gcra {
     /// Never before `now`, so a refund cannot lift capacity above the burst.
     #[inline]
     #[must_use]
-    pub fn refunded(&self, tat: u64, n: u32, now: u64) -> Option<u64> {
+    pub(crate) fn refunded(&self, tat: u64, n: u32, now: u64) -> Option<u64> {
         let give_back = (n as u64).saturating_mul(self.interval);
         if give_back == 0 || tat <= now {
             return None;
@@ -288,7 +309,7 @@ impl Gcra {
     /// The snapshot of a bucket with stored `tat` at `now`.
     #[inline]
     #[must_use]
-    pub fn snapshot_of(&self, tat: u64, now: u64) -> Snapshot {
+    pub(crate) fn snapshot_of(&self, tat: u64, now: u64) -> Snapshot {
         self.snapshot_for_lead(self.lead_at(tat, now))
     }
 
@@ -298,7 +319,7 @@ impl Gcra {
     /// # Errors
     /// [`CapacityExceeded`] if `n` can never be granted.
     #[inline]
-    pub fn wait_of(&self, tat: u64, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+    pub(crate) fn wait_of(&self, tat: u64, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
         if n > self.capacity {
             return Err(self.exceeded(n));
         }
@@ -306,6 +327,35 @@ impl Gcra {
             return Ok(0);
         }
         Ok(self.lead_at(tat, now).saturating_sub(self.admit_lead(n)))
+    }
+}
+
+impl Gcra {
+    /// The TAT that carries a bucket kept under `old` over to `self`, per
+    /// `how`, at `now`: the whole of a live reconfiguration for one bucket
+    /// (see [`crate::live`]). Exact arithmetic in `u128`, rounded so that
+    /// the bucket never ends up with more room than the inheritance rule
+    /// gives it.
+    pub(crate) fn inherit_tat(&self, old: &Gcra, tat: u64, now: u64, how: Inheritance) -> u64 {
+        let lead = old.lead_at(tat, now);
+        if lead == 0 {
+            return tat; // full under any quota: nothing to carry
+        }
+        let new_lead: u128 = match how {
+            Inheritance::Reset => return now,
+            // permits used = lead / T_old, charged again at T_new
+            Inheritance::UsedAmount => {
+                (u128::from(lead) * u128::from(self.interval)).div_ceil(u128::from(old.interval))
+            }
+            // fraction used = lead / max_lead_old, of the new max lead
+            Inheritance::UsedFraction => (u128::from(lead) * u128::from(self.max_lead))
+                .div_ceil(u128::from(old.max_lead.max(1))),
+        };
+        // More used than the new bucket holds: it is empty, no debt beyond.
+        let new_lead = u64::try_from(new_lead)
+            .unwrap_or(u64::MAX)
+            .min(self.max_lead);
+        now.saturating_add(new_lead)
     }
 }
 
@@ -328,15 +378,26 @@ impl GcraState {
         }
     }
 
-    /// The raw theoretical arrival time, in nanoseconds.
+    /// A state holding `tat` (for computing on a TAT stored elsewhere).
+    pub(crate) fn from_tat(tat: u64) -> Self {
+        Self {
+            tat: AtomicU64::new(tat),
+        }
+    }
+
+    /// The theoretical arrival time: when the bucket is full again.
     #[must_use]
-    pub fn tat(&self) -> u64 {
-        self.tat.load(Ordering::Relaxed)
+    pub fn tat(&self) -> Timestamp {
+        Timestamp::from_nanos(self.tat.load(Ordering::Relaxed))
     }
 }
 
 impl Algorithm for Gcra {
     type State = GcraState;
+
+    #[cfg(not(loom))]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const FRESH_STATE: Self::State = GcraState::new();
 
     #[inline]
     fn new_state(&self) -> GcraState {
@@ -349,7 +410,13 @@ impl Algorithm for Gcra {
     }
 
     #[inline]
-    fn check_n(&self, state: &GcraState, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+    fn check_n(
+        &self,
+        state: &GcraState,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Decision, CapacityExceeded> {
+        let now = now.as_nanos();
         let mut tat = state.tat.load(Ordering::Relaxed);
         loop {
             let (decision, store) = self.step(tat, n, now)?;
@@ -371,7 +438,8 @@ impl Algorithm for Gcra {
     }
 
     #[inline]
-    fn refund(&self, state: &GcraState, n: u32, now: u64) {
+    fn refund(&self, state: &GcraState, n: u32, now: Timestamp) {
+        let now = now.as_nanos();
         let mut tat = state.tat.load(Ordering::Relaxed);
         while let Some(new_tat) = self.refunded(tat, n, now) {
             match state.tat.compare_exchange_weak(
@@ -387,8 +455,8 @@ impl Algorithm for Gcra {
     }
 
     #[inline]
-    fn snapshot(&self, state: &GcraState, now: u64) -> Snapshot {
-        self.snapshot_of(state.tat.load(Ordering::Relaxed), now)
+    fn snapshot(&self, state: &GcraState, now: Timestamp) -> Snapshot {
+        self.snapshot_of(state.tat.load(Ordering::Relaxed), now.as_nanos())
     }
 
     #[inline]
@@ -396,14 +464,26 @@ impl Algorithm for Gcra {
         &self,
         state: &GcraState,
         n: u32,
-        now: u64,
-    ) -> Result<u64, CapacityExceeded> {
-        self.wait_of(state.tat.load(Ordering::Relaxed), n, now)
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded> {
+        self.wait_of(state.tat.load(Ordering::Relaxed), n, now.as_nanos())
+            .map(Duration::from_nanos)
     }
 
     #[inline]
-    fn is_idle(&self, state: &GcraState, now: u64) -> bool {
-        state.tat.load(Ordering::Relaxed) <= now
+    fn is_idle(&self, state: &GcraState, now: Timestamp) -> bool {
+        state.tat.load(Ordering::Relaxed) <= now.as_nanos()
+    }
+
+    #[inline]
+    fn required_resolution(&self) -> Duration {
+        Duration::from_nanos(self.interval)
+    }
+
+    fn carry_over(&self, next: &Self, state: &GcraState, how: Inheritance, now: Timestamp) {
+        let tat = state.tat.load(Ordering::Relaxed);
+        let carried = next.inherit_tat(self, tat, now.as_nanos(), how);
+        state.tat.store(carried, Ordering::Relaxed);
     }
 
     /// Exact for both kinds when the `ahead` permits come in requests of at
@@ -416,26 +496,29 @@ impl Algorithm for Gcra {
         state: &GcraState,
         ahead: u64,
         n: u32,
-        now: u64,
-    ) -> Option<u64> {
+        now: Timestamp,
+    ) -> Option<Duration> {
         if n > self.capacity {
             return None;
         }
-        let lead = state.tat.load(Ordering::Relaxed).saturating_sub(now);
+        let lead = state
+            .tat
+            .load(Ordering::Relaxed)
+            .saturating_sub(now.as_nanos());
         let lead = if lead > self.heal_limit {
             self.empty_lead
         } else {
             lead
         };
         let ahead_cost = ahead.saturating_mul(self.interval);
-        Some(match self.kind {
+        Some(Duration::from_nanos(match self.kind {
             BucketKind::TokenBucket => lead
                 .saturating_add(ahead_cost)
                 .saturating_add((n as u64) * self.interval)
                 .saturating_sub(self.max_lead),
             BucketKind::LeakyBucket if n == 0 && ahead == 0 => 0,
             BucketKind::LeakyBucket => lead.saturating_add(ahead_cost),
-        })
+        }))
     }
 }
 
@@ -450,7 +533,7 @@ impl Bucket<Gcra> {
 
     crate::sync::const_fn_unless_loom! {
         /// A strict-pacing leaky bucket enforcing `quota`'s rate, accepting
-        /// requests up to `quota.weight_limit()` permits.
+        /// requests of up to `quota.burst()` permits.
         #[must_use]
         pub fn leaky_bucket(quota: Quota) -> Self {
             Self::from_parts(Gcra::leaky_bucket(quota), GcraState::new())

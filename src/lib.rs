@@ -471,6 +471,7 @@
 // The library never uses unsafe code. (Cargo.toml only denies it, so that
 // a test binary can install a counting global allocator.)
 #![forbid(unsafe_code)]
+#![warn(missing_debug_implementations)]
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 #[cfg(feature = "std")]
@@ -482,11 +483,13 @@ pub mod concurrency;
 pub mod decision;
 #[cfg(feature = "embassy")]
 pub mod embassy;
+pub mod error;
 pub mod gcra;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod keyed;
 pub mod limiter;
+pub mod live;
 #[cfg(feature = "tokio")]
 pub mod queue;
 pub mod quota;
@@ -495,6 +498,7 @@ pub mod rate_limiter;
 pub mod redis;
 pub mod remote;
 pub mod stats;
+pub mod time;
 pub mod window;
 
 #[cfg(loom)]
@@ -502,6 +506,7 @@ pub mod window;
 pub mod sync;
 #[cfg(not(loom))]
 mod sync;
+mod wakers;
 
 pub use chain::Chain;
 #[cfg(feature = "quanta")]
@@ -511,19 +516,20 @@ pub use clock::{Clock, ManualClock};
 pub use clock::{CoarseClock, StdClock};
 #[cfg(feature = "std")]
 pub use concurrency::OwnedConcurrencyPermit;
-pub use concurrency::{
-    AcquireError, Concurrency, ConcurrencyError, ConcurrencyLimiter, ConcurrencyPermit,
-    ConcurrencyState,
-};
+pub use concurrency::{ConcurrencyLimiter, ConcurrencyPermit};
 pub use decision::{CapacityExceeded, Decision, Denied, Snapshot};
+pub use error::{AcquireError, ConfigError};
 pub use gcra::{BucketKind, Gcra, GcraState};
+pub use keyed::{KeyedDecision, KeyedLimiter};
 pub use limiter::{Algorithm, Bucket, BucketRef, Limiter};
+pub use live::{Inheritance, LiveBucket};
 #[cfg(feature = "tokio")]
 pub use queue::TokioClock;
-pub use quota::{Quota, QuotaError};
-pub use rate_limiter::RateLimiter;
+pub use quota::Quota;
+pub use rate_limiter::{KeyedRateLimiter, RateLimiter};
 pub use stats::{Statistics, WithStats};
-pub use window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState, WindowError};
+pub use time::Timestamp;
+pub use window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState};
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.
 #[cfg(doctest)]

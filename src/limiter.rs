@@ -10,11 +10,23 @@
 //! such as [`Bucket`]); chains, async waiters and middleware work with any
 //! `Limiter`.
 //!
-//! Both traits take `now` in nanoseconds on the caller's monotonic
-//! [`Clock`](crate::Clock). Every operation is lock-free unless the
-//! implementing type documents otherwise.
+//! Both traits take `now` as a [`Timestamp`] on the caller's monotonic
+//! [`Clock`](crate::Clock); waits are [`Duration`]s. Every operation is
+//! lock-free unless the implementing type documents otherwise.
+//!
+//! Permits of these limiters come back with *time* (or a
+//! [`refund`](Limiter::refund) of a request that a later stage refused): a
+//! check takes them for good. A limit on work *in flight*, whose permits come
+//! back when the work ends, is the [`ConcurrencyLimiter`](crate::ConcurrencyLimiter),
+//! which is deliberately not a `Limiter`: it hands out permits only through
+//! guards, so no chain, statistics wrapper or waiter can take one and forget
+//! to give it back.
+
+use core::time::Duration;
 
 use crate::decision::{CapacityExceeded, Decision, Snapshot};
+use crate::live::Inheritance;
+use crate::time::Timestamp;
 
 /// A rate-limiting algorithm applied to separately stored state.
 ///
@@ -30,6 +42,12 @@ pub trait Algorithm {
     /// The per-limiter mutable state (atomic, shared by reference).
     type State;
 
+    /// A fresh state as a constant, so that a table of states can be built
+    /// in `const` context (a `static` [`HeaplessKeyedTable`](crate::keyed::HeaplessKeyedTable)).
+    /// Not available under `cfg(loom)`, whose atomics are not `const`.
+    #[cfg(not(loom))]
+    const FRESH_STATE: Self::State;
+
     /// A fresh state (full capacity).
     fn new_state(&self) -> Self::State;
 
@@ -40,20 +58,25 @@ pub trait Algorithm {
     ///
     /// # Errors
     /// [`CapacityExceeded`] if `n` can never be granted.
-    fn check_n(&self, state: &Self::State, n: u32, now: u64) -> Result<Decision, CapacityExceeded>;
+    fn check_n(
+        &self,
+        state: &Self::State,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Decision, CapacityExceeded>;
 
     /// Gives back `n` permits taken by an earlier admission (for example
     /// when a later limiter in a chain refused the request). Meant for an
     /// admission made moments ago; see each algorithm for what a late or
     /// stale refund does (none ever lifts capacity above its limit at
     /// `now`; the GCRA can credit permits that had already expired).
-    fn refund(&self, state: &Self::State, n: u32, now: u64);
+    fn refund(&self, state: &Self::State, n: u32, now: Timestamp);
 
     /// The state at `now`, without changing it.
-    fn snapshot(&self, state: &Self::State, now: u64) -> Snapshot;
+    fn snapshot(&self, state: &Self::State, now: Timestamp) -> Snapshot;
 
-    /// Nanoseconds from `now` until a request for `n` permits would be
-    /// admitted if nothing else happens (0 if it would be admitted now).
+    /// The time from `now` until a request for `n` permits would be
+    /// admitted if nothing else happens (zero if it would be admitted now).
     ///
     /// # Errors
     /// [`CapacityExceeded`] if `n` can never be granted.
@@ -61,13 +84,25 @@ pub trait Algorithm {
         &self,
         state: &Self::State,
         n: u32,
-        now: u64,
-    ) -> Result<u64, CapacityExceeded>;
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded>;
 
     /// True if `state` is indistinguishable from a fresh one at `now`.
-    fn is_idle(&self, state: &Self::State, now: u64) -> bool;
+    fn is_idle(&self, state: &Self::State, now: Timestamp) -> bool;
 
-    /// Nanoseconds from `now` until a request for `n` permits would be
+    /// The finest time step the algorithm relies on (a GCRA emission
+    /// interval, a window, a segment): a clock whose resolution is coarser
+    /// cannot enforce it ([`ConfigError::ClockTooCoarse`](crate::ConfigError::ClockTooCoarse)).
+    fn required_resolution(&self) -> Duration;
+
+    /// Carries `state`, kept under `self` until now, over to `next` by the
+    /// [`Inheritance`] rule `how`: a live reconfiguration (see
+    /// [`crate::live`]). The caller guarantees that no other operation on
+    /// `state` runs meanwhile (a keyed table holds its lock). Rounding only
+    /// ever leaves less room than the rule gives.
+    fn carry_over(&self, next: &Self, state: &Self::State, how: Inheritance, now: Timestamp);
+
+    /// The time from `now` until a request for `n` permits would be
     /// admitted if `ahead` permits (in requests of at most
     /// [`capacity`](Algorithm::capacity) each) were admitted before it, in
     /// order, and nothing else took capacity.
@@ -81,8 +116,8 @@ pub trait Algorithm {
         state: &Self::State,
         ahead: u64,
         n: u32,
-        now: u64,
-    ) -> Option<u64> {
+        now: Timestamp,
+    ) -> Option<Duration> {
         let _ = (state, ahead, n, now);
         None
     }
@@ -98,38 +133,43 @@ pub trait Limiter {
     ///
     /// # Errors
     /// [`CapacityExceeded`] if `n` can never be granted.
-    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded>;
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded>;
 
     /// Tries to take one permit at `now`.
-    fn check(&self, now: u64) -> Decision {
+    #[inline]
+    fn check(&self, now: Timestamp) -> Decision {
         match self.check_n(1, now) {
             Ok(decision) => decision,
             // Only reachable for a limiter of capacity 0, which no tollgate
             // constructor allows; refuse rather than panic.
-            Err(_) => Decision::Denied(crate::Denied::new(u64::MAX, self.snapshot(now))),
+            Err(_) => Decision::Denied(crate::Denied::from_nanos(u64::MAX, self.snapshot(now))),
         }
     }
 
     /// Gives back `n` permits of an earlier admission.
-    fn refund(&self, n: u32, now: u64);
+    fn refund(&self, n: u32, now: Timestamp);
 
     /// The state at `now`, without changing it.
-    fn snapshot(&self, now: u64) -> Snapshot;
+    fn snapshot(&self, now: Timestamp) -> Snapshot;
 
-    /// Nanoseconds until `n` permits would be admitted (0 if now).
+    /// The time until `n` permits would be admitted (zero if now).
     ///
     /// # Errors
     /// [`CapacityExceeded`] if `n` can never be granted.
-    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded>;
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded>;
 
     /// True if the limiter is indistinguishable from a fresh one at `now`.
-    fn is_idle(&self, now: u64) -> bool;
+    fn is_idle(&self, now: Timestamp) -> bool;
 
-    /// Nanoseconds until `n` permits would be admitted if `ahead` permits
+    /// The finest time step the limiter relies on; see
+    /// [`Algorithm::required_resolution`].
+    fn required_resolution(&self) -> Duration;
+
+    /// The time until `n` permits would be admitted if `ahead` permits
     /// were admitted before them first, in order; `None` if the limiter
     /// cannot predict it (the default). See
     /// [`Algorithm::time_until_ready_after`].
-    fn time_until_ready_after(&self, ahead: u64, n: u32, now: u64) -> Option<u64> {
+    fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
         let _ = (ahead, n, now);
         None
     }
@@ -138,13 +178,14 @@ pub trait Limiter {
 /// An [`Algorithm`] together with its state: the one-limiter case.
 ///
 /// ```
-/// use tollgate::{Bucket, Limiter, Quota};
+/// use tollgate::{Bucket, Limiter, Quota, Timestamp};
 ///
 /// let bucket = Bucket::token_bucket(Quota::per_second(2)?);
-/// assert!(bucket.check(0).is_allowed());
-/// assert!(bucket.check(0).is_allowed());
-/// assert!(bucket.check(0).is_denied());
-/// # Ok::<(), tollgate::QuotaError>(())
+/// let now = Timestamp::ZERO;
+/// assert!(bucket.check(now).is_allowed());
+/// assert!(bucket.check(now).is_allowed());
+/// assert!(bucket.check(now).is_denied());
+/// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 #[derive(Debug)]
 pub struct Bucket<A: Algorithm> {
@@ -185,27 +226,31 @@ impl<A: Algorithm> Limiter for Bucket<A> {
         self.algorithm.capacity()
     }
     #[inline]
-    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
         self.algorithm.check_n(&self.state, n, now)
     }
     #[inline]
-    fn refund(&self, n: u32, now: u64) {
+    fn refund(&self, n: u32, now: Timestamp) {
         self.algorithm.refund(&self.state, n, now);
     }
     #[inline]
-    fn snapshot(&self, now: u64) -> Snapshot {
+    fn snapshot(&self, now: Timestamp) -> Snapshot {
         self.algorithm.snapshot(&self.state, now)
     }
     #[inline]
-    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
         self.algorithm.time_until_ready(&self.state, n, now)
     }
     #[inline]
-    fn is_idle(&self, now: u64) -> bool {
+    fn is_idle(&self, now: Timestamp) -> bool {
         self.algorithm.is_idle(&self.state, now)
     }
     #[inline]
-    fn time_until_ready_after(&self, ahead: u64, n: u32, now: u64) -> Option<u64> {
+    fn required_resolution(&self) -> Duration {
+        self.algorithm.required_resolution()
+    }
+    #[inline]
+    fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
         self.algorithm
             .time_until_ready_after(&self.state, ahead, n, now)
     }
@@ -221,18 +266,14 @@ impl<A: Algorithm> Limiter for Bucket<A> {
 /// brings a bucket's RAM down to its state: 8 bytes for a GCRA bucket.
 ///
 /// ```
-/// use tollgate::{BucketRef, Gcra, GcraState, Limiter, Quota};
+/// use tollgate::{valid, BucketRef, Gcra, GcraState, Limiter, Quota, Timestamp};
 ///
-/// const QUOTA: Quota = match Quota::per_second(50) {
-///     Ok(q) => q,
-///     Err(_) => panic!("invalid quota"),
-/// };
-/// static RADIO_CONFIG: Gcra = Gcra::leaky_bucket(QUOTA); // read-only memory
+/// static RADIO_CONFIG: Gcra = Gcra::leaky_bucket(valid!(Quota::per_second(50))); // read-only memory
 /// static RADIO_STATE: GcraState = GcraState::new(); // 8 bytes of RAM
 /// static RADIO: BucketRef<'static, Gcra> = BucketRef::new(&RADIO_CONFIG, &RADIO_STATE);
 ///
-/// assert!(RADIO.check(0).is_allowed());
-/// assert!(RADIO.check(0).is_denied());
+/// assert!(RADIO.check(Timestamp::ZERO).is_allowed());
+/// assert!(RADIO.check(Timestamp::ZERO).is_denied());
 /// assert_eq!(core::mem::size_of::<GcraState>(), 8);
 /// assert_eq!(core::mem::size_of::<tollgate::Bucket<Gcra>>(), 56);
 /// ```
@@ -276,27 +317,31 @@ impl<A: Algorithm> Limiter for BucketRef<'_, A> {
         self.algorithm.capacity()
     }
     #[inline]
-    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
         self.algorithm.check_n(self.state, n, now)
     }
     #[inline]
-    fn refund(&self, n: u32, now: u64) {
+    fn refund(&self, n: u32, now: Timestamp) {
         self.algorithm.refund(self.state, n, now);
     }
     #[inline]
-    fn snapshot(&self, now: u64) -> Snapshot {
+    fn snapshot(&self, now: Timestamp) -> Snapshot {
         self.algorithm.snapshot(self.state, now)
     }
     #[inline]
-    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
         self.algorithm.time_until_ready(self.state, n, now)
     }
     #[inline]
-    fn is_idle(&self, now: u64) -> bool {
+    fn is_idle(&self, now: Timestamp) -> bool {
         self.algorithm.is_idle(self.state, now)
     }
     #[inline]
-    fn time_until_ready_after(&self, ahead: u64, n: u32, now: u64) -> Option<u64> {
+    fn required_resolution(&self) -> Duration {
+        self.algorithm.required_resolution()
+    }
+    #[inline]
+    fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
         self.algorithm
             .time_until_ready_after(self.state, ahead, n, now)
     }
@@ -310,31 +355,35 @@ macro_rules! forward_limiter {
                 (**self).capacity()
             }
             #[inline]
-            fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+            fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
                 (**self).check_n(n, now)
             }
             #[inline]
-            fn check(&self, now: u64) -> Decision {
+            fn check(&self, now: Timestamp) -> Decision {
                 (**self).check(now)
             }
             #[inline]
-            fn refund(&self, n: u32, now: u64) {
+            fn refund(&self, n: u32, now: Timestamp) {
                 (**self).refund(n, now);
             }
             #[inline]
-            fn snapshot(&self, now: u64) -> Snapshot {
+            fn snapshot(&self, now: Timestamp) -> Snapshot {
                 (**self).snapshot(now)
             }
             #[inline]
-            fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+            fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
                 (**self).time_until_ready(n, now)
             }
             #[inline]
-            fn is_idle(&self, now: u64) -> bool {
+            fn is_idle(&self, now: Timestamp) -> bool {
                 (**self).is_idle(now)
             }
             #[inline]
-            fn time_until_ready_after(&self, ahead: u64, n: u32, now: u64) -> Option<u64> {
+            fn required_resolution(&self) -> Duration {
+                (**self).required_resolution()
+            }
+            #[inline]
+            fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
                 (**self).time_until_ready_after(ahead, n, now)
             }
         }

@@ -1,52 +1,54 @@
 //! Quotas: how many permits per period, with what burst.
 //!
-//! A [`Quota`] is a rate (`permits` per `period`) plus the shape of the
-//! bucket that enforces it:
+//! A [`Quota`] is a rate (`permits` per `period`) plus a **burst**: the most
+//! permits the bucket admits at one instant. It defaults to `permits`, so
+//! `per_second(10)` admits 10 at once and then one every 100 ms.
 //!
-//! - **burst**: how many permits a fresh token bucket admits at once
-//!   (defaults to `permits`, so `per_second(10)` admits 10 at once and then
-//!   one every 100 ms);
-//! - **max weight**: the heaviest single request a strict-pacing leaky
-//!   bucket accepts (defaults to 1).
+//! - A token bucket ([`Gcra::token_bucket`](crate::Gcra::token_bucket))
+//!   admits up to `burst` permits at once from a full bucket, then refills
+//!   at the rate.
+//! - A leaky bucket ([`Gcra::leaky_bucket`](crate::Gcra::leaky_bucket))
+//!   admits a request of up to `burst` permits at one instant only when the
+//!   previous work has drained, then paces: single permits are exactly one
+//!   interval apart. Set `with_burst(1)` for a bucket that refuses any
+//!   request heavier than one permit.
 //!
+//! Every setting applies to both, so no setting is ever silently ignored.
 //! The emission interval `T = period / permits` is rounded **up** to whole
 //! nanoseconds, so rounding can only admit less than promised, never more.
 //!
-//! Every constructor is a `const fn` returning a `Result`, so a quota can be
-//! a `static` in firmware and a bad one fails the build:
+//! Every constructor is a `const fn` returning a `Result`; a `static` quota
+//! is unwrapped at compile time by [`valid!`](crate::valid), so a bad one
+//! fails the build, with no `match` and no `panic!` in your code:
 //!
 //! ```
-//! use tollgate::Quota;
+//! use tollgate::{valid, Quota};
 //!
-//! static TELEMETRY: Quota = match Quota::per_second(10) {
-//!     Ok(q) => q,
-//!     Err(_) => panic!("bad quota"),
-//! };
-//! assert_eq!(TELEMETRY.interval_nanos(), 100_000_000);
+//! static TELEMETRY: Quota = valid!(Quota::per_second(10));
+//! assert_eq!(TELEMETRY.interval(), core::time::Duration::from_millis(100));
 //! assert_eq!(TELEMETRY.burst(), 10);
 //! ```
 //!
-//! Invalid input is a [`QuotaError`] naming what is wrong; nothing is
-//! silently clamped:
+//! Invalid input is a [`ConfigError`] naming what is wrong:
 //!
 //! ```
-//! use tollgate::{Quota, QuotaError};
+//! use tollgate::{ConfigError, Quota};
 //!
-//! assert_eq!(Quota::per_second(0), Err(QuotaError::ZeroPermits));
+//! assert_eq!(Quota::per_second(0), Err(ConfigError::ZeroPermits));
 //! assert!(matches!(
-//!     Quota::per_second(10).and_then(|q| q.allow_burst(0)),
-//!     Err(QuotaError::ZeroBurst)
+//!     Quota::per_second(10).and_then(|q| q.with_burst(0)),
+//!     Err(ConfigError::ZeroBurst)
 //! ));
 //! ```
 
-use core::fmt;
 use core::time::Duration;
 
-use crate::clock::duration_to_nanos;
+use crate::error::ConfigError;
+use crate::time::duration_to_nanos;
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
-/// A validated rate limit: permits per period, burst, and largest weight.
+/// A validated rate limit: permits per period, and a burst.
 ///
 /// See the [module documentation](self) for the meaning of each part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,33 +57,31 @@ pub struct Quota {
     permits: u32,
     interval: u64,
     burst: u32,
-    max_weight: u32,
 }
 
 impl Quota {
-    /// `permits` permits per `period`, burst `permits`, max weight 1.
+    /// `permits` permits per `period`, burst `permits`.
     ///
     /// # Errors
-    /// [`QuotaError::ZeroPermits`] if `permits` is 0;
-    /// [`QuotaError::IntervalTooShort`] if `period / permits` is under 1 ns;
-    /// [`QuotaError::ToleranceOverflow`] if the burst does not fit in `u64`
-    /// nanoseconds.
-    pub const fn new(permits: u32, period: Duration) -> Result<Self, QuotaError> {
-        Self::from_nanos(permits, duration_to_nanos(period))
+    /// [`ConfigError::ZeroPermits`] if `permits` is 0;
+    /// [`ConfigError::IntervalTooShort`] if `period / permits` is under
+    /// 1 ns; [`ConfigError::ToleranceOverflow`] if the burst does not fit in
+    /// `u64` nanoseconds.
+    pub const fn new(permits: u32, period: Duration) -> Result<Self, ConfigError> {
+        Self::from_period_nanos(permits, duration_to_nanos(period))
     }
 
-    /// `permits` permits per `period_nanos` nanoseconds. See [`Quota::new`].
-    ///
-    /// # Errors
-    /// As [`Quota::new`].
-    pub const fn from_nanos(permits: u32, period_nanos: u64) -> Result<Self, QuotaError> {
+    pub(crate) const fn from_period_nanos(
+        permits: u32,
+        period_nanos: u64,
+    ) -> Result<Self, ConfigError> {
         if permits == 0 {
-            return Err(QuotaError::ZeroPermits);
+            return Err(ConfigError::ZeroPermits);
         }
         if period_nanos < permits as u64 {
-            return Err(QuotaError::IntervalTooShort {
+            return Err(ConfigError::IntervalTooShort {
                 permits,
-                period_nanos,
+                period: Duration::from_nanos(period_nanos),
             });
         }
         // Round up: the bucket may admit less than promised, never more.
@@ -91,97 +91,73 @@ impl Quota {
             permits,
             interval,
             burst: permits,
-            max_weight: 1,
         };
-        quota.allow_burst(permits)
+        quota.with_burst(permits)
     }
 
     /// `permits` per second (ten per second for `per_second(10)`).
     ///
     /// # Errors
     /// As [`Quota::new`].
-    pub const fn per_second(permits: u32) -> Result<Self, QuotaError> {
-        Self::from_nanos(permits, NANOS_PER_SEC)
+    pub const fn per_second(permits: u32) -> Result<Self, ConfigError> {
+        Self::from_period_nanos(permits, NANOS_PER_SEC)
     }
 
     /// `permits` per minute.
     ///
     /// # Errors
     /// As [`Quota::new`].
-    pub const fn per_minute(permits: u32) -> Result<Self, QuotaError> {
-        Self::from_nanos(permits, 60 * NANOS_PER_SEC)
+    pub const fn per_minute(permits: u32) -> Result<Self, ConfigError> {
+        Self::from_period_nanos(permits, 60 * NANOS_PER_SEC)
     }
 
     /// `permits` per hour.
     ///
     /// # Errors
     /// As [`Quota::new`].
-    pub const fn per_hour(permits: u32) -> Result<Self, QuotaError> {
-        Self::from_nanos(permits, 3600 * NANOS_PER_SEC)
+    pub const fn per_hour(permits: u32) -> Result<Self, ConfigError> {
+        Self::from_period_nanos(permits, 3600 * NANOS_PER_SEC)
     }
 
     /// One permit every `period` (burst 1). `with_period(100 ms)` is the same
     /// rate as `per_second(10)` but with a burst of one.
     ///
     /// # Errors
-    /// [`QuotaError::IntervalTooShort`] for a zero period.
-    pub const fn with_period(period: Duration) -> Result<Self, QuotaError> {
+    /// [`ConfigError::IntervalTooShort`] for a zero period.
+    pub const fn with_period(period: Duration) -> Result<Self, ConfigError> {
         Self::new(1, period)
     }
 
-    /// Sets the token-bucket burst: how many permits a full bucket admits at
-    /// once. The rate is unchanged.
+    /// The same rate with another burst: the most permits admitted at one
+    /// instant (see the [module documentation](self)).
     ///
     /// # Errors
-    /// [`QuotaError::ZeroBurst`] for 0; [`QuotaError::ToleranceOverflow`] if
-    /// `burst × interval` does not fit in `u64` nanoseconds.
-    pub const fn allow_burst(self, burst: u32) -> Result<Self, QuotaError> {
+    /// [`ConfigError::ZeroBurst`] for 0; [`ConfigError::ToleranceOverflow`]
+    /// if `burst × interval` does not fit in `u64` nanoseconds.
+    pub const fn with_burst(self, burst: u32) -> Result<Self, ConfigError> {
         if burst == 0 {
-            return Err(QuotaError::ZeroBurst);
+            return Err(ConfigError::ZeroBurst);
         }
         if self.interval.checked_mul(burst as u64).is_none() {
-            return Err(QuotaError::ToleranceOverflow {
-                capacity: burst,
-                interval_nanos: self.interval,
+            return Err(ConfigError::ToleranceOverflow {
+                burst,
+                interval: Duration::from_nanos(self.interval),
             });
         }
         Ok(Self { burst, ..self })
     }
 
-    /// Sets the leaky bucket's largest weight: the most permits one request
-    /// may take (default 1). A weighted request is admitted only once the
-    /// previous work has drained, then occupies `weight × interval`.
-    ///
-    /// # Errors
-    /// [`QuotaError::ZeroWeight`] for 0; [`QuotaError::ToleranceOverflow`]
-    /// if `weight × interval` does not fit in `u64` nanoseconds.
-    pub const fn max_weight(self, max_weight: u32) -> Result<Self, QuotaError> {
-        if max_weight == 0 {
-            return Err(QuotaError::ZeroWeight);
-        }
-        if self.interval.checked_mul(max_weight as u64).is_none() {
-            return Err(QuotaError::ToleranceOverflow {
-                capacity: max_weight,
-                interval_nanos: self.interval,
-            });
-        }
-        Ok(Self { max_weight, ..self })
-    }
-
-    /// Checks that a clock of `resolution_nanos` can enforce this quota: its
+    /// Checks that a clock of `resolution` can enforce this quota: its
     /// emission interval must be at least one clock step.
     ///
     /// # Errors
-    /// [`QuotaError::BelowClockResolution`] if the interval is finer than
-    /// the clock.
-    pub const fn check_resolution(self, resolution_nanos: u64) -> Result<Self, QuotaError> {
-        if self.interval < resolution_nanos {
-            return Err(QuotaError::BelowClockResolution {
-                interval_nanos: self.interval,
-                resolution_nanos,
-            });
+    /// [`ConfigError::ClockTooCoarse`] if the interval is finer than the
+    /// clock.
+    pub const fn check_resolution(self, resolution: Duration) -> Result<Self, ConfigError> {
+        match crate::error::check_clock(Duration::from_nanos(self.interval), resolution) {
+            Ok(()) => Ok(self),
+            Err(e) => Err(e),
         }
-        Ok(self)
     }
 
     /// The emission interval `T` (period / permits, rounded up).
@@ -214,84 +190,12 @@ impl Quota {
         self.period
     }
 
-    /// The token-bucket burst.
+    /// The burst: the most permits admitted at one instant.
     #[must_use]
     pub const fn burst(&self) -> u32 {
         self.burst
     }
-
-    /// The leaky bucket's largest weight.
-    #[must_use]
-    pub const fn weight_limit(&self) -> u32 {
-        self.max_weight
-    }
 }
-
-/// Why a [`Quota`] could not be built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum QuotaError {
-    /// The rate has zero permits per period.
-    ZeroPermits,
-    /// The burst is zero: a bucket that can never admit anything.
-    ZeroBurst,
-    /// The leaky bucket's largest weight is zero.
-    ZeroWeight,
-    /// `period / permits` is under one nanosecond (or the period is zero).
-    IntervalTooShort {
-        /// Permits asked for.
-        permits: u32,
-        /// Period asked for, in nanoseconds.
-        period_nanos: u64,
-    },
-    /// The emission interval is finer than the clock can resolve.
-    BelowClockResolution {
-        /// The quota's emission interval in nanoseconds.
-        interval_nanos: u64,
-        /// The clock's resolution in nanoseconds.
-        resolution_nanos: u64,
-    },
-    /// `capacity × interval` overflows `u64` nanoseconds (about 584 years).
-    ToleranceOverflow {
-        /// The burst or largest weight asked for.
-        capacity: u32,
-        /// The emission interval in nanoseconds.
-        interval_nanos: u64,
-    },
-}
-
-impl fmt::Display for QuotaError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Self::ZeroPermits => f.write_str("quota rate must be at least 1 permit per period"),
-            Self::ZeroBurst => f.write_str("quota burst must be at least 1"),
-            Self::ZeroWeight => f.write_str("leaky bucket max weight must be at least 1"),
-            Self::IntervalTooShort {
-                permits,
-                period_nanos,
-            } => write!(
-                f,
-                "{permits} permits per {period_nanos} ns is an emission interval under 1 ns"
-            ),
-            Self::BelowClockResolution {
-                interval_nanos,
-                resolution_nanos,
-            } => write!(
-                f,
-                "emission interval of {interval_nanos} ns is finer than the clock resolution of {resolution_nanos} ns"
-            ),
-            Self::ToleranceOverflow {
-                capacity,
-                interval_nanos,
-            } => write!(
-                f,
-                "capacity {capacity} x interval {interval_nanos} ns overflows u64 nanoseconds"
-            ),
-        }
-    }
-}
-
-impl core::error::Error for QuotaError {}
 
 #[cfg(test)]
 mod tests {
@@ -302,7 +206,6 @@ mod tests {
         let q = Quota::per_second(10).unwrap();
         assert_eq!(q.interval_nanos(), 100_000_000);
         assert_eq!(q.burst(), 10);
-        assert_eq!(q.weight_limit(), 1);
         assert_eq!(q.permits(), 10);
         assert_eq!(q.period(), Duration::from_secs(1));
     }
@@ -335,46 +238,45 @@ mod tests {
 
     #[test]
     fn errors_name_the_problem() {
-        assert_eq!(Quota::per_second(0), Err(QuotaError::ZeroPermits));
+        assert_eq!(Quota::per_second(0), Err(ConfigError::ZeroPermits));
         assert_eq!(
             Quota::with_period(Duration::ZERO),
-            Err(QuotaError::IntervalTooShort {
+            Err(ConfigError::IntervalTooShort {
                 permits: 1,
-                period_nanos: 0
+                period: Duration::ZERO
             })
         );
         assert_eq!(
-            Quota::from_nanos(10, 9),
-            Err(QuotaError::IntervalTooShort {
+            Quota::new(10, Duration::from_nanos(9)),
+            Err(ConfigError::IntervalTooShort {
                 permits: 10,
-                period_nanos: 9
+                period: Duration::from_nanos(9)
             })
         );
         // exactly 1 ns is fine
-        assert_eq!(Quota::from_nanos(10, 10).unwrap().interval_nanos(), 1);
-        let q = Quota::per_second(1).unwrap();
-        assert_eq!(q.allow_burst(0), Err(QuotaError::ZeroBurst));
-        assert_eq!(q.max_weight(0), Err(QuotaError::ZeroWeight));
-        assert!(matches!(
-            Quota::per_hour(1).unwrap().allow_burst(u32::MAX),
-            Err(QuotaError::ToleranceOverflow { .. })
-        ));
-        assert!(matches!(
-            Quota::per_hour(1).unwrap().max_weight(u32::MAX),
-            Err(QuotaError::ToleranceOverflow { .. })
-        ));
         assert_eq!(
-            Quota::from_nanos(1000, 1000)
+            Quota::new(10, Duration::from_nanos(10))
                 .unwrap()
-                .check_resolution(1000),
-            Err(QuotaError::BelowClockResolution {
-                interval_nanos: 1,
-                resolution_nanos: 1000
+                .interval_nanos(),
+            1
+        );
+        let q = Quota::per_second(1).unwrap();
+        assert_eq!(q.with_burst(0), Err(ConfigError::ZeroBurst));
+        assert!(matches!(
+            Quota::per_hour(1).unwrap().with_burst(u32::MAX),
+            Err(ConfigError::ToleranceOverflow { .. })
+        ));
+        let us = Duration::from_micros(1);
+        assert_eq!(
+            Quota::new(1000, us).unwrap().check_resolution(us),
+            Err(ConfigError::ClockTooCoarse {
+                step: Duration::from_nanos(1),
+                resolution: us
             })
         );
         assert!(Quota::per_second(1000)
             .unwrap()
-            .check_resolution(1000)
+            .check_resolution(us)
             .is_ok());
     }
 
@@ -401,13 +303,5 @@ mod tests {
             }
         }
         assert!(Quota::new(1, Duration::MAX).is_ok());
-    }
-
-    #[test]
-    fn display_mentions_the_field() {
-        extern crate std;
-        use std::string::ToString;
-        assert!(QuotaError::ZeroBurst.to_string().contains("burst"));
-        assert!(QuotaError::ZeroPermits.to_string().contains("permit"));
     }
 }

@@ -4,9 +4,13 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::decision::{CapacityExceeded, Decision, Snapshot};
+use crate::error::{check_clock, ConfigError};
 use crate::gcra::{BucketKind, Gcra};
-use crate::limiter::{Bucket, Limiter};
-use crate::quota::{Quota, QuotaError};
+#[cfg(feature = "std")]
+use crate::keyed::ShardedKeyedTable;
+use crate::keyed::{KeyedDecision, KeyedLimiter};
+use crate::limiter::{Algorithm, Bucket, Limiter};
+use crate::quota::Quota;
 
 /// A limiter and the clock it reads: call `try_acquire()` and go.
 ///
@@ -14,7 +18,7 @@ use crate::quota::{Quota, QuotaError};
 /// use tollgate::{ManualClock, Quota, RateLimiter};
 /// use core::time::Duration;
 ///
-/// let clock = ManualClock::new(0);
+/// let clock = ManualClock::new();
 /// let limiter = RateLimiter::token_bucket(Quota::per_second(5)?, &clock)?;
 /// for _ in 0..5 {
 ///     assert!(limiter.try_acquire().is_allowed());
@@ -23,7 +27,7 @@ use crate::quota::{Quota, QuotaError};
 /// assert_eq!(refused.retry_after(), Duration::from_millis(200));
 /// clock.advance(Duration::from_millis(200));
 /// assert!(limiter.try_acquire().is_allowed());
-/// # Ok::<(), tollgate::QuotaError>(())
+/// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 #[derive(Debug)]
 pub struct RateLimiter<C: Clock, L: Limiter = Bucket<Gcra>> {
@@ -35,21 +39,17 @@ impl<C: Clock> RateLimiter<C, Bucket<Gcra>> {
     /// A token or leaky bucket enforcing `quota`, reading `clock`.
     ///
     /// # Errors
-    /// [`QuotaError::BelowClockResolution`] if `quota`'s interval is finer
-    /// than the clock can resolve.
-    pub fn new(kind: BucketKind, quota: Quota, clock: C) -> Result<Self, QuotaError> {
-        let quota = quota.check_resolution(clock.resolution())?;
-        Ok(Self {
-            limiter: Bucket::new(Gcra::new(kind, quota)),
-            clock,
-        })
+    /// [`ConfigError::ClockTooCoarse`] if `quota`'s interval is finer than
+    /// the clock can resolve.
+    pub fn new(kind: BucketKind, quota: Quota, clock: C) -> Result<Self, ConfigError> {
+        Self::from_limiter(Bucket::new(Gcra::new(kind, quota)), clock)
     }
 
     /// A token bucket: `quota.burst()` at once, then the rate.
     ///
     /// # Errors
     /// As [`RateLimiter::new`].
-    pub fn token_bucket(quota: Quota, clock: C) -> Result<Self, QuotaError> {
+    pub fn token_bucket(quota: Quota, clock: C) -> Result<Self, ConfigError> {
         Self::new(BucketKind::TokenBucket, quota, clock)
     }
 
@@ -57,17 +57,21 @@ impl<C: Clock> RateLimiter<C, Bucket<Gcra>> {
     ///
     /// # Errors
     /// As [`RateLimiter::new`].
-    pub fn leaky_bucket(quota: Quota, clock: C) -> Result<Self, QuotaError> {
+    pub fn leaky_bucket(quota: Quota, clock: C) -> Result<Self, ConfigError> {
         Self::new(BucketKind::LeakyBucket, quota, clock)
     }
 }
 
 impl<C: Clock, L: Limiter> RateLimiter<C, L> {
-    /// Wraps any limiter with a clock. The caller is responsible for the
-    /// limiter's quota suiting the clock's resolution.
-    #[must_use]
-    pub const fn from_limiter(limiter: L, clock: C) -> Self {
-        Self { limiter, clock }
+    /// Wraps any limiter with a clock.
+    ///
+    /// # Errors
+    /// [`ConfigError::ClockTooCoarse`] if the limiter's finest step (see
+    /// [`Limiter::required_resolution`]) is finer than the clock can
+    /// resolve.
+    pub fn from_limiter(limiter: L, clock: C) -> Result<Self, ConfigError> {
+        check_clock(limiter.required_resolution(), clock.resolution())?;
+        Ok(Self { limiter, clock })
     }
 
     /// Tries to take one permit now.
@@ -90,9 +94,7 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     /// # Errors
     /// [`CapacityExceeded`] if `n` can never be granted.
     pub fn time_until_ready(&self, n: u32) -> Result<Duration, CapacityExceeded> {
-        self.limiter
-            .time_until_ready(n, self.clock.now())
-            .map(Duration::from_nanos)
+        self.limiter.time_until_ready(n, self.clock.now())
     }
 
     /// Gives back `n` permits of an earlier admission.
@@ -116,5 +118,142 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     #[must_use]
     pub const fn clock(&self) -> &C {
         &self.clock
+    }
+}
+
+/// A keyed table and the clock it reads: call `try_acquire(&key)` and go.
+///
+/// Any [`KeyedLimiter`] works (sharded, lock-free, `no_std` heapless);
+/// through this type every one of them is also an
+/// [`AsyncKeyedLimiter`](crate::remote::AsyncKeyedLimiter), the seam the
+/// HTTP layer and the Redis store share. With feature `std`,
+/// [`KeyedRateLimiter::token_bucket`] builds a default table in one call:
+///
+/// ```
+/// use std::net::IpAddr;
+/// use tollgate::{KeyedRateLimiter, Quota, StdClock};
+///
+/// // 10 per second and bursts of 10 per client, 10,000 clients tracked.
+/// let limiter = KeyedRateLimiter::token_bucket(Quota::per_second(10)?, StdClock::new())?;
+/// let client: IpAddr = "192.0.2.7".parse()?;
+/// assert!(limiter.try_acquire(&client).is_allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct KeyedRateLimiter<T, C> {
+    table: T,
+    clock: C,
+}
+
+impl<T, C: Clock> KeyedRateLimiter<T, C> {
+    /// Pairs `table` with `clock`.
+    ///
+    /// # Errors
+    /// [`ConfigError::ClockTooCoarse`] if the table's default algorithm has
+    /// a step finer than the clock can resolve. (A per-key quota function
+    /// cannot be checked ahead of time: give it quotas the clock can
+    /// enforce.)
+    pub fn new<K: ?Sized>(table: T, clock: C) -> Result<Self, ConfigError>
+    where
+        T: KeyedLimiter<K>,
+    {
+        check_clock(
+            table.default_algorithm().required_resolution(),
+            clock.resolution(),
+        )?;
+        Ok(Self { table, clock })
+    }
+
+    /// Tries to take one permit for `key` now.
+    #[inline]
+    pub fn try_acquire<K: ?Sized>(&self, key: &K) -> KeyedDecision
+    where
+        T: KeyedLimiter<K>,
+    {
+        self.table.check(key, self.clock.now())
+    }
+
+    /// Tries to take `n` permits for `key` now; `n = 0` is a peek.
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` can never be granted to `key`.
+    #[inline]
+    pub fn try_acquire_n<K: ?Sized>(
+        &self,
+        key: &K,
+        n: u32,
+    ) -> Result<KeyedDecision, CapacityExceeded>
+    where
+        T: KeyedLimiter<K>,
+    {
+        self.table.check_n(key, n, self.clock.now())
+    }
+
+    /// How long until `n` permits for `key` would be granted, taking none.
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` can never be granted to `key`.
+    pub fn time_until_ready<K: ?Sized>(&self, key: &K, n: u32) -> Result<Duration, CapacityExceeded>
+    where
+        T: KeyedLimiter<K>,
+    {
+        self.table.time_until_ready(key, n, self.clock.now())
+    }
+
+    /// Gives back `n` permits of an earlier admission for `key`.
+    pub fn refund<K: ?Sized>(&self, key: &K, n: u32)
+    where
+        T: KeyedLimiter<K>,
+    {
+        self.table.refund(key, n, self.clock.now());
+    }
+
+    /// `key`'s state now.
+    #[must_use]
+    pub fn snapshot<K: ?Sized>(&self, key: &K) -> Snapshot
+    where
+        T: KeyedLimiter<K>,
+    {
+        self.table.snapshot(key, self.clock.now())
+    }
+
+    /// The table (for its introspection and reconfiguration).
+    #[must_use]
+    pub const fn table(&self) -> &T {
+        &self.table
+    }
+
+    /// The clock.
+    #[must_use]
+    pub const fn clock(&self) -> &C {
+        &self.clock
+    }
+}
+
+#[cfg(feature = "std")]
+impl<K: core::hash::Hash + Eq + Clone, C: Clock> KeyedRateLimiter<ShardedKeyedTable<K, Gcra>, C> {
+    /// A token bucket of `quota` per key, in a
+    /// [`ShardedKeyedTable`] of 10,000 keys (build the table yourself for
+    /// other settings), reading `clock`.
+    ///
+    /// # Errors
+    /// As [`KeyedRateLimiter::new`].
+    pub fn token_bucket(quota: Quota, clock: C) -> Result<Self, ConfigError> {
+        Self::new(
+            ShardedKeyedTable::builder(Gcra::token_bucket(quota)).build()?,
+            clock,
+        )
+    }
+
+    /// A strict-pacing leaky bucket of `quota` per key (see
+    /// [`KeyedRateLimiter::token_bucket`]).
+    ///
+    /// # Errors
+    /// As [`KeyedRateLimiter::new`].
+    pub fn leaky_bucket(quota: Quota, clock: C) -> Result<Self, ConfigError> {
+        Self::new(
+            ShardedKeyedTable::builder(Gcra::leaky_bucket(quota)).build()?,
+            clock,
+        )
     }
 }

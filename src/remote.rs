@@ -4,11 +4,12 @@
 //! [`AsyncKeyedLimiter`] is what an HTTP layer (or any async caller) needs
 //! from a backend: "may the request with this key take `n` permits?",
 //! answered asynchronously with a [`RemoteDecision`]. The Redis store
-//! (`tollgate::redis::RedisStore`, feature `redis`) implements it,
-//! and so does any in-process limiter: a [`RateLimiter`] answers for every
-//! key from one bucket (a global limit), and a keyed in-process table can
-//! implement it the same way. A layer written against this trait takes
-//! either backend without knowing which.
+//! (`tollgate::redis::RedisStore`, feature `redis`) implements it for
+//! byte-like keys, and so does every in-process limiter: a
+//! [`KeyedRateLimiter`] (any keyed table with its clock) answers per key,
+//! a [`RateLimiter`] answers for every key from one bucket (a global
+//! limit). A layer written against this trait takes any backend without
+//! knowing which.
 //!
 //! A [`RemoteDecision`] is a core [`Decision`] plus its [`DecisionSource`]:
 //! whether the store answered, a local cache of refusals answered, or the
@@ -18,20 +19,26 @@
 //!
 //! ```
 //! use tollgate::remote::{AsyncKeyedLimiter, DecisionSource};
-//! use tollgate::{ManualClock, Quota, RateLimiter};
+//! use tollgate::{KeyedRateLimiter, ManualClock, Quota, RateLimiter};
 //!
-//! async fn admit<L: AsyncKeyedLimiter>(limiter: &L, client: &[u8]) -> bool {
+//! async fn admit<L: AsyncKeyedLimiter<str>>(limiter: &L, client: &str) -> bool {
 //!     match limiter.check_n(client, 1).await {
 //!         Ok(d) => d.decision().is_allowed(),
 //!         Err(_) => false, // can never succeed
 //!     }
 //! }
 //!
-//! // An in-process global limiter through the same seam as the Redis store.
-//! let local = RateLimiter::token_bucket(Quota::per_second(1)?, ManualClock::new(0))?;
-//! let first = poll_ready(local.check_n(b"client-a", 1))?;
+//! // An in-process keyed table through the same seam as the Redis store.
+//! let per_client = KeyedRateLimiter::token_bucket(Quota::per_second(1)?, ManualClock::new())?;
+//! let first = poll_ready(AsyncKeyedLimiter::<str>::check_n(&per_client, "client-a", 1))?;
 //! assert_eq!(first.source(), DecisionSource::Local);
-//! assert!(!poll_ready(admit(&local, b"client-b"))); // one bucket for all keys
+//! assert!(!poll_ready(admit(&per_client, "client-a"))); // client-a is spent
+//! assert!(poll_ready(admit(&per_client, "client-b"))); // client-b is not
+//!
+//! // A global limiter: one bucket for every key.
+//! let global = RateLimiter::token_bucket(Quota::per_second(1)?, ManualClock::new())?;
+//! assert!(poll_ready(admit(&global, "client-a")));
+//! assert!(!poll_ready(admit(&global, "client-b")));
 //!
 //! // (a tiny executor for futures that never wait)
 //! fn poll_ready<F: core::future::Future>(f: F) -> F::Output {
@@ -49,8 +56,9 @@ use core::future::Future;
 
 use crate::clock::Clock;
 use crate::decision::{CapacityExceeded, Decision};
+use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
-use crate::rate_limiter::RateLimiter;
+use crate::rate_limiter::{KeyedRateLimiter, RateLimiter};
 
 /// Who produced a [`RemoteDecision`].
 #[non_exhaustive]
@@ -120,16 +128,17 @@ impl RemoteDecision {
     }
 }
 
-/// An asynchronous limiter keyed by bytes: the backend seam for request
-/// layers (see the [module docs](self)).
+/// An asynchronous keyed limiter: the backend seam for request layers
+/// (see the [module docs](self)).
 ///
-/// Contract, as for [`Limiter`]: `n = 0` is a peek that takes nothing;
+/// Contract, as for [`KeyedLimiter`]: `n = 0` is a peek that takes nothing;
 /// `n > capacity()` is `Err(CapacityExceeded)` (it can never succeed) and
 /// takes nothing; a returned future completes in bounded time (a store
 /// backend enforces its own timeout and applies its failure policy instead
 /// of returning store errors).
-pub trait AsyncKeyedLimiter {
-    /// The most permits one request can ever take.
+pub trait AsyncKeyedLimiter<K: ?Sized> {
+    /// The most permits one request can ever take (for a key with the
+    /// default quota).
     fn capacity(&self) -> u32;
 
     /// Tries to take `n` permits for `key`; `n = 0` is a peek.
@@ -138,18 +147,47 @@ pub trait AsyncKeyedLimiter {
     /// [`CapacityExceeded`] if `n` can never be granted.
     fn check_n(
         &self,
-        key: &[u8],
+        key: &K,
         n: u32,
     ) -> impl Future<Output = Result<RemoteDecision, CapacityExceeded>> + Send;
 
     /// Gives back `n` permits of an earlier admission for `key` (best
     /// effort: a store backend that cannot be reached drops the refund).
-    fn refund(&self, key: &[u8], n: u32) -> impl Future<Output = ()> + Send;
+    fn refund(&self, key: &K, n: u32) -> impl Future<Output = ()> + Send;
+}
+
+/// Every in-process keyed table, with its clock, answers at once.
+impl<K, T, C> AsyncKeyedLimiter<K> for KeyedRateLimiter<T, C>
+where
+    K: ?Sized,
+    T: KeyedLimiter<K> + Sync,
+    C: Clock + Sync,
+{
+    fn capacity(&self) -> u32 {
+        crate::limiter::Algorithm::capacity(&self.table().default_algorithm())
+    }
+
+    fn check_n(
+        &self,
+        key: &K,
+        n: u32,
+    ) -> impl Future<Output = Result<RemoteDecision, CapacityExceeded>> + Send {
+        let result = self
+            .try_acquire_n(key, n)
+            .map(|d| RemoteDecision::new(d.into_decision(), DecisionSource::Local));
+        core::future::ready(result)
+    }
+
+    fn refund(&self, key: &K, n: u32) -> impl Future<Output = ()> + Send {
+        KeyedRateLimiter::refund(self, key, n);
+        core::future::ready(())
+    }
 }
 
 /// One in-process limiter for every key: a global limit through the seam.
-impl<C, L> AsyncKeyedLimiter for RateLimiter<C, L>
+impl<K, C, L> AsyncKeyedLimiter<K> for RateLimiter<C, L>
 where
+    K: ?Sized,
     C: Clock + Sync,
     L: Limiter + Sync,
 {
@@ -159,7 +197,7 @@ where
 
     fn check_n(
         &self,
-        _key: &[u8],
+        _key: &K,
         n: u32,
     ) -> impl Future<Output = Result<RemoteDecision, CapacityExceeded>> + Send {
         let result = self
@@ -168,7 +206,7 @@ where
         core::future::ready(result)
     }
 
-    fn refund(&self, _key: &[u8], n: u32) -> impl Future<Output = ()> + Send {
+    fn refund(&self, _key: &K, n: u32) -> impl Future<Output = ()> + Send {
         RateLimiter::refund(self, n);
         core::future::ready(())
     }

@@ -18,20 +18,23 @@
 //!   limiters before the refusing one: `admitted − refunded` is the net).
 //!
 //! ```
-//! use tollgate::{Bucket, Limiter, Quota, WithStats};
+//! use tollgate::{Bucket, Limiter, Quota, Timestamp, WithStats};
 //!
 //! let limiter = WithStats::new(Bucket::token_bucket(Quota::per_second(3)?));
 //! for _ in 0..5 {
-//!     let _ = limiter.check(0);
+//!     let _ = limiter.check(Timestamp::ZERO);
 //! }
-//! let stats = limiter.statistics(0);
+//! let stats = limiter.statistics(Timestamp::ZERO);
 //! assert_eq!((stats.admitted, stats.refused, stats.available), (3, 2, 0));
-//! # Ok::<(), tollgate::QuotaError>(())
+//! # Ok::<(), tollgate::ConfigError>(())
 //! ```
+
+use core::time::Duration;
 
 use crate::decision::{CapacityExceeded, Decision, Snapshot};
 use crate::limiter::Limiter;
 use crate::sync::{AtomicU64, Ordering};
+use crate::time::Timestamp;
 
 /// A limiter with permit counters. See the [module documentation](self).
 #[derive(Debug)]
@@ -126,7 +129,7 @@ impl<L> WithStats<L> {
 impl<L: Limiter> WithStats<L> {
     /// The counters and the permits available at `now`.
     #[must_use]
-    pub fn statistics(&self, now: u64) -> Statistics {
+    pub fn statistics(&self, now: Timestamp) -> Statistics {
         Statistics {
             admitted: self.admitted(),
             refused: self.refused(),
@@ -143,7 +146,7 @@ impl<L: Limiter> Limiter for WithStats<L> {
     }
 
     #[inline]
-    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
         let result = self.inner.check_n(n, now);
         match &result {
             Ok(Decision::Allowed(_)) => Self::count(&self.admitted, n),
@@ -153,7 +156,7 @@ impl<L: Limiter> Limiter for WithStats<L> {
     }
 
     #[inline]
-    fn check(&self, now: u64) -> Decision {
+    fn check(&self, now: Timestamp) -> Decision {
         let decision = self.inner.check(now);
         let counter = if decision.is_allowed() {
             &self.admitted
@@ -165,23 +168,33 @@ impl<L: Limiter> Limiter for WithStats<L> {
     }
 
     #[inline]
-    fn refund(&self, n: u32, now: u64) {
+    fn refund(&self, n: u32, now: Timestamp) {
         self.inner.refund(n, now);
         Self::count(&self.refunded, n);
     }
 
     #[inline]
-    fn snapshot(&self, now: u64) -> Snapshot {
+    fn snapshot(&self, now: Timestamp) -> Snapshot {
         self.inner.snapshot(now)
     }
 
     #[inline]
-    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
         self.inner.time_until_ready(n, now)
     }
 
     #[inline]
-    fn is_idle(&self, now: u64) -> bool {
+    fn is_idle(&self, now: Timestamp) -> bool {
         self.inner.is_idle(now)
+    }
+
+    #[inline]
+    fn required_resolution(&self) -> Duration {
+        self.inner.required_resolution()
+    }
+
+    #[inline]
+    fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
+        self.inner.time_until_ready_after(ahead, n, now)
     }
 }

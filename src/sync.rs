@@ -37,6 +37,12 @@ pub use core::hint::spin_loop;
 #[cfg(loom)]
 #[allow(unused_imports)]
 pub use loom::hint::spin_loop;
+#[cfg(loom)]
+#[allow(unused_imports)]
+pub use loom::sync::atomic::fence;
+#[cfg(not(loom))]
+#[allow(unused_imports)]
+pub use portable_atomic::fence;
 
 // The locks of the `std` keyed tables: std's, or loom's under loom so that
 // a model sees their synchronisation. Both return `LockResult`; loom's

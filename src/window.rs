@@ -22,21 +22,22 @@
 //!
 //! ```
 //! use core::time::Duration;
-//! use tollgate::{Bucket, FixedWindow, Limiter, SlidingWindow};
+//! use tollgate::{Bucket, FixedWindow, Limiter, SlidingWindow, Timestamp};
 //!
+//! let ms = Timestamp::from_millis;
 //! let fixed = Bucket::new(FixedWindow::new(2, Duration::from_secs(1))?);
-//! assert!(fixed.check(0).is_allowed());
-//! assert!(fixed.check(0).is_allowed());
+//! assert!(fixed.check(ms(0)).is_allowed());
+//! assert!(fixed.check(ms(0)).is_allowed());
 //! // At 0.75 s the window is spent; the next one opens at 1 s.
-//! assert_eq!(fixed.check(750_000_000).retry_after(), Duration::from_millis(250));
+//! assert_eq!(fixed.check(ms(750)).retry_after(), Duration::from_millis(250));
 //!
 //! // 2 per second, in 4 segments of 250 ms.
 //! let sliding = Bucket::new(SlidingWindow::<4>::new(2, Duration::from_secs(1))?);
-//! assert!(sliding.check(0).is_allowed());
-//! assert!(sliding.check(600_000_000).is_allowed());
+//! assert!(sliding.check(ms(0)).is_allowed());
+//! assert!(sliding.check(ms(600)).is_allowed());
 //! // The first permit leaves the window at 1 s (when its segment expires).
-//! assert_eq!(sliding.check(750_000_000).retry_after(), Duration::from_millis(250));
-//! # Ok::<(), tollgate::WindowError>(())
+//! assert_eq!(sliding.check(ms(750)).retry_after(), Duration::from_millis(250));
+//! # Ok::<(), tollgate::ConfigError>(())
 //! ```
 //!
 //! # Clocks that go backwards
@@ -59,8 +60,6 @@
 //! newer one would let it admit more than `limit`. So under that race a
 //! refused request can cost its permits (fail closed), never grant extra.
 
-use core::fmt;
-
 mod fixed;
 mod sliding;
 
@@ -68,80 +67,8 @@ pub use fixed::{FixedWindow, FixedWindowState};
 pub use sliding::{SlidingWindow, SlidingWindowState};
 
 /// Default heal threshold of the window limiters: 1 second.
-pub const DEFAULT_HEAL_THRESHOLD_NANOS: u64 = 1_000_000_000;
-
-/// Why a window limiter could not be built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum WindowError {
-    /// The limit is zero: a window that can never admit anything.
-    ZeroLimit,
-    /// The window length is zero.
-    ZeroWindow,
-    /// A sliding window with zero segments.
-    ZeroSegments,
-    /// The window length is not a whole number of nanoseconds per segment.
-    WindowNotDivisible {
-        /// Window length asked for, in nanoseconds.
-        window_nanos: u64,
-        /// Segments asked for.
-        segments: u64,
-    },
-    /// A fixed window this short cannot number every window up to
-    /// `u64::MAX` ns next to a count of `limit` in one 64-bit word: more than
-    /// about one permit per nanosecond. Count in larger units or lengthen the
-    /// window.
-    WindowTooShort {
-        /// Window length asked for, in nanoseconds.
-        window_nanos: u64,
-        /// The limit asked for.
-        limit: u32,
-        /// The shortest window accepted for this limit, in nanoseconds.
-        min_window_nanos: u64,
-    },
-    /// The window (or, for a sliding window, its segment) is finer than the
-    /// clock can resolve.
-    BelowClockResolution {
-        /// The window or segment length in nanoseconds.
-        step_nanos: u64,
-        /// The clock's resolution in nanoseconds.
-        resolution_nanos: u64,
-    },
-}
-
-impl fmt::Display for WindowError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Self::ZeroLimit => f.write_str("window limit must be at least 1 permit"),
-            Self::ZeroWindow => f.write_str("window length must be at least 1 ns"),
-            Self::ZeroSegments => f.write_str("a sliding window needs at least 1 segment"),
-            Self::WindowNotDivisible {
-                window_nanos,
-                segments,
-            } => write!(
-                f,
-                "a window of {window_nanos} ns cannot be split into {segments} whole-nanosecond segments"
-            ),
-            Self::WindowTooShort {
-                window_nanos,
-                limit,
-                min_window_nanos,
-            } => write!(
-                f,
-                "a fixed window of {window_nanos} ns is too short for a limit of {limit} (at least {min_window_nanos} ns)"
-            ),
-            Self::BelowClockResolution {
-                step_nanos,
-                resolution_nanos,
-            } => write!(
-                f,
-                "window step of {step_nanos} ns is finer than the clock resolution of {resolution_nanos} ns"
-            ),
-        }
-    }
-}
-
-impl core::error::Error for WindowError {}
+pub const DEFAULT_HEAL_THRESHOLD: core::time::Duration = core::time::Duration::from_secs(1);
+const DEFAULT_HEAL_THRESHOLD_NANOS: u64 = 1_000_000_000;
 
 /// The wait from `now` until `start + len`, exact even when `start + len`
 /// lies beyond `u64::MAX` (then it saturates), and at least 1 ns. `start`
@@ -163,20 +90,6 @@ const fn wait_until(start: u64, len: u64, now: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn errors_display_what_is_wrong() {
-        extern crate std;
-        use std::string::ToString;
-        assert!(WindowError::ZeroLimit.to_string().contains("limit"));
-        assert!(WindowError::ZeroSegments.to_string().contains("segment"));
-        let e = WindowError::WindowTooShort {
-            window_nanos: 3,
-            limit: 7,
-            min_window_nanos: 8,
-        };
-        assert!(e.to_string().contains("at least 8 ns"));
-    }
 
     #[test]
     fn wait_is_exact_past_the_end_of_time() {

@@ -35,7 +35,7 @@ pub trait PolicyBackend: Send + Sync {
     fn refund<'a>(&'a self, key: &'a [u8], n: u32) -> BoxFuture<'a, ()>;
 }
 
-impl<T: AsyncKeyedLimiter + Send + Sync> PolicyBackend for T {
+impl<T: AsyncKeyedLimiter<[u8]> + Send + Sync> PolicyBackend for T {
     fn capacity(&self) -> u32 {
         AsyncKeyedLimiter::capacity(self)
     }

@@ -196,7 +196,9 @@ impl RateLimitLayerBuilder {
             } else {
                 p.max_keys
             };
-            ShardedKeyedTable::new(capacity, crate::gcra::Gcra::new(p.kind, p.quota))
+            ShardedKeyedTable::builder(crate::gcra::Gcra::new(p.kind, p.quota))
+                .max_keys(capacity)
+                .build()
                 .map_err(|_| ConfigError::invalid(format!("{loc}.max_keys"), "too many keys"))
         };
         let global = match self.global {

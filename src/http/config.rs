@@ -54,8 +54,9 @@ use super::key::{ForwardedHeader, IpNet, KeySource};
 use super::layer::RateLimitLayer;
 use super::policy::{ConfigError, ConfigErrorKind, MissingKey, Policy};
 use super::RateLimitLayerBuilder;
+use crate::error::ConfigError as QuotaError;
 use crate::gcra::BucketKind;
-use crate::quota::{Quota, QuotaError};
+use crate::quota::Quota;
 
 /// A parsed configuration document (see the [module docs](self)).
 ///
@@ -298,7 +299,7 @@ fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigErro
         }
         let burst = u32::try_from(burst)
             .map_err(|_| ConfigError::invalid(at("burst"), "must be at most 4294967295"))?;
-        quota = quota.allow_burst(burst).map_err(|e| quota_error(loc, e))?;
+        quota = quota.with_burst(burst).map_err(|e| quota_error(loc, e))?;
     }
     let mut p = Policy::new(name, kind, quota).dry_run(r.dry_run);
     match (r.prefix.take(), global) {
@@ -406,7 +407,7 @@ fn redis_backend(loc: &str, _p: Policy, _r: &RuleConfig) -> Result<Policy, Confi
 /// lazily (building never waits for the server).
 #[cfg(feature = "redis")]
 fn redis_backend(loc: &str, p: Policy, r: &RuleConfig) -> Result<Policy, ConfigError> {
-    use crate::redis::{FailurePolicy, RedisConfig, RedisConfigError, RedisStore};
+    use crate::redis::{ConfigError as RedisConfigError, FailurePolicy, RedisConfig, RedisStore};
     use std::sync::Arc;
 
     let at = |field: &str| format!("{loc}.{field}");

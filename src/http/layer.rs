@@ -23,9 +23,10 @@ use super::routing::PathPrefix;
 use crate::clock::{Clock, StdClock};
 use crate::decision::Decision;
 use crate::gcra::Gcra;
-use crate::keyed::ShardedKeyedTable;
+use crate::keyed::{KeyedLimiter, ShardedKeyedTable};
 use crate::limiter::Bucket;
 use crate::queue::{Queue, TokioClock};
+use crate::time::Timestamp;
 
 pub(crate) type Table = ShardedKeyedTable<PartitionKey, Gcra>;
 
@@ -336,7 +337,7 @@ impl Shared {
         })
     }
 
-    fn charge(&self, c: &Compiled, head: &RequestHead<'_>, now: u64) -> Charge {
+    fn charge(&self, c: &Compiled, head: &RequestHead<'_>, now: Timestamp) -> Charge {
         let key = match self.key_of(c, head) {
             Ok(k) => k,
             Err(charge) => return charge,
@@ -629,7 +630,7 @@ where
                                     c.metrics.endpoint_limiter.increment(1);
                                     let wait = e.retry_after().map_or(
                                         c.policy.quota.interval_nanos(),
-                                        crate::clock::duration_to_nanos,
+                                        crate::time::duration_to_nanos,
                                     );
                                     Ok(guard.refund.shared.reject(c, Some(c), false, wait.max(1)))
                                 }

@@ -1,21 +1,29 @@
 //! The `no_std` keyed table: a `heapless` index map behind a critical
 //! section.
 
-use super::{
-    check_tracked, overflow, untracked_peek, with_algorithm, KeyQuota, KeyedDecision,
-    OverflowPolicy, SameQuota, SweepHint,
-};
-use crate::decision::{CapacityExceeded, Snapshot};
-use crate::gcra::{Gcra, GcraState};
-use crate::limiter::Algorithm;
 use core::cell::RefCell;
 use core::hash::Hash;
+use core::time::Duration;
+
 use critical_section::Mutex;
 use heapless::index_map::FnvIndexMap;
 
-struct Slots<K, S, const N: usize> {
-    map: FnvIndexMap<K, S, N>,
+use super::builder::FnvHash;
+use super::{
+    check_tracked, overflow, untracked_peek, with_algorithm, KeyQuota, KeyedDecision, KeyedLimiter,
+    OverflowPolicy, SameQuota, SweepHint, TableBuilder,
+};
+use crate::decision::{CapacityExceeded, Snapshot};
+use crate::limiter::Algorithm;
+use crate::live::Inheritance;
+use crate::time::Timestamp;
+
+struct Slots<K, A: Algorithm, const N: usize> {
+    map: FnvIndexMap<K, A::State, N>,
     hint: SweepHint,
+    /// The default algorithm: inside the critical section, so that a
+    /// [`reconfigure`](KeyedLimiter::reconfigure) is atomic with checks.
+    default: A,
 }
 
 /// A keyed limiter for `no_std`: up to `N` keys (`N` a power of two, at
@@ -23,11 +31,12 @@ struct Slots<K, S, const N: usize> {
 /// [`heapless`](::heapless) index map protected by a
 /// [`critical_section`] (so it can be shared with interrupt handlers).
 ///
-/// No allocation ever; the whole table can be a `static`. Eviction,
-/// overflow and per-key quotas work as described in the
-/// [module docs](super). Each operation runs in one critical section; an
-/// insert into a full table sweeps it once (O(`N`)), at most once per
-/// time a key can have become idle.
+/// No allocation ever; the whole table can be a `static`, built by the
+/// `const` [`TableBuilder::build`]. Eviction, overflow, per-key quotas and
+/// reconfiguration work as described in the [module docs](super). Each
+/// operation runs in one critical section; an insert into a full table
+/// sweeps it once (O(`N`)), at most once per time a key can have become
+/// idle.
 ///
 /// The hash is heapless' FNV, which is not seeded: keys chosen by an
 /// attacker can collide. Probing is bounded by `N`, so the cost is bounded
@@ -38,313 +47,266 @@ struct Slots<K, S, const N: usize> {
 /// implementation, e.g. the `critical-section` crate's `std` feature.
 ///
 /// ```
-/// use tollgate::keyed::{HeaplessKeyedTable, KeyedPath};
-/// use tollgate::{Gcra, Quota};
+/// use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter, KeyedPath};
+/// use tollgate::{valid, Gcra, Quota, Timestamp};
 ///
-/// const QUOTA: Quota = match Quota::per_second(10) { Ok(q) => q, Err(_) => panic!() };
-/// // one bucket per CAN id, 64 ids tracked at most
-/// static PER_ID: HeaplessKeyedTable<u16, Gcra, 64> =
-///     HeaplessKeyedTable::gcra(Gcra::token_bucket(QUOTA));
+/// const SLOW: Quota = valid!(Quota::per_second(2));
+/// const FAST: Quota = valid!(Quota::per_second(20));
+/// fn by_id(id: &u16) -> Gcra {
+///     Gcra::token_bucket(if *id < 0x10 { FAST } else { SLOW })
+/// }
+/// // one bucket per CAN id, 64 ids tracked at most, fast ids below 0x10
+/// static PER_ID: HeaplessKeyedTable<u16, Gcra, 64, fn(&u16) -> Gcra> =
+///     HeaplessKeyedTable::builder(Gcra::token_bucket(SLOW))
+///         .per_key(by_id as fn(&u16) -> Gcra)
+///         .build();
 ///
-/// let now = 0;
+/// let now = Timestamp::ZERO;
 /// let first = PER_ID.check(&0x101, now);
 /// assert!(first.is_allowed());
 /// assert_eq!(first.path(), KeyedPath::Own);
 /// assert_eq!(PER_ID.len(), 1);
+/// assert_eq!(PER_ID.snapshot(&0x01, now).limit(), 20);
+/// assert_eq!(PER_ID.snapshot(&0x20, now).limit(), 2);
 /// ```
 pub struct HeaplessKeyedTable<K, A: Algorithm, const N: usize, Q = SameQuota> {
-    slots: Mutex<RefCell<Slots<K, A::State, N>>>,
-    default: A,
+    slots: Mutex<RefCell<Slots<K, A, N>>>,
     shared: A::State,
     policy: OverflowPolicy,
     quota: Q,
 }
 
-impl<K, A: Algorithm, const N: usize> HeaplessKeyedTable<K, A, N, SameQuota> {
-    /// An empty table whose keys all run `default`, with the shared
-    /// overflow bucket.
-    #[must_use]
-    pub fn new(default: A) -> Self {
-        let shared = default.new_state();
-        Self::from_parts(default, shared)
-    }
-
-    /// An empty table from the default algorithm and the shared overflow
-    /// state (a fresh `default.new_state()`); `const`, for `static` tables.
-    #[must_use]
-    pub const fn from_parts(default: A, shared: A::State) -> Self {
-        Self {
-            slots: Mutex::new(RefCell::new(Slots {
-                map: FnvIndexMap::new(),
-                hint: SweepHint::new(),
-            })),
-            default,
-            shared,
-            policy: OverflowPolicy::SharedBucket,
-            quota: SameQuota,
-        }
+impl<K, A: Algorithm, const N: usize, Q> core::fmt::Debug for HeaplessKeyedTable<K, A, N, Q> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("HeaplessKeyedTable")
+            .field("max_keys", &N)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
     }
 }
 
-impl<K, const N: usize> HeaplessKeyedTable<K, Gcra, N, SameQuota> {
+impl<K, A: Algorithm, const N: usize> HeaplessKeyedTable<K, A, N> {
+    /// Starts configuring a table whose keys run `default` (see
+    /// [`TableBuilder`]; `build` is `const`).
+    pub const fn builder(default: A) -> TableBuilder<Self, A, FnvHash> {
+        TableBuilder::new(default, N, FnvHash)
+    }
+}
+
+impl<K, A: Algorithm + Copy, const N: usize, Q: Copy>
+    TableBuilder<HeaplessKeyedTable<K, A, N>, A, FnvHash, Q>
+{
     crate::sync::const_fn_unless_loom! {
-        /// An empty table of GCRA buckets (`const`, for `static` tables).
+        /// The empty table (`const`, for a `static`).
         #[must_use]
-        pub fn gcra(default: Gcra) -> Self {
-            Self::from_parts(default, GcraState::new())
+        pub fn build(self) -> HeaplessKeyedTable<K, A, N, Q> {
+            let (default, overflow, per_key) = (self.default, self.overflow, self.per_key);
+            let shared = fresh_state::<A>(&default);
+            HeaplessKeyedTable {
+                slots: Mutex::new(RefCell::new(Slots {
+                    map: FnvIndexMap::new(),
+                    hint: SweepHint::new(),
+                    default,
+                })),
+                shared,
+                policy: overflow,
+                quota: per_key,
+            }
         }
     }
 }
 
-impl<K, A: Algorithm, const N: usize, Q> HeaplessKeyedTable<K, A, N, Q> {
-    /// An empty table with a per-key quota (see
-    /// [`with_per_key`](Self::with_per_key)) from the default algorithm and
-    /// the shared overflow state (a fresh `default.new_state()`); `const`,
-    /// so a `static` table can have per-key quotas, e.g. with a
-    /// `fn(&K) -> A` pointer.
-    ///
-    /// ```
-    /// use tollgate::keyed::HeaplessKeyedTable;
-    /// use tollgate::{Gcra, GcraState, Quota};
-    ///
-    /// const SLOW: Quota = match Quota::per_second(2) { Ok(q) => q, Err(_) => panic!() };
-    /// const FAST: Quota = match Quota::per_second(20) { Ok(q) => q, Err(_) => panic!() };
-    /// fn by_id(id: &u8) -> Gcra {
-    ///     Gcra::token_bucket(if *id < 0x10 { FAST } else { SLOW })
-    /// }
-    /// static PER_ID: HeaplessKeyedTable<u8, Gcra, 8, fn(&u8) -> Gcra> =
-    ///     HeaplessKeyedTable::from_parts_per_key(Gcra::token_bucket(SLOW), GcraState::new(), by_id);
-    ///
-    /// assert_eq!(PER_ID.snapshot(&0x01, 0).limit(), 20);
-    /// assert_eq!(PER_ID.snapshot(&0x20, 0).limit(), 2);
-    /// ```
-    #[must_use]
-    pub const fn from_parts_per_key(default: A, shared: A::State, quota: Q) -> Self {
-        Self {
-            slots: Mutex::new(RefCell::new(Slots {
-                map: FnvIndexMap::new(),
-                hint: SweepHint::new(),
-            })),
-            default,
-            shared,
-            policy: OverflowPolicy::SharedBucket,
-            quota,
-        }
-    }
+#[cfg(not(loom))]
+const fn fresh_state<A: Algorithm>(_default: &A) -> A::State {
+    A::FRESH_STATE
+}
 
-    /// The same table with another overflow policy.
-    #[must_use]
-    pub const fn with_overflow(mut self, policy: OverflowPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// The same table with a per-key quota: `quota` gives each key its
-    /// algorithm; the default still runs the shared overflow bucket.
-    #[must_use]
-    pub fn with_per_key<Q2: KeyQuota<K, A>>(self, quota: Q2) -> HeaplessKeyedTable<K, A, N, Q2> {
-        HeaplessKeyedTable {
-            slots: self.slots,
-            default: self.default,
-            shared: self.shared,
-            policy: self.policy,
-            quota,
-        }
-    }
-
-    /// The overflow policy.
-    #[must_use]
-    pub const fn overflow_policy(&self) -> OverflowPolicy {
-        self.policy
-    }
-
-    /// The default algorithm.
-    #[must_use]
-    pub const fn default_algorithm(&self) -> &A {
-        &self.default
-    }
-
-    /// The most keys the table tracks: `N`.
-    #[must_use]
-    pub const fn capacity(&self) -> usize {
-        N
-    }
+#[cfg(loom)]
+fn fresh_state<A: Algorithm>(default: &A) -> A::State {
+    default.new_state()
 }
 
 impl<K, A, const N: usize, Q> HeaplessKeyedTable<K, A, N, Q>
 where
     K: Hash + Eq + Clone,
-    A: Algorithm,
+    A: Algorithm + Clone,
     Q: KeyQuota<K, A>,
 {
     /// Runs `f` on the slots inside a critical section. `None` only if the
     /// table is already borrowed: a per-key quota function or a visitor
     /// called back into the same table.
     #[inline]
-    fn with_slots<R>(&self, f: impl FnOnce(&mut Slots<K, A::State, N>) -> R) -> Option<R> {
+    fn with_slots<R>(&self, f: impl FnOnce(&mut Slots<K, A, N>) -> R) -> Option<R> {
         critical_section::with(|cs| {
             let mut slots = self.slots.borrow(cs).try_borrow_mut().ok()?;
             Some(f(&mut slots))
         })
     }
 
-    /// Tries to take one permit for `key` at `now` (nanoseconds).
-    pub fn check(&self, key: &K, now: u64) -> KeyedDecision {
-        match self.check_n(key, 1, now) {
-            Ok(decision) => decision,
-            // capacity 0 is impossible for tollgate's algorithms; refuse
-            Err(_) => super::refusal(now),
-        }
-    }
-
-    /// Tries to take `n` permits for `key` at `now`; `n = 0` is a peek that
-    /// changes nothing (and never inserts the key).
-    ///
-    /// # Errors
-    /// [`CapacityExceeded`] if `n` is more than the key's algorithm can ever
-    /// grant.
-    pub fn check_n(&self, key: &K, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded> {
-        with_algorithm(&self.quota, &self.default, key, |alg| {
-            if n > alg.capacity() {
-                return Err(CapacityExceeded {
-                    requested: n,
-                    capacity: alg.capacity(),
-                });
-            }
-            let step = self.with_slots(|slots| {
-                if let Some(state) = slots.map.get(key) {
-                    return Step::Done(check_tracked(alg, state, n, now, &mut slots.hint));
-                }
-                if n == 0 {
-                    return Step::Done(Ok(untracked_peek(alg, now)));
-                }
-                if slots.map.len() >= N {
-                    self.sweep(slots, now);
-                }
-                if slots.map.insert(key.clone(), alg.new_state()).is_err() {
-                    return Step::Full(slots.hint.wait_from(now));
-                }
-                match slots.map.get(key) {
-                    Some(state) => {
-                        let at = slots.hint.insert_time(now);
-                        Step::Done(check_tracked(alg, state, n, at, &mut slots.hint))
-                    }
-                    None => Step::Full(1), // unreachable: just inserted
-                }
-            });
-            match step {
-                Some(Step::Done(result)) => result,
-                Some(Step::Full(wait)) => {
-                    overflow(self.policy, alg, &self.default, &self.shared, n, now, wait)
-                }
-                // re-entered from a callback: treat as full
-                None => overflow(self.policy, alg, &self.default, &self.shared, n, now, 1),
-            }
-        })
-    }
-
     /// Evicts every idle key, and records when the next one can be idle.
-    fn sweep(&self, slots: &mut Slots<K, A::State, N>, now: u64) {
-        if !slots.hint.worth_sweeping(now) {
+    fn sweep(&self, slots: &mut Slots<K, A, N>, now: Timestamp) {
+        let now_ns = now.as_nanos();
+        if !slots.hint.worth_sweeping(now_ns) {
             return;
         }
         let hint = &mut slots.hint;
-        hint.start(now);
-        let (default, quota) = (&self.default, &self.quota);
+        hint.start(now_ns);
+        let (default, quota) = (&slots.default, &self.quota);
         slots.map.retain(|key, state| {
             with_algorithm(quota, default, key, |alg| {
                 if alg.is_idle(state, now) {
                     false
                 } else {
-                    hint.lower(now, alg.snapshot(state, now).reset_after_nanos());
+                    hint.lower(now_ns, alg.snapshot(state, now).reset_after_nanos());
                     true
                 }
             })
         });
     }
+}
 
-    /// Gives back `n` permits of an earlier admission for `key`. If the key
-    /// is not tracked, its admission came from the overflow path: with
-    /// [`OverflowPolicy::SharedBucket`] the shared state gets them back.
-    pub fn refund(&self, key: &K, n: u32, now: u64) {
-        with_algorithm(&self.quota, &self.default, key, |alg| {
-            let tracked = self.with_slots(|slots| match slots.map.get(key) {
+impl<K, A, const N: usize, Q> KeyedLimiter<K> for HeaplessKeyedTable<K, A, N, Q>
+where
+    K: Hash + Eq + Clone,
+    A: Algorithm + Clone,
+    Q: KeyQuota<K, A>,
+{
+    type Algorithm = A;
+
+    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<KeyedDecision, CapacityExceeded> {
+        let step = self.with_slots(|slots| {
+            let alg = self
+                .quota
+                .algorithm_for(key)
+                .unwrap_or_else(|| slots.default.clone());
+            if n > alg.capacity() {
+                return Err(CapacityExceeded::new(n, alg.capacity()));
+            }
+            if let Some(state) = slots.map.get(key) {
+                return check_tracked(&alg, state, n, now, &mut slots.hint);
+            }
+            if n == 0 {
+                return Ok(untracked_peek(&alg, now));
+            }
+            if slots.map.len() >= N {
+                self.sweep(slots, now);
+            }
+            let wait = if slots.map.insert(key.clone(), alg.new_state()).is_err() {
+                slots.hint.wait_from(now.as_nanos())
+            } else if let Some(state) = slots.map.get(key) {
+                let at = Timestamp::from_nanos(slots.hint.insert_time(now.as_nanos()));
+                return check_tracked(&alg, state, n, at, &mut slots.hint);
+            } else {
+                1 // unreachable: just inserted
+            };
+            overflow(
+                self.policy,
+                &alg,
+                &slots.default,
+                &self.shared,
+                n,
+                now,
+                wait,
+            )
+        });
+        match step {
+            Some(result) => result,
+            // re-entered from a per-key quota function (which must not
+            // call into its own table): refuse
+            None => Ok(super::refusal()),
+        }
+    }
+
+    fn refund(&self, key: &K, n: u32, now: Timestamp) {
+        self.with_slots(|slots| {
+            let default = &slots.default;
+            match slots.map.get(key) {
                 Some(state) => {
-                    alg.refund(state, n, now);
+                    with_algorithm(&self.quota, default, key, |alg| alg.refund(state, n, now));
                     slots.hint.reset();
-                    true
                 }
-                None => false,
-            });
-            if tracked == Some(false) && self.policy == OverflowPolicy::SharedBucket {
-                self.default.refund(&self.shared, n, now);
+                None if self.policy == OverflowPolicy::SharedBucket => {
+                    default.refund(&self.shared, n, now);
+                }
+                None => {}
             }
         });
     }
 
-    /// `key`'s state at `now` (a fresh state's if the key is not tracked).
-    pub fn snapshot(&self, key: &K, now: u64) -> Snapshot {
-        with_algorithm(&self.quota, &self.default, key, |alg| {
-            self.with_slots(|slots| slots.map.get(key).map(|s| alg.snapshot(s, now)))
-                .flatten()
-                .unwrap_or_else(|| alg.snapshot(&alg.new_state(), now))
+    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
+        self.with_slots(|slots| {
+            with_algorithm(&self.quota, &slots.default, key, |alg| {
+                match slots.map.get(key) {
+                    Some(state) => alg.snapshot(state, now),
+                    None => alg.snapshot(&alg.new_state(), now),
+                }
+            })
         })
+        .unwrap_or_else(|| Snapshot::exact(0, 0, 0))
     }
 
-    /// Nanoseconds until `n` permits for `key` would be admitted by its own
-    /// state (0 for an untracked key).
-    ///
-    /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted to `key`.
-    pub fn time_until_ready(&self, key: &K, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
-        with_algorithm(&self.quota, &self.default, key, |alg| {
-            match self
-                .with_slots(|slots| slots.map.get(key).map(|s| alg.time_until_ready(s, n, now)))
-            {
-                Some(Some(result)) => result,
-                _ => alg.time_until_ready(&alg.new_state(), n, now),
-            }
+    fn time_until_ready(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded> {
+        self.with_slots(|slots| {
+            with_algorithm(&self.quota, &slots.default, key, |alg| {
+                match slots.map.get(key) {
+                    Some(state) => alg.time_until_ready(state, n, now),
+                    None => alg.time_until_ready(&alg.new_state(), n, now),
+                }
+            })
         })
+        .unwrap_or(Ok(Duration::ZERO))
     }
 
-    /// True if `key` currently has a slot.
-    pub fn contains(&self, key: &K) -> bool {
+    fn capacity_of(&self, key: &K) -> u32 {
+        self.with_slots(|slots| {
+            with_algorithm(&self.quota, &slots.default, key, Algorithm::capacity)
+        })
+        .unwrap_or(0)
+    }
+
+    fn contains(&self, key: &K) -> bool {
         self.with_slots(|slots| slots.map.contains_key(key))
             .unwrap_or(false)
     }
 
-    /// The number of tracked keys.
-    pub fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.with_slots(|slots| slots.map.len()).unwrap_or(0)
     }
 
-    /// True if no key is tracked.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    fn max_keys(&self) -> usize {
+        N
     }
 
-    /// Calls `visit` with every tracked key and its snapshot at `now`, in
-    /// one critical section (keep `visit` short; it must not call into this
-    /// table).
-    pub fn for_each_snapshot(&self, now: u64, mut visit: impl FnMut(&K, Snapshot)) {
-        let (default, quota) = (&self.default, &self.quota);
+    fn overflow_policy(&self) -> OverflowPolicy {
+        self.policy
+    }
+
+    fn default_algorithm(&self) -> A {
+        critical_section::with(|cs| self.slots.borrow(cs).borrow().default.clone())
+    }
+
+    fn shared_snapshot(&self, now: Timestamp) -> Snapshot {
+        self.with_slots(|slots| slots.default.snapshot(&self.shared, now))
+            .unwrap_or_else(|| Snapshot::exact(0, 0, 0))
+    }
+
+    fn for_each_snapshot(&self, now: Timestamp, visit: &mut dyn FnMut(&K, Snapshot)) {
         self.with_slots(|slots| {
             for (key, state) in slots.map.iter() {
-                let snapshot = with_algorithm(quota, default, key, |alg| alg.snapshot(state, now));
+                let snapshot = with_algorithm(&self.quota, &slots.default, key, |alg| {
+                    alg.snapshot(state, now)
+                });
                 visit(key, snapshot);
             }
         });
     }
 
-    /// The overflow policy's shared state at `now`
-    /// ([`OverflowPolicy::SharedBucket`]).
-    pub fn shared_snapshot(&self, now: u64) -> Snapshot {
-        self.default.snapshot(&self.shared, now)
-    }
-
-    /// Evicts every key whose state is idle at `now` (lossless: no future
-    /// decision changes) and returns how many were evicted.
-    pub fn evict_refilled(&self, now: u64) -> usize {
+    fn evict_refilled(&self, now: Timestamp) -> usize {
         self.with_slots(|slots| {
             let before = slots.map.len();
             slots.hint.reset();
@@ -353,9 +315,42 @@ where
         })
         .unwrap_or(0)
     }
-}
 
-enum Step {
-    Done(Result<KeyedDecision, CapacityExceeded>),
-    Full(u64),
+    fn reconfigure(&self, next: A, how: Inheritance, now: Timestamp) {
+        self.with_slots(|slots| {
+            for (key, state) in slots.map.iter() {
+                if self.quota.algorithm_for(key).is_none() {
+                    slots.default.carry_over(&next, state, how, now);
+                }
+            }
+            slots.default.carry_over(&next, &self.shared, how, now);
+            slots.default = next;
+            // keys may become idle sooner or later than the hint says
+            slots.hint.reset();
+        });
+    }
+
+    fn update_key_quota(
+        &self,
+        key: &K,
+        how: Inheritance,
+        now: Timestamp,
+        update: &mut dyn FnMut(),
+    ) {
+        self.with_slots(|slots| {
+            let old = self
+                .quota
+                .algorithm_for(key)
+                .unwrap_or_else(|| slots.default.clone());
+            update();
+            let new = self
+                .quota
+                .algorithm_for(key)
+                .unwrap_or_else(|| slots.default.clone());
+            if let Some(state) = slots.map.get(key) {
+                old.carry_over(&new, state, how, now);
+            }
+            slots.hint.reset();
+        });
+    }
 }

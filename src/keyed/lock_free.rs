@@ -18,19 +18,37 @@
 //! meanwhile (a per-shard sequence counter, odd during a sweep); otherwise
 //! it also falls back to the mutex, so a key in the middle of a move is
 //! never mistaken for a new one.
+//!
+//! A reconfiguration ([`KeyedLimiter::reconfigure`], or one key's
+//! [`KeyedLimiter::update_key_quota`]) takes the shard's mutex, makes the
+//! shard's `reconfig` counter odd, freezes the affected slots, stores the
+//! shard's new default configuration (a [`GcraCell`]), stores each frozen
+//! slot's carried-over TAT and makes the counter even again. A lock-free
+//! check reads the counter (falling back to the mutex while it is odd),
+//! then the slot, then the configuration; a refusal, which writes nothing,
+//! is returned only if the counter has not moved, and an admission is
+//! installed by a compare-and-swap that fails if the slot was frozen. So a
+//! check that saw any word of a new configuration never acts on a TAT kept
+//! under the old one.
 
-use super::{
-    overflow, untracked_peek, AtomicSweepHint, KeyQuota, KeyedDecision, KeyedPath, KeyedTableError,
-    OverflowPolicy, RandomSeed, SameQuota, SweepHint,
-};
-use crate::decision::{CapacityExceeded, Snapshot};
-use crate::gcra::{Gcra, GcraState};
-use crate::limiter::Algorithm;
-use crate::sync::{AtomicU128, AtomicU64, Ordering};
-use crate::sync::{Mutex, MutexGuard};
 use core::hash::{BuildHasher, Hash};
 use core::marker::PhantomData;
+use core::time::Duration;
 use std::vec::Vec;
+
+use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
+use super::{
+    untracked_peek, AtomicSweepHint, KeyQuota, KeyedDecision, KeyedLimiter, KeyedPath,
+    OverflowPolicy, RandomSeed, SameQuota, SweepHint, TableBuilder,
+};
+use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
+use crate::error::ConfigError;
+use crate::gcra::Gcra;
+use crate::limiter::{Algorithm, Limiter};
+use crate::live::{GcraCell, Inheritance, LiveBucket};
+use crate::sync::{AtomicU128, AtomicU64, Ordering};
+use crate::sync::{Mutex, MutexGuard};
+use crate::time::Timestamp;
 
 /// A key that fits in 64 bits, so that it can share one atomic word with
 /// its bucket: integers, IPv4 addresses, ids. Implement it for your own
@@ -75,9 +93,6 @@ impl WordKey for core::net::Ipv4Addr {
 const EMPTY: u64 = 0;
 const FROZEN: u64 = u64::MAX;
 const MAX_TAT: u64 = u64::MAX - 2;
-/// Bounds the cost of one sweep.
-const MAX_PER_SHARD: usize = 4095;
-const MAX_SHARDS: usize = 1 << 16;
 
 #[inline]
 fn pack(key: u64, tat: u64) -> u128 {
@@ -110,6 +125,11 @@ enum Find {
 
 #[repr(align(128))]
 struct Shard {
+    /// Odd while a reconfiguration converts this shard (see the module
+    /// docs).
+    reconfig: AtomicU64,
+    /// The default configuration of this shard's keys.
+    config: GcraCell,
     slots: Vec<AtomicU128>,
     writer: Mutex<()>,
     /// Tracked keys; changed only under `writer`.
@@ -123,10 +143,12 @@ struct Shard {
 }
 
 impl Shard {
-    fn new(capacity: usize) -> Self {
+    fn new(capacity: usize, default: Gcra) -> Self {
         // 25 % spare slots: probe runs stay short (at most 80 % full)
         let slots = (capacity + capacity.div_ceil(4)).max(2);
         Self {
+            reconfig: AtomicU64::new(0),
+            config: GcraCell::new(default),
             slots: (0..slots).map(|_| AtomicU128::new(0)).collect(),
             writer: Mutex::new(()),
             len: AtomicU64::new(0),
@@ -203,25 +225,28 @@ impl Shard {
 /// ([`WordKey`]: integers, `Ipv4Addr`, your ids) and its bucket's TAT.
 ///
 /// The same behaviour as [`ShardedKeyedTable`](super::ShardedKeyedTable)
-/// (lossless eviction, overflow policies, per-key quotas, introspection),
-/// for [`Gcra`] buckets only. A check of a tracked key is one hash, a probe
-/// and one 128-bit compare-and-swap (none when refused); inserting a new key
-/// or sweeping takes the shard's mutex, which readers never wait for unless
-/// they meet an entry being moved. Capacity is fixed at construction; 16
-/// bytes per slot with 25 % spare slots, 20 bytes per key of capacity.
+/// (lossless eviction, overflow policies, per-key quotas, introspection,
+/// reconfiguration), for [`Gcra`] buckets only. A check of a tracked key is
+/// one hash, a probe and one 128-bit compare-and-swap (none when refused);
+/// inserting a new key, sweeping or reconfiguring takes the shard's mutex,
+/// which readers never wait for unless they meet an entry being moved or
+/// converted. Capacity is fixed at construction; 16 bytes per slot with
+/// 25 % spare slots, 20 bytes per key of capacity.
 ///
 /// On targets without a native 128-bit compare-and-swap, `portable-atomic`
 /// emulates it with locks: use [`ShardedKeyedTable`](super::ShardedKeyedTable)
 /// there.
 ///
 /// ```
-/// use tollgate::keyed::{KeyedPath, LockFreeGcraTable};
-/// use tollgate::{Gcra, Quota};
+/// use tollgate::keyed::{KeyedLimiter, KeyedPath, LockFreeGcraTable};
+/// use tollgate::{Gcra, Quota, Timestamp};
 ///
-/// let table = LockFreeGcraTable::<u32>::new(10_000, Gcra::token_bucket(Quota::per_second(5)?))?;
-/// let now = 0;
-/// assert!(table.check(7, now).is_allowed());
-/// assert_eq!(table.check(7, now).path(), KeyedPath::Own);
+/// let table = LockFreeGcraTable::<u32>::builder(Gcra::token_bucket(Quota::per_second(5)?))
+///     .max_keys(10_000)
+///     .build()?;
+/// let now = Timestamp::ZERO;
+/// assert!(table.check(&7, now).is_allowed());
+/// assert_eq!(table.check(&7, now).path(), KeyedPath::Own);
 /// assert_eq!(table.len(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -230,8 +255,8 @@ pub struct LockFreeGcraTable<K, S = RandomSeed, Q = SameQuota> {
     shard_shift: u32,
     per_shard: usize,
     hasher: S,
-    default: Gcra,
-    shared: GcraState,
+    /// The overflow bucket (with the default configuration).
+    shared: LiveBucket,
     policy: OverflowPolicy,
     quota: Q,
     key: PhantomData<fn(K) -> K>,
@@ -247,180 +272,212 @@ impl<K, S, Q> core::fmt::Debug for LockFreeGcraTable<K, S, Q> {
     }
 }
 
+impl<K> RuntimeSized for LockFreeGcraTable<K> {}
+
 impl<K: WordKey> LockFreeGcraTable<K> {
-    /// A table of `capacity` keys running `default`, with the shared
-    /// overflow bucket, a random seed, and shards of at most 4,095 keys
-    /// (four per CPU when the capacity allows shards of 512 or more).
-    ///
-    /// # Errors
-    /// [`KeyedTableError`] for a zero or too large capacity.
-    pub fn new(capacity: usize, default: Gcra) -> Result<Self, KeyedTableError> {
-        Self::with_options(
-            capacity,
-            default,
-            OverflowPolicy::SharedBucket,
-            RandomSeed::new(),
-            SameQuota,
-            None,
-        )
+    /// Starts configuring a table of `default` buckets (see
+    /// [`TableBuilder`]).
+    pub fn builder(default: Gcra) -> TableBuilder<Self, Gcra, RandomSeed> {
+        TableBuilder::new(default, DEFAULT_MAX_KEYS, RandomSeed::new())
     }
 }
 
-impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q> {
-    /// A table with every option: `shards` is a power of two (`None`: the
-    /// default), `quota` gives each key its bucket.
+impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>>
+    TableBuilder<LockFreeGcraTable<K>, Gcra, S, Q>
+{
+    /// Allocates the table.
     ///
     /// # Errors
-    /// [`KeyedTableError`] for a zero capacity, an invalid shard count, or a
-    /// capacity above `shards × 4,095`.
-    pub fn with_options(
-        capacity: usize,
-        default: Gcra,
-        policy: OverflowPolicy,
-        hasher: S,
-        quota: Q,
-        shards: Option<usize>,
-    ) -> Result<Self, KeyedTableError> {
-        if capacity == 0 {
-            return Err(KeyedTableError::ZeroCapacity);
-        }
-        let shards = match shards {
-            Some(s) if s == 0 || !s.is_power_of_two() || s > MAX_SHARDS => {
-                return Err(KeyedTableError::InvalidShards {
-                    requested: s,
-                    max: MAX_SHARDS,
-                })
-            }
-            Some(s) => s,
-            None => super::sharded::default_shards(capacity),
-        };
-        let max = shards.saturating_mul(MAX_PER_SHARD);
-        if capacity > max {
-            return Err(KeyedTableError::CapacityTooLarge {
-                requested: capacity,
-                max,
-            });
-        }
-        let per_shard = capacity.div_ceil(shards);
-        Ok(Self {
-            shards: (0..shards).map(|_| Shard::new(per_shard)).collect(),
+    /// [`ConfigError::ZeroKeys`], [`ConfigError::InvalidShards`], or
+    /// [`ConfigError::TooManyKeys`] for more than `shards × 4,095` keys.
+    pub fn build(self) -> Result<LockFreeGcraTable<K, S, Q>, ConfigError> {
+        let (shards, per_shard) = super::sharded::shard_layout(self.max_keys, self.shards)?;
+        Ok(LockFreeGcraTable {
+            shards: (0..shards)
+                .map(|_| Shard::new(per_shard, self.default))
+                .collect(),
             shard_shift: 64 - shards.trailing_zeros(),
             per_shard,
-            hasher,
-            default,
-            shared: GcraState::new(),
-            policy,
-            quota,
+            hasher: self.hasher,
+            shared: LiveBucket::new(self.default),
+            policy: self.overflow,
+            quota: self.per_key,
             key: PhantomData,
         })
     }
+}
 
+/// What a lock-free attempt concluded.
+enum Attempt {
+    Done(Result<KeyedDecision, CapacityExceeded>),
+    /// Take the shard's mutex and decide there.
+    Locked,
+}
+
+impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q> {
     #[inline]
     fn shard(&self, hash: u64) -> &Shard {
         let i = hash.checked_shr(self.shard_shift).unwrap_or(0) as usize;
         &self.shards[i & (self.shards.len() - 1)]
     }
 
+    /// `key`'s bucket: its per-key quota or the shard's default.
     #[inline]
-    fn algorithm(&self, key: K) -> Gcra {
-        self.quota.algorithm_for(&key).unwrap_or(self.default)
-    }
-
-    /// Tries to take one permit for `key` at `now` (nanoseconds).
-    #[inline]
-    pub fn check(&self, key: K, now: u64) -> KeyedDecision {
-        match self.check_n(key, 1, now) {
-            Ok(decision) => decision,
-            Err(_) => super::refusal(now),
+    fn algorithm(&self, shard: &Shard, key: K) -> Gcra {
+        match self.quota.algorithm_for(&key) {
+            Some(alg) => alg,
+            None => shard.config.load(),
         }
     }
 
-    /// Applies `step` to the slot at `i` holding `word` until the swap
-    /// succeeds; `None` if the slot stopped holding `key` (moved, evicted).
+    /// The answer for a key that found the shard full of busy keys.
+    fn overflow(
+        &self,
+        alg: &Gcra,
+        n: u32,
+        now: Timestamp,
+        wait: u64,
+    ) -> Result<KeyedDecision, CapacityExceeded> {
+        match self.policy {
+            OverflowPolicy::SharedBucket => {
+                let decision = match self.shared.check_n(n, now) {
+                    Ok(decision) => decision,
+                    // the key's own quota allows `n`, the default does not
+                    Err(_) => Decision::Denied(Denied::from_nanos(wait, self.shared.snapshot(now))),
+                };
+                Ok(KeyedDecision::new(decision, KeyedPath::SharedOverflow))
+            }
+            OverflowPolicy::Deny => Ok(KeyedDecision::new(
+                Decision::Denied(Denied::from_nanos(
+                    wait,
+                    Snapshot::exact(alg.capacity(), 0, wait),
+                )),
+                KeyedPath::OverflowDenied,
+            )),
+            OverflowPolicy::Allow => Ok(KeyedDecision::new(
+                alg.step(0, n, now.as_nanos())?.0,
+                KeyedPath::OverflowAllowed,
+            )),
+        }
+    }
+
+    /// Applies GCRA to `key`'s slot at `i` (loaded as `word`) until it is
+    /// decided. `locked`: the caller holds the shard's mutex, so no
+    /// reconfiguration can overlap. `None` if the slot stopped holding
+    /// `key` (moved, evicted, frozen).
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn apply(
         &self,
         shard: &Shard,
-        alg: &Gcra,
-        key: u64,
+        seq: u64,
+        key: K,
         mut i_word: (usize, u128),
         n: u32,
         now: u64,
-    ) -> Option<Result<KeyedDecision, CapacityExceeded>> {
+        locked: bool,
+    ) -> Option<Attempt> {
+        let word_key = key.to_word();
         loop {
             let (i, word) = i_word;
             let Slot::Live(k, tat) = unpack(word) else {
                 return None;
             };
-            if k != key {
+            if k != word_key {
                 return None;
             }
+            // the configuration after the slot (see the module docs)
+            let alg = self.algorithm(shard, key);
+            let unmoved = || locked || shard.reconfig.load(Ordering::Acquire) == seq;
             let (decision, store) = match alg.step(tat, n, now) {
                 Ok(result) => result,
-                Err(e) => return Some(Err(e)),
+                Err(e) if unmoved() => return Some(Attempt::Done(Err(e))),
+                Err(_) => return Some(Attempt::Locked),
             };
-            if let Some(new_tat) = store {
-                if let Err(current) = shard.slots[i].compare_exchange_weak(
-                    word,
-                    pack(key, new_tat),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    i_word = (i, current);
-                    continue;
+            match store {
+                Some(new_tat) => {
+                    if let Err(current) = shard.slots[i].compare_exchange_weak(
+                        word,
+                        pack(word_key, new_tat),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        i_word = (i, current);
+                        continue;
+                    }
                 }
+                None if unmoved() => {}
+                None => return Some(Attempt::Locked),
             }
             shard
                 .hint
                 .lower(now, decision.snapshot().reset_after_nanos());
-            return Some(Ok(KeyedDecision::new(decision, KeyedPath::Own)));
+            return Some(Attempt::Done(Ok(KeyedDecision::new(
+                decision,
+                KeyedPath::Own,
+            ))));
         }
     }
 
-    /// Tries to take `n` permits for `key` at `now`; `n = 0` is a peek that
-    /// changes nothing (and never inserts the key).
-    ///
-    /// # Errors
-    /// [`CapacityExceeded`] if `n` is more than the key's bucket can ever
-    /// grant.
+    /// The lock-free path: `Locked` when it cannot decide alone.
     #[inline]
-    pub fn check_n(&self, key: K, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded> {
-        let alg = self.algorithm(key);
-        if n > alg.capacity() {
-            return Err(CapacityExceeded {
-                requested: n,
-                capacity: alg.capacity(),
-            });
+    fn check_unlocked(&self, shard: &Shard, key: K, hash: u64, n: u32, now: Timestamp) -> Attempt {
+        let seq = shard.reconfig.load(Ordering::Acquire);
+        if seq % 2 == 1 {
+            return Attempt::Locked;
         }
-        let hash = self.hasher.hash_one(key);
-        let word = key.to_word();
-        let shard = self.shard(hash);
-        // lock-free: the key is tracked and nobody is moving it
-        match shard.find_unlocked(word, hash) {
-            Find::Found(i, w) => {
-                if let Some(result) = self.apply(shard, &alg, word, (i, w), n, now) {
-                    return result;
-                }
-            }
+        let now_ns = now.as_nanos();
+        match shard.find_unlocked(key.to_word(), hash) {
+            Find::Found(i, w) => self
+                .apply(shard, seq, key, (i, w), n, now_ns, false)
+                .unwrap_or(Attempt::Locked),
             Find::Absent(_) => {
-                if n == 0 {
-                    return Ok(untracked_peek(&alg, now));
+                let alg = self.algorithm(shard, key);
+                if n > alg.capacity() || n == 0 {
+                    if shard.reconfig.load(Ordering::Acquire) != seq {
+                        return Attempt::Locked;
+                    }
+                    if n == 0 {
+                        return Attempt::Done(Ok(untracked_peek(&alg, now)));
+                    }
+                    return Attempt::Done(Err(CapacityExceeded::new(n, alg.capacity())));
                 }
-                if shard.len() >= shard.capacity && !shard.hint.worth_sweeping(now) {
-                    let wait = shard.hint.wait_from(now);
-                    return overflow(self.policy, &alg, &self.default, &self.shared, n, now, wait);
+                if shard.len() >= shard.capacity && !shard.hint.worth_sweeping(now_ns) {
+                    let wait = shard.hint.wait_from(now_ns);
+                    return Attempt::Done(self.overflow(&alg, n, now, wait));
                 }
+                Attempt::Locked
             }
-            Find::Busy => {}
+            Find::Busy => Attempt::Locked,
         }
-        // a new key, or a writer was moving entries: under the mutex
+    }
+
+    /// Under the shard's mutex: a new key, or a writer was moving or
+    /// converting entries.
+    fn check_locked(
+        &self,
+        shard: &Shard,
+        key: K,
+        hash: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<KeyedDecision, CapacityExceeded> {
+        let now_ns = now.as_nanos();
+        let word = key.to_word();
         let _writer = shard.lock();
+        let alg = self.algorithm(shard, key);
+        if n > alg.capacity() {
+            return Err(CapacityExceeded::new(n, alg.capacity()));
+        }
+        let seq = shard.reconfig.load(Ordering::Acquire);
         // Under the mutex nothing moves or leaves, so one pass decides; the
         // bound only guards against looping on a broken invariant.
         for _ in 0..4 {
             match shard.find(word, hash) {
                 Find::Found(i, w) => {
-                    if let Some(result) = self.apply(shard, &alg, word, (i, w), n, now) {
+                    if let Some(Attempt::Done(result)) =
+                        self.apply(shard, seq, key, (i, w), n, now_ns, true)
+                    {
                         return result;
                     }
                     // only writers move or evict, and we are the writer
@@ -428,17 +485,9 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
                 Find::Absent(_) if n == 0 => return Ok(untracked_peek(&alg, now)),
                 Find::Absent(mut free) => {
                     if shard.len() >= shard.capacity {
-                        if !shard.hint.worth_sweeping(now) || self.sweep(shard, now) == 0 {
-                            let wait = shard.hint.wait_from(now);
-                            return overflow(
-                                self.policy,
-                                &alg,
-                                &self.default,
-                                &self.shared,
-                                n,
-                                now,
-                                wait,
-                            );
+                        if !shard.hint.worth_sweeping(now_ns) || self.sweep(shard, now_ns) == 0 {
+                            let wait = shard.hint.wait_from(now_ns);
+                            return self.overflow(&alg, n, now, wait);
                         }
                         // the sweep moved entries: find the free slot again
                         match shard.find(word, hash) {
@@ -446,7 +495,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
                             _ => continue,
                         }
                     }
-                    let at = shard.hint.insert_time(now);
+                    let at = shard.hint.insert_time(now_ns);
                     let (decision, store) = alg.step(0, n, at)?;
                     if let Some(tat) = store {
                         shard.slots[free].store(pack(word, tat), Ordering::Release);
@@ -461,7 +510,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
                 Find::Busy => break,
             }
         }
-        overflow(self.policy, &alg, &self.default, &self.shared, n, now, 1)
+        self.overflow(&alg, n, now, 1)
     }
 
     /// Evicts the shard's idle keys and closes the holes (caller holds the
@@ -489,9 +538,9 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
         for i in 0..shard.slots.len() {
             let mut word = shard.load(i);
             while let Slot::Live(key, tat) = unpack(word) {
-                let alg = self.algorithm(K::from_word(key));
                 // GCRA: idle (indistinguishable from fresh) iff TAT ≤ now
                 if tat > now {
+                    let alg = self.algorithm(shard, K::from_word(key));
                     hint.lower(now, alg.snapshot_of(tat, now).reset_after_nanos());
                     break;
                 }
@@ -537,34 +586,130 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
                 continue;
             }
             // freeze i (readers fall back to the mutex), copy, free i
-            let mut word = shard.load(i);
-            loop {
-                let frozen = (word & !u128::from(u64::MAX)) | u128::from(FROZEN);
-                match shard.slots[i].compare_exchange_weak(
-                    word,
-                    frozen,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => break,
-                    Err(current) => word = current,
-                }
-            }
+            let word = freeze(shard, i);
             shard.slots[j].store(word, Ordering::Release);
             shard.slots[i].store(0, Ordering::Release);
         }
     }
 
-    /// Gives back `n` permits of an earlier admission for `key`. If the key
-    /// is not tracked, its admission came from the overflow path: with
-    /// [`OverflowPolicy::SharedBucket`] the shared bucket gets them back.
-    pub fn refund(&self, key: K, n: u32, now: u64) {
-        let alg = self.algorithm(key);
+    /// The stored TAT of `key`, if tracked, and the configuration it runs.
+    fn tat(&self, key: K) -> (Option<u64>, Gcra) {
+        let hash = self.hasher.hash_one(key);
+        let word = key.to_word();
+        let shard = self.shard(hash);
+        let read = |found: Find| match found {
+            Find::Found(_, w) => match unpack(w) {
+                Slot::Live(_, tat) => Some(tat),
+                _ => None,
+            },
+            _ => None,
+        };
+        let seq = shard.reconfig.load(Ordering::Acquire);
+        if seq % 2 == 0 {
+            let found = shard.find_unlocked(word, hash);
+            if !matches!(found, Find::Busy) {
+                let tat = read(found);
+                let alg = self.algorithm(shard, key);
+                if shard.reconfig.load(Ordering::Acquire) == seq {
+                    return (tat, alg);
+                }
+            }
+        }
+        let _writer = shard.lock();
+        (read(shard.find(word, hash)), self.algorithm(shard, key))
+    }
+
+    /// Converts the slots whose key `select` picks (caller holds the
+    /// shard's mutex): with the shard's `reconfig` counter odd, freezes
+    /// them, runs `change` (the configuration or per-key quota changes),
+    /// then stores each slot's carried-over TAT, `carry(key, tat)`.
+    fn convert(
+        &self,
+        shard: &Shard,
+        select: impl Fn(K) -> bool,
+        change: impl FnOnce(),
+        carry: impl Fn(K, u64) -> u64,
+    ) {
+        shard.reconfig.fetch_add(1, Ordering::AcqRel); // odd
+        let mut frozen: Vec<(usize, u64, u64)> = Vec::new();
+        for i in 0..shard.slots.len() {
+            if let Slot::Live(key, _) = unpack(shard.load(i)) {
+                if select(K::from_word(key)) {
+                    // the TAT as it is when frozen (readers may move it
+                    // until then)
+                    let word = freeze(shard, i);
+                    if let Slot::Live(key, tat) = unpack(word) {
+                        frozen.push((i, key, tat));
+                    }
+                }
+            }
+        }
+        change();
+        for (i, key, tat) in frozen {
+            let carried = carry(K::from_word(key), tat);
+            shard.slots[i].store(pack(key, carried), Ordering::Release);
+        }
+        shard.reconfig.fetch_add(1, Ordering::Release); // even
+    }
+}
+
+/// Freezes slot `i` (readers then fall back to the mutex) and returns the
+/// word it held.
+fn freeze(shard: &Shard, i: usize) -> u128 {
+    let mut word = shard.load(i);
+    loop {
+        let frozen = (word & !u128::from(u64::MAX)) | u128::from(FROZEN);
+        match shard.slots[i].compare_exchange_weak(
+            word,
+            frozen,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return word,
+            Err(current) => word = current,
+        }
+    }
+}
+
+impl<K, S, Q> LockFreeGcraTable<K, S, Q> {
+    /// The number of shards.
+    #[must_use]
+    pub fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The hasher.
+    #[must_use]
+    pub fn hasher(&self) -> &S {
+        &self.hasher
+    }
+}
+
+impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> KeyedLimiter<K>
+    for LockFreeGcraTable<K, S, Q>
+{
+    type Algorithm = Gcra;
+
+    #[inline]
+    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<KeyedDecision, CapacityExceeded> {
+        let key = *key;
+        let hash = self.hasher.hash_one(key);
+        let shard = self.shard(hash);
+        match self.check_unlocked(shard, key, hash, n, now) {
+            Attempt::Done(result) => result,
+            Attempt::Locked => self.check_locked(shard, key, hash, n, now),
+        }
+    }
+
+    fn refund(&self, key: &K, n: u32, now: Timestamp) {
+        let key = *key;
+        let now = now.as_nanos();
         let hash = self.hasher.hash_one(key);
         let word = key.to_word();
         let shard = self.shard(hash);
         let _writer = shard.lock(); // rare: keep it simple and exact
         if let Find::Found(i, mut w) = shard.find(word, hash) {
+            let alg = self.algorithm(shard, key);
             while let Slot::Live(_, tat) = unpack(w) {
                 let Some(new_tat) = alg.refunded(tat, n, now) else {
                     break;
@@ -581,118 +726,119 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
             }
             shard.hint.reset();
         } else if self.policy == OverflowPolicy::SharedBucket {
-            self.default.refund(&self.shared, n, now);
+            self.shared.refund(n, Timestamp::from_nanos(now));
         }
     }
 
-    /// The stored TAT of `key`, if tracked.
-    fn tat(&self, key: K) -> Option<u64> {
-        let hash = self.hasher.hash_one(key);
-        let word = key.to_word();
-        let shard = self.shard(hash);
-        let found = match shard.find_unlocked(word, hash) {
-            Find::Busy => {
-                let _writer = shard.lock();
-                shard.find(word, hash)
-            }
-            found => found,
-        };
-        match found {
-            Find::Found(_, w) => match unpack(w) {
-                Slot::Live(_, tat) => Some(tat),
-                _ => None,
-            },
-            _ => None,
-        }
+    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
+        let (tat, alg) = self.tat(*key);
+        alg.snapshot_of(tat.unwrap_or(0), now.as_nanos())
     }
 
-    /// `key`'s bucket at `now` (a fresh bucket's if the key is not tracked).
-    pub fn snapshot(&self, key: K, now: u64) -> Snapshot {
-        self.algorithm(key)
-            .snapshot_of(self.tat(key).unwrap_or(0), now)
+    fn time_until_ready(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded> {
+        let (tat, alg) = self.tat(*key);
+        alg.wait_of(tat.unwrap_or(0), n, now.as_nanos())
+            .map(Duration::from_nanos)
     }
 
-    /// Nanoseconds until `n` permits for `key` would be admitted by its own
-    /// bucket (0 for an untracked key).
-    ///
-    /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted to `key`.
-    pub fn time_until_ready(&self, key: K, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
-        self.algorithm(key)
-            .wait_of(self.tat(key).unwrap_or(0), n, now)
+    fn capacity_of(&self, key: &K) -> u32 {
+        self.tat(*key).1.capacity()
     }
 
-    /// True if `key` currently has a slot.
-    pub fn contains(&self, key: K) -> bool {
-        self.tat(key).is_some()
+    fn contains(&self, key: &K) -> bool {
+        self.tat(*key).0.is_some()
     }
 
-    /// The number of tracked keys.
-    pub fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.shards.iter().map(Shard::len).sum()
     }
 
-    /// True if no key is tracked.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// The requested capacity rounded up to a multiple of the shard count.
+    fn max_keys(&self) -> usize {
+        self.per_shard * self.shards.len()
     }
 
-    /// Calls `visit` with every tracked key and its snapshot at `now`
-    /// (allocates nothing; takes each shard's mutex in turn, so no entry is
-    /// seen twice or missed while moving).
-    pub fn for_each_snapshot(&self, now: u64, mut visit: impl FnMut(K, Snapshot)) {
+    fn overflow_policy(&self) -> OverflowPolicy {
+        self.policy
+    }
+
+    fn default_algorithm(&self) -> Gcra {
+        self.shared.algorithm()
+    }
+
+    fn shared_snapshot(&self, now: Timestamp) -> Snapshot {
+        self.shared.snapshot(now)
+    }
+
+    /// Takes each shard's mutex in turn, so no entry is seen twice or
+    /// missed while moving.
+    fn for_each_snapshot(&self, now: Timestamp, visit: &mut dyn FnMut(&K, Snapshot)) {
         for shard in &self.shards {
             let _writer = shard.lock();
             for slot in &shard.slots {
                 if let Slot::Live(key, tat) = unpack(slot.load(Ordering::Acquire)) {
                     let key = K::from_word(key);
-                    visit(key, self.algorithm(key).snapshot_of(tat, now));
+                    visit(
+                        &key,
+                        self.algorithm(shard, key).snapshot_of(tat, now.as_nanos()),
+                    );
                 }
             }
         }
     }
 
-    /// The shared overflow bucket at `now` ([`OverflowPolicy::SharedBucket`]).
-    pub fn shared_snapshot(&self, now: u64) -> Snapshot {
-        self.default.snapshot(&self.shared, now)
-    }
-
-    /// Evicts every key whose bucket has refilled at `now` (lossless) and
-    /// returns how many were evicted.
-    pub fn evict_refilled(&self, now: u64) -> usize {
+    fn evict_refilled(&self, now: Timestamp) -> usize {
         self.shards
             .iter()
             .map(|shard| {
                 let _writer = shard.lock();
-                self.sweep(shard, now)
+                self.sweep(shard, now.as_nanos())
             })
             .sum()
     }
-}
 
-impl<K, S, Q> LockFreeGcraTable<K, S, Q> {
-    /// The most keys the table tracks: the requested capacity rounded up to
-    /// a multiple of [`shards`](Self::shards).
-    #[must_use]
-    pub fn capacity(&self) -> usize {
-        self.per_shard * self.shards.len()
+    fn reconfigure(&self, next: Gcra, how: Inheritance, now: Timestamp) {
+        let now_ns = now.as_nanos();
+        for shard in &self.shards {
+            let _writer = shard.lock();
+            let old = shard.config.load();
+            self.convert(
+                shard,
+                |key| self.quota.algorithm_for(&key).is_none(),
+                || shard.config.store(next),
+                |_, tat| next.inherit_tat(&old, tat, now_ns, how),
+            );
+            shard.hint.reset();
+        }
+        self.shared.set_algorithm(next, how, now);
     }
 
-    /// The number of shards.
-    #[must_use]
-    pub fn shards(&self) -> usize {
-        self.shards.len()
-    }
-
-    /// The overflow policy.
-    #[must_use]
-    pub fn overflow_policy(&self) -> OverflowPolicy {
-        self.policy
-    }
-
-    /// The hasher.
-    #[must_use]
-    pub fn hasher(&self) -> &S {
-        &self.hasher
+    fn update_key_quota(
+        &self,
+        key: &K,
+        how: Inheritance,
+        now: Timestamp,
+        update: &mut dyn FnMut(),
+    ) {
+        let key = *key;
+        let hash = self.hasher.hash_one(key);
+        let shard = self.shard(hash);
+        let _writer = shard.lock();
+        let old = self.algorithm(shard, key);
+        self.convert(
+            shard,
+            |k| k == key,
+            update,
+            |k, tat| {
+                self.algorithm(shard, k)
+                    .inherit_tat(&old, tat, now.as_nanos(), how)
+            },
+        );
+        shard.hint.reset();
     }
 }

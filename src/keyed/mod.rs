@@ -12,9 +12,40 @@
 //! | [`LockFreeGcraTable`] | feature `std`, GCRA, keys of ≤ 64 bits ([`WordKey`]) | chosen at run time, allocated once | none on the check path: one 128-bit compare-and-swap per slot |
 //! | [`ShardedKeyedTable`] | feature `std` | chosen at run time, allocated once | one `std::sync::RwLock` per shard (checks of tracked keys only read-lock) |
 //!
-//! Both store only each key's *state* (8 bytes for a [`Gcra`](crate::Gcra)
+//! They store only each key's *state* (8 bytes for a [`Gcra`](crate::Gcra)
 //! bucket) and apply the key's [`Algorithm`] to it on every check, so
 //! per-key quotas ([`KeyQuota`]) cost no memory.
+//!
+//! # One interface, one builder
+//!
+//! Every table implements [`KeyedLimiter<K>`]: keys are passed by reference
+//! (`&K`), time as a [`Timestamp`], and each answer is a [`KeyedDecision`].
+//! Code written against the trait takes any table; a
+//! [`KeyedRateLimiter`](crate::KeyedRateLimiter) bundles a table with a
+//! clock, and through it every table is also an async
+//! [`AsyncKeyedLimiter`](crate::remote::AsyncKeyedLimiter) (the seam the
+//! HTTP layer and the Redis store share). Every table is built the same
+//! way, `Table::builder(default_algorithm)` then the settings that apply
+//! to it ([`TableBuilder`]):
+//!
+//! ```
+//! use tollgate::keyed::{KeyedLimiter, OverflowPolicy, ShardedKeyedTable};
+//! use tollgate::{Gcra, Quota, Timestamp};
+//!
+//! let per_client = Gcra::token_bucket(Quota::per_second(5)?.with_burst(2)?);
+//! let table = ShardedKeyedTable::builder(per_client)
+//!     .max_keys(10_000)
+//!     .overflow(OverflowPolicy::Deny)
+//!     .build()?;
+//!
+//! let client: std::net::IpAddr = "192.0.2.7".parse()?;
+//! let now = Timestamp::ZERO; // from your clock
+//! assert!(table.check(&client, now).is_allowed());
+//! assert!(table.check(&client, now).is_allowed());
+//! assert!(table.check(&client, now).is_denied());
+//! assert_eq!(table.len(), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! # Lossless eviction
 //!
@@ -60,15 +91,27 @@
 //!
 //! Size the table for the number of keys that can be *busy* at once: keys
 //! seen within one refill period (`burst × interval` for a token bucket).
-//! Keys that have refilled free their slots on demand. See the README for
-//! bytes per key.
+//! Keys that have refilled free their slots on demand. About 24 bytes per
+//! tracked `u64` key for the `std` tables.
+//!
+//! # Changing quotas while running
+//!
+//! [`KeyedLimiter::reconfigure`] replaces the default algorithm of every
+//! key that runs it (and of the shared overflow state), carrying what each
+//! key has used over by an [`Inheritance`] rule;
+//! [`KeyedLimiter::update_key_quota`] does the same for one key whose
+//! per-key quota changes. See [`crate::live`].
+
+use core::time::Duration;
 
 use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
 use crate::limiter::Algorithm;
+use crate::live::Inheritance;
 #[cfg(feature = "std")]
 use crate::sync::{AtomicU64, Ordering};
-use core::fmt;
+use crate::time::Timestamp;
 
+mod builder;
 mod hash;
 mod heapless_table;
 #[cfg(feature = "std")]
@@ -76,12 +119,114 @@ mod lock_free;
 #[cfg(feature = "std")]
 mod sharded;
 
+pub use builder::{FnvHash, TableBuilder, DEFAULT_MAX_KEYS};
 pub use hash::{RandomSeed, SeededHasher};
 pub use heapless_table::HeaplessKeyedTable;
 #[cfg(feature = "std")]
 pub use lock_free::{LockFreeGcraTable, WordKey};
 #[cfg(feature = "std")]
-pub use sharded::{ShardedKeyedTable, ShardedTableBuilder};
+pub use sharded::ShardedKeyedTable;
+
+/// A limiter with one state per key, in a table of fixed capacity: what
+/// every keyed table implements (see the [module documentation](self)).
+///
+/// Contract, as for [`Limiter`](crate::Limiter), per key: `n = 0` is a peek
+/// that changes nothing and never inserts the key; `n` above the key's
+/// capacity is `Err(CapacityExceeded)` and takes nothing.
+pub trait KeyedLimiter<K: ?Sized> {
+    /// The algorithm each key runs.
+    type Algorithm: Algorithm;
+
+    /// Tries to take `n` permits for `key` at `now`.
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` is more than `key`'s algorithm can ever
+    /// grant.
+    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<KeyedDecision, CapacityExceeded>;
+
+    /// Tries to take one permit for `key` at `now`.
+    #[inline]
+    fn check(&self, key: &K, now: Timestamp) -> KeyedDecision {
+        match self.check_n(key, 1, now) {
+            Ok(decision) => decision,
+            // capacity 0 is impossible for tollgate's algorithms; refuse
+            Err(_) => refusal(),
+        }
+    }
+
+    /// Gives back `n` permits of an earlier admission for `key`. If the key
+    /// is not tracked, its admission came from the overflow path: with
+    /// [`OverflowPolicy::SharedBucket`] the shared state gets them back.
+    fn refund(&self, key: &K, n: u32, now: Timestamp);
+
+    /// `key`'s state at `now` (a fresh state's if the key is not tracked).
+    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot;
+
+    /// The time until `n` permits for `key` would be admitted by its own
+    /// state (zero for an untracked key).
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` can never be granted to `key`.
+    fn time_until_ready(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded>;
+
+    /// The most permits one request for `key` can take.
+    fn capacity_of(&self, key: &K) -> u32;
+
+    /// True if `key` currently has a slot.
+    fn contains(&self, key: &K) -> bool;
+
+    /// The number of tracked keys (a snapshot under concurrent use).
+    fn len(&self) -> usize;
+
+    /// True if no key is tracked.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most keys the table tracks.
+    fn max_keys(&self) -> usize;
+
+    /// What the table does with a new key when it is full.
+    fn overflow_policy(&self) -> OverflowPolicy;
+
+    /// The algorithm of every key without a per-key quota, and of the
+    /// shared overflow state.
+    fn default_algorithm(&self) -> Self::Algorithm;
+
+    /// The overflow policy's shared state at `now`
+    /// ([`OverflowPolicy::SharedBucket`]).
+    fn shared_snapshot(&self, now: Timestamp) -> Snapshot;
+
+    /// Calls `visit` with every tracked key and its snapshot at `now`
+    /// (holding the table's lock for a part of it at a time: `visit` must
+    /// not call into this table). Allocates nothing.
+    fn for_each_snapshot(&self, now: Timestamp, visit: &mut dyn FnMut(&K, Snapshot));
+
+    /// Evicts every key whose state is idle at `now` (lossless: no future
+    /// decision changes) and returns how many were evicted.
+    fn evict_refilled(&self, now: Timestamp) -> usize;
+
+    /// Runs `next` as the default algorithm from `now` on: every tracked
+    /// key that runs the default (no per-key quota) and the shared overflow
+    /// state carry what they have used over by `how`. Checks during the
+    /// change are decided entirely before or entirely after it.
+    fn reconfigure(&self, next: Self::Algorithm, how: Inheritance, now: Timestamp);
+
+    /// Changes one key's quota: `update` is called while the key's slot is
+    /// locked against checks, and must make the table's per-key quota
+    /// function return the key's new algorithm (for example by writing the
+    /// shared map that function reads). The key's state, if tracked, then
+    /// carries over from its old algorithm to its new one by `how`.
+    /// `update` must not call into this table, and should change the answer
+    /// for this key only (other tracked keys would switch algorithm without
+    /// a carry-over).
+    fn update_key_quota(&self, key: &K, how: Inheritance, now: Timestamp, update: &mut dyn FnMut());
+}
 
 /// What a keyed table does with a new key when it is full and no tracked key
 /// can be evicted losslessly. See the [module docs](self) for the reasoning.
@@ -192,48 +337,6 @@ impl<K: ?Sized, A, F: Fn(&K) -> A> KeyQuota<K, A> for F {
         Some(self(key))
     }
 }
-
-/// Why a keyed table could not be built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum KeyedTableError {
-    /// A table must hold at least one key.
-    ZeroCapacity,
-    /// More keys than the table supports (`max`).
-    CapacityTooLarge {
-        /// Capacity asked for.
-        requested: usize,
-        /// Largest supported capacity.
-        max: usize,
-    },
-    /// The shard count must be a power of two between 1 and `max`.
-    InvalidShards {
-        /// Shard count asked for.
-        requested: usize,
-        /// Largest supported shard count.
-        max: usize,
-    },
-}
-
-impl fmt::Display for KeyedTableError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Self::ZeroCapacity => f.write_str("keyed table capacity must be at least 1"),
-            Self::CapacityTooLarge { requested, max } => {
-                write!(
-                    f,
-                    "keyed table capacity {requested} exceeds the maximum {max}"
-                )
-            }
-            Self::InvalidShards { requested, max } => write!(
-                f,
-                "keyed table shard count {requested} must be a power of two between 1 and {max}"
-            ),
-        }
-    }
-}
-
-impl core::error::Error for KeyedTableError {}
 
 /// How far behind the last sweep a caller's `now` may be and still count as
 /// stale rather than a clock that went back: the GCRA default heal
@@ -405,11 +508,11 @@ pub(crate) fn check_tracked<A: Algorithm>(
     alg: &A,
     state: &A::State,
     n: u32,
-    now: u64,
+    now: Timestamp,
     hint: &mut SweepHint,
 ) -> Result<KeyedDecision, CapacityExceeded> {
     let decision = alg.check_n(state, n, now)?;
-    hint.lower(now, decision.snapshot().reset_after_nanos());
+    hint.lower(now.as_nanos(), decision.snapshot().reset_after_nanos());
     Ok(KeyedDecision::new(decision, KeyedPath::Own))
 }
 
@@ -421,7 +524,7 @@ pub(crate) fn overflow<A: Algorithm>(
     default: &A,
     shared: &A::State,
     n: u32,
-    now: u64,
+    now: Timestamp,
     wait: u64,
 ) -> Result<KeyedDecision, CapacityExceeded> {
     match policy {
@@ -430,14 +533,14 @@ pub(crate) fn overflow<A: Algorithm>(
                 Ok(decision) => decision,
                 // The key's own quota allows `n` but the default does not:
                 // the shared bucket can never grant it, a slot might.
-                Err(_) => Decision::Denied(Denied::new(wait, default.snapshot(shared, now))),
+                Err(_) => Decision::Denied(Denied::from_nanos(wait, default.snapshot(shared, now))),
             };
             Ok(KeyedDecision::new(decision, KeyedPath::SharedOverflow))
         }
         OverflowPolicy::Deny => {
-            let snapshot = Snapshot::new(alg.capacity(), 0, wait);
+            let snapshot = Snapshot::exact(alg.capacity(), 0, wait);
             Ok(KeyedDecision::new(
-                Decision::Denied(Denied::new(wait, snapshot)),
+                Decision::Denied(Denied::from_nanos(wait, snapshot)),
                 KeyedPath::OverflowDenied,
             ))
         }
@@ -449,7 +552,7 @@ pub(crate) fn overflow<A: Algorithm>(
 }
 
 /// The answer for a peek (`n = 0`) or capacity check of an untracked key.
-pub(crate) fn untracked_peek<A: Algorithm>(alg: &A, now: u64) -> KeyedDecision {
+pub(crate) fn untracked_peek<A: Algorithm>(alg: &A, now: Timestamp) -> KeyedDecision {
     KeyedDecision::new(
         Decision::Allowed(alg.snapshot(&alg.new_state(), now)),
         KeyedPath::Own,
@@ -458,9 +561,12 @@ pub(crate) fn untracked_peek<A: Algorithm>(alg: &A, now: u64) -> KeyedDecision {
 
 /// The refusal `check` gives when `check_n(1)` reports that even one permit
 /// can never be granted (a zero-capacity algorithm).
-pub(crate) fn refusal(_now: u64) -> KeyedDecision {
+pub(crate) fn refusal() -> KeyedDecision {
     KeyedDecision::new(
-        Decision::Denied(Denied::new(u64::MAX, Snapshot::new(0, 0, u64::MAX))),
+        Decision::Denied(Denied::from_nanos(
+            u64::MAX,
+            Snapshot::exact(0, 0, u64::MAX),
+        )),
         KeyedPath::Own,
     )
 }

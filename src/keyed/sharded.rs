@@ -19,15 +19,21 @@
 //! inserting a new key or sweeping takes the shard's write lock. There is
 //! no global lock and no allocation.
 
+use core::hash::{BuildHasher, Hash};
+use core::time::Duration;
+use std::vec::Vec;
+
+use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
 use super::{
     overflow, untracked_peek, with_algorithm, AtomicSweepHint, KeyQuota, KeyedDecision,
-    KeyedTableError, OverflowPolicy, RandomSeed, SameQuota,
+    KeyedLimiter, OverflowPolicy, RandomSeed, SameQuota, TableBuilder,
 };
 use crate::decision::{CapacityExceeded, Snapshot};
+use crate::error::ConfigError;
 use crate::limiter::Algorithm;
+use crate::live::Inheritance;
 use crate::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use core::hash::{BuildHasher, Hash};
-use std::vec::Vec;
+use crate::time::Timestamp;
 
 /// Largest number of keys in one shard: bounds the cost of one sweep.
 const MAX_PER_SHARD: usize = 4095;
@@ -47,15 +53,19 @@ const MIN_PER_SHARD_FOR_SPLIT: usize = 512;
 #[repr(align(128))]
 struct CachePadded<T>(T);
 
-type ShardLock<K, S> = CachePadded<RwLock<Shard<K, S>>>;
+type ShardLock<K, A> = CachePadded<RwLock<Shard<K, A>>>;
 
-struct Shard<K, S> {
-    buckets: Vec<Bucket<K, S>>,
+struct Shard<K, A: Algorithm> {
+    buckets: Vec<Bucket<K, A::State>>,
     /// One bit per bucket: some key homed at or before it lives after it.
     overflowed: Vec<u64>,
     len: usize,
     capacity: usize,
     hint: AtomicSweepHint,
+    /// The default algorithm, read under the shard's lock, so that a
+    /// [`reconfigure`](KeyedLimiter::reconfigure) (which holds every
+    /// shard's write lock) is atomic with every check.
+    default: A,
 }
 
 /// Checks a tracked state and lowers the hint to its idle time.
@@ -64,16 +74,16 @@ fn check_own<A: Algorithm>(
     alg: &A,
     state: &A::State,
     n: u32,
-    now: u64,
+    now: Timestamp,
     hint: &AtomicSweepHint,
 ) -> Result<KeyedDecision, CapacityExceeded> {
     let decision = alg.check_n(state, n, now)?;
-    hint.lower(now, decision.snapshot().reset_after_nanos());
+    hint.lower(now.as_nanos(), decision.snapshot().reset_after_nanos());
     Ok(KeyedDecision::new(decision, super::KeyedPath::Own))
 }
 
-impl<K: Eq, S> Shard<K, S> {
-    fn new(capacity: usize) -> Self {
+impl<K: Eq, A: Algorithm> Shard<K, A> {
+    fn new(capacity: usize, default: A) -> Self {
         let slots = capacity + capacity.div_ceil(10);
         let buckets = slots.div_ceil(BUCKET).max(1);
         Self {
@@ -82,6 +92,7 @@ impl<K: Eq, S> Shard<K, S> {
             len: 0,
             capacity,
             hint: AtomicSweepHint::new(),
+            default,
         }
     }
 
@@ -116,7 +127,7 @@ impl<K: Eq, S> Shard<K, S> {
 
     /// `key`'s entry, if tracked.
     #[inline]
-    fn get(&self, key: &K, hash: u64) -> Option<&S> {
+    fn get(&self, key: &K, hash: u64) -> Option<&A::State> {
         let mut bucket = self.home(hash);
         for _ in 0..self.buckets.len() {
             let entries = &self.buckets[bucket];
@@ -134,7 +145,7 @@ impl<K: Eq, S> Shard<K, S> {
     /// Inserts a key known to be absent: its (bucket, index), or `None` if
     /// the shard holds `capacity` keys already.
     #[inline]
-    fn insert(&mut self, key: K, state: S, hash: u64) -> Option<(usize, usize)> {
+    fn insert(&mut self, key: K, state: A::State, hash: u64) -> Option<(usize, usize)> {
         if self.len >= self.capacity {
             return None;
         }
@@ -175,7 +186,7 @@ impl<K: Eq, S> Shard<K, S> {
         }
     }
 
-    fn entries(&self) -> impl Iterator<Item = &(K, S)> {
+    fn entries(&self) -> impl Iterator<Item = &(K, A::State)> {
         self.buckets.iter().flat_map(|b| b.iter())
     }
 }
@@ -184,42 +195,43 @@ impl<K: Eq, S> Shard<K, S> {
 /// time and allocated once, never grown, split over independently locked
 /// shards, keys hashed with a per-table random seed.
 ///
-/// Eviction, overflow and per-key quotas work as described in the
-/// [module docs](super). Build it with [`ShardedKeyedTable::new`] or
+/// Eviction, overflow, per-key quotas and reconfiguration work as
+/// described in the [module docs](super). Build it with
 /// [`ShardedKeyedTable::builder`].
 ///
 /// Keys are spread over the shards by hash; each shard holds
-/// `capacity() / shards()` keys, so a shard can fill slightly before the
+/// `max_keys() / shards()` keys, so a shard can fill slightly before the
 /// table as a whole (the default shard size is at least 512 keys when the
 /// capacity allows, which keeps that imbalance to a few percent). An insert
 /// into a full shard sweeps that shard once (at most 4,095 entries).
 ///
 /// ```
-/// use tollgate::keyed::{KeyedPath, OverflowPolicy, ShardedKeyedTable};
-/// use tollgate::{Gcra, Quota};
+/// use tollgate::keyed::{KeyedLimiter, KeyedPath, OverflowPolicy, ShardedKeyedTable};
+/// use tollgate::{Gcra, Quota, Timestamp};
 ///
-/// let per_client = Gcra::token_bucket(Quota::per_second(5)?.allow_burst(2)?);
-/// let table = ShardedKeyedTable::builder(per_client)
-///     .capacity(10_000)
+/// let per_client = Gcra::token_bucket(Quota::per_second(10)?.with_burst(2)?);
+/// let table = ShardedKeyedTable::<u32, _>::builder(per_client)
+///     .max_keys(2)
+///     .shards(1)
 ///     .overflow(OverflowPolicy::Deny)
-///     .build::<std::net::IpAddr>()?;
+///     .build()?;
 ///
-/// let client: std::net::IpAddr = "192.0.2.7".parse()?;
-/// let now = 0; // nanoseconds from your clock
-/// assert!(table.check(&client, now).is_allowed());
-/// assert!(table.check(&client, now).is_allowed());
-/// let third = table.check(&client, now);
-/// assert!(third.is_denied());
-/// assert_eq!(third.path(), KeyedPath::Own);
-/// assert_eq!(table.len(), 1);
+/// let now = Timestamp::ZERO;
+/// assert!(table.check(&1, now).is_allowed());
+/// assert!(table.check(&2, now).is_allowed());
+/// // Full of keys that are still throttled: key 3 is refused, never are
+/// // keys 1 and 2 forgotten (that would reset their limits).
+/// assert_eq!(table.check(&3, now).path(), KeyedPath::OverflowDenied);
+/// // 100 ms later both have refilled; evicting them changes nothing, so
+/// // key 3 takes a slot.
+/// assert_eq!(table.check(&3, Timestamp::from_millis(100)).path(), KeyedPath::Own);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct ShardedKeyedTable<K, A: Algorithm, S = RandomSeed, Q = SameQuota> {
-    shards: Vec<ShardLock<K, A::State>>,
+    shards: Vec<ShardLock<K, A>>,
     shard_shift: u32,
     per_shard: usize,
     hasher: S,
-    default: A,
     shared: A::State,
     policy: OverflowPolicy,
     quota: Q,
@@ -235,117 +247,32 @@ impl<K, A: Algorithm, S, Q> core::fmt::Debug for ShardedKeyedTable<K, A, S, Q> {
     }
 }
 
-/// Configures a [`ShardedKeyedTable`]; from [`ShardedKeyedTable::builder`].
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct ShardedTableBuilder<A, S = RandomSeed, Q = SameQuota> {
-    default: A,
-    capacity: usize,
-    shards: Option<usize>,
-    policy: OverflowPolicy,
-    hasher: S,
-    quota: Q,
-}
+impl<K, A: Algorithm> RuntimeSized for ShardedKeyedTable<K, A> {}
 
-impl<A> ShardedTableBuilder<A> {
-    /// A builder for a table whose keys run `default` (also
-    /// [`ShardedKeyedTable::builder`]).
-    pub fn new(default: A) -> Self {
-        Self {
-            default,
-            capacity: 10_000,
-            shards: None,
-            policy: OverflowPolicy::SharedBucket,
-            hasher: RandomSeed::new(),
-            quota: SameQuota,
-        }
+impl<K, A: Algorithm> ShardedKeyedTable<K, A> {
+    /// Starts configuring a table whose keys run `default` unless a per-key
+    /// quota says otherwise (see [`TableBuilder`]).
+    pub fn builder(default: A) -> TableBuilder<Self, A, RandomSeed> {
+        TableBuilder::new(default, DEFAULT_MAX_KEYS, RandomSeed::new())
     }
 }
 
-impl<A, S, Q> ShardedTableBuilder<A, S, Q> {
-    /// How many keys to track at most (default 10,000). The table may round
-    /// it up to a multiple of the shard count; see
-    /// [`ShardedKeyedTable::capacity`].
-    pub fn capacity(mut self, capacity: usize) -> Self {
-        self.capacity = capacity;
-        self
-    }
-
-    /// The number of shards (a power of two). The default is four per CPU,
-    /// fewer for small tables, more if needed to keep shards at most 4,095
-    /// keys.
-    pub fn shards(mut self, shards: usize) -> Self {
-        self.shards = Some(shards);
-        self
-    }
-
-    /// The overflow policy (default [`OverflowPolicy::SharedBucket`]).
-    pub fn overflow(mut self, policy: OverflowPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// The hasher (default [`RandomSeed::new`], a fresh random seed per
-    /// table). Use a seeded hasher for keys an attacker can choose.
-    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> ShardedTableBuilder<A, S2, Q> {
-        ShardedTableBuilder {
-            default: self.default,
-            capacity: self.capacity,
-            shards: self.shards,
-            policy: self.policy,
-            hasher,
-            quota: self.quota,
-        }
-    }
-
-    /// A per-key quota: each key's algorithm (see [`KeyQuota`]). The default
-    /// algorithm still runs the shared overflow bucket.
-    pub fn per_key<Q2>(self, quota: Q2) -> ShardedTableBuilder<A, S, Q2> {
-        ShardedTableBuilder {
-            default: self.default,
-            capacity: self.capacity,
-            shards: self.shards,
-            policy: self.policy,
-            hasher: self.hasher,
-            quota,
-        }
-    }
-
+impl<K, A, S, Q> TableBuilder<ShardedKeyedTable<K, A>, A, S, Q>
+where
+    K: Hash + Eq + Clone,
+    A: Algorithm + Clone,
+    S: BuildHasher,
+    Q: KeyQuota<K, A>,
+{
     /// Allocates the table.
     ///
     /// # Errors
-    /// [`KeyedTableError`] for a zero capacity, an invalid shard count, or a
-    /// capacity above `shards × 4,095`.
-    pub fn build<K>(self) -> Result<ShardedKeyedTable<K, A, S, Q>, KeyedTableError>
-    where
-        K: Hash + Eq + Clone,
-        A: Algorithm,
-        S: BuildHasher,
-        Q: KeyQuota<K, A>,
-    {
-        if self.capacity == 0 {
-            return Err(KeyedTableError::ZeroCapacity);
-        }
-        let shards = match self.shards {
-            Some(s) if s == 0 || !s.is_power_of_two() || s > MAX_SHARDS => {
-                return Err(KeyedTableError::InvalidShards {
-                    requested: s,
-                    max: MAX_SHARDS,
-                })
-            }
-            Some(s) => s,
-            None => default_shards(self.capacity),
-        };
-        let max = shards.saturating_mul(MAX_PER_SHARD);
-        if self.capacity > max {
-            return Err(KeyedTableError::CapacityTooLarge {
-                requested: self.capacity,
-                max,
-            });
-        }
-        let per_shard = self.capacity.div_ceil(shards);
+    /// [`ConfigError::ZeroKeys`], [`ConfigError::InvalidShards`], or
+    /// [`ConfigError::TooManyKeys`] for more than `shards × 4,095` keys.
+    pub fn build(self) -> Result<ShardedKeyedTable<K, A, S, Q>, ConfigError> {
+        let (shards, per_shard) = shard_layout(self.max_keys, self.shards)?;
         let shard_list = (0..shards)
-            .map(|_| CachePadded(RwLock::new(Shard::new(per_shard))))
+            .map(|_| CachePadded(RwLock::new(Shard::new(per_shard, self.default.clone()))))
             .collect();
         let shared = self.default.new_state();
         Ok(ShardedKeyedTable {
@@ -353,48 +280,39 @@ impl<A, S, Q> ShardedTableBuilder<A, S, Q> {
             shard_shift: 64 - shards.trailing_zeros(),
             per_shard,
             hasher: self.hasher,
-            default: self.default,
             shared,
-            policy: self.policy,
-            quota: self.quota,
+            policy: self.overflow,
+            quota: self.per_key,
         })
     }
 }
 
-impl<S: BuildHasher, Q> ShardedTableBuilder<crate::gcra::Gcra, S, Q> {
-    /// Allocates a [`LockFreeGcraTable`](super::LockFreeGcraTable) with
-    /// this configuration instead: GCRA buckets, word-sized keys, no lock
-    /// on the check path.
-    ///
-    /// ```
-    /// use tollgate::keyed::{OverflowPolicy, ShardedKeyedTable};
-    /// use tollgate::{Gcra, Quota};
-    ///
-    /// let table = ShardedKeyedTable::builder(Gcra::token_bucket(Quota::per_second(100)?))
-    ///     .capacity(50_000)
-    ///     .overflow(OverflowPolicy::Deny)
-    ///     .build_lock_free::<std::net::Ipv4Addr>()?;
-    /// assert!(table.check("203.0.113.9".parse()?, 0).is_allowed());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`KeyedTableError`] for a zero capacity, an invalid shard count, or a
-    /// capacity above `shards × 4,095`.
-    pub fn build_lock_free<K>(self) -> Result<super::LockFreeGcraTable<K, S, Q>, KeyedTableError>
-    where
-        K: super::WordKey,
-        Q: KeyQuota<K, crate::gcra::Gcra>,
-    {
-        super::LockFreeGcraTable::with_options(
-            self.capacity,
-            self.default,
-            self.policy,
-            self.hasher,
-            self.quota,
-            self.shards,
-        )
+/// Validates a capacity and shard count: `(shards, keys per shard)`.
+pub(crate) fn shard_layout(
+    max_keys: usize,
+    shards: Option<usize>,
+) -> Result<(usize, usize), ConfigError> {
+    if max_keys == 0 {
+        return Err(ConfigError::ZeroKeys);
     }
+    let shards = match shards {
+        Some(s) if s == 0 || !s.is_power_of_two() || s > MAX_SHARDS => {
+            return Err(ConfigError::InvalidShards {
+                requested: s,
+                max: MAX_SHARDS,
+            })
+        }
+        Some(s) => s,
+        None => default_shards(max_keys),
+    };
+    let max = shards.saturating_mul(MAX_PER_SHARD);
+    if max_keys > max {
+        return Err(ConfigError::TooManyKeys {
+            requested: max_keys,
+            max,
+        });
+    }
+    Ok((shards, max_keys.div_ceil(shards)))
 }
 
 /// Four shards per CPU, but shards of at least 512 keys when possible and
@@ -412,34 +330,15 @@ pub(crate) fn default_shards(capacity: usize) -> usize {
     shards
 }
 
-impl<K: Hash + Eq + Clone, A: Algorithm> ShardedKeyedTable<K, A> {
-    /// A table of `capacity` keys all running `default`, with the shared
-    /// overflow bucket, default shards and a random seed.
-    ///
-    /// # Errors
-    /// [`KeyedTableError`] for a zero or too large capacity.
-    pub fn new(capacity: usize, default: A) -> Result<Self, KeyedTableError> {
-        ShardedTableBuilder::new(default).capacity(capacity).build()
-    }
-}
-
-impl<A: Algorithm> ShardedKeyedTable<(), A> {
-    /// Starts configuring a table whose keys run `default` unless a per-key
-    /// quota says otherwise.
-    pub fn builder(default: A) -> ShardedTableBuilder<A> {
-        ShardedTableBuilder::new(default)
-    }
-}
-
 impl<K, A, S, Q> ShardedKeyedTable<K, A, S, Q>
 where
     K: Hash + Eq + Clone,
-    A: Algorithm,
+    A: Algorithm + Clone,
     S: BuildHasher,
     Q: KeyQuota<K, A>,
 {
     #[inline]
-    fn shard(&self, hash: u64) -> &RwLock<Shard<K, A::State>> {
+    fn shard(&self, hash: u64) -> &RwLock<Shard<K, A>> {
         // shard_shift is 64 for one shard: checked_shr gives None → shard 0
         let i = hash.checked_shr(self.shard_shift).unwrap_or(0) as usize;
         &self.shards[i & (self.shards.len() - 1)].0
@@ -450,10 +349,7 @@ where
     /// between removing entries and recomputing the overflow bits: repair
     /// them first.
     #[inline]
-    fn read<'a>(
-        &'a self,
-        lock: &'a RwLock<Shard<K, A::State>>,
-    ) -> RwLockReadGuard<'a, Shard<K, A::State>> {
+    fn read<'a>(&'a self, lock: &'a RwLock<Shard<K, A>>) -> RwLockReadGuard<'a, Shard<K, A>> {
         match lock.read() {
             Ok(guard) => guard,
             Err(poisoned) => {
@@ -466,10 +362,7 @@ where
     }
 
     /// Write-locks a shard, repairing it after a panic (see [`Self::read`]).
-    fn write<'a>(
-        &'a self,
-        lock: &'a RwLock<Shard<K, A::State>>,
-    ) -> RwLockWriteGuard<'a, Shard<K, A::State>> {
+    fn write<'a>(&'a self, lock: &'a RwLock<Shard<K, A>>) -> RwLockWriteGuard<'a, Shard<K, A>> {
         lock.write().unwrap_or_else(|poisoned| {
             let mut shard = poisoned.into_inner();
             shard.reindex(|k| self.hasher.hash_one(k));
@@ -478,87 +371,30 @@ where
         })
     }
 
-    /// Tries to take one permit for `key` at `now` (nanoseconds).
+    /// `key`'s algorithm: its per-key quota, or the shard's default.
     #[inline]
-    pub fn check(&self, key: &K, now: u64) -> KeyedDecision {
-        match self.check_n(key, 1, now) {
-            Ok(decision) => decision,
-            Err(_) => super::refusal(now),
-        }
-    }
-
-    /// Tries to take `n` permits for `key` at `now`; `n = 0` is a peek that
-    /// changes nothing (and never inserts the key).
-    ///
-    /// # Errors
-    /// [`CapacityExceeded`] if `n` is more than the key's algorithm can ever
-    /// grant.
-    #[inline]
-    pub fn check_n(&self, key: &K, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded> {
-        with_algorithm(&self.quota, &self.default, key, |alg| {
-            if n > alg.capacity() {
-                return Err(CapacityExceeded {
-                    requested: n,
-                    capacity: alg.capacity(),
-                });
-            }
-            let hash = self.hasher.hash_one(key);
-            let lock = self.shard(hash);
-            {
-                let shard = self.read(lock);
-                if let Some(state) = shard.get(key, hash) {
-                    return check_own(alg, state, n, now, &shard.hint);
-                }
-                if n == 0 {
-                    return Ok(untracked_peek(alg, now));
-                }
-                // Full of busy keys: answer without the write lock, so a
-                // flood of new keys never blocks the tracked keys' checks.
-                if shard.len >= shard.capacity && !shard.hint.worth_sweeping(now) {
-                    let wait = shard.hint.wait_from(now);
-                    return overflow(self.policy, alg, &self.default, &self.shared, n, now, wait);
-                }
-            }
-            // a new key: insert under the write lock
-            let mut guard = self.write(lock);
-            let shard = &mut *guard;
-            if let Some(state) = shard.get(key, hash) {
-                // inserted by another thread meanwhile
-                return check_own(alg, state, n, now, &shard.hint);
-            }
-            if shard.len >= shard.capacity && !self.sweep(shard, now) {
-                let wait = shard.hint.wait_from(now);
-                return overflow(self.policy, alg, &self.default, &self.shared, n, now, wait);
-            }
-            let at = shard.hint.insert_time(now);
-            match shard.insert(key.clone(), alg.new_state(), hash) {
-                Some((bucket, i)) => match shard.buckets[bucket].get(i) {
-                    Some((_, state)) => check_own(alg, state, n, at, &shard.hint),
-                    None => Ok(super::refusal(now)), // unreachable: just inserted
-                },
-                None => {
-                    let wait = shard.hint.wait_from(now);
-                    overflow(self.policy, alg, &self.default, &self.shared, n, now, wait)
-                }
-            }
-        })
+    fn algorithm_of(&self, shard: &Shard<K, A>, key: &K) -> A {
+        self.quota
+            .algorithm_for(key)
+            .unwrap_or_else(|| shard.default.clone())
     }
 
     /// Evicts every idle key of a full shard (if the hint says one may be
     /// idle); true if a slot is free afterwards.
-    fn sweep(&self, shard: &mut Shard<K, A::State>, now: u64) -> bool {
-        if !shard.hint.worth_sweeping(now) {
+    fn sweep(&self, shard: &mut Shard<K, A>, now: Timestamp) -> bool {
+        if !shard.hint.worth_sweeping(now.as_nanos()) {
             return false;
         }
         self.sweep_always(shard, now);
         shard.len < shard.capacity
     }
 
-    fn sweep_always(&self, shard: &mut Shard<K, A::State>, now: u64) -> usize {
+    fn sweep_always(&self, shard: &mut Shard<K, A>, now: Timestamp) -> usize {
+        let now_ns = now.as_nanos();
         let before = shard.len;
         let hint = &shard.hint;
-        hint.start(now);
-        let (default, quota) = (&self.default, &self.quota);
+        hint.start(now_ns);
+        let (default, quota) = (&shard.default, &self.quota);
         let mut after = 0;
         for bucket in &mut shard.buckets {
             bucket.retain(|(key, state)| {
@@ -566,7 +402,7 @@ where
                     if alg.is_idle(state, now) {
                         false
                     } else {
-                        hint.lower(now, alg.snapshot(state, now).reset_after_nanos());
+                        hint.lower(now_ns, alg.snapshot(state, now).reset_after_nanos());
                         true
                     }
                 })
@@ -580,123 +416,17 @@ where
         evicted
     }
 
-    /// Gives back `n` permits of an earlier admission for `key`. If the key
-    /// is not tracked, its admission came from the overflow path: with
-    /// [`OverflowPolicy::SharedBucket`] the shared state gets them back.
-    pub fn refund(&self, key: &K, n: u32, now: u64) {
-        with_algorithm(&self.quota, &self.default, key, |alg| {
-            let hash = self.hasher.hash_one(key);
-            let shard = self.read(self.shard(hash));
-            match shard.get(key, hash) {
-                Some(state) => {
-                    alg.refund(state, n, now);
-                    shard.hint.reset();
-                }
-                None => {
-                    drop(shard);
-                    if self.policy == OverflowPolicy::SharedBucket {
-                        self.default.refund(&self.shared, n, now);
-                    }
-                }
-            }
-        });
-    }
-
-    /// `key`'s state at `now` (a fresh state's if the key is not tracked).
-    pub fn snapshot(&self, key: &K, now: u64) -> Snapshot {
-        with_algorithm(&self.quota, &self.default, key, |alg| {
-            let hash = self.hasher.hash_one(key);
-            let shard = self.read(self.shard(hash));
-            match shard.get(key, hash) {
-                Some(state) => alg.snapshot(state, now),
-                None => alg.snapshot(&alg.new_state(), now),
-            }
-        })
-    }
-
-    /// Nanoseconds until `n` permits for `key` would be admitted by its own
-    /// state (0 for an untracked key).
-    ///
-    /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted to `key`.
-    pub fn time_until_ready(&self, key: &K, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
-        with_algorithm(&self.quota, &self.default, key, |alg| {
-            let hash = self.hasher.hash_one(key);
-            let shard = self.read(self.shard(hash));
-            match shard.get(key, hash) {
-                Some(state) => alg.time_until_ready(state, n, now),
-                None => alg.time_until_ready(&alg.new_state(), n, now),
-            }
-        })
-    }
-
-    /// True if `key` currently has a slot.
-    pub fn contains(&self, key: &K) -> bool {
-        let hash = self.hasher.hash_one(key);
-        self.read(self.shard(hash)).get(key, hash).is_some()
-    }
-
-    /// The number of tracked keys (shard by shard, so only a snapshot under
-    /// concurrent use).
-    pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| self.read(&s.0).len).sum()
-    }
-
-    /// True if no key is tracked.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Calls `visit` with every tracked key and its snapshot at `now`,
-    /// holding one shard's lock at a time (`visit` must not call into this
-    /// table). Allocates nothing.
-    pub fn for_each_snapshot(&self, now: u64, mut visit: impl FnMut(&K, Snapshot)) {
-        for shard in &self.shards {
-            let shard = self.read(&shard.0);
-            for (key, state) in shard.entries() {
-                let snapshot = with_algorithm(&self.quota, &self.default, key, |alg| {
-                    alg.snapshot(state, now)
-                });
-                visit(key, snapshot);
-            }
-        }
-    }
-
-    /// The overflow policy's shared state at `now`
-    /// ([`OverflowPolicy::SharedBucket`]).
-    pub fn shared_snapshot(&self, now: u64) -> Snapshot {
-        self.default.snapshot(&self.shared, now)
-    }
-
-    /// Evicts every key whose state is idle at `now` (lossless: no future
-    /// decision changes), one shard at a time, and returns how many were
-    /// evicted.
-    pub fn evict_refilled(&self, now: u64) -> usize {
-        self.shards
-            .iter()
-            .map(|s| self.sweep_always(&mut self.write(&s.0), now))
-            .sum()
+    /// Every shard write-locked, in order (a reconfiguration).
+    fn write_all(&self) -> Vec<RwLockWriteGuard<'_, Shard<K, A>>> {
+        self.shards.iter().map(|s| self.write(&s.0)).collect()
     }
 }
 
 impl<K, A: Algorithm, S, Q> ShardedKeyedTable<K, A, S, Q> {
-    /// The most keys the table tracks: the requested capacity rounded up to
-    /// a multiple of [`shards`](Self::shards).
-    #[must_use]
-    pub fn capacity(&self) -> usize {
-        self.per_shard * self.shards.len()
-    }
-
     /// The number of shards.
     #[must_use]
     pub fn shards(&self) -> usize {
         self.shards.len()
-    }
-
-    /// The overflow policy.
-    #[must_use]
-    pub fn overflow_policy(&self) -> OverflowPolicy {
-        self.policy
     }
 
     /// The hasher (to check seeding, or to hash keys the same way).
@@ -704,10 +434,214 @@ impl<K, A: Algorithm, S, Q> ShardedKeyedTable<K, A, S, Q> {
     pub fn hasher(&self) -> &S {
         &self.hasher
     }
+}
 
-    /// The default algorithm.
-    #[must_use]
-    pub fn default_algorithm(&self) -> &A {
-        &self.default
+impl<K, A, S, Q> KeyedLimiter<K> for ShardedKeyedTable<K, A, S, Q>
+where
+    K: Hash + Eq + Clone,
+    A: Algorithm + Clone,
+    S: BuildHasher,
+    Q: KeyQuota<K, A>,
+{
+    type Algorithm = A;
+
+    #[inline]
+    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<KeyedDecision, CapacityExceeded> {
+        let hash = self.hasher.hash_one(key);
+        let lock = self.shard(hash);
+        {
+            let shard = self.read(lock);
+            let alg = self.algorithm_of(&shard, key);
+            if n > alg.capacity() {
+                return Err(CapacityExceeded::new(n, alg.capacity()));
+            }
+            if let Some(state) = shard.get(key, hash) {
+                return check_own(&alg, state, n, now, &shard.hint);
+            }
+            if n == 0 {
+                return Ok(untracked_peek(&alg, now));
+            }
+            // Full of busy keys: answer without the write lock, so a
+            // flood of new keys never blocks the tracked keys' checks.
+            if shard.len >= shard.capacity && !shard.hint.worth_sweeping(now.as_nanos()) {
+                let wait = shard.hint.wait_from(now.as_nanos());
+                return overflow(
+                    self.policy,
+                    &alg,
+                    &shard.default,
+                    &self.shared,
+                    n,
+                    now,
+                    wait,
+                );
+            }
+        }
+        // a new key: insert under the write lock
+        let mut guard = self.write(lock);
+        let shard = &mut *guard;
+        let alg = self.algorithm_of(shard, key);
+        if let Some(state) = shard.get(key, hash) {
+            // inserted by another thread meanwhile
+            return check_own(&alg, state, n, now, &shard.hint);
+        }
+        if shard.len >= shard.capacity && !self.sweep(shard, now) {
+            let wait = shard.hint.wait_from(now.as_nanos());
+            return overflow(
+                self.policy,
+                &alg,
+                &shard.default,
+                &self.shared,
+                n,
+                now,
+                wait,
+            );
+        }
+        let at = Timestamp::from_nanos(shard.hint.insert_time(now.as_nanos()));
+        match shard.insert(key.clone(), alg.new_state(), hash) {
+            Some((bucket, i)) => match shard.buckets[bucket].get(i) {
+                Some((_, state)) => check_own(&alg, state, n, at, &shard.hint),
+                None => Ok(super::refusal()), // unreachable: just inserted
+            },
+            None => {
+                let wait = shard.hint.wait_from(now.as_nanos());
+                overflow(
+                    self.policy,
+                    &alg,
+                    &shard.default,
+                    &self.shared,
+                    n,
+                    now,
+                    wait,
+                )
+            }
+        }
+    }
+
+    fn refund(&self, key: &K, n: u32, now: Timestamp) {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.read(self.shard(hash));
+        match shard.get(key, hash) {
+            Some(state) => {
+                self.algorithm_of(&shard, key).refund(state, n, now);
+                shard.hint.reset();
+            }
+            None if self.policy == OverflowPolicy::SharedBucket => {
+                shard.default.refund(&self.shared, n, now);
+            }
+            None => {}
+        }
+    }
+
+    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.read(self.shard(hash));
+        let alg = self.algorithm_of(&shard, key);
+        match shard.get(key, hash) {
+            Some(state) => alg.snapshot(state, now),
+            None => alg.snapshot(&alg.new_state(), now),
+        }
+    }
+
+    fn time_until_ready(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded> {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.read(self.shard(hash));
+        let alg = self.algorithm_of(&shard, key);
+        match shard.get(key, hash) {
+            Some(state) => alg.time_until_ready(state, n, now),
+            None => alg.time_until_ready(&alg.new_state(), n, now),
+        }
+    }
+
+    fn capacity_of(&self, key: &K) -> u32 {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.read(self.shard(hash));
+        self.algorithm_of(&shard, key).capacity()
+    }
+
+    fn contains(&self, key: &K) -> bool {
+        let hash = self.hasher.hash_one(key);
+        self.read(self.shard(hash)).get(key, hash).is_some()
+    }
+
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| self.read(&s.0).len).sum()
+    }
+
+    /// The requested capacity rounded up to a multiple of the shard count.
+    fn max_keys(&self) -> usize {
+        self.per_shard * self.shards.len()
+    }
+
+    fn overflow_policy(&self) -> OverflowPolicy {
+        self.policy
+    }
+
+    fn default_algorithm(&self) -> A {
+        self.read(&self.shards[0].0).default.clone()
+    }
+
+    fn shared_snapshot(&self, now: Timestamp) -> Snapshot {
+        self.read(&self.shards[0].0)
+            .default
+            .snapshot(&self.shared, now)
+    }
+
+    fn for_each_snapshot(&self, now: Timestamp, visit: &mut dyn FnMut(&K, Snapshot)) {
+        for shard in &self.shards {
+            let shard = self.read(&shard.0);
+            for (key, state) in shard.entries() {
+                let snapshot = self.algorithm_of(&shard, key).snapshot(state, now);
+                visit(key, snapshot);
+            }
+        }
+    }
+
+    fn evict_refilled(&self, now: Timestamp) -> usize {
+        self.shards
+            .iter()
+            .map(|s| self.sweep_always(&mut self.write(&s.0), now))
+            .sum()
+    }
+
+    fn reconfigure(&self, next: A, how: Inheritance, now: Timestamp) {
+        let mut shards = self.write_all();
+        for shard in &mut shards {
+            let shard = &mut **shard;
+            for (key, state) in shard.entries() {
+                if self.quota.algorithm_for(key).is_none() {
+                    shard.default.carry_over(&next, state, how, now);
+                }
+            }
+            shard.hint.reset();
+        }
+        if let Some(first) = shards.first() {
+            first.default.carry_over(&next, &self.shared, how, now);
+        }
+        for shard in &mut shards {
+            shard.default = next.clone();
+        }
+    }
+
+    fn update_key_quota(
+        &self,
+        key: &K,
+        how: Inheritance,
+        now: Timestamp,
+        update: &mut dyn FnMut(),
+    ) {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.write(self.shard(hash));
+        let old = self.algorithm_of(&shard, key);
+        update();
+        let new = self.algorithm_of(&shard, key);
+        if let Some(state) = shard.get(key, hash) {
+            old.carry_over(&new, state, how, now);
+        }
+        shard.hint.reset();
     }
 }

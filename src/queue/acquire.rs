@@ -7,10 +7,11 @@ use std::boxed::Box;
 
 use tokio::time::Sleep;
 
-use super::error::AcquireError;
+use super::error::WaitError;
 use super::shared::{Begin, Expiry, Shared};
-use crate::clock::{duration_to_nanos, Clock};
-use crate::limiter::Limiter;
+use super::source::QueueLimiter;
+use crate::clock::Clock;
+use crate::time::{duration_to_nanos, Timestamp};
 
 #[derive(Debug)]
 enum State {
@@ -23,10 +24,10 @@ enum State {
 ///
 /// Cancellation-safe: dropping it removes the waiter (and refunds permits
 /// granted but not yet taken). Polling it again after it has completed
-/// yields `Err(AcquireError::Closed)` rather than panicking.
+/// yields `Err(WaitError::Closed)` rather than panicking.
 #[derive(Debug)]
 #[must_use = "futures do nothing unless awaited"]
-pub struct Acquire<'a, L: Limiter + Send + Sync + 'static> {
+pub struct Acquire<'a, L: QueueLimiter + Send + Sync + 'static> {
     shared: &'a Shared<L>,
     n: u32,
     deadline: Option<u64>,
@@ -34,7 +35,7 @@ pub struct Acquire<'a, L: Limiter + Send + Sync + 'static> {
     expiry: Option<(Pin<Box<Sleep>>, Expiry)>,
 }
 
-impl<'a, L: Limiter + Send + Sync + 'static> Acquire<'a, L> {
+impl<'a, L: QueueLimiter + Send + Sync + 'static> Acquire<'a, L> {
     pub(super) fn new(shared: &'a Shared<L>, n: u32, deadline: Option<u64>) -> Self {
         Self {
             shared,
@@ -55,22 +56,22 @@ impl<'a, L: Limiter + Send + Sync + 'static> Acquire<'a, L> {
 
     fn finish(
         &mut self,
-        result: Result<(), AcquireError>,
-    ) -> Poll<Result<QueuePermit<'a, L>, AcquireError>> {
+        result: Result<(), WaitError>,
+    ) -> Poll<Result<QueuePermit<'a, L>, WaitError>> {
         self.state = State::Done;
         Poll::Ready(result.map(|()| self.permit()))
     }
 }
 
-impl<'a, L: Limiter + Send + Sync + 'static> Future for Acquire<'a, L> {
-    type Output = Result<QueuePermit<'a, L>, AcquireError>;
+impl<'a, L: QueueLimiter + Send + Sync + 'static> Future for Acquire<'a, L> {
+    type Output = Result<QueuePermit<'a, L>, WaitError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         let shared = this.shared;
         match this.state {
             State::Start => {
-                let now = shared.clock.now();
+                let now = shared.clock.now().as_nanos();
                 match shared.begin(this.n, now, this.deadline, cx.waker()) {
                     Begin::Granted => {
                         shared.count_admitted(this.n);
@@ -96,7 +97,7 @@ impl<'a, L: Limiter + Send + Sync + 'static> Future for Acquire<'a, L> {
                             (a, b) => a.or(b),
                         };
                         if let Some((at, kind)) = expiry {
-                            let when = shared.clock.instant_at(at);
+                            let when = shared.clock.instant_at(Timestamp::from_nanos(at));
                             this.expiry = Some((Box::pin(tokio::time::sleep_until(when)), kind));
                         }
                         if serving {
@@ -112,17 +113,17 @@ impl<'a, L: Limiter + Send + Sync + 'static> Future for Acquire<'a, L> {
                 }
             }
             State::Queued(key) => this.poll_queued(cx, key),
-            State::Done => Poll::Ready(Err(AcquireError::Closed)),
+            State::Done => Poll::Ready(Err(WaitError::Closed)),
         }
     }
 }
 
-impl<'a, L: Limiter + Send + Sync + 'static> Acquire<'a, L> {
+impl<'a, L: QueueLimiter + Send + Sync + 'static> Acquire<'a, L> {
     fn poll_queued(
         &mut self,
         cx: &mut Context<'_>,
         key: usize,
-    ) -> Poll<Result<QueuePermit<'a, L>, AcquireError>> {
+    ) -> Poll<Result<QueuePermit<'a, L>, WaitError>> {
         let this = self;
         if let Some(result) = this.shared.collect(key, this.n, cx.waker()) {
             return this.finish(result);
@@ -134,7 +135,7 @@ impl<'a, L: Limiter + Send + Sync + 'static> Acquire<'a, L> {
         &mut self,
         cx: &mut Context<'_>,
         key: usize,
-    ) -> Poll<Result<QueuePermit<'a, L>, AcquireError>> {
+    ) -> Poll<Result<QueuePermit<'a, L>, WaitError>> {
         let this = self;
         if let Some((sleep, kind)) = &mut this.expiry {
             if sleep.as_mut().poll(cx).is_ready() {
@@ -147,7 +148,7 @@ impl<'a, L: Limiter + Send + Sync + 'static> Acquire<'a, L> {
     }
 }
 
-impl<L: Limiter + Send + Sync + 'static> Drop for Acquire<'_, L> {
+impl<L: QueueLimiter + Send + Sync + 'static> Drop for Acquire<'_, L> {
     fn drop(&mut self) {
         if let State::Queued(key) = self.state {
             self.shared.cancel(key, self.n);
@@ -165,13 +166,13 @@ impl<L: Limiter + Send + Sync + 'static> Drop for Acquire<'_, L> {
 /// returns its capacity and wakes the next waiter that fits.
 #[derive(Debug)]
 #[must_use = "dropping a permit at once may release it at once"]
-pub struct QueuePermit<'a, L: Limiter + Send + Sync + 'static> {
+pub struct QueuePermit<'a, L: QueueLimiter + Send + Sync + 'static> {
     pub(super) shared: &'a Shared<L>,
     pub(super) n: u32,
     pub(super) live: bool,
 }
 
-impl<L: Limiter + Send + Sync + 'static> QueuePermit<'_, L> {
+impl<L: QueueLimiter + Send + Sync + 'static> QueuePermit<'_, L> {
     /// The number of permits held.
     #[must_use]
     pub fn permits(&self) -> u32 {
@@ -194,7 +195,7 @@ impl<L: Limiter + Send + Sync + 'static> QueuePermit<'_, L> {
     }
 }
 
-impl<L: Limiter + Send + Sync + 'static> Drop for QueuePermit<'_, L> {
+impl<L: QueueLimiter + Send + Sync + 'static> Drop for QueuePermit<'_, L> {
     fn drop(&mut self) {
         if self.live && self.shared.release_on_drop && self.n > 0 {
             self.shared.release(self.n);

@@ -16,7 +16,7 @@ use crate::decision::CapacityExceeded;
 /// released by its holders).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum AcquireError {
+pub enum WaitError {
     /// The request asks for more permits than the limiter can ever grant at
     /// once: it would wait forever, so it is refused at once.
     CapacityExceeded(CapacityExceeded),
@@ -51,7 +51,7 @@ pub enum AcquireError {
     Closed,
 }
 
-impl AcquireError {
+impl WaitError {
     /// The suggested wait before retrying, when one is known: the refusal's
     /// own estimate for `QueueFull`, `WouldWait` and an at-once
     /// `MaxWaitExceeded`; `None` for the others.
@@ -65,7 +65,7 @@ impl AcquireError {
     }
 }
 
-impl fmt::Display for AcquireError {
+impl fmt::Display for WaitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::CapacityExceeded(e) => fmt::Display::fmt(e, f),
@@ -100,7 +100,7 @@ impl fmt::Display for AcquireError {
     }
 }
 
-impl core::error::Error for AcquireError {
+impl core::error::Error for WaitError {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
             Self::CapacityExceeded(e) => Some(e),
@@ -109,7 +109,7 @@ impl core::error::Error for AcquireError {
     }
 }
 
-impl From<CapacityExceeded> for AcquireError {
+impl From<CapacityExceeded> for WaitError {
     fn from(e: CapacityExceeded) -> Self {
         Self::CapacityExceeded(e)
     }
@@ -126,7 +126,7 @@ mod tests {
         let ms = Duration::from_millis;
         let cases = [
             (
-                AcquireError::CapacityExceeded(CapacityExceeded {
+                WaitError::CapacityExceeded(CapacityExceeded {
                     requested: 6,
                     capacity: 5,
                 }),
@@ -134,24 +134,24 @@ mod tests {
                 None,
             ),
             (
-                AcquireError::QueueFull {
+                WaitError::QueueFull {
                     retry_after: Some(ms(300)),
                 },
                 "rate-limit queue full: retry after 300ms",
                 Some(ms(300)),
             ),
             (
-                AcquireError::QueueFull { retry_after: None },
+                WaitError::QueueFull { retry_after: None },
                 "rate-limit queue full",
                 None,
             ),
             (
-                AcquireError::Displaced,
+                WaitError::Displaced,
                 "refused from the rate-limit queue to make room for newer requests",
                 None,
             ),
             (
-                AcquireError::MaxWaitExceeded {
+                WaitError::MaxWaitExceeded {
                     estimated_wait: Some(ms(300)),
                     max_wait: ms(200),
                 },
@@ -159,7 +159,7 @@ mod tests {
                 Some(ms(300)),
             ),
             (
-                AcquireError::MaxWaitExceeded {
+                WaitError::MaxWaitExceeded {
                     estimated_wait: None,
                     max_wait: ms(200),
                 },
@@ -167,34 +167,34 @@ mod tests {
                 None,
             ),
             (
-                AcquireError::DeadlineExceeded,
+                WaitError::DeadlineExceeded,
                 "rate-limit deadline exceeded",
                 None,
             ),
             (
-                AcquireError::WouldWait {
+                WaitError::WouldWait {
                     retry_after: Some(ms(100)),
                 },
                 "rate limited: retry after 100ms",
                 Some(ms(100)),
             ),
             (
-                AcquireError::WouldWait { retry_after: None },
+                WaitError::WouldWait { retry_after: None },
                 "rate limited: no capacity now",
                 None,
             ),
-            (AcquireError::Closed, "rate-limit queue closed", None),
+            (WaitError::Closed, "rate-limit queue closed", None),
         ];
         for (error, text, retry) in cases {
             assert_eq!(error.to_string(), text);
             assert_eq!(error.retry_after(), retry);
         }
-        let e: AcquireError = CapacityExceeded {
+        let e: WaitError = CapacityExceeded {
             requested: 2,
             capacity: 1,
         }
         .into();
         assert!(core::error::Error::source(&e).is_some());
-        assert!(core::error::Error::source(&AcquireError::Closed).is_none());
+        assert!(core::error::Error::source(&WaitError::Closed).is_none());
     }
 }

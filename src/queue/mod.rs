@@ -37,26 +37,26 @@
 //!   [`QueueOrder::NewestFirst`] (LIFO): a newcomer is tried at once even
 //!   when others wait, the newest waiter is served first, and when the
 //!   queue is full the *oldest* waiters are refused
-//!   ([`AcquireError::Displaced`]) so that the newest fits — .NET's
+//!   ([`WaitError::Displaced`]) so that the newest fits — .NET's
 //!   `QueueProcessingOrder` as defined in dotnet/runtime#62817. Either way
 //!   the waiter being served blocks the others: a smaller request behind it
 //!   does not skip ahead.
 //! - **Bound in permits.** `queue_limit` caps the permits waiting, not the
 //!   number of requests (a 5-permit request counts 5). A request that does
-//!   not fit is refused at once with [`AcquireError::QueueFull`] and an
+//!   not fit is refused at once with [`WaitError::QueueFull`] and an
 //!   estimated `retry_after`. The default is unbounded: set one in servers.
 //! - **Maximum wait.** A request whose estimated wait (from the limiter's
 //!   state and the permits queued ahead, see
 //!   [`Limiter::time_until_ready_after`]) exceeds `max_wait` is refused at
-//!   once ([`AcquireError::MaxWaitExceeded`]), like nginx `limit_req burst`
+//!   once ([`WaitError::MaxWaitExceeded`]), like nginx `limit_req burst`
 //!   without `nodelay`. `max_wait` is also a hard cap: a waiter that has
 //!   waited that long (possible under `NewestFirst`, when other code uses the
 //!   same limiter, or with a limiter that cannot predict its waits) is
 //!   refused then. [`Queue::acquire_until`] adds a per-call deadline with
-//!   the same two effects ([`AcquireError::DeadlineExceeded`]).
+//!   the same two effects ([`WaitError::DeadlineExceeded`]).
 //! - **Impossible requests.** `n` above the limiter's capacity (burst,
 //!   largest weight, concurrency limit) is refused at once with
-//!   [`AcquireError::CapacityExceeded`]; `n = 0` is granted at once.
+//!   [`WaitError::CapacityExceeded`]; `n = 0` is granted at once.
 //! - **Cancellation.** Dropping an [`Acquire`] future (a timeout,
 //!   `select!`, a client gone) unlinks its waiter; a waiter holds no
 //!   capacity while it waits, so the next one is served exactly as if the
@@ -72,7 +72,7 @@
 //!   code also returns capacity to the same limiter directly, call
 //!   [`Queue::recheck`] after it does.
 //! - [`Queue::close`] refuses every waiter and every later call with
-//!   [`AcquireError::Closed`].
+//!   [`WaitError::Closed`].
 //!
 //! # Cost
 //!
@@ -114,7 +114,7 @@
 //! | `AttemptAcquire(permitCount)` | [`Queue::try_acquire`]`(n)` |
 //! | `QueueLimit` (permits) | [`QueueBuilder::queue_limit`] (permits) |
 //! | `QueueProcessingOrder.OldestFirst` / `NewestFirst` | [`QueueOrder::OldestFirst`] / [`QueueOrder::NewestFirst`] |
-//! | failed lease with `RetryAfter` metadata | [`AcquireError::QueueFull`] / [`AcquireError::WouldWait`] with `retry_after` |
+//! | failed lease with `RetryAfter` metadata | [`WaitError::QueueFull`] / [`WaitError::WouldWait`] with `retry_after` |
 //! | `CancellationToken` | drop the future, or [`Queue::acquire_until`] |
 //! | `Dispose` | [`Queue::close`] |
 //! | `GetStatistics()` | [`Queue::stats`] |
@@ -123,6 +123,7 @@
 mod acquire;
 mod error;
 mod shared;
+mod source;
 mod tokio_clock;
 mod waiters;
 
@@ -134,11 +135,11 @@ use tokio::time::Instant;
 
 use crate::clock::Clock;
 use crate::decision::Decision;
-use crate::limiter::Limiter;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
+pub use source::QueueLimiter;
 
 pub use acquire::{Acquire, QueuePermit};
-pub use error::AcquireError;
+pub use error::WaitError;
 use shared::{lock, Counters, Inner, Shared, TimerWake, WakeList, CLOSED};
 pub use tokio_clock::TokioClock;
 use waiters::{Outcome, Waiters};
@@ -170,7 +171,7 @@ pub struct QueueStats {
     pub admitted_requests: u64,
     /// Permits granted.
     pub admitted_permits: u64,
-    /// Requests refused (any [`AcquireError`]).
+    /// Requests refused (any [`WaitError`]).
     pub refused_requests: u64,
     /// Waiting requests whose future was dropped before it completed.
     pub cancelled_requests: u64,
@@ -194,7 +195,7 @@ pub struct QueueBuilder<L> {
     clock: Option<TokioClock>,
 }
 
-impl<L: Limiter + Send + Sync + 'static> QueueBuilder<L> {
+impl<L: QueueLimiter + Send + Sync + 'static> QueueBuilder<L> {
     /// Which waiter is served first (default [`QueueOrder::OldestFirst`]).
     pub fn order(mut self, order: QueueOrder) -> Self {
         self.order = order;
@@ -203,7 +204,7 @@ impl<L: Limiter + Send + Sync + 'static> QueueBuilder<L> {
 
     /// The most permits that may wait at once (default: unbounded). 0 means
     /// no waiting at all: `acquire` then behaves like `try_acquire` but
-    /// reports [`AcquireError::QueueFull`].
+    /// reports [`WaitError::QueueFull`].
     pub fn queue_limit(mut self, permits: u64) -> Self {
         self.queue_limit = permits;
         self
@@ -244,7 +245,7 @@ impl<L: Limiter + Send + Sync + 'static> QueueBuilder<L> {
             order: self.order,
             queue_limit: self.queue_limit,
             max_wait: self.max_wait,
-            release_on_drop: self.release_on_drop,
+            release_on_drop: self.release_on_drop || L::RELEASE_BASED,
             gate: AtomicU64::new(0),
             due: AtomicU32::new(0),
             driving: AtomicU32::new(0),
@@ -283,7 +284,7 @@ impl<L> Clone for Queue<L> {
     }
 }
 
-impl<L: Limiter + Send + Sync + 'static> Queue<L> {
+impl<L: QueueLimiter + Send + Sync + 'static> Queue<L> {
     /// A queue with the defaults: oldest first, unbounded, no `max_wait`,
     /// permits spent on drop.
     #[must_use]
@@ -305,7 +306,7 @@ impl<L: Limiter + Send + Sync + 'static> Queue<L> {
 
     /// Waits for `n` permits, in queue order.
     ///
-    /// Resolves to a [`QueuePermit`], or to an [`AcquireError`] at once when
+    /// Resolves to a [`QueuePermit`], or to an [`WaitError`] at once when
     /// the request can never succeed, the queue is full or closed, or the
     /// estimated wait exceeds `max_wait`; later if the wait reaches
     /// `max_wait` or the queue is closed. Dropping the future leaves the
@@ -315,10 +316,14 @@ impl<L: Limiter + Send + Sync + 'static> Queue<L> {
     }
 
     /// As [`acquire`](Self::acquire), with a deadline: refused at once with
-    /// [`AcquireError::DeadlineExceeded`] when the estimated wait ends after
+    /// [`WaitError::DeadlineExceeded`] when the estimated wait ends after
     /// `deadline`, and when `deadline` passes while waiting.
     pub fn acquire_until(&self, n: u32, deadline: Instant) -> Acquire<'_, L> {
-        Acquire::new(&self.shared, n, Some(self.shared.clock.nanos_at(deadline)))
+        Acquire::new(
+            &self.shared,
+            n,
+            Some(self.shared.clock.timestamp(deadline).as_nanos()),
+        )
     }
 
     /// Takes `n` permits now or refuses, never waiting. Under
@@ -326,9 +331,9 @@ impl<L: Limiter + Send + Sync + 'static> Queue<L> {
     /// overtakes them).
     ///
     /// # Errors
-    /// [`AcquireError::WouldWait`] with the estimated wait,
-    /// [`AcquireError::CapacityExceeded`], or [`AcquireError::Closed`].
-    pub fn try_acquire(&self, n: u32) -> Result<QueuePermit<'_, L>, AcquireError> {
+    /// [`WaitError::WouldWait`] with the estimated wait,
+    /// [`WaitError::CapacityExceeded`], or [`WaitError::Closed`].
+    pub fn try_acquire(&self, n: u32) -> Result<QueuePermit<'_, L>, WaitError> {
         let shared = &*self.shared;
         let result = self.try_acquire_inner(n);
         match &result {
@@ -342,26 +347,26 @@ impl<L: Limiter + Send + Sync + 'static> Queue<L> {
         })
     }
 
-    fn try_acquire_inner(&self, n: u32) -> Result<(), AcquireError> {
+    fn try_acquire_inner(&self, n: u32) -> Result<(), WaitError> {
         let shared = &*self.shared;
         let gate = shared.gate.load(Ordering::SeqCst);
         if gate & CLOSED != 0 {
-            return Err(AcquireError::Closed);
+            return Err(WaitError::Closed);
         }
         if n == 0 {
             return Ok(());
         }
-        let now = shared.clock.now();
+        let now = shared.clock.now().as_nanos();
         if gate != 0 && shared.order == QueueOrder::OldestFirst {
             if n > shared.limiter.capacity() {
-                return Err(AcquireError::CapacityExceeded(crate::CapacityExceeded {
+                return Err(WaitError::CapacityExceeded(crate::CapacityExceeded {
                     requested: n,
                     capacity: shared.limiter.capacity(),
                 }));
             }
             let inner = lock(&shared.inner);
             let retry = shared.estimate(&inner, n, now);
-            return Err(AcquireError::WouldWait {
+            return Err(WaitError::WouldWait {
                 retry_after: retry.map(Duration::from_nanos),
             });
         }
@@ -369,7 +374,7 @@ impl<L: Limiter + Send + Sync + 'static> Queue<L> {
             Decision::Allowed(_) => Ok(()),
             Decision::Denied(d) => {
                 let r = d.retry_after_nanos();
-                Err(AcquireError::WouldWait {
+                Err(WaitError::WouldWait {
                     retry_after: (r != 0 && r != u64::MAX).then(|| Duration::from_nanos(r)),
                 })
             }
@@ -388,10 +393,10 @@ impl<L: Limiter + Send + Sync + 'static> Queue<L> {
     }
 
     /// Refuses every waiter and every later call with
-    /// [`AcquireError::Closed`]. Permits already granted stay valid.
+    /// [`WaitError::Closed`]. Permits already granted stay valid.
     pub fn close(&self) {
         let shared = &*self.shared;
-        let now = shared.clock.now();
+        let now = shared.clock.now().as_nanos();
         let mut wakers = WakeList::default();
         {
             let mut inner = lock(&shared.inner);
@@ -401,7 +406,7 @@ impl<L: Limiter + Send + Sync + 'static> Queue<L> {
             while let Some(key) = inner.waiters.front() {
                 let outcome = Outcome::Refused {
                     at: now,
-                    error: AcquireError::Closed,
+                    error: WaitError::Closed,
                 };
                 if let Some(w) = inner.waiters.resolve(key, outcome) {
                     wakers.push(w);

@@ -15,13 +15,14 @@ use std::vec::Vec;
 
 use tokio::time::{Instant, Sleep};
 
-use super::error::AcquireError;
+use super::error::WaitError;
+use super::source::QueueLimiter;
 use super::waiters::{Outcome, Waiters};
 use super::{QueueOrder, TokioClock};
-use crate::clock::{duration_to_nanos, Clock};
+use crate::clock::Clock;
 use crate::decision::Decision;
-use crate::limiter::Limiter;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::time::{duration_to_nanos, Timestamp};
 
 /// Bit 0 of `gate`: closed. The rest: waiting requests × 2.
 pub(super) const CLOSED: u64 = 1;
@@ -75,7 +76,7 @@ pub(super) struct TimerWake<L> {
     pub(super) shared: Weak<Shared<L>>,
 }
 
-impl<L: Limiter + Send + Sync + 'static> Wake for TimerWake<L> {
+impl<L: QueueLimiter + Send + Sync + 'static> Wake for TimerWake<L> {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
@@ -135,10 +136,10 @@ pub(super) enum Expiry {
 }
 
 impl Expiry {
-    pub(super) fn error(self) -> AcquireError {
+    pub(super) fn error(self) -> WaitError {
         match self {
-            Self::Deadline => AcquireError::DeadlineExceeded,
-            Self::MaxWait(max_wait) => AcquireError::MaxWaitExceeded {
+            Self::Deadline => WaitError::DeadlineExceeded,
+            Self::MaxWait(max_wait) => WaitError::MaxWaitExceeded {
                 estimated_wait: None,
                 max_wait,
             },
@@ -149,7 +150,7 @@ impl Expiry {
 /// What the first poll of an `acquire` decided.
 pub(super) enum Begin {
     Granted,
-    Refused(AcquireError),
+    Refused(WaitError),
     Queued {
         key: usize,
         serving: bool,
@@ -157,7 +158,7 @@ pub(super) enum Begin {
     },
 }
 
-impl<L: Limiter + Send + Sync + 'static> Shared<L> {
+impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
     pub(super) fn serving_end(&self, w: &Waiters) -> Option<usize> {
         match self.order {
             QueueOrder::OldestFirst => w.front(),
@@ -259,7 +260,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
         waker: &Waker,
     ) -> Begin {
         if gate & CLOSED != 0 {
-            return Begin::Refused(AcquireError::Closed);
+            return Begin::Refused(WaitError::Closed);
         }
         if n == 0 {
             return Begin::Granted;
@@ -268,7 +269,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
         if gate == 0 {
             // Already tried above: refused or impossible.
             if n > self.limiter.capacity() {
-                return Begin::Refused(AcquireError::CapacityExceeded(crate::CapacityExceeded {
+                return Begin::Refused(WaitError::CapacityExceeded(crate::CapacityExceeded {
                     requested: n,
                     capacity: self.limiter.capacity(),
                 }));
@@ -281,14 +282,14 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
                 Err(e) => return Begin::Refused(e.into()),
             }
         } else if n > self.limiter.capacity() {
-            return Begin::Refused(AcquireError::CapacityExceeded(crate::CapacityExceeded {
+            return Begin::Refused(WaitError::CapacityExceeded(crate::CapacityExceeded {
                 requested: n,
                 capacity: self.limiter.capacity(),
             }));
         }
         let mut inner = lock(&self.inner);
         if inner.closed {
-            return Begin::Refused(AcquireError::Closed);
+            return Begin::Refused(WaitError::Closed);
         }
         if !fifo || inner.waiters.len() == 0 {
             // Authoritative check under the lock: no waiter can be linked
@@ -302,7 +303,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
         let estimate = self.estimate(&inner, n, now);
         if let (Some(max_wait), Some(wait)) = (self.max_wait, estimate) {
             if wait > duration_to_nanos(max_wait) {
-                return Begin::Refused(AcquireError::MaxWaitExceeded {
+                return Begin::Refused(WaitError::MaxWaitExceeded {
                     estimated_wait: Some(Duration::from_nanos(wait)),
                     max_wait,
                 });
@@ -310,7 +311,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
         }
         if let (Some(deadline), Some(wait)) = (deadline, estimate) {
             if now.saturating_add(wait) > deadline {
-                return Begin::Refused(AcquireError::DeadlineExceeded);
+                return Begin::Refused(WaitError::DeadlineExceeded);
             }
         }
         let mut wakers = WakeList::default();
@@ -322,7 +323,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
                 } else {
                     estimate
                 };
-                return Begin::Refused(AcquireError::QueueFull {
+                return Begin::Refused(WaitError::QueueFull {
                     retry_after: retry_after.map(Duration::from_nanos),
                 });
             }
@@ -333,7 +334,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
                 };
                 let outcome = Outcome::Refused {
                     at: now,
-                    error: AcquireError::Displaced,
+                    error: WaitError::Displaced,
                 };
                 if let Some(w) = inner.waiters.resolve(oldest, outcome) {
                     wakers.push(w);
@@ -343,7 +344,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
         if inner.timer.is_none() {
             // Inside the runtime (a poll of `acquire`): create the timer
             // that serves this busy period.
-            let far = self.clock.instant_at(u64::MAX);
+            let far = self.clock.instant_at(Timestamp::MAX);
             inner.timer = Some(Box::pin(tokio::time::sleep_until(far)));
             inner.armed = None;
         }
@@ -403,7 +404,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
                 return; // the running driver will see `due`
             }
             while self.due.swap(0, Ordering::SeqCst) != 0 {
-                let now = self.clock.now();
+                let now = self.clock.now().as_nanos();
                 let mut wakers = WakeList::default();
                 {
                     let mut inner = lock(&self.inner);
@@ -435,7 +436,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
         let Some(sleep) = inner.timer.as_mut() else {
             return;
         };
-        let when = self.clock.instant_at(at);
+        let when = self.clock.instant_at(Timestamp::from_nanos(at));
         if inner.armed != Some(when) {
             sleep.as_mut().reset(when);
             inner.armed = Some(when);
@@ -456,7 +457,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
         key: usize,
         n: u32,
         waker: &Waker,
-    ) -> Option<Result<(), AcquireError>> {
+    ) -> Option<Result<(), WaitError>> {
         let mut inner = lock(&self.inner);
         match inner.waiters.outcome(key) {
             Outcome::Waiting => {
@@ -489,10 +490,10 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
         key: usize,
         n: u32,
         waker: &Waker,
-        error: AcquireError,
-    ) -> Result<(), AcquireError> {
+        error: WaitError,
+    ) -> Result<(), WaitError> {
         self.kick();
-        let now = self.clock.now();
+        let now = self.clock.now().as_nanos();
         let mut inner = lock(&self.inner);
         if inner.waiters.outcome(key) == Outcome::Waiting {
             let serving = self.serving_end(&inner.waiters) == Some(key);
@@ -515,7 +516,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
 
     /// The future of a waiter was dropped.
     pub(super) fn cancel(&self, key: usize, n: u32) {
-        let now = self.clock.now();
+        let now = self.clock.now().as_nanos();
         let mut inner = lock(&self.inner);
         let outcome = inner.waiters.outcome(key);
         let serving = self.serving_end(&inner.waiters) == Some(key);
@@ -549,7 +550,7 @@ impl<L: Limiter + Send + Sync + 'static> Shared<L> {
     }
 
     pub(super) fn release(&self, n: u32) {
-        self.limiter.refund(n, self.clock.now());
+        self.limiter.refund(n, self.clock.now().as_nanos());
         if self.gate.load(Ordering::SeqCst) >> 1 != 0 {
             self.kick();
         }

@@ -1,10 +1,11 @@
-//! [`TokioClock`]: tokio's clock, in tollgate's `u64` nanoseconds.
+//! [`TokioClock`]: tokio's clock, as tollgate [`Timestamp`]s.
 
 use core::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::clock::{duration_to_nanos, Clock};
+use crate::clock::Clock;
+use crate::time::{duration_to_nanos, Timestamp};
 
 /// tokio's monotonic clock (`tokio::time::Instant`), counted in nanoseconds
 /// from the moment the clock value was created.
@@ -27,7 +28,7 @@ use crate::clock::{duration_to_nanos, Clock};
 /// # async fn main() {
 /// let clock = TokioClock::new();
 /// tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-/// assert_eq!(clock.now(), 5_000_000); // paused time: exact
+/// assert_eq!(clock.now(), tollgate::Timestamp::from_millis(5)); // paused time: exact
 /// # }
 /// ```
 #[derive(Debug, Clone, Copy)]
@@ -56,25 +57,27 @@ impl TokioClock {
         self.origin
     }
 
-    /// The `Instant` at which this clock reads `nanos`, saturating at a
+    /// The `Instant` at which this clock reads `at`, saturating at a
     /// date about 30 years after the origin instead of overflowing (a day
     /// after, or the origin itself, on a platform whose `Instant` cannot
     /// reach that far).
     #[must_use]
-    pub fn instant_at(&self, nanos: u64) -> Instant {
+    pub fn instant_at(&self, at: Timestamp) -> Instant {
         const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
-        let d = Duration::from_nanos(nanos).min(FAR);
+        let d = at.elapsed_since_origin().min(FAR);
         self.origin
             .checked_add(d)
             .or_else(|| self.origin.checked_add(Duration::from_secs(86_400)))
             .unwrap_or(self.origin)
     }
 
-    /// What this clock reads at `instant` (0 before the origin, saturating
-    /// at `u64::MAX`).
+    /// What this clock reads at `instant` ([`Timestamp::ZERO`] before the
+    /// origin, saturating at [`Timestamp::MAX`]).
     #[must_use]
-    pub fn nanos_at(&self, instant: Instant) -> u64 {
-        duration_to_nanos(instant.saturating_duration_since(self.origin))
+    pub fn timestamp(&self, instant: Instant) -> Timestamp {
+        Timestamp::from_nanos(duration_to_nanos(
+            instant.saturating_duration_since(self.origin),
+        ))
     }
 }
 
@@ -86,7 +89,7 @@ impl Default for TokioClock {
 
 impl Clock for TokioClock {
     #[inline]
-    fn now(&self) -> u64 {
-        self.nanos_at(Instant::now())
+    fn now(&self) -> Timestamp {
+        self.timestamp(Instant::now())
     }
 }

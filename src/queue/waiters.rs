@@ -12,7 +12,7 @@
 use std::task::Waker;
 use std::vec::Vec;
 
-use super::error::AcquireError;
+use super::error::WaitError;
 
 const NIL: usize = usize::MAX;
 
@@ -24,7 +24,7 @@ pub(crate) enum Outcome {
     /// Granted: the permits were taken from the limiter at `at` (ns).
     Admitted { at: u64 },
     /// Refused at `at` (ns).
-    Refused { at: u64, error: AcquireError },
+    Refused { at: u64, error: WaitError },
 }
 
 #[derive(Debug)]

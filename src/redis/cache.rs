@@ -92,7 +92,10 @@ impl RefusalCache {
         if n < slot.weight {
             return None;
         }
-        Some(Denied::new(slot.until - now, *slot.denied.snapshot()))
+        Some(Denied::from_nanos(
+            slot.until - now,
+            *slot.denied.snapshot(),
+        ))
     }
 
     /// Remembers that `n` permits of `key` were refused at local time `now`.
@@ -133,7 +136,7 @@ mod tests {
     use crate::decision::Snapshot;
 
     fn denied(retry: u64) -> Denied {
-        Denied::new(retry, Snapshot::new(5, 0, retry))
+        Denied::from_nanos(retry, Snapshot::exact(5, 0, retry))
     }
 
     #[test]

@@ -6,7 +6,7 @@ use core::time::Duration;
 use std::vec::Vec;
 
 use crate::gcra::{BucketKind, Gcra};
-use crate::quota::{Quota, QuotaError};
+use crate::quota::Quota;
 
 /// Redis `TIME` resolves microseconds: intervals must be at least this long.
 pub(crate) const SERVER_RESOLUTION_NANOS: u64 = 1_000;
@@ -100,7 +100,7 @@ impl Default for FailurePolicy {
 ///     .failure_policy(FailurePolicy::fail_closed(Duration::from_secs(1)))
 ///     .refusal_cache(16_384);
 /// assert_eq!(config.redis_key(b"alice"), b"svc:uploads:{uploads}alice");
-/// # Ok::<(), tollgate::QuotaError>(())
+/// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisConfig {
@@ -235,42 +235,47 @@ impl RedisConfig {
     }
 
     /// Checks the configuration.
-    pub(crate) fn validate(&self) -> Result<(), RedisConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.timeout.is_zero() {
-            return Err(RedisConfigError::ZeroTimeout);
+            return Err(ConfigError::ZeroTimeout);
         }
         if let Some(tag) = &self.hash_tag {
             if tag.is_empty() || tag.iter().any(|&b| b == b'{' || b == b'}') {
-                return Err(RedisConfigError::InvalidHashTag);
+                return Err(ConfigError::InvalidHashTag);
             }
         }
         match self.algorithm {
             RemoteAlgorithm::Gcra(gcra) => {
-                if gcra.interval_nanos() < SERVER_RESOLUTION_NANOS {
-                    return Err(RedisConfigError::BelowServerResolution(
-                        QuotaError::BelowClockResolution {
-                            interval_nanos: gcra.interval_nanos(),
-                            resolution_nanos: SERVER_RESOLUTION_NANOS,
-                        },
-                    ));
+                if let Err(e) = crate::error::check_clock(
+                    gcra.interval(),
+                    core::time::Duration::from_nanos(SERVER_RESOLUTION_NANOS),
+                ) {
+                    return Err(ConfigError::BelowServerResolution(e));
                 }
                 let max_lead = gcra_max_lead(&gcra);
-                let heal_limit = max_lead.saturating_add(gcra.heal_threshold_nanos());
+                let heal_limit =
+                    max_lead.saturating_add(crate::time::duration_to_nanos(gcra.heal_threshold()));
                 if heal_limit >= MAX_LEAD_NANOS {
-                    return Err(RedisConfigError::LeadTooLong {
+                    return Err(ConfigError::LeadTooLong {
                         lead_nanos: heal_limit,
                     });
                 }
             }
             RemoteAlgorithm::FixedWindow(quota) => {
+                if quota.burst() != quota.permits() {
+                    return Err(ConfigError::Quota(crate::ConfigError::BurstNotSupported {
+                        burst: quota.burst(),
+                        permits: quota.permits(),
+                    }));
+                }
                 let period = quota.period_nanos();
                 if period % SERVER_RESOLUTION_NANOS != 0 {
-                    return Err(RedisConfigError::WindowNotWholeMicroseconds {
+                    return Err(ConfigError::WindowNotWholeMicroseconds {
                         period_nanos: period,
                     });
                 }
                 if period >= MAX_LEAD_NANOS {
-                    return Err(RedisConfigError::LeadTooLong { lead_nanos: period });
+                    return Err(ConfigError::LeadTooLong { lead_nanos: period });
                 }
             }
         }
@@ -288,9 +293,13 @@ pub(crate) fn gcra_max_lead(gcra: &Gcra) -> u64 {
 /// A configuration the store cannot run, or a connection it cannot set up.
 #[non_exhaustive]
 #[derive(Debug)]
-pub enum RedisConfigError {
-    /// The quota's interval is finer than the server's `TIME` (1 µs).
-    BelowServerResolution(QuotaError),
+pub enum ConfigError {
+    /// The quota's interval is finer than the server's `TIME` (1 µs); the
+    /// source is the core's [`ConfigError::ClockTooCoarse`](crate::ConfigError::ClockTooCoarse).
+    BelowServerResolution(crate::ConfigError),
+    /// A quota setting the algorithm cannot honour (a burst on a fixed
+    /// window); the source says which.
+    Quota(crate::ConfigError),
     /// The bucket's largest lead plus heal threshold (or the window) is too
     /// long to compute exactly in Redis Lua (2^53 ns, about 104 days).
     LeadTooLong {
@@ -314,12 +323,13 @@ pub enum RedisConfigError {
     Connection(::redis::RedisError),
 }
 
-impl fmt::Display for RedisConfigError {
+impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::BelowServerResolution(e) => {
-                write!(f, "quota finer than the Redis server clock (1 µs): {e}")
+            Self::BelowServerResolution(_) => {
+                f.write_str("quota finer than the Redis server clock (1 µs)")
             }
+            Self::Quota(_) => f.write_str("quota not supported by the Redis algorithm"),
             Self::LeadTooLong { lead_nanos } => write!(
                 f,
                 "bucket lead of {lead_nanos} ns exceeds what Redis Lua computes exactly (2^53 ns)"
@@ -333,15 +343,15 @@ impl fmt::Display for RedisConfigError {
             Self::NoTokioRuntime => {
                 f.write_str("the redis store must be created within a tokio runtime")
             }
-            Self::Connection(e) => write!(f, "redis connection setup failed: {e}"),
+            Self::Connection(_) => f.write_str("redis connection setup failed"),
         }
     }
 }
 
-impl core::error::Error for RedisConfigError {
+impl core::error::Error for ConfigError {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
-            Self::BelowServerResolution(e) => Some(e),
+            Self::BelowServerResolution(e) | Self::Quota(e) => Some(e),
             Self::Connection(e) => Some(e),
             _ => None,
         }
@@ -361,30 +371,30 @@ mod tests {
             RedisConfig::token_bucket(q)
                 .timeout(Duration::ZERO)
                 .validate(),
-            Err(RedisConfigError::ZeroTimeout)
+            Err(ConfigError::ZeroTimeout)
         ));
         assert!(matches!(
             RedisConfig::token_bucket(q).hash_tag(b"a}b").validate(),
-            Err(RedisConfigError::InvalidHashTag)
+            Err(ConfigError::InvalidHashTag)
         ));
-        let fine = Quota::from_nanos(1, 500).unwrap();
+        let fine = Quota::from_period_nanos(1, 500).unwrap();
         assert!(matches!(
             RedisConfig::token_bucket(fine).validate(),
-            Err(RedisConfigError::BelowServerResolution(_))
+            Err(ConfigError::BelowServerResolution(_))
         ));
-        let long = Quota::per_hour(1).unwrap().allow_burst(100_000).unwrap();
+        let long = Quota::per_hour(1).unwrap().with_burst(100_000).unwrap();
         assert!(matches!(
             RedisConfig::token_bucket(long).validate(),
-            Err(RedisConfigError::LeadTooLong { .. })
+            Err(ConfigError::LeadTooLong { .. })
         ));
-        let odd = Quota::from_nanos(5, 1_500).unwrap();
+        let odd = Quota::from_period_nanos(5, 1_500).unwrap();
         assert!(matches!(
             RedisConfig::fixed_window(odd).validate(),
-            Err(RedisConfigError::WindowNotWholeMicroseconds { .. })
+            Err(ConfigError::WindowNotWholeMicroseconds { .. })
         ));
         let fine = Quota::new(5, Duration::from_micros(1500)).unwrap();
         assert!(RedisConfig::fixed_window(fine).validate().is_ok());
-        assert!(!RedisConfigError::ZeroTimeout.to_string().is_empty());
+        assert!(!ConfigError::ZeroTimeout.to_string().is_empty());
     }
 
     #[test]

@@ -42,7 +42,7 @@
 //! use std::time::Duration;
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let config = RedisConfig::token_bucket(Quota::per_second(100)?.allow_burst(20)?)
+//! let config = RedisConfig::token_bucket(Quota::per_second(100)?.with_burst(20)?)
 //!     .prefix(b"myapp:api:")
 //!     .timeout(Duration::from_millis(50))
 //!     .failure_policy(FailurePolicy::fail_open());
@@ -67,5 +67,5 @@ mod config;
 pub mod script;
 mod store;
 
-pub use config::{FailurePolicy, RedisConfig, RedisConfigError, RemoteAlgorithm};
+pub use config::{ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm};
 pub use store::{RedisStore, StoreError, StoreReply};

@@ -11,7 +11,7 @@ use ::redis::cluster_async::ClusterConnection;
 use ::redis::{Client, IntoConnectionInfo, RedisError, Script};
 
 use super::cache::RefusalCache;
-use super::config::{gcra_max_lead, FailurePolicy, RedisConfig, RedisConfigError, RemoteAlgorithm};
+use super::config::{gcra_max_lead, ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm};
 use super::script::{FIXED_WINDOW_LUA, GCRA_LUA};
 use crate::clock::{Clock, StdClock};
 use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
@@ -91,7 +91,7 @@ pub struct StoreReply {
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let quota = Quota::per_minute(60)?.allow_burst(10)?;
+/// let quota = Quota::per_minute(60)?.with_burst(10)?;
 /// let closed = RedisStore::connect(
 ///     "redis://127.0.0.1:1/",
 ///     RedisConfig::token_bucket(quota)
@@ -151,12 +151,12 @@ impl RedisStore {
     /// (`#[tokio::main]`, or a runtime built with `enable_all()`).
     ///
     /// # Errors
-    /// [`RedisConfigError`] for an invalid configuration or connection info,
-    /// or [`RedisConfigError::NoTokioRuntime`] outside a tokio runtime.
+    /// [`ConfigError`] for an invalid configuration or connection info,
+    /// or [`ConfigError::NoTokioRuntime`] outside a tokio runtime.
     pub async fn connect<T: IntoConnectionInfo>(
         info: T,
         config: RedisConfig,
-    ) -> Result<Self, RedisConfigError> {
+    ) -> Result<Self, ConfigError> {
         Self::connect_lazy(info, config)
     }
 
@@ -170,12 +170,12 @@ impl RedisStore {
     pub fn connect_lazy<T: IntoConnectionInfo>(
         info: T,
         config: RedisConfig,
-    ) -> Result<Self, RedisConfigError> {
+    ) -> Result<Self, ConfigError> {
         config.validate()?;
         if tokio::runtime::Handle::try_current().is_err() {
-            return Err(RedisConfigError::NoTokioRuntime);
+            return Err(ConfigError::NoTokioRuntime);
         }
-        let client = Client::open(info).map_err(RedisConfigError::Connection)?;
+        let client = Client::open(info).map_err(ConfigError::Connection)?;
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.timeout))
             .set_response_timeout(None)
@@ -183,7 +183,7 @@ impl RedisStore {
             .set_max_delay(config.reconnect_max_delay)
             .set_number_of_retries(3);
         let connection = ConnectionManager::new_lazy_with_config(client, manager_config)
-            .map_err(RedisConfigError::Connection)?;
+            .map_err(ConfigError::Connection)?;
         Ok(Self::with_connection(
             Connection::Single(connection),
             config,
@@ -201,19 +201,19 @@ impl RedisStore {
     /// called within a tokio runtime.
     ///
     /// # Errors
-    /// [`RedisConfigError`] for an invalid configuration or node list.
+    /// [`ConfigError`] for an invalid configuration or node list.
     pub async fn connect_cluster<T: IntoConnectionInfo>(
         nodes: impl IntoIterator<Item = T>,
         config: RedisConfig,
-    ) -> Result<Self, RedisConfigError> {
+    ) -> Result<Self, ConfigError> {
         config.validate()?;
         if tokio::runtime::Handle::try_current().is_err() {
-            return Err(RedisConfigError::NoTokioRuntime);
+            return Err(ConfigError::NoTokioRuntime);
         }
         let client = ClusterClient::builder(nodes)
             .connection_timeout(config.timeout)
             .build()
-            .map_err(RedisConfigError::Connection)?;
+            .map_err(ConfigError::Connection)?;
         let cluster_config = ClusterConfig::new().set_connection_timeout(config.timeout);
         let connection = client.get_pending_async_connection_with_config(cluster_config);
         Ok(Self::with_connection(
@@ -230,7 +230,8 @@ impl RedisStore {
                     BucketKind::TokenBucket => max_lead,
                     BucketKind::LeakyBucket => gcra.interval_nanos(),
                 };
-                let heal_limit = max_lead.saturating_add(gcra.heal_threshold_nanos());
+                let heal_limit =
+                    max_lead.saturating_add(crate::time::duration_to_nanos(gcra.heal_threshold()));
                 let leaky = u8::from(gcra.kind() == BucketKind::LeakyBucket);
                 let args = [
                     gcra.interval_nanos(),
@@ -307,7 +308,10 @@ impl RedisStore {
             Ok(d) => d,
             // capacity ≥ 1 for every validated quota; refuse rather than panic
             Err(e) => RemoteDecision::new(
-                Decision::Denied(Denied::new(u64::MAX, Snapshot::new(e.capacity, 0, 0))),
+                Decision::Denied(Denied::from_nanos(
+                    u64::MAX,
+                    Snapshot::exact(e.capacity, 0, 0),
+                )),
                 DecisionSource::Store,
             ),
         }
@@ -329,7 +333,7 @@ impl RedisStore {
         }
         if n > 0 {
             if let Some(cache) = &self.cache {
-                if let Some(denied) = cache.lookup(key, n, self.clock.now()) {
+                if let Some(denied) = cache.lookup(key, n, self.clock.now().as_nanos()) {
                     return Ok(RemoteDecision::new(
                         Decision::Denied(denied),
                         DecisionSource::RefusalCache,
@@ -340,7 +344,7 @@ impl RedisStore {
         match self.try_check_n(key, n).await {
             Ok(reply) => {
                 if let (Some(cache), Decision::Denied(denied)) = (&self.cache, reply.decision) {
-                    cache.insert(key, n, denied, self.clock.now());
+                    cache.insert(key, n, denied, self.clock.now().as_nanos());
                 }
                 Ok(RemoteDecision::new(reply.decision, DecisionSource::Store))
             }
@@ -364,7 +368,10 @@ impl RedisStore {
         let decision = match self.config.policy {
             FailurePolicy::FailClosed { retry_after } => {
                 let retry = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
-                Decision::Denied(Denied::new(retry, Snapshot::new(self.capacity, 0, retry)))
+                Decision::Denied(Denied::from_nanos(
+                    retry,
+                    Snapshot::exact(self.capacity, 0, retry),
+                ))
             }
             FailurePolicy::FailOpen { .. } => match &self.ceiling {
                 Some(bucket) => {
@@ -373,7 +380,7 @@ impl RedisStore {
                         .check_n(n, self.clock.now())
                         .unwrap_or_else(|_| bucket.check(self.clock.now()))
                 }
-                None => Decision::Allowed(Snapshot::new(self.capacity, self.capacity, 0)),
+                None => Decision::Allowed(Snapshot::exact(self.capacity, self.capacity, 0)),
             },
         };
         RemoteDecision::new(decision, DecisionSource::StoreUnavailable)
@@ -493,7 +500,7 @@ impl RedisStore {
                 if allowed == 1 {
                     Decision::Allowed(snapshot)
                 } else {
-                    Decision::Denied(Denied::new(non_negative(wait)?, snapshot))
+                    Decision::Denied(Denied::from_nanos(non_negative(wait)?, snapshot))
                 }
             }
             None => {
@@ -502,11 +509,11 @@ impl RedisStore {
                 // as in-process: a window with nothing taken is already full
                 let reset = if count == 0 { 0 } else { until_end };
                 let remaining = self.capacity.saturating_sub(count);
-                let snapshot = Snapshot::new(self.capacity, remaining, reset);
+                let snapshot = Snapshot::exact(self.capacity, remaining, reset);
                 if allowed == 1 {
                     Decision::Allowed(snapshot)
                 } else {
-                    Decision::Denied(Denied::new(until_end, snapshot))
+                    Decision::Denied(Denied::from_nanos(until_end, snapshot))
                 }
             }
         };
@@ -521,17 +528,18 @@ fn non_negative(v: i64) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| StoreError::UnexpectedReply)
 }
 
-impl AsyncKeyedLimiter for RedisStore {
+/// Any byte-like key: `[u8]`, `str`, `Vec<u8>`, `String`.
+impl<K: AsRef<[u8]> + ?Sized + Sync> AsyncKeyedLimiter<K> for RedisStore {
     fn capacity(&self) -> u32 {
         self.capacity
     }
 
-    async fn check_n(&self, key: &[u8], n: u32) -> Result<RemoteDecision, CapacityExceeded> {
-        RedisStore::check_n(self, key, n).await
+    async fn check_n(&self, key: &K, n: u32) -> Result<RemoteDecision, CapacityExceeded> {
+        RedisStore::check_n(self, key.as_ref(), n).await
     }
 
-    async fn refund(&self, key: &[u8], n: u32) {
+    async fn refund(&self, key: &K, n: u32) {
         // best effort: an unreachable store keeps the permits
-        let _ = RedisStore::refund(self, key, n).await;
+        let _ = RedisStore::refund(self, key.as_ref(), n).await;
     }
 }

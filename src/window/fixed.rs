@@ -2,12 +2,14 @@
 
 use core::time::Duration;
 
-use super::{wait_until, WindowError, DEFAULT_HEAL_THRESHOLD_NANOS};
-use crate::clock::duration_to_nanos;
+use super::{wait_until, DEFAULT_HEAL_THRESHOLD_NANOS};
 use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
+use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Bucket};
+use crate::live::Inheritance;
 use crate::quota::Quota;
 use crate::sync::{AtomicU64, Ordering};
+use crate::time::{duration_to_nanos, Timestamp};
 
 /// At most `limit` permits per aligned window `[k·w, (k+1)·w)`.
 ///
@@ -16,15 +18,16 @@ use crate::sync::{AtomicU64, Ordering};
 ///
 /// ```
 /// use core::time::Duration;
-/// use tollgate::{Bucket, FixedWindow, Limiter};
+/// use tollgate::{Bucket, FixedWindow, Limiter, Timestamp};
 ///
+/// let ms = Timestamp::from_millis;
 /// // 3 per 100 ms.
 /// let window = Bucket::new(FixedWindow::new(3, Duration::from_millis(100))?);
-/// assert!(window.check_n(3, 10_000_000)?.is_allowed());
-/// let refused = window.check(40_000_000);
+/// assert!(window.check_n(3, ms(10))?.is_allowed());
+/// let refused = window.check(ms(40));
 /// // Not a whole window: the next one opens at 100 ms.
 /// assert_eq!(refused.retry_after(), Duration::from_millis(60));
-/// assert!(window.check(100_000_000).is_allowed());
+/// assert!(window.check(ms(100)).is_allowed());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
@@ -34,7 +37,7 @@ use crate::sync::{AtomicU64, Ordering};
 /// is the bit width of `limit`, `index` the number of the window the count
 /// belongs to and `count` the permits taken in it. Construction rejects
 /// windows so short that `u64::MAX / w` would not fit in `64 − bits` bits
-/// ([`WindowError::WindowTooShort`]), so the index never wraps and every
+/// ([`ConfigError::WindowTooShort`]), so the index never wraps and every
 /// `u64` instant is handled exactly. Every operation is a load, a pure
 /// computation from `(word, now)` and one `compare_exchange_weak` of the
 /// whole word, retried from the fresh value on failure (`Relaxed` throughout:
@@ -64,32 +67,28 @@ impl FixedWindow {
     /// `limit` permits per window of length `window`.
     ///
     /// # Errors
-    /// [`WindowError::ZeroLimit`], [`WindowError::ZeroWindow`], or
-    /// [`WindowError::WindowTooShort`] when the window is under
+    /// [`ConfigError::ZeroLimit`], [`ConfigError::ZeroWindow`], or
+    /// [`ConfigError::WindowTooShort`] when the window is under
     /// `2^bits(limit)` ns (more than about one permit per nanosecond).
-    pub const fn new(limit: u32, window: Duration) -> Result<Self, WindowError> {
+    pub const fn new(limit: u32, window: Duration) -> Result<Self, ConfigError> {
         Self::from_nanos(limit, duration_to_nanos(window))
     }
 
-    /// `limit` permits per window of `window_nanos` nanoseconds. See
-    /// [`FixedWindow::new`].
-    ///
-    /// # Errors
-    /// As [`FixedWindow::new`].
-    pub const fn from_nanos(limit: u32, window_nanos: u64) -> Result<Self, WindowError> {
+    /// [`FixedWindow::new`] with the window in nanoseconds.
+    pub(crate) const fn from_nanos(limit: u32, window_nanos: u64) -> Result<Self, ConfigError> {
         if limit == 0 {
-            return Err(WindowError::ZeroLimit);
+            return Err(ConfigError::ZeroLimit);
         }
         if window_nanos == 0 {
-            return Err(WindowError::ZeroWindow);
+            return Err(ConfigError::ZeroWindow);
         }
         let count_bits = u32::BITS - limit.leading_zeros(); // 1..=32
         let max_index = u64::MAX / window_nanos;
         if max_index >> (u64::BITS - count_bits) != 0 {
-            return Err(WindowError::WindowTooShort {
-                window_nanos,
+            return Err(ConfigError::WindowTooShort {
+                window: Duration::from_nanos(window_nanos),
                 limit,
-                min_window_nanos: 1u64 << count_bits,
+                min_window: Duration::from_nanos(1u64 << count_bits),
             });
         }
         Ok(Self {
@@ -100,12 +99,19 @@ impl FixedWindow {
         })
     }
 
-    /// A fixed window of `quota.permits()` per `quota.period()` (the burst
-    /// and weight settings of the quota do not apply to windows).
+    /// A fixed window of `quota.permits()` per `quota.period()`.
     ///
     /// # Errors
-    /// As [`FixedWindow::new`].
-    pub const fn from_quota(quota: Quota) -> Result<Self, WindowError> {
+    /// As [`FixedWindow::new`], and [`ConfigError::BurstNotSupported`] for a
+    /// quota whose burst is not its permits per period (a window has no
+    /// burst of its own: it admits `permits` per window).
+    pub const fn from_quota(quota: Quota) -> Result<Self, ConfigError> {
+        if quota.burst() != quota.permits() {
+            return Err(ConfigError::BurstNotSupported {
+                burst: quota.burst(),
+                permits: quota.permits(),
+            });
+        }
         Self::from_nanos(quota.permits(), quota.period_nanos())
     }
 
@@ -114,26 +120,11 @@ impl FixedWindow {
     /// [module documentation](crate::window)). It must stay above the
     /// longest time a caller can hold a stale `now`.
     #[must_use]
-    pub const fn with_heal_threshold(self, threshold_nanos: u64) -> Self {
+    pub const fn with_heal_threshold(self, threshold: Duration) -> Self {
         Self {
-            heal_threshold: threshold_nanos,
+            heal_threshold: duration_to_nanos(threshold),
             ..self
         }
-    }
-
-    /// Checks that the window is not finer than a clock of resolution
-    /// `resolution_nanos` can show.
-    ///
-    /// # Errors
-    /// [`WindowError::BelowClockResolution`].
-    pub const fn check_resolution(self, resolution_nanos: u64) -> Result<Self, WindowError> {
-        if self.window < resolution_nanos {
-            return Err(WindowError::BelowClockResolution {
-                step_nanos: self.window,
-                resolution_nanos,
-            });
-        }
-        Ok(self)
     }
 
     /// Permits per window.
@@ -148,16 +139,10 @@ impl FixedWindow {
         Duration::from_nanos(self.window)
     }
 
-    /// The window length in nanoseconds.
+    /// The heal threshold.
     #[must_use]
-    pub const fn window_nanos(&self) -> u64 {
-        self.window
-    }
-
-    /// The heal threshold in nanoseconds.
-    #[must_use]
-    pub const fn heal_threshold_nanos(&self) -> u64 {
-        self.heal_threshold
+    pub const fn heal_threshold(&self) -> Duration {
+        Duration::from_nanos(self.heal_threshold)
     }
 
     #[inline]
@@ -195,7 +180,7 @@ impl FixedWindow {
         } else {
             wait_until(index.saturating_mul(self.window), self.window, now)
         };
-        Snapshot::new(self.limit, remaining, reset)
+        Snapshot::exact(self.limit, remaining, reset)
     }
 
     #[inline]
@@ -236,6 +221,10 @@ impl FixedWindowState {
 impl Algorithm for FixedWindow {
     type State = FixedWindowState;
 
+    #[cfg(not(loom))]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const FRESH_STATE: Self::State = FixedWindowState::new();
+
     #[inline]
     fn new_state(&self) -> FixedWindowState {
         FixedWindowState::new()
@@ -250,7 +239,7 @@ impl Algorithm for FixedWindow {
         &self,
         state: &FixedWindowState,
         n: u32,
-        now: u64,
+        now: Timestamp,
     ) -> Result<Decision, CapacityExceeded> {
         if n > self.limit {
             return Err(self.exceeded(n));
@@ -258,6 +247,7 @@ impl Algorithm for FixedWindow {
         if n == 0 {
             return Ok(Decision::Allowed(self.snapshot(state, now)));
         }
+        let now = now.as_nanos();
         let mut word = state.word.load(Ordering::Relaxed);
         loop {
             let (index, count, healed) = self.effective(word, now);
@@ -268,7 +258,7 @@ impl Algorithm for FixedWindow {
                     Decision::Allowed(self.snapshot_of(index, count, now)),
                 )
             } else {
-                let denied = Denied::new(
+                let denied = Denied::from_nanos(
                     wait_until(index.saturating_mul(self.window), self.window, now),
                     self.snapshot_of(index, count, now),
                 );
@@ -290,10 +280,11 @@ impl Algorithm for FixedWindow {
         }
     }
 
-    fn refund(&self, state: &FixedWindowState, n: u32, now: u64) {
+    fn refund(&self, state: &FixedWindowState, n: u32, now: Timestamp) {
         if n == 0 {
             return;
         }
+        let now = now.as_nanos();
         let mut word = state.word.load(Ordering::Relaxed);
         loop {
             let (index, count, _) = self.effective(word, now);
@@ -321,7 +312,8 @@ impl Algorithm for FixedWindow {
     }
 
     #[inline]
-    fn snapshot(&self, state: &FixedWindowState, now: u64) -> Snapshot {
+    fn snapshot(&self, state: &FixedWindowState, now: Timestamp) -> Snapshot {
+        let now = now.as_nanos();
         let (index, count, _) = self.effective(state.word.load(Ordering::Relaxed), now);
         self.snapshot_of(index, count, now)
     }
@@ -330,30 +322,68 @@ impl Algorithm for FixedWindow {
         &self,
         state: &FixedWindowState,
         n: u32,
-        now: u64,
-    ) -> Result<u64, CapacityExceeded> {
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded> {
         if n > self.limit {
             return Err(self.exceeded(n));
         }
+        let now = now.as_nanos();
         let (index, count, _) = self.effective(state.word.load(Ordering::Relaxed), now);
         if count + n as u64 <= self.limit as u64 {
-            Ok(0)
+            Ok(Duration::ZERO)
         } else {
-            Ok(wait_until(
+            Ok(Duration::from_nanos(wait_until(
                 index.saturating_mul(self.window),
                 self.window,
                 now,
-            ))
+            )))
         }
     }
 
     #[inline]
-    fn is_idle(&self, state: &FixedWindowState, now: u64) -> bool {
+    fn required_resolution(&self) -> Duration {
+        Duration::from_nanos(self.window)
+    }
+
+    /// The count of `now`'s window carries over (scaled for
+    /// [`Inheritance::UsedFraction`], capped at the new limit); with a new
+    /// window length it is charged to `now`'s window of the new length.
+    fn carry_over(&self, next: &Self, state: &FixedWindowState, how: Inheritance, now: Timestamp) {
+        let now = now.as_nanos();
+        let (index, count, _) = self.effective(state.word.load(Ordering::Relaxed), now);
+        let count = carried_count(count, self.limit, next.limit, how);
+        let index = if next.window == self.window {
+            index
+        } else {
+            now / next.window
+        };
+        let word = if count == 0 {
+            0
+        } else {
+            next.pack(index, count)
+        };
+        state.word.store(word, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn is_idle(&self, state: &FixedWindowState, now: Timestamp) -> bool {
+        let now = now.as_nanos();
         let word = state.word.load(Ordering::Relaxed);
         let index = word >> self.count_bits;
         let cur = now / self.window;
         index < cur || (index == cur && word & ((1u64 << self.count_bits) - 1) == 0)
     }
+}
+
+/// A window's used count carried from `old_limit` to `new_limit`.
+pub(super) fn carried_count(count: u64, old_limit: u32, new_limit: u32, how: Inheritance) -> u64 {
+    let count = match how {
+        Inheritance::Reset => 0,
+        Inheritance::UsedAmount => count,
+        Inheritance::UsedFraction => (u128::from(count) * u128::from(new_limit))
+            .div_ceil(u128::from(old_limit.max(1))) as u64,
+    };
+    count.min(u64::from(new_limit))
 }
 
 impl Bucket<FixedWindow> {
@@ -371,35 +401,32 @@ mod tests {
     use super::*;
     use crate::limiter::Limiter;
 
+    fn t(ns: u64) -> Timestamp {
+        Timestamp::from_nanos(ns)
+    }
+
     #[test]
     fn validation() {
-        assert_eq!(FixedWindow::from_nanos(0, 10), Err(WindowError::ZeroLimit));
-        assert_eq!(FixedWindow::from_nanos(1, 0), Err(WindowError::ZeroWindow));
+        assert_eq!(FixedWindow::from_nanos(0, 10), Err(ConfigError::ZeroLimit));
+        assert_eq!(FixedWindow::from_nanos(1, 0), Err(ConfigError::ZeroWindow));
         // limit 1 needs 1 count bit, so windows of at least 2 ns
         assert!(matches!(
             FixedWindow::from_nanos(1, 1),
-            Err(WindowError::WindowTooShort {
-                min_window_nanos: 2,
-                ..
-            })
+            Err(ConfigError::WindowTooShort { min_window, .. }) if min_window == Duration::from_nanos(2)
         ));
         assert!(FixedWindow::from_nanos(1, 2).is_ok());
         assert!(FixedWindow::from_nanos(u32::MAX, 1 << 32).is_ok());
         assert!(FixedWindow::from_nanos(u32::MAX, (1 << 32) - 1).is_err());
         assert!(FixedWindow::from_nanos(u32::MAX, u64::MAX).is_ok());
         let w = FixedWindow::from_nanos(5, 100).unwrap();
-        assert!(w.check_resolution(100).is_ok());
-        assert!(matches!(
-            w.check_resolution(101),
-            Err(WindowError::BelowClockResolution { .. })
-        ));
+        assert_eq!(w.required_resolution(), Duration::from_nanos(100));
     }
 
     #[test]
     fn last_window_before_the_end_of_time() {
         let w = FixedWindow::from_nanos(2, 7).unwrap(); // the last window is partial
         let b = Bucket::new(w);
-        let t = u64::MAX;
+        let t = Timestamp::MAX;
         assert!(b.check_n(2, t).unwrap().is_allowed());
         let d = b.check(t);
         assert!(d.is_denied());
@@ -413,15 +440,15 @@ mod tests {
     fn heal_redates_the_count() {
         let w = FixedWindow::from_nanos(2, 1_000)
             .unwrap()
-            .with_heal_threshold(5_000);
+            .with_heal_threshold(Duration::from_nanos(5_000));
         let b = Bucket::new(w);
-        assert!(b.check_n(2, 1_000_000).unwrap().is_allowed());
+        assert!(b.check_n(2, t(1_000_000)).unwrap().is_allowed());
         // a small step back is charged to the newer window
-        let d = b.check(1_000_000 - 3_000);
+        let d = b.check(t(1_000_000 - 3_000));
         assert_eq!(d.denied().unwrap().retry_after_nanos(), 4_000);
         // a jump back beyond the threshold re-dates the 2 permits to now
-        let d = b.check(10_000);
+        let d = b.check(t(10_000));
         assert_eq!(d.denied().unwrap().retry_after_nanos(), 1_000);
-        assert!(b.check(11_000).is_allowed());
+        assert!(b.check(t(11_000)).is_allowed());
     }
 }

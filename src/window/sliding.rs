@@ -3,12 +3,14 @@
 
 use core::time::Duration;
 
-use super::{wait_until, WindowError, DEFAULT_HEAL_THRESHOLD_NANOS};
-use crate::clock::duration_to_nanos;
+use super::{wait_until, DEFAULT_HEAL_THRESHOLD_NANOS};
 use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
+use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Bucket};
+use crate::live::Inheritance;
 use crate::quota::Quota;
 use crate::sync::{spin_loop, AtomicU32, AtomicU64, Ordering};
+use crate::time::{duration_to_nanos, Timestamp};
 
 /// At most `limit` permits in any `SEGMENTS` consecutive segments of length
 /// `w / SEGMENTS`: .NET's sliding window with `SegmentsPerWindow`.
@@ -21,16 +23,17 @@ use crate::sync::{spin_loop, AtomicU32, AtomicU64, Ordering};
 ///
 /// ```
 /// use core::time::Duration;
-/// use tollgate::{Bucket, Limiter, SlidingWindow};
+/// use tollgate::{Bucket, Limiter, SlidingWindow, Timestamp};
 ///
+/// let ms = Timestamp::from_millis;
 /// // 4 per second, in 2 segments of 500 ms.
 /// let window = Bucket::new(SlidingWindow::<2>::new(4, Duration::from_secs(1))?);
-/// assert!(window.check_n(3, 0)?.is_allowed()); // segment 0
-/// assert!(window.check(600_000_000).is_allowed()); // segment 1: window full
+/// assert!(window.check_n(3, ms(0))?.is_allowed()); // segment 0
+/// assert!(window.check(ms(600)).is_allowed()); // segment 1: window full
 /// // Segment 0 leaves the window at 1 s and gives its 3 permits back.
-/// let refused = window.check_n(2, 700_000_000)?;
+/// let refused = window.check_n(2, ms(700))?;
 /// assert_eq!(refused.retry_after(), Duration::from_millis(300));
-/// assert!(window.check_n(3, 1_000_000_000)?.is_allowed());
+/// assert!(window.check_n(3, ms(1_000))?.is_allowed());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -45,32 +48,28 @@ impl<const SEGMENTS: usize> SlidingWindow<SEGMENTS> {
     /// `limit` permits per window of length `window`, split in `SEGMENTS`.
     ///
     /// # Errors
-    /// [`WindowError::ZeroLimit`], [`WindowError::ZeroWindow`],
-    /// [`WindowError::ZeroSegments`], or [`WindowError::WindowNotDivisible`]
+    /// [`ConfigError::ZeroLimit`], [`ConfigError::ZeroWindow`],
+    /// [`ConfigError::ZeroSegments`], or [`ConfigError::WindowNotDivisible`]
     /// when `window` is not a whole number of nanoseconds per segment.
-    pub const fn new(limit: u32, window: Duration) -> Result<Self, WindowError> {
+    pub const fn new(limit: u32, window: Duration) -> Result<Self, ConfigError> {
         Self::from_nanos(limit, duration_to_nanos(window))
     }
 
-    /// `limit` permits per window of `window_nanos` nanoseconds. See
-    /// [`SlidingWindow::new`].
-    ///
-    /// # Errors
-    /// As [`SlidingWindow::new`].
-    pub const fn from_nanos(limit: u32, window_nanos: u64) -> Result<Self, WindowError> {
+    /// [`SlidingWindow::new`] with the window in nanoseconds.
+    pub(crate) const fn from_nanos(limit: u32, window_nanos: u64) -> Result<Self, ConfigError> {
         if limit == 0 {
-            return Err(WindowError::ZeroLimit);
+            return Err(ConfigError::ZeroLimit);
         }
         if window_nanos == 0 {
-            return Err(WindowError::ZeroWindow);
+            return Err(ConfigError::ZeroWindow);
         }
         if SEGMENTS == 0 {
-            return Err(WindowError::ZeroSegments);
+            return Err(ConfigError::ZeroSegments);
         }
         let segments = SEGMENTS as u64;
         if !window_nanos.is_multiple_of(segments) {
-            return Err(WindowError::WindowNotDivisible {
-                window_nanos,
+            return Err(ConfigError::WindowNotDivisible {
+                window: Duration::from_nanos(window_nanos),
                 segments,
             });
         }
@@ -85,33 +84,25 @@ impl<const SEGMENTS: usize> SlidingWindow<SEGMENTS> {
     /// A sliding window of `quota.permits()` per `quota.period()`.
     ///
     /// # Errors
-    /// As [`SlidingWindow::new`].
-    pub const fn from_quota(quota: Quota) -> Result<Self, WindowError> {
+    /// As [`SlidingWindow::new`], and [`ConfigError::BurstNotSupported`] for
+    /// a quota whose burst is not its permits per period.
+    pub const fn from_quota(quota: Quota) -> Result<Self, ConfigError> {
+        if quota.burst() != quota.permits() {
+            return Err(ConfigError::BurstNotSupported {
+                burst: quota.burst(),
+                permits: quota.permits(),
+            });
+        }
         Self::from_nanos(quota.permits(), quota.period_nanos())
     }
 
     /// Sets the heal threshold (see the [module documentation](crate::window)).
     #[must_use]
-    pub const fn with_heal_threshold(self, threshold_nanos: u64) -> Self {
+    pub const fn with_heal_threshold(self, threshold: Duration) -> Self {
         Self {
-            heal_threshold: threshold_nanos,
+            heal_threshold: duration_to_nanos(threshold),
             ..self
         }
-    }
-
-    /// Checks that a segment is not finer than a clock of resolution
-    /// `resolution_nanos` can show.
-    ///
-    /// # Errors
-    /// [`WindowError::BelowClockResolution`].
-    pub const fn check_resolution(self, resolution_nanos: u64) -> Result<Self, WindowError> {
-        if self.segment < resolution_nanos {
-            return Err(WindowError::BelowClockResolution {
-                step_nanos: self.segment,
-                resolution_nanos,
-            });
-        }
-        Ok(self)
     }
 
     /// Permits per window.
@@ -126,22 +117,16 @@ impl<const SEGMENTS: usize> SlidingWindow<SEGMENTS> {
         Duration::from_nanos(self.window)
     }
 
-    /// The window length in nanoseconds.
+    /// The segment length (`window / SEGMENTS`).
     #[must_use]
-    pub const fn window_nanos(&self) -> u64 {
-        self.window
+    pub const fn segment(&self) -> Duration {
+        Duration::from_nanos(self.segment)
     }
 
-    /// The segment length in nanoseconds (`window / SEGMENTS`).
+    /// The heal threshold.
     #[must_use]
-    pub const fn segment_nanos(&self) -> u64 {
-        self.segment
-    }
-
-    /// The heal threshold in nanoseconds.
-    #[must_use]
-    pub const fn heal_threshold_nanos(&self) -> u64 {
-        self.heal_threshold
+    pub const fn heal_threshold(&self) -> Duration {
+        Duration::from_nanos(self.heal_threshold)
     }
 
     #[inline]
@@ -204,7 +189,7 @@ impl<const SEGMENTS: usize> SlidingWindow<SEGMENTS> {
         } else {
             self.wait_for(w, total, now)
         };
-        Snapshot::new(self.limit, remaining, reset)
+        Snapshot::exact(self.limit, remaining, reset)
     }
 }
 
@@ -345,6 +330,10 @@ impl<const SEGMENTS: usize> Default for SlidingWindowState<SEGMENTS> {
 impl<const SEGMENTS: usize> Algorithm for SlidingWindow<SEGMENTS> {
     type State = SlidingWindowState<SEGMENTS>;
 
+    #[cfg(not(loom))]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const FRESH_STATE: Self::State = SlidingWindowState::new();
+
     #[inline]
     fn new_state(&self) -> Self::State {
         SlidingWindowState::new()
@@ -355,13 +344,19 @@ impl<const SEGMENTS: usize> Algorithm for SlidingWindow<SEGMENTS> {
         self.limit
     }
 
-    fn check_n(&self, state: &Self::State, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+    fn check_n(
+        &self,
+        state: &Self::State,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Decision, CapacityExceeded> {
         if n > self.limit {
             return Err(self.exceeded(n));
         }
         if n == 0 {
             return Ok(Decision::Allowed(self.snapshot(state, now)));
         }
+        let now = now.as_nanos();
         Ok(state.with(|w| {
             self.settle(w, now);
             let total = w.total();
@@ -372,16 +367,17 @@ impl<const SEGMENTS: usize> Algorithm for SlidingWindow<SEGMENTS> {
                 (Decision::Allowed(self.snapshot_of(w, now)), true)
             } else {
                 let retry = self.wait_for(w, total + n - self.limit as u64, now);
-                let denied = Denied::new(retry, self.snapshot_of(w, now));
+                let denied = Denied::from_nanos(retry, self.snapshot_of(w, now));
                 (Decision::Denied(denied), true)
             }
         }))
     }
 
-    fn refund(&self, state: &Self::State, n: u32, now: u64) {
+    fn refund(&self, state: &Self::State, n: u32, now: Timestamp) {
         if n == 0 {
             return;
         }
+        let now = now.as_nanos();
         state.with(|w| {
             self.settle(w, now);
             // Newest first, from `now`'s own segment: a stale `now` (before
@@ -405,7 +401,8 @@ impl<const SEGMENTS: usize> Algorithm for SlidingWindow<SEGMENTS> {
         });
     }
 
-    fn snapshot(&self, state: &Self::State, now: u64) -> Snapshot {
+    fn snapshot(&self, state: &Self::State, now: Timestamp) -> Snapshot {
+        let now = now.as_nanos();
         state.with(|w| {
             self.settle(w, now);
             (self.snapshot_of(w, now), false)
@@ -416,12 +413,13 @@ impl<const SEGMENTS: usize> Algorithm for SlidingWindow<SEGMENTS> {
         &self,
         state: &Self::State,
         n: u32,
-        now: u64,
-    ) -> Result<u64, CapacityExceeded> {
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded> {
         if n > self.limit {
             return Err(self.exceeded(n));
         }
-        Ok(state.with(|w| {
+        let now = now.as_nanos();
+        Ok(Duration::from_nanos(state.with(|w| {
             self.settle(w, now);
             let total = w.total() + n as u64;
             let wait = if total <= self.limit as u64 {
@@ -430,10 +428,49 @@ impl<const SEGMENTS: usize> Algorithm for SlidingWindow<SEGMENTS> {
                 self.wait_for(w, total - self.limit as u64, now)
             };
             (wait, false)
-        }))
+        })))
     }
 
-    fn is_idle(&self, state: &Self::State, now: u64) -> bool {
+    #[inline]
+    fn required_resolution(&self) -> Duration {
+        Duration::from_nanos(self.segment)
+    }
+
+    /// With the same segment length each live segment keeps its (scaled)
+    /// count, the oldest trimmed first if they exceed the new limit; with
+    /// another length every counted permit is charged to `now`'s segment of
+    /// the new length, so it leaves the window no sooner than before
+    /// would have been allowed by the new window.
+    fn carry_over(&self, next: &Self, state: &Self::State, how: Inheritance, now: Timestamp) {
+        let now = now.as_nanos();
+        state.with(|w| {
+            self.settle(w, now);
+            if next.segment == self.segment {
+                for c in &mut w.counts {
+                    *c = super::fixed::carried_count(u64::from(*c), self.limit, next.limit, how)
+                        as u32;
+                }
+                // trim the oldest live segments down to the new limit
+                let mut excess = w.total().saturating_sub(u64::from(next.limit));
+                let first = w.head.saturating_sub(SEGMENTS as u64 - 1);
+                for i in first..=w.head {
+                    let c = &mut w.counts[slot::<SEGMENTS>(i)];
+                    let take = core::cmp::min(u64::from(*c), excess);
+                    *c -= take as u32;
+                    excess -= take;
+                }
+            } else {
+                let total = super::fixed::carried_count(w.total(), self.limit, next.limit, how);
+                w.counts = [0; SEGMENTS];
+                w.head = now / next.segment;
+                w.counts[slot::<SEGMENTS>(w.head)] = total as u32;
+            }
+            ((), true)
+        });
+    }
+
+    fn is_idle(&self, state: &Self::State, now: Timestamp) -> bool {
+        let now = now.as_nanos();
         state.with(|w| {
             self.settle(w, now);
             (w.head <= now / self.segment && w.total() == 0, false)
@@ -462,61 +499,61 @@ mod tests {
     use super::*;
     use crate::limiter::Limiter;
 
+    fn t(ns: u64) -> Timestamp {
+        Timestamp::from_nanos(ns)
+    }
+
     #[test]
     fn validation() {
         assert_eq!(
             SlidingWindow::<4>::from_nanos(0, 8),
-            Err(WindowError::ZeroLimit)
+            Err(ConfigError::ZeroLimit)
         );
         assert_eq!(
             SlidingWindow::<4>::from_nanos(1, 0),
-            Err(WindowError::ZeroWindow)
+            Err(ConfigError::ZeroWindow)
         );
         assert_eq!(
             SlidingWindow::<0>::from_nanos(1, 8),
-            Err(WindowError::ZeroSegments)
+            Err(ConfigError::ZeroSegments)
         );
         assert_eq!(
             SlidingWindow::<3>::from_nanos(1, 8),
-            Err(WindowError::WindowNotDivisible {
-                window_nanos: 8,
+            Err(ConfigError::WindowNotDivisible {
+                window: Duration::from_nanos(8),
                 segments: 3
             })
         );
         // a window shorter than its segment count is not divisible either
         assert!(SlidingWindow::<4>::from_nanos(1, 2).is_err());
         let w = SlidingWindow::<4>::from_nanos(1, 8).unwrap();
-        assert_eq!(w.segment_nanos(), 2);
-        assert!(w.check_resolution(2).is_ok());
-        assert!(w.check_resolution(3).is_err());
+        assert_eq!(w.segment(), Duration::from_nanos(2));
+        assert_eq!(w.required_resolution(), Duration::from_nanos(2));
     }
 
     #[test]
     fn static_state_is_const() {
         static W: Bucket<SlidingWindow<3>> =
-            Bucket::sliding_window(match SlidingWindow::<3>::from_nanos(2, 30) {
-                Ok(w) => w,
-                Err(_) => panic!(),
-            });
-        assert!(W.check_n(2, 0).unwrap().is_allowed());
-        assert!(W.check(29).is_denied());
-        assert!(W.check(30).is_allowed());
+            Bucket::sliding_window(crate::valid!(SlidingWindow::<3>::from_nanos(2, 30)));
+        assert!(W.check_n(2, t(0)).unwrap().is_allowed());
+        assert!(W.check(t(29)).is_denied());
+        assert!(W.check(t(30)).is_allowed());
     }
 
     #[test]
     fn heal_redates_counts() {
         let w = SlidingWindow::<2>::from_nanos(2, 2_000)
             .unwrap()
-            .with_heal_threshold(5_000);
+            .with_heal_threshold(Duration::from_nanos(5_000));
         let b = Bucket::new(w);
-        assert!(b.check_n(2, 1_000_000).unwrap().is_allowed());
+        assert!(b.check_n(2, t(1_000_000)).unwrap().is_allowed());
         // a small step back: charged to the head segment, expires with it
-        let d = b.check(998_000);
+        let d = b.check(t(998_000));
         assert_eq!(d.denied().unwrap().retry_after_nanos(), 4_000);
         // a jump back: the 2 permits are re-dated to segment 10
-        let d = b.check(10_000);
+        let d = b.check(t(10_000));
         assert_eq!(d.denied().unwrap().retry_after_nanos(), 2_000);
-        assert!(b.check(12_000).is_allowed());
+        assert!(b.check(t(12_000)).is_allowed());
     }
 
     #[test]
@@ -530,11 +567,12 @@ mod tests {
     #[test]
     fn end_of_time() {
         let b = Bucket::new(SlidingWindow::<4>::from_nanos(3, 4).unwrap());
-        assert!(b.check_n(3, u64::MAX).unwrap().is_allowed());
-        let d = b.check(u64::MAX);
+        let end = Timestamp::MAX;
+        assert!(b.check_n(3, end).unwrap().is_allowed());
+        let d = b.check(end);
         assert!(d.is_denied());
         assert!(d.retry_after().as_nanos() >= 1);
-        b.refund(u32::MAX, u64::MAX);
-        assert!(b.is_idle(u64::MAX));
+        b.refund(u32::MAX, end);
+        assert!(b.is_idle(end));
     }
 }
