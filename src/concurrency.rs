@@ -20,9 +20,10 @@
 //!   `queue::Queue` (feature `tokio`).
 //!
 //! ```
-//! use tollgate::{valid, ConcurrencyLimiter};
+//! use core::num::NonZeroU32;
+//! use tollgate::ConcurrencyLimiter;
 //!
-//! static JOBS: ConcurrencyLimiter = valid!(ConcurrencyLimiter::new(2));
+//! static JOBS: ConcurrencyLimiter = ConcurrencyLimiter::new(NonZeroU32::new(2).unwrap());
 //!
 //! let a = JOBS.try_acquire(1)?;
 //! let b = JOBS.try_acquire(1)?;
@@ -76,6 +77,7 @@
 
 use core::fmt;
 use core::future::Future;
+use core::num::NonZeroU32;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
@@ -113,20 +115,36 @@ impl fmt::Debug for ConcurrencyLimiter {
 
 impl ConcurrencyLimiter {
     crate::sync::const_fn_unless_loom! {
-        /// At most `limit` permits in flight.
+        /// At most `limit` permits in flight. `const` and infallible (a
+        /// limit of zero cannot be written), for a `static`:
         ///
-        /// # Errors
-        /// [`ConfigError::ZeroLimit`] for 0.
-        pub fn new(limit: u32) -> Result<Self, ConfigError> {
-            if limit == 0 {
-                return Err(ConfigError::ZeroLimit);
-            }
-            Ok(Self {
-                limit: AtomicU32::new(limit),
+        /// ```
+        /// use core::num::NonZeroU32;
+        /// use tollgate::ConcurrencyLimiter;
+        ///
+        /// static JOBS: ConcurrencyLimiter =
+        ///     ConcurrencyLimiter::new(NonZeroU32::new(4).unwrap()); // checked at compile time
+        /// assert_eq!(JOBS.limit(), 4);
+        /// ```
+        #[must_use]
+        pub fn new(limit: NonZeroU32) -> Self {
+            Self {
+                limit: AtomicU32::new(limit.get()),
                 in_flight: AtomicU32::new(0),
                 retry_hint: duration_to_nanos(DEFAULT_RETRY_HINT),
                 waiters: WakerSet::new(),
-            })
+            }
+        }
+    }
+
+    /// At most `limit` permits in flight, for a limit read at run time.
+    ///
+    /// # Errors
+    /// [`ConfigError::ZeroLimit`] for 0.
+    pub fn with_limit(limit: u32) -> Result<Self, ConfigError> {
+        match NonZeroU32::new(limit) {
+            Some(limit) => Ok(Self::new(limit)),
+            None => Err(ConfigError::ZeroLimit),
         }
     }
 
@@ -404,7 +422,7 @@ mod owned {
         /// use std::sync::Arc;
         /// use tollgate::ConcurrencyLimiter;
         ///
-        /// let limiter = Arc::new(ConcurrencyLimiter::new(1)?);
+        /// let limiter = Arc::new(ConcurrencyLimiter::with_limit(1)?);
         /// let permit = limiter.try_acquire_owned(1)?;
         /// let worker = std::thread::spawn(move || drop(permit));
         /// worker.join().unwrap();
@@ -492,14 +510,14 @@ mod tests {
     #[test]
     fn zero_limit_is_an_error() {
         assert_eq!(
-            ConcurrencyLimiter::new(0).map(|_| ()),
+            ConcurrencyLimiter::with_limit(0).map(|_| ()),
             Err(ConfigError::ZeroLimit)
         );
     }
 
     #[test]
     fn permits_return_on_drop_and_release_some() {
-        let l = ConcurrencyLimiter::new(5).unwrap();
+        let l = ConcurrencyLimiter::with_limit(5).unwrap();
         let mut p = l.try_acquire(4).unwrap();
         assert_eq!(l.available(), 1);
         assert!(matches!(l.try_acquire(2), Err(AcquireError::Denied(_))));
@@ -518,7 +536,7 @@ mod tests {
 
     #[test]
     fn into_raw_detaches_until_release() {
-        let l = ConcurrencyLimiter::new(2).unwrap();
+        let l = ConcurrencyLimiter::with_limit(2).unwrap();
         let n = l.try_acquire(2).unwrap().into_raw();
         assert_eq!(l.in_flight(), 2);
         l.release(n);
@@ -529,7 +547,7 @@ mod tests {
 
     #[test]
     fn refusal_reports_the_retry_hint() {
-        let l = ConcurrencyLimiter::new(1)
+        let l = ConcurrencyLimiter::with_limit(1)
             .unwrap()
             .with_retry_hint(Duration::from_micros(5));
         let held = l.try_acquire(1).unwrap();
@@ -544,7 +562,7 @@ mod tests {
 
     #[test]
     fn lowering_the_limit_refuses_until_enough_are_released() {
-        let l = ConcurrencyLimiter::new(3).unwrap();
+        let l = ConcurrencyLimiter::with_limit(3).unwrap();
         let a = l.try_acquire(2).unwrap();
         l.set_limit(1).unwrap();
         assert!(l.try_acquire(1).is_err()); // 2 in flight > 1

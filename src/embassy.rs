@@ -288,7 +288,7 @@ impl From<CapacityExceeded> for WaitError {
 /// use tollgate::embassy::{AsyncLimiter, WaitError};
 /// use tollgate::{Bucket, Quota};
 ///
-/// let bucket = Bucket::token_bucket(Quota::per_second(10)?.allow_burst(2)?);
+/// let bucket = Bucket::token_bucket(Quota::per_second(10)?.with_burst(2)?);
 /// embassy_futures::block_on(async {
 ///     // Two permits are there at once.
 ///     let s = bucket.acquire(2).with_timeout(Duration::from_millis(10)).await?;

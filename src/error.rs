@@ -226,14 +226,16 @@ impl From<Denied> for AcquireError {
 /// argument fails the build instead of the program.
 ///
 /// ```
-/// use tollgate::{valid, Bucket, ConcurrencyLimiter, FixedWindow, Gcra, Quota};
+/// use tollgate::{valid, Bucket, FixedWindow, Gcra, Quota};
 /// use core::time::Duration;
 ///
 /// static RADIO: Bucket<Gcra> = Bucket::leaky_bucket(valid!(Quota::per_second(50)));
 /// static API: Bucket<FixedWindow> =
 ///     Bucket::fixed_window(valid!(FixedWindow::new(100, Duration::from_secs(60))));
-/// static JOBS: ConcurrencyLimiter = valid!(ConcurrencyLimiter::new(4));
 /// ```
+///
+/// (A [`ConcurrencyLimiter`](crate::ConcurrencyLimiter) needs no `valid!`:
+/// its `const` constructor takes a `NonZeroU32`, so it cannot fail.)
 ///
 /// A value that is not valid does not compile:
 ///

@@ -177,7 +177,7 @@ impl Gcra {
     }
 
     /// The configuration as six words, for [`crate::live`]'s atomic cell.
-    pub(crate) const fn to_words(&self) -> [u64; 6] {
+    pub(crate) const fn to_words(self) -> [u64; 6] {
         let kind = match self.kind {
             BucketKind::TokenBucket => 0,
             BucketKind::LeakyBucket => 1,

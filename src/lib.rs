@@ -1,9 +1,9 @@
 //! # tollgate
 //!
 //! Rate limiting that runs the same admission logic on a Cortex-M, on a
-//! multi-core server and (later) across a fleet. The core is `#![no_std]`,
-//! allocation-free and lock-free: one atomic `u64` per bucket, no timers,
-//! no background task.
+//! multi-core server and across a fleet that shares one Redis. The core is
+//! `#![no_std]`, allocation-free and lock-free: one atomic word per bucket,
+//! no timers, no background task.
 //!
 //! ## Quick start
 //!
@@ -12,8 +12,8 @@
 //! use core::time::Duration;
 //!
 //! // 10 per second, bursts of up to 3.
-//! let clock = ManualClock::new(0);
-//! let quota = Quota::per_second(10)?.allow_burst(3)?;
+//! let clock = ManualClock::new();
+//! let quota = Quota::per_second(10)?.with_burst(3)?;
 //! let limiter = RateLimiter::token_bucket(quota, &clock)?;
 //!
 //! assert!(limiter.try_acquire().is_allowed());
@@ -26,43 +26,72 @@
 //! ```
 //!
 //! On a real system use [`StdClock`] (feature `std`) or your own [`Clock`].
+//! Per client, the same in three types:
+//!
+//! ```
+//! use std::net::IpAddr;
+//! use tollgate::{KeyedRateLimiter, Quota, StdClock};
+//!
+//! let per_client = KeyedRateLimiter::token_bucket(Quota::per_second(10)?, StdClock::new())?;
+//! let client: IpAddr = "192.0.2.7".parse()?;
+//! if per_client.try_acquire(&client).is_allowed() {
+//!     // serve the request
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! ## Concepts
 //!
 //! | module | concept |
 //! |---|---|
-//! | [`clock`] | [`Clock`]: monotonic `u64` nanoseconds plus resolution; [`ManualClock`], [`StdClock`] |
-//! | [`quota`] | [`Quota`]: permits per period, burst, largest weight; [`QuotaError`] |
+//! | [`time`] | [`Timestamp`]: a point on a monotonic clock; lengths of time are [`Duration`](core::time::Duration)s |
+//! | [`clock`] | [`Clock`]: reads a `Timestamp`, reports its resolution; [`ManualClock`], [`StdClock`], [`CoarseClock`] |
+//! | [`quota`] | [`Quota`]: permits per period and a burst |
+//! | [`error`] | [`ConfigError`] (cannot build) and [`AcquireError`] (not now); the [`valid!`] macro for `static`s |
 //! | [`gcra`] | [`Gcra`] + [`GcraState`]: the token and leaky buckets |
 //! | [`decision`] | [`Decision`], [`Snapshot`], [`Denied`], [`CapacityExceeded`] |
 //! | [`limiter`] | the [`Algorithm`] and [`Limiter`] traits, [`Bucket`], [`BucketRef`] |
-//! | [`rate_limiter`] | [`RateLimiter`]: a limiter bundled with its clock |
-//! | [`window`] | [`FixedWindow`], [`SlidingWindow`]: permits per window; [`WindowError`] |
-//! | [`concurrency`] | [`ConcurrencyLimiter`]: permits in flight, RAII [`ConcurrencyPermit`] |
+//! | [`rate_limiter`] | [`RateLimiter`] and [`KeyedRateLimiter`]: a limiter or a keyed table bundled with its clock |
+//! | [`window`] | [`FixedWindow`], [`SlidingWindow`]: permits per window |
+//! | [`concurrency`] | [`ConcurrencyLimiter`]: permits in flight, handed out only as guards |
 //! | [`chain`] | [`Chain`]: all must allow, refused requests cost nothing |
 //! | [`stats`] | [`WithStats`]: opt-in admitted / refused / refunded counters |
+//! | [`keyed`] | the [`KeyedLimiter`] trait and its fixed-capacity tables: [`keyed::HeaplessKeyedTable`] (`no_std`), [`keyed::ShardedKeyedTable`] and [`keyed::LockFreeGcraTable`] (`std`) |
+//! | [`live`] | changing a running limiter's quota: [`LiveBucket`], [`Inheritance`] |
+//! | [`remote`] | [`AsyncKeyedLimiter`](remote::AsyncKeyedLimiter): the async keyed seam (in-process tables or Redis) |
 //! | `queue` (feature `tokio`) | `Queue`: ordered, bounded async waiting in front of any limiter |
-//! | [`remote`] | [`AsyncKeyedLimiter`](remote::AsyncKeyedLimiter): the async keyed backend seam (local or Redis) |
-//! | `http` (feature `http`) | `RateLimitLayer`: tower middleware for axum/hyper/tonic, global + per-route policies, headers, config files |
-//! | [`keyed`] | per-key limiters in fixed-capacity tables: [`keyed::HeaplessKeyedTable`] (`no_std`), [`keyed::ShardedKeyedTable`] and [`keyed::LockFreeGcraTable`] (`std`) |
+//! | `http` (feature `http`) | `RateLimitLayer`: tower middleware for axum/hyper/tonic |
+//! | `redis` (feature `redis`) | `RedisStore`: the same GCRA for a fleet |
+//! | `embassy` (feature `embassy`) | `EmbassyClock` and `acquire(n).await` on firmware |
+//!
+//! ## Time is a type
+//!
+//! Every operation takes `now` as a [`Timestamp`] and every length of time
+//! as a [`Duration`](core::time::Duration), so passing milliseconds or
+//! embassy ticks where nanoseconds were meant does not compile. A clock
+//! reads timestamps; wherever a limiter meets a clock ([`RateLimiter`],
+//! [`KeyedRateLimiter`], embassy's `acquire`, the HTTP layer) a limiter whose
+//! step is finer than the clock's resolution is refused with
+//! [`ConfigError::ClockTooCoarse`]. Every [`StdClock`] shares one
+//! process-wide origin, so timestamps from any of them agree.
+//!
+//! ## Buckets in `static`s
 //!
 //! Algorithms are small `Copy` configurations; state is a few atomic bytes
 //! (8 for a GCRA bucket). An operation is "algorithm applied to state at
-//! `now`". That is what lets a bucket be a `static` in firmware:
+//! `now`". That is what lets a bucket be a `static` in firmware; [`valid!`]
+//! checks a `const` constructor at compile time, so no `match` or `panic!`
+//! is needed:
 //!
 //! ```
-//! use tollgate::{Bucket, Gcra, Limiter, Quota};
+//! use tollgate::{valid, Bucket, Gcra, Limiter, Quota, Timestamp};
 //!
-//! const QUOTA: Quota = match Quota::per_second(50) {
-//!     Ok(q) => q,
-//!     Err(_) => panic!("invalid quota"),
-//! };
-//! static RADIO: Bucket<Gcra> = Bucket::leaky_bucket(QUOTA);
+//! static RADIO: Bucket<Gcra> = Bucket::leaky_bucket(valid!(Quota::per_second(50)));
 //!
-//! let now = 1_000_000; // from your timer, in ns
+//! let now = Timestamp::from_millis(1); // from your timer
 //! assert!(RADIO.check(now).is_allowed());
 //! assert!(RADIO.check(now).is_denied()); // strict pacing: 20 ms apart
-//! assert!(RADIO.check(now + 20_000_000).is_allowed());
+//! assert!(RADIO.check(now + core::time::Duration::from_millis(20)).is_allowed());
 //! ```
 //!
 //! ## Token bucket or leaky bucket
@@ -70,27 +99,28 @@
 //! - A **token bucket** admits up to `burst` permits at once from a full
 //!   bucket, then refills at the rate: friendly to bursty clients.
 //! - A **leaky bucket** (strict pacing) admits one permit per interval and
-//!   never two at the same instant: smooth output for radios, buses and
-//!   downstream services that dislike spikes. A request of weight `n` (up
-//!   to [`Quota::max_weight`]) waits for the previous work to drain, then
-//!   occupies `n` intervals.
+//!   never two single permits at the same instant: smooth output for
+//!   radios, buses and downstream services that dislike spikes. A request
+//!   of weight `n` (up to the quota's burst) waits for the previous work to
+//!   drain, then occupies `n` intervals.
 //!
 //! ```
-//! use tollgate::{Bucket, Limiter, Quota};
+//! use tollgate::{Bucket, Limiter, Quota, Timestamp};
 //!
 //! let quota = Quota::per_second(4)?; // T = 250 ms, burst 4
 //! let token = Bucket::token_bucket(quota);
 //! let leaky = Bucket::leaky_bucket(quota);
-//! let token_burst = (0..10).filter(|_| token.check(0).is_allowed()).count();
-//! let leaky_burst = (0..10).filter(|_| leaky.check(0).is_allowed()).count();
+//! let now = Timestamp::ZERO;
+//! let token_burst = (0..10).filter(|_| token.check(now).is_allowed()).count();
+//! let leaky_burst = (0..10).filter(|_| leaky.check(now).is_allowed()).count();
 //! assert_eq!((token_burst, leaky_burst), (4, 1));
-//! # Ok::<(), tollgate::QuotaError>(())
+//! # Ok::<(), tollgate::ConfigError>(())
 //! ```
 //!
 //! ## Windows, concurrency, chains and statistics
 //!
-//! Every algorithm implements [`Algorithm`] (so keyed tables can keep its
-//! state per key) and, bundled in a [`Bucket`], [`Limiter`]. Which one:
+//! Every rate algorithm implements [`Algorithm`] (so keyed tables can keep
+//! its state per key) and, bundled in a [`Bucket`], [`Limiter`]. Which one:
 //!
 //! | algorithm | use it when |
 //! |---|---|
@@ -105,15 +135,12 @@
 //!
 //! ```
 //! use core::time::Duration;
-//! use tollgate::{Bucket, FixedWindow, Limiter};
+//! use tollgate::{valid, Bucket, FixedWindow, Limiter, Timestamp};
 //!
-//! const WINDOW: FixedWindow = match FixedWindow::new(100, Duration::from_secs(60)) {
-//!     Ok(w) => w,
-//!     Err(_) => panic!("bad window"),
-//! };
-//! static API: Bucket<FixedWindow> = Bucket::fixed_window(WINDOW);
+//! static API: Bucket<FixedWindow> =
+//!     Bucket::fixed_window(valid!(FixedWindow::new(100, Duration::from_secs(60))));
 //!
-//! let t = 59_000_000_000; // 59 s
+//! let t = Timestamp::from_secs(59);
 //! assert!(API.check_n(100, t)?.is_allowed());
 //! assert_eq!(API.check(t).retry_after(), Duration::from_secs(1));
 //! # Ok::<(), tollgate::CapacityExceeded>(())
@@ -125,28 +152,29 @@
 //!
 //! ```
 //! use core::time::Duration;
-//! use tollgate::{Bucket, Limiter, SlidingWindow};
+//! use tollgate::{Bucket, Limiter, SlidingWindow, Timestamp};
 //!
 //! // 100 per minute, in 6 segments of 10 s.
 //! let limiter = Bucket::new(SlidingWindow::<6>::new(100, Duration::from_secs(60))?);
-//! let t = 59_000_000_000;
-//! assert!(limiter.check_n(100, t)?.is_allowed());
+//! assert!(limiter.check_n(100, Timestamp::from_secs(59))?.is_allowed());
 //! // Unlike a fixed window, the next minute does not start afresh at 60 s:
 //! // these permits leave the window when their segment (50..60 s) does, at 110 s.
-//! assert_eq!(limiter.check(60_000_000_000).retry_after(), Duration::from_secs(50));
+//! let refused = limiter.check(Timestamp::from_secs(60));
+//! assert_eq!(refused.retry_after(), Duration::from_secs(50));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! A **concurrency limiter** bounds the permits in flight; a permit gives
-//! its share back when dropped:
+//! A **concurrency limiter** bounds the permits in flight. Its permits are
+//! guards that give their share back when dropped, and `acquire(n).await`
+//! is woken by the release that frees them (on any executor); it is not a
+//! [`Limiter`], so nothing can take its permits and forget them:
 //!
 //! ```
+//! use core::num::NonZeroU32;
 //! use tollgate::ConcurrencyLimiter;
 //!
-//! static JOBS: ConcurrencyLimiter = match ConcurrencyLimiter::new(4) {
-//!     Ok(l) => l,
-//!     Err(_) => panic!("bad limit"),
-//! };
+//! // a limit of zero cannot be written: no Result to unwrap
+//! static JOBS: ConcurrencyLimiter = ConcurrencyLimiter::new(NonZeroU32::new(4).unwrap());
 //! {
 //!     let _permit = JOBS.try_acquire(3)?;
 //!     assert!(JOBS.try_acquire(2).is_err());
@@ -161,15 +189,16 @@
 //!
 //! ```
 //! use core::time::Duration;
-//! use tollgate::{Bucket, Chain, FixedWindow, Limiter, Quota, WithStats};
+//! use tollgate::{Bucket, Chain, FixedWindow, Limiter, Quota, Timestamp, WithStats};
 //!
 //! let chain = Chain::new(
 //!     WithStats::new(Bucket::token_bucket(Quota::per_second(100)?)),
 //!     Bucket::new(FixedWindow::new(2, Duration::from_secs(1))?),
 //! );
-//! let admitted = (0..5).filter(|_| chain.check(0).is_allowed()).count();
+//! let now = Timestamp::ZERO;
+//! let admitted = (0..5).filter(|_| chain.check(now).is_allowed()).count();
 //! assert_eq!(admitted, 2);
-//! let stats = chain.first().statistics(0);
+//! let stats = chain.first().statistics(now);
 //! // 5 admitted by the bucket, 3 given back when the window refused
 //! assert_eq!((stats.admitted, stats.refunded, stats.available), (5, 3, 98));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -185,13 +214,14 @@
 //! bucket can ever hold is [`CapacityExceeded`], not a wait:
 //!
 //! ```
-//! use tollgate::{Bucket, Limiter, Quota};
+//! use tollgate::{Bucket, Limiter, Quota, Timestamp};
 //!
-//! let bucket = Bucket::token_bucket(Quota::per_second(10)?.allow_burst(5)?);
-//! let err = bucket.check_n(6, 0).unwrap_err();
+//! let bucket = Bucket::token_bucket(Quota::per_second(10)?.with_burst(5)?);
+//! let now = Timestamp::ZERO;
+//! let err = bucket.check_n(6, now).unwrap_err();
 //! assert_eq!((err.requested, err.capacity), (6, 5));
 //! // n = 0 is a peek: it changes nothing.
-//! let peek = bucket.check_n(0, 0)?;
+//! let peek = bucket.check_n(0, now)?;
 //! assert_eq!(peek.snapshot().remaining(), 5);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -200,12 +230,13 @@
 //! never above the burst:
 //!
 //! ```
-//! use tollgate::{Bucket, Limiter, Quota};
+//! use tollgate::{Bucket, Limiter, Quota, Timestamp};
 //!
-//! let bucket = Bucket::token_bucket(Quota::per_second(10)?.allow_burst(2)?);
-//! assert!(bucket.check_n(2, 0)?.is_allowed());
-//! bucket.refund(5, 0);
-//! assert_eq!(bucket.snapshot(0).remaining(), 2);
+//! let bucket = Bucket::token_bucket(Quota::per_second(10)?.with_burst(2)?);
+//! let now = Timestamp::ZERO;
+//! assert!(bucket.check_n(2, now)?.is_allowed());
+//! bucket.refund(5, now);
+//! assert_eq!(bucket.snapshot(now).remaining(), 2);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -213,47 +244,71 @@
 //!
 //! A keyed table gives every key (client IP, API key, sensor id) its own
 //! bucket, in a table whose capacity is fixed when it is built: memory never
-//! grows with traffic. [`keyed::ShardedKeyedTable`] (feature `std`) picks
-//! its capacity at run time, allocates once, hashes with a random per-table
-//! seed, and read-locks one shard per check;
-//! [`keyed::LockFreeGcraTable`] does the same for GCRA buckets and keys of
-//! at most 64 bits (integers, `Ipv4Addr`) with no lock at all on the check
-//! path (key and TAT share one 128-bit atomic);
-//! [`keyed::HeaplessKeyedTable`] is the `no_std` twin (const capacity,
-//! `critical-section`, can be a `static`).
+//! grows with traffic. Every table implements one trait, [`KeyedLimiter`]
+//! (keys by reference, time as a [`Timestamp`]), and is built the same way,
+//! `Table::builder(algorithm)` and then its settings
+//! ([`keyed::TableBuilder`]):
+//!
+//! - [`keyed::ShardedKeyedTable`] (feature `std`): capacity chosen at run
+//!   time, allocated once, a random per-table hash seed, one shard read-lock
+//!   per check; any algorithm and key type;
+//! - [`keyed::LockFreeGcraTable`] (feature `std`): GCRA buckets and keys of
+//!   at most 64 bits (integers, `Ipv4Addr`), no lock on the check path;
+//! - [`keyed::HeaplessKeyedTable`]: the `no_std` twin (const capacity,
+//!   `critical-section`, `const` builder for a `static`).
 //!
 //! ```
 //! use tollgate::keyed::{KeyedPath, OverflowPolicy, ShardedKeyedTable};
-//! use tollgate::{Gcra, Quota};
+//! use tollgate::{Gcra, KeyedLimiter, Quota, Timestamp};
 //!
-//! let per_client = Gcra::token_bucket(Quota::per_second(10)?.allow_burst(2)?);
-//! let table = ShardedKeyedTable::builder(per_client)
-//!     .capacity(2)
+//! let per_client = Gcra::token_bucket(Quota::per_second(10)?.with_burst(2)?);
+//! let table = ShardedKeyedTable::<u32, _>::builder(per_client)
+//!     .max_keys(2)
 //!     .shards(1)
 //!     .overflow(OverflowPolicy::Deny)
-//!     .build::<u32>()?;
+//!     .build()?;
 //!
-//! assert!(table.check(&1, 0).is_allowed());
-//! assert!(table.check(&2, 0).is_allowed());
+//! let now = Timestamp::ZERO;
+//! assert!(table.check(&1, now).is_allowed());
+//! assert!(table.check(&2, now).is_allowed());
 //! // Full of keys that are still throttled: key 3 is refused, never are
 //! // keys 1 and 2 forgotten (that would reset their limits).
-//! let third = table.check(&3, 0);
-//! assert_eq!(third.path(), KeyedPath::OverflowDenied);
+//! assert_eq!(table.check(&3, now).path(), KeyedPath::OverflowDenied);
 //! // 100 ms later both have refilled; evicting them changes nothing, so
 //! // key 3 takes a slot.
-//! assert_eq!(table.check(&3, 100_000_000).path(), KeyedPath::Own);
+//! assert_eq!(table.check(&3, Timestamp::from_millis(100)).path(), KeyedPath::Own);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! When a full table has nothing to evict, the [`keyed::OverflowPolicy`]
 //! decides: a shared overflow bucket with the default quota (default), deny,
-//! or allow; every [`keyed::KeyedDecision`] says which path it took. A
-//! per-key quota is any `Fn(&K) -> A`; a `static` `no_std` table gets one
-//! with the `const`
-//! [`HeaplessKeyedTable::from_parts_per_key`](keyed::HeaplessKeyedTable::from_parts_per_key)
-//! and a `fn(&K) -> A` (the QEMU firmware in `examples/firmware` runs such
-//! a table across three tasks). See [`keyed`] for the security reasoning
-//! and capacity sizing.
+//! or allow; every [`KeyedDecision`] says which path it took. A per-key
+//! quota is any `Fn(&K) -> A`. [`KeyedRateLimiter`] pairs a table with its
+//! clock, and makes every table an async
+//! [`AsyncKeyedLimiter`](remote::AsyncKeyedLimiter) as well. See [`keyed`]
+//! for the security reasoning and capacity sizing.
+//!
+//! ## Changing quotas while running
+//!
+//! A [`LiveBucket`] and every keyed table change their quota in place,
+//! carrying what clients have used over by an explicit [`Inheritance`] rule
+//! (keep the amount used, keep the fraction used, or reset); a
+//! [`ConcurrencyLimiter`] changes its limit with `set_limit`; the HTTP layer
+//! reloads its rules file keeping the buckets of unchanged rules. See
+//! [`live`].
+//!
+//! ```
+//! use tollgate::keyed::ShardedKeyedTable;
+//! use tollgate::{Gcra, Inheritance, KeyedLimiter, Quota, Timestamp};
+//!
+//! let table = ShardedKeyedTable::<u32, _>::builder(Gcra::token_bucket(Quota::per_second(10)?))
+//!     .build()?;
+//! let now = Timestamp::ZERO;
+//! assert!(table.check_n(&7, 6, now)?.is_allowed()); // 6 of 10 used
+//! table.reconfigure(Gcra::token_bucket(Quota::per_second(20)?), Inheritance::UsedFraction, now);
+//! assert_eq!(table.snapshot(&7, now).remaining(), 8); // 60 % of 20 used
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! ## Clocks that go backwards
 //!
@@ -266,8 +321,8 @@
 //! ## Embassy: async waiting on firmware
 //!
 //! With feature `embassy`, `embassy::EmbassyClock` reads embassy-time's
-//! tick counter as nanoseconds (its resolution is one tick, so a quota finer
-//! than a tick is refused), and `embassy::AsyncLimiter` adds
+//! tick counter as a [`Timestamp`] (its resolution is one tick, so a limiter
+//! finer than a tick is refused), and `embassy::AsyncLimiter` adds
 //! `acquire(n).await` (wait, then take) and `until_ready(n).await` (wait,
 //! take nothing) to every limiter. A waiter sleeps on `embassy_time::Timer`
 //! until the refusal's `retry_after`, rounded up to the next tick, then
@@ -277,13 +332,9 @@
 //! ```
 //! # #[cfg(feature = "embassy")] {
 //! use tollgate::embassy::{AsyncLimiter, WaitError};
-//! use tollgate::{Bucket, Gcra, Quota};
+//! use tollgate::{valid, Bucket, Gcra, Quota};
 //!
-//! const TELEMETRY: Quota = match Quota::per_second(20) {
-//!     Ok(q) => q,
-//!     Err(_) => panic!("invalid quota"),
-//! };
-//! static UPLINK: Bucket<Gcra> = Bucket::token_bucket(TELEMETRY);
+//! static UPLINK: Bucket<Gcra> = Bucket::token_bucket(valid!(Quota::per_second(20)));
 //!
 //! async fn publish() -> Result<(), WaitError> {
 //!     UPLINK.acquire(1).await?;
@@ -301,23 +352,24 @@
 //! ## Queued acquisition on tokio (feature `tokio`)
 //!
 //! A server that would rather delay a request a little than refuse it puts
-//! a `queue::Queue` in front of any limiter: `acquire(n).await` waits in
-//! order (oldest first by default, or newest first with .NET's semantics),
-//! the waiting line is bounded in permits, a request that would wait longer
-//! than `max_wait` is refused at once, and dropping the future gives its
-//! place (and any permits already granted) back. One timer per queue, no
-//! background task, one wake-up per admission.
+//! a `queue::Queue` in front of any limiter (or a concurrency limiter):
+//! `acquire(n).await` waits in order (oldest first by default, or newest
+//! first with .NET's semantics), the waiting line is bounded in permits, a
+//! request that would wait longer than `max_wait` is refused at once, and
+//! dropping the future gives its place (and any permits already granted)
+//! back. One timer per queue, no background task, one wake-up per
+//! admission.
 //!
 #![cfg_attr(feature = "tokio", doc = "```")]
 #![cfg_attr(not(feature = "tokio"), doc = "```text")]
 //! use std::time::Duration;
-//! use tollgate::queue::{AcquireError, Queue};
+//! use tollgate::queue::{Queue, WaitError};
 //! use tollgate::{Bucket, Quota};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // 5 per second, no burst beyond 1; at most 3 permits may wait.
-//! let bucket = Bucket::token_bucket(Quota::per_second(5)?.allow_burst(1)?);
+//! let bucket = Bucket::token_bucket(Quota::per_second(5)?.with_burst(1)?);
 //! let queue = Queue::builder(bucket).queue_limit(3).build();
 //!
 //! let start = tokio::time::Instant::now();
@@ -327,7 +379,7 @@
 //! assert_eq!(start.elapsed(), Duration::from_millis(200));
 //!
 //! // Too big for the bucket: refused at once, never queued.
-//! assert!(matches!(queue.acquire(2).await, Err(AcquireError::CapacityExceeded(_))));
+//! assert!(matches!(queue.acquire(2).await, Err(WaitError::CapacityExceeded(_))));
 //! // Would have to wait: try_acquire refuses with the wait.
 //! let err = queue.try_acquire(1).unwrap_err();
 //! assert_eq!(err.retry_after(), Some(Duration::from_millis(200)));
@@ -355,10 +407,9 @@
 //! ```no_run
 //! use tollgate::redis::{FailurePolicy, RedisConfig, RedisStore};
 //! use tollgate::Quota;
-//! use std::time::Duration;
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let per_client = Quota::per_minute(600)?.allow_burst(50)?;
+//! let per_client = Quota::per_minute(600)?.with_burst(50)?;
 //! let store = RedisStore::connect(
 //!     "redis://10.0.0.5:6379/",
 //!     RedisConfig::token_bucket(per_client)
@@ -375,11 +426,12 @@
 //!
 //! Request layers use a backend through [`remote::AsyncKeyedLimiter`]
 //! (`async check_n(key, n)` returning a [`RemoteDecision`](remote::RemoteDecision)),
-//! which the Redis store and in-process limiters both implement. An HTTP
-//! route policy takes one with `http::Policy::backend(Arc::new(store))`,
-//! or from the config file with `backend = "redis"` and `redis_url` (see
-//! `http::config`); a decision the failure policy made is marked on the
-//! response by the `http::StoreUnavailable` extension.
+//! which the Redis store and every in-process table (through
+//! [`KeyedRateLimiter`]) implement. An HTTP route policy takes one with
+//! `http::Policy::backend(Arc::new(store))`, or from the config file with
+//! `backend = "redis"` and `redis_url` (see `http::config`); a decision the
+//! failure policy made is marked on the response by the
+//! `http::StoreUnavailable` extension.
 //!
 //! ## HTTP middleware (feature `http`)
 //!
@@ -394,7 +446,8 @@
 //! 429 with `Retry-After` rounded up to whole seconds and the IETF
 //! `RateLimit-Policy` / `RateLimit` fields; policies can queue instead of
 //! refusing, run in dry-run mode, keep their buckets in Redis
-//! (`Policy::backend`, feature `redis`), and be read from TOML or JSON.
+//! (`Policy::backend`, feature `redis`), be read from TOML or JSON, and be
+//! reloaded from the file without losing the buckets of unchanged rules.
 //!
 //! ```
 //! # #[cfg(feature = "http")] {
@@ -423,11 +476,11 @@
 //!
 //! | feature | default | adds |
 //! |---|---|---|
-//! | `std` | yes | [`StdClock`], [`CoarseClock`], `Clock`/`Limiter` for `Arc` and `Box`, [`keyed::ShardedKeyedTable`], [`keyed::LockFreeGcraTable`] |
+//! | `std` | yes | [`StdClock`], [`CoarseClock`], `Clock`/`Limiter` for `Arc` and `Box`, [`keyed::ShardedKeyedTable`], [`keyed::LockFreeGcraTable`], `KeyedRateLimiter::token_bucket` |
 //! | `quanta` | no | `QuantaClock` (in [`clock`]): a TSC clock through the `quanta` crate |
 //! | `embassy` | no | `embassy::EmbassyClock`, async `acquire(n).await` / `until_ready(n).await` with deadlines (module `embassy`) |
 //! | `tokio` | no | `queue`: async queued acquisition; `TokioClock` (implies `std`) |
-//! | `http` | no | `http::RateLimitLayer`: tower middleware (global + per-route policies, keys, 429 + `Retry-After` + IETF `RateLimit` headers, queueing, metrics, TOML/JSON rules) (implies `std`, `tokio`) |
+//! | `http` | no | `http::RateLimitLayer`: tower middleware (global + per-route policies, keys, 429 + `Retry-After` + IETF `RateLimit` headers, queueing, metrics, TOML/JSON rules, reload) (implies `std`, `tokio`) |
 //! | `redis` | no | `redis::RedisStore`: distributed GCRA and fixed window on Redis/Valkey, with tokio (implies `std`) |
 //!
 //! Without default features the crate is `no_std` and allocation-free. On
@@ -451,21 +504,21 @@
 //! show that the window of the latest reading never admits more than its
 //! limit across boundary races, stale callers and refunds, and that every
 //! run equals some sequential order; for the concurrency limiter, that the
-//! permits held never exceed the limit and each dropped, partly released
-//! or detached permit is returned exactly once; for a chain, that a refused
-//! request leaves its first member as the direct traffic alone would; for
-//! [`WithStats`], that the counters equal what the callers saw. For the
-//! keyed tables (sharded, lock-free and `no_std`) they show that callers
-//! seeing a key for the first time at once create one state for it, that
-//! evicting a key (a sweep, or a new key's insert into a full table) while
+//! permits held never exceed the limit, that each dropped, partly released
+//! or detached permit is returned exactly once, and that a waiter is never
+//! left asleep by a release; for a chain, that a refused request leaves its
+//! first member as the direct traffic alone would; for [`WithStats`], that
+//! the counters equal what the callers saw. For the keyed tables (sharded,
+//! lock-free and `no_std`) they show that callers seeing a key for the
+//! first time at once create one state for it, that evicting a key while
 //! stale checks of it race never admits it beyond its quota, that a
 //! throttled key is never evicted to make room, and that each overflow
-//! policy keeps its promise under racing inserts. Every atomic type, and
-//! every lock of the keyed tables, is named in one module, so a `--cfg
-//! loom` build swaps all of them for loom's (the lock-free table's 128-bit
-//! slots for a shim that makes each 128-bit operation one atomic step, as
-//! `portable-atomic` does); a guard model fails if that ever stops being
-//! true. Run it with `loom-tests/run.sh`.
+//! policy keeps its promise under racing inserts; for live reconfiguration,
+//! that no check racing a quota change acts on a state of one quota with
+//! the other. Every atomic type, and every lock of the keyed tables, is
+//! named in one module, so a `--cfg loom` build swaps all of them for
+//! loom's; a guard model fails if that ever stops being true. Run it with
+//! `loom-tests/run.sh`.
 
 #![no_std]
 // The library never uses unsafe code. (Cargo.toml only denies it, so that

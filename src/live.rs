@@ -242,7 +242,7 @@ impl LiveBucket {
     fn stable_seq(&self) -> u64 {
         loop {
             let seq = self.seq.load(Ordering::Acquire);
-            if seq % 2 == 0 {
+            if seq.is_multiple_of(2) {
                 return seq;
             }
             wait();
@@ -304,24 +304,21 @@ impl Limiter for LiveBucket {
                 Err(e) if self.seq.load(Ordering::Acquire) == seq => return Err(e),
                 Err(_) => continue, // decided on a configuration being replaced
             };
-            match store {
-                Some(new_tat) => {
-                    if self
-                        .tat
-                        .compare_exchange(
-                            tat,
-                            new_tat.min(MAX_TAT),
-                            Ordering::AcqRel,
-                            Ordering::Relaxed,
-                        )
-                        .is_ok()
-                    {
-                        return Ok(decision);
-                    }
-                }
+            let decided = match store {
+                Some(new_tat) => self
+                    .tat
+                    .compare_exchange(
+                        tat,
+                        new_tat.min(MAX_TAT),
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok(),
                 // nothing written: valid only if no change overlapped it
-                None if self.seq.load(Ordering::Acquire) == seq => return Ok(decision),
-                None => {}
+                None => self.seq.load(Ordering::Acquire) == seq,
+            };
+            if decided {
+                return Ok(decision);
             }
         }
     }

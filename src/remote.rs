@@ -21,8 +21,8 @@
 //! use tollgate::remote::{AsyncKeyedLimiter, DecisionSource};
 //! use tollgate::{KeyedRateLimiter, ManualClock, Quota, RateLimiter};
 //!
-//! async fn admit<L: AsyncKeyedLimiter<str>>(limiter: &L, client: &str) -> bool {
-//!     match limiter.check_n(client, 1).await {
+//! async fn admit<L: AsyncKeyedLimiter<String>>(limiter: &L, client: &str) -> bool {
+//!     match limiter.check_n(&client.to_owned(), 1).await {
 //!         Ok(d) => d.decision().is_allowed(),
 //!         Err(_) => false, // can never succeed
 //!     }
@@ -30,7 +30,7 @@
 //!
 //! // An in-process keyed table through the same seam as the Redis store.
 //! let per_client = KeyedRateLimiter::token_bucket(Quota::per_second(1)?, ManualClock::new())?;
-//! let first = poll_ready(AsyncKeyedLimiter::<str>::check_n(&per_client, "client-a", 1))?;
+//! let first = poll_ready(per_client.check_n(&"client-a".to_owned(), 1))?;
 //! assert_eq!(first.source(), DecisionSource::Local);
 //! assert!(!poll_ready(admit(&per_client, "client-a"))); // client-a is spent
 //! assert!(poll_ready(admit(&per_client, "client-b"))); // client-b is not

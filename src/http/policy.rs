@@ -74,7 +74,7 @@ pub struct QueueMode {
 ///     .key(KeySource::PeerIp)
 ///     .max_keys(10_000);
 /// # let _ = login;
-/// # Ok::<(), tollgate::QuotaError>(())
+/// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct Policy {
@@ -231,7 +231,7 @@ impl Policy {
     /// use tollgate::{ManualClock, Quota, RateLimiter};
     ///
     /// // Any `AsyncKeyedLimiter` works; in production a `RedisStore`.
-    /// let backend = RateLimiter::token_bucket(Quota::per_second(5)?, ManualClock::new(0))?;
+    /// let backend = RateLimiter::token_bucket(Quota::per_second(5)?, ManualClock::new())?;
     /// let layer = RateLimitLayer::builder()
     ///     .policy(
     ///         Policy::token_bucket("api", Quota::per_second(5)?)

@@ -10,7 +10,7 @@
 //! It is a fast, non-cryptographic keyed hash (the same class as the one
 //! `hashbrown` uses by default). If you want SipHash, pass
 //! `std::collections::hash_map::RandomState` to
-//! [`ShardedTableBuilder::hasher`](super::ShardedTableBuilder::hasher).
+//! [`TableBuilder::hasher`](super::TableBuilder::hasher).
 
 use core::hash::{BuildHasher, Hasher};
 

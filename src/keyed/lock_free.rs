@@ -605,7 +605,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
             _ => None,
         };
         let seq = shard.reconfig.load(Ordering::Acquire);
-        if seq % 2 == 0 {
+        if seq.is_multiple_of(2) {
             let found = shard.find_unlocked(word, hash);
             if !matches!(found, Find::Busy) {
                 let tat = read(found);

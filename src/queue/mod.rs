@@ -13,7 +13,7 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // 10 per second, bursts of 2; at most 5 permits waiting, for at most 1 s.
-//! let queue = Queue::builder(Bucket::token_bucket(Quota::per_second(10)?.allow_burst(2)?))
+//! let queue = Queue::builder(Bucket::token_bucket(Quota::per_second(10)?.with_burst(2)?))
 //!     .order(QueueOrder::OldestFirst)
 //!     .queue_limit(5)
 //!     .max_wait(Duration::from_secs(1))
