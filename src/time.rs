@@ -14,6 +14,43 @@
 //! # Ok::<(), tollgate::ConfigError>(())
 //! ```
 //!
+//! The same holds for every other place a time goes in; each of these is
+//! a compile error, not a silently wrong limit:
+//!
+//! ```compile_fail,E0308
+//! # use tollgate::{Gcra, Quota};
+//! // a heal threshold is a Duration, not "1000 of some unit"
+//! let _ = Gcra::token_bucket(Quota::per_second(10)?).with_heal_threshold(1_000);
+//! # Ok::<(), tollgate::ConfigError>(())
+//! ```
+//!
+//! ```compile_fail,E0308
+//! # use tollgate::{Gcra, KeyedLimiter, Quota};
+//! # use tollgate::keyed::ShardedKeyedTable;
+//! let table = ShardedKeyedTable::<u32, _>::builder(Gcra::token_bucket(Quota::per_second(10)?)).build()?;
+//! let ticks: u64 = 32_768; // an embassy tick count
+//! let _ = table.check(&7, ticks);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ```compile_fail,E0308
+//! # use tollgate::ManualClock;
+//! let clock = ManualClock::new();
+//! clock.set(5_000); // nanoseconds? milliseconds?
+//! ```
+//!
+//! ```compile_fail,E0277
+//! # use tollgate::Timestamp;
+//! let _ = Timestamp::ZERO + 250_u64; // add a Duration instead
+//! ```
+//!
+//! ```compile_fail,E0308
+//! # use tollgate::ConcurrencyLimiter;
+//! let l = ConcurrencyLimiter::with_limit(4)?;
+//! let _ = l.with_retry_hint(1_000_000); // a Duration, not nanoseconds
+//! # Ok::<(), tollgate::ConfigError>(())
+//! ```
+//!
 //! A timestamp is built from a count with its unit in the name, from a
 //! [`Duration`] since the clock's origin, or from the clock types of the
 //! platform (`StdClock::timestamp` for a `std::time::Instant`,

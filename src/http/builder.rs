@@ -12,8 +12,10 @@ use super::layer::{LayerSettings, RateLimitLayer, Shared};
 use super::policy::{
     ConfigError, ConfigErrorKind, MissingKey, Policy, Rejection, RejectionHandler,
 };
+use super::reload::{Carrier, ReloadReport};
 use super::routing::PathPrefix;
 use crate::keyed::ShardedKeyedTable;
+use crate::live::Inheritance;
 
 /// Builds a [`RateLimitLayer`]; see the [module docs](super).
 pub struct RateLimitLayerBuilder {
@@ -165,6 +167,16 @@ impl RateLimitLayerBuilder {
 
     /// Validates everything and builds the layer.
     pub fn build(self) -> Result<RateLimitLayer, ConfigError> {
+        let (shared, _) = self.compile(None)?;
+        Ok(RateLimitLayer::from_shared(shared))
+    }
+
+    /// Validates everything and compiles the policies, carrying the buckets
+    /// of `previous`'s rules that stay (a reload).
+    pub(crate) fn compile(
+        self,
+        previous: Option<(&Shared, Inheritance)>,
+    ) -> Result<(Shared, ReloadReport), ConfigError> {
         let mut names: Vec<&str> = Vec::new();
         if let Some((loc, p)) = &self.global {
             if p.backend.is_some() {
@@ -190,29 +202,44 @@ impl RateLimitLayerBuilder {
                 .map_err(|_| ConfigError::invalid(&loc, "must start with '/'"))?;
             exempt.push((loc, p));
         }
-        let table_for = |loc: &str, p: &Policy| {
-            let capacity = if matches!(p.key, KeySource::Global) || p.backend.is_some() {
+        let capacity = |p: &Policy| {
+            if matches!(p.key, KeySource::Global) || p.backend.is_some() {
                 1
             } else {
                 p.max_keys
-            };
+            }
+        };
+        let too_many = |loc: &str| ConfigError::invalid(format!("{loc}.max_keys"), "too many keys");
+        // every rule is validated before any old bucket is touched
+        for (loc, p) in self.global.iter().chain(self.policies.iter()) {
+            crate::keyed::shard_layout(capacity(p), None).map_err(|_| too_many(loc))?;
+        }
+        let table_for = |loc: &str, p: &Policy| {
             ShardedKeyedTable::builder(crate::gcra::Gcra::new(p.kind, p.quota))
-                .max_keys(capacity)
+                .max_keys(capacity(p))
                 .build()
-                .map_err(|_| ConfigError::invalid(format!("{loc}.max_keys"), "too many keys"))
+                .map_err(|_| too_many(loc))
+        };
+        let names: Vec<String> = names.iter().map(|n| (*n).to_string()).collect();
+        let mut carrier = Carrier {
+            previous: previous.map(|(s, _)| s),
+            how: previous.map_or(Inheritance::UsedAmount, |(_, how)| how),
+            report: ReloadReport::default(),
         };
         let global = match self.global {
             Some((loc, p)) => {
-                let t = table_for(&loc, &p)?;
-                Some((p, t))
+                let c = carrier.buckets(&p, || table_for(&loc, &p))?;
+                Some((p, c))
             }
             None => None,
         };
         let mut policies = Vec::new();
         for (loc, p) in self.policies {
-            let t = table_for(&loc, &p)?;
-            policies.push((p, t));
+            let c = carrier.buckets(&p, || table_for(&loc, &p))?;
+            policies.push((p, c));
         }
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let report = carrier.finish(&names);
         let shared = Shared::build(LayerSettings {
             global,
             policies,
@@ -224,7 +251,7 @@ impl RateLimitLayerBuilder {
             on_rejected: self.on_rejected,
             headers_on_success: self.headers_on_success,
         });
-        Ok(RateLimitLayer::from_shared(shared))
+        Ok((shared, report))
     }
 }
 

@@ -8,6 +8,7 @@ use std::string::String;
 use std::sync::Arc;
 use std::vec::Vec;
 
+use arc_swap::ArcSwap;
 use http::header::HeaderValue;
 use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
@@ -19,6 +20,7 @@ use super::headers::{self, StackText, RATELIMIT, RATELIMIT_POLICY};
 use super::key::{self, IpNet, PartitionKey, PeerAddrFn, RequestHead};
 use super::metrics::PolicyMetrics;
 use super::policy::{MissingKey, Policy, RejectionHandler};
+use super::reload::Carried;
 use super::routing::PathPrefix;
 use crate::clock::{Clock, StdClock};
 use crate::decision::Decision;
@@ -34,8 +36,9 @@ pub(crate) type Table = ShardedKeyedTable<PartitionKey, Gcra>;
 pub(crate) struct Compiled {
     pub(crate) name: String,
     pub(crate) policy: Policy,
-    table: ShardedKeyedTable<PartitionKey, Gcra>,
-    queue: Option<Queue<Bucket<Gcra>>>,
+    /// Shared with the layer's next configuration when a reload keeps it.
+    pub(crate) table: Arc<Table>,
+    pub(crate) queue: Option<Arc<Queue<Bucket<Gcra>>>>,
     missing_key: MissingKey,
     pub(crate) policy_item: HeaderValue,
     pub(crate) metrics: PolicyMetrics,
@@ -63,8 +66,8 @@ pub(crate) struct Shared {
 /// Settings shared by every policy of a layer (built by
 /// [`RateLimitLayerBuilder`](super::RateLimitLayerBuilder)).
 pub(crate) struct LayerSettings {
-    pub(crate) global: Option<(Policy, Table)>,
-    pub(crate) policies: Vec<(Policy, Table)>,
+    pub(crate) global: Option<(Policy, Carried)>,
+    pub(crate) policies: Vec<(Policy, Carried)>,
     pub(crate) exempt: Vec<(String, PathPrefix)>,
     pub(crate) trusted: Vec<IpNet>,
     pub(crate) peer: PeerAddrFn,
@@ -80,11 +83,11 @@ impl Shared {
         let queue_clock = TokioClock::new();
         let global = s
             .global
-            .map(|(p, t)| Compiled::new(p, t, s.missing_key, &queue_clock));
+            .map(|(p, c)| Compiled::new(p, c, s.missing_key, &queue_clock));
         let policies: Vec<Compiled> = s
             .policies
             .into_iter()
-            .map(|(p, t)| Compiled::new(p, t, s.missing_key, &queue_clock))
+            .map(|(p, c)| Compiled::new(p, c, s.missing_key, &queue_clock))
             .collect();
         let mut routes = Vec::new();
         for (i, c) in policies.iter().enumerate() {
@@ -115,18 +118,24 @@ impl Shared {
 impl Compiled {
     pub(crate) fn new(
         policy: Policy,
-        table: Table,
+        carried: Carried,
         default_missing: MissingKey,
         clock: &TokioClock,
     ) -> Self {
         let gcra = Gcra::new(policy.kind, policy.quota);
-        let queue = policy.queue.map(|q| {
-            Queue::builder(Bucket::new(gcra))
-                .clock(*clock)
-                .max_wait(q.max_wait)
-                .queue_limit(q.queue_limit)
-                .build()
-        });
+        let queue = match carried.queue {
+            Some(q) => Some(q),
+            None => policy.queue.map(|q| {
+                Arc::new(
+                    Queue::builder(Bucket::new(gcra))
+                        .clock(*clock)
+                        .max_wait(q.max_wait)
+                        .queue_limit(q.queue_limit)
+                        .build(),
+                )
+            }),
+        };
+        let table = carried.table;
         let mut item = StackText::new();
         let _ = headers::write_policy_item(&mut item, &policy.name, &policy.quota);
         let policy_item = item
@@ -168,23 +177,21 @@ impl Compiled {
 /// ```
 #[derive(Clone)]
 pub struct RateLimitLayer {
-    pub(crate) shared: Arc<Shared>,
-    only: Option<usize>,
+    /// The configuration every clone and service reads; a reload swaps it.
+    pub(crate) cell: Arc<ArcSwap<Shared>>,
+    only: Option<Arc<str>>,
 }
 
 impl core::fmt::Debug for RateLimitLayer {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let shared = self.cell.load();
         f.debug_struct("RateLimitLayer")
-            .field("global", &self.shared.global.as_ref().map(|c| &c.name))
+            .field("global", &shared.global.as_ref().map(|c| &c.name))
             .field(
                 "policies",
-                &self
-                    .shared
-                    .policies
-                    .iter()
-                    .map(|c| &c.name)
-                    .collect::<Vec<_>>(),
+                &shared.policies.iter().map(|c| &c.name).collect::<Vec<_>>(),
             )
+            .field("only", &self.only)
             .finish()
     }
 }
@@ -192,7 +199,7 @@ impl core::fmt::Debug for RateLimitLayer {
 impl RateLimitLayer {
     pub(crate) fn from_shared(shared: Shared) -> Self {
         Self {
-            shared: Arc::new(shared),
+            cell: Arc::new(ArcSwap::from_pointee(shared)),
             only: None,
         }
     }
@@ -200,12 +207,13 @@ impl RateLimitLayer {
     /// A layer that applies only the policy `name`, sharing its buckets:
     /// attach it to specific routes (axum `route_layer`). It ignores path
     /// prefixes, method filters and the global limiter. `None` if no policy
-    /// has that name.
+    /// has that name. (After a [`reload`](Self::reload) that removes the
+    /// policy, the layer lets requests through.)
     pub fn policy(&self, name: &str) -> Option<Self> {
-        let i = self.shared.policies.iter().position(|c| c.name == name)?;
+        self.cell.load().policies.iter().find(|c| c.name == name)?;
         Some(Self {
-            shared: Arc::clone(&self.shared),
-            only: Some(i),
+            cell: Arc::clone(&self.cell),
+            only: Some(Arc::from(name)),
         })
     }
 }
@@ -216,8 +224,8 @@ impl<S> Layer<S> for RateLimitLayer {
     fn layer(&self, inner: S) -> Self::Service {
         RateLimitService {
             inner,
-            shared: Arc::clone(&self.shared),
-            only: self.only,
+            cell: Arc::clone(&self.cell),
+            only: self.only.clone(),
         }
     }
 }
@@ -226,8 +234,8 @@ impl<S> Layer<S> for RateLimitLayer {
 #[derive(Clone)]
 pub struct RateLimitService<S> {
     inner: S,
-    shared: Arc<Shared>,
-    only: Option<usize>,
+    cell: Arc<ArcSwap<Shared>>,
+    only: Option<Arc<str>>,
 }
 
 impl<S: core::fmt::Debug> core::fmt::Debug for RateLimitService<S> {
@@ -357,8 +365,16 @@ impl Shared {
     fn decide<B, R: Default + From<String>>(
         &self,
         req: &Request<B>,
-        only: Option<usize>,
+        only: Option<&str>,
     ) -> Verdict<R> {
+        let only = match only {
+            // a route layer whose policy a reload removed lets requests through
+            Some(name) => match self.policies.iter().position(|c| c.name == name) {
+                Some(i) => Some(i),
+                None => return Verdict::Pass(None),
+            },
+            None => None,
+        };
         let route = match only {
             Some(i) => Some(i),
             None => {
@@ -506,7 +522,8 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        match self.shared.decide::<B, R>(&req, self.only) {
+        let current = self.cell.load();
+        match current.decide::<B, R>(&req, self.only.as_deref()) {
             Verdict::Pass(headers) => ResponseFuture {
                 kind: Kind::Inner {
                     fut: self.inner.call(req),
@@ -519,7 +536,7 @@ where
             Verdict::Remote(policy, key, global_charge) => {
                 let clone = self.inner.clone();
                 let mut inner = core::mem::replace(&mut self.inner, clone);
-                let shared = Arc::clone(&self.shared);
+                let shared = Arc::clone(&current);
                 ResponseFuture {
                     kind: Kind::Queued {
                         fut: Box::pin(async move {
@@ -591,7 +608,7 @@ where
             Verdict::Queue(policy, global_key) => {
                 let clone = self.inner.clone();
                 let mut inner = core::mem::replace(&mut self.inner, clone);
-                let shared = Arc::clone(&self.shared);
+                let shared = Arc::clone(&current);
                 ResponseFuture {
                     kind: Kind::Queued {
                         fut: Box::pin(async move {

@@ -181,6 +181,7 @@ mod layer;
 pub mod metrics;
 mod policy;
 mod rejection;
+mod reload;
 mod routing;
 
 pub use backend::{BoxFuture, PolicyBackend, StoreUnavailable};
@@ -195,3 +196,4 @@ pub use policy::{
     ConfigError, ConfigErrorKind, MissingKey, Policy, QueueMode, Rejection, RejectionHandler,
     DEFAULT_MAX_KEYS,
 };
+pub use reload::ReloadReport;

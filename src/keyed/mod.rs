@@ -125,6 +125,8 @@ pub use heapless_table::HeaplessKeyedTable;
 #[cfg(feature = "std")]
 pub use lock_free::{LockFreeGcraTable, WordKey};
 #[cfg(feature = "std")]
+pub(crate) use sharded::shard_layout;
+#[cfg(feature = "std")]
 pub use sharded::ShardedKeyedTable;
 
 /// A limiter with one state per key, in a table of fixed capacity: what

@@ -43,9 +43,9 @@ pub enum StoreError {
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Capacity(e) => write!(f, "{e}"),
+            Self::Capacity(_) => f.write_str("the request can never be granted"),
             Self::Timeout(d) => write!(f, "rate-limit store did not answer within {d:?}"),
-            Self::Redis(e) => write!(f, "rate-limit store error: {e}"),
+            Self::Redis(_) => f.write_str("rate-limit store error"),
             Self::UnexpectedReply => f.write_str("rate-limit store sent an unexpected reply"),
         }
     }

@@ -1,0 +1,153 @@
+//! Reloading the rules file on a running server: rules that stay keep their
+//! buckets (a throttled client stays throttled), a rule whose quota changes
+//! carries each client's usage over by the chosen inheritance rule, new
+//! rules start fresh, removed rules stop limiting, and a bad file changes
+//! nothing. Real axum server on loopback, real HTTP client.
+
+mod support;
+
+use support::http::{connect_info, hello, send, serve, Req};
+use tollgate::http::{LayerConfig, RateLimitLayer, RateLimitLayerBuilder};
+use tollgate::Inheritance;
+
+fn rules(login_rate: u32, login_burst: u32, extra: &str) -> String {
+    format!(
+        r#"
+[[rules]]
+name = "login"
+prefix = "/api/login"
+rate = {login_rate}
+period = "1m"
+burst = {login_burst}
+key = "peer_ip"
+{extra}
+"#
+    )
+}
+
+fn builder(text: &str) -> RateLimitLayerBuilder {
+    LayerConfig::from_toml(text)
+        .unwrap()
+        .into_builder()
+        .unwrap()
+        .peer_addr(connect_info)
+}
+
+fn layer(text: &str) -> RateLimitLayer {
+    builder(text).build().unwrap()
+}
+
+async fn statuses(addr: std::net::SocketAddr, path: &str, n: usize) -> Vec<u16> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(send(addr, Req::get(path)).await.status);
+    }
+    out
+}
+
+#[tokio::test]
+async fn an_unchanged_rule_keeps_its_buckets() {
+    let text = rules(3, 2, "");
+    let layer = layer(&text);
+    let s = serve(hello(layer.clone())).await;
+    assert_eq!(statuses(s.addr, "/api/login", 3).await, [200, 200, 429]);
+    let report = layer.reload(builder(&text), Inheritance::Reset).unwrap();
+    assert_eq!(report.kept, ["login"]);
+    assert!(report.reconfigured.is_empty() && report.fresh.is_empty());
+    // even with Reset, an unchanged rule is not touched: still throttled
+    assert_eq!(statuses(s.addr, "/api/login", 1).await, [429]);
+}
+
+#[tokio::test]
+async fn a_changed_quota_carries_usage_over_by_the_rule() {
+    for (how, expect) in [
+        // 2 of 2 used; the new burst is 4: 2 stay used, 2 free
+        (Inheritance::UsedAmount, vec![200, 200, 429]),
+        // all of the old burst used: all of the new one is used
+        (Inheritance::UsedFraction, vec![429, 429, 429]),
+        // a fresh bucket of 4
+        (Inheritance::Reset, vec![200, 200, 200, 200, 429]),
+    ] {
+        let layer = layer(&rules(3, 2, ""));
+        let s = serve(hello(layer.clone())).await;
+        assert_eq!(statuses(s.addr, "/api/login", 3).await, [200, 200, 429]);
+        let report = layer.reload(builder(&rules(6, 4, "")), how).unwrap();
+        assert_eq!(report.reconfigured, ["login"], "{how:?}");
+        assert_eq!(
+            statuses(s.addr, "/api/login", expect.len()).await,
+            expect,
+            "{how:?}"
+        );
+        let r = send(s.addr, Req::get("/api/login")).await;
+        assert_eq!(r.header("ratelimit-policy"), Some("\"login\";q=6;w=60"));
+    }
+}
+
+#[tokio::test]
+async fn added_rules_start_fresh_and_removed_rules_stop_limiting() {
+    let layer = layer(&rules(3, 2, ""));
+    let s = serve(hello(layer.clone())).await;
+    assert_eq!(statuses(s.addr, "/api/login", 3).await, [200, 200, 429]);
+    let next = r#"
+[[rules]]
+name = "search"
+prefix = "/api/search"
+rate = 1
+period = "1m"
+key = "peer_ip"
+"#;
+    let report = layer
+        .reload(builder(next), Inheritance::UsedAmount)
+        .unwrap();
+    assert_eq!(report.fresh, ["search"]);
+    assert_eq!(report.removed, ["login"]);
+    assert_eq!(statuses(s.addr, "/api/login", 4).await, [200; 4]);
+    assert_eq!(statuses(s.addr, "/api/search", 2).await, [200, 429]);
+}
+
+#[tokio::test]
+async fn a_changed_key_source_starts_fresh() {
+    let layer = layer(&rules(3, 2, ""));
+    let s = serve(hello(layer.clone())).await;
+    assert_eq!(statuses(s.addr, "/api/login", 3).await, [200, 200, 429]);
+    let by_header = rules(3, 2, "").replace(
+        "key = \"peer_ip\"",
+        "key = \"header\"\nheader = \"x-api-key\"",
+    );
+    let report = layer
+        .reload(builder(&by_header), Inheritance::UsedAmount)
+        .unwrap();
+    assert_eq!(report.fresh, ["login"]);
+    let with_key = || Req::get("/api/login").header("x-api-key", "k1");
+    assert_eq!(send(s.addr, with_key()).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_bad_reload_changes_nothing() {
+    let layer = layer(&rules(3, 2, ""));
+    let s = serve(hello(layer.clone())).await;
+    assert_eq!(statuses(s.addr, "/api/login", 3).await, [200, 200, 429]);
+    let bad = rules(3, 2, "").replace("prefix = \"/api/login\"", "prefix = \"api/login\"");
+    let err = layer.reload(builder(&bad), Inheritance::Reset).unwrap_err();
+    assert_eq!(err.location(), "rules[0].prefix");
+    assert_eq!(statuses(s.addr, "/api/login", 1).await, [429]);
+}
+
+#[tokio::test]
+async fn a_route_layer_follows_its_policy_across_reloads() {
+    let layer = layer(&rules(3, 2, "").replace("prefix = \"/api/login\"\n", ""));
+    let login = layer.policy("login").unwrap();
+    let app = axum::Router::new()
+        .route("/login", axum::routing::get(|| async { "ok" }))
+        .route_layer(login);
+    let s = serve(app).await;
+    assert_eq!(statuses(s.addr, "/login", 3).await, [200, 200, 429]);
+    let report = layer
+        .reload(
+            builder(&rules(6, 4, "").replace("prefix = \"/api/login\"\n", "")),
+            Inheritance::UsedAmount,
+        )
+        .unwrap();
+    assert_eq!(report.reconfigured, ["login"]);
+    assert_eq!(statuses(s.addr, "/login", 3).await, [200, 200, 429]);
+}
