@@ -375,6 +375,121 @@ impl Drop for Acquire<'_> {
     }
 }
 
+/// The concurrency limit as an [`Algorithm`](crate::Algorithm), for the
+/// per-key in-flight limits of a [`Partitioned`](crate::partitioned::Partitioned)
+/// limiter: `check_n` takes permits and `refund` releases them. Crate-private
+/// on purpose: outside a lease that releases on drop it would leak permits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct InFlight {
+    pub(crate) limit: u32,
+    pub(crate) retry_hint: u64,
+}
+
+/// Permits in flight for one key.
+#[derive(Debug, Default)]
+pub(crate) struct InFlightState(AtomicU32);
+
+impl InFlight {
+    fn snapshot_of(&self, in_flight: u32) -> Snapshot {
+        let reset = if in_flight == 0 { 0 } else { self.retry_hint };
+        Snapshot::exact(self.limit, self.limit.saturating_sub(in_flight), reset)
+    }
+}
+
+impl crate::limiter::Algorithm for InFlight {
+    type State = InFlightState;
+
+    #[cfg(not(loom))]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const FRESH_STATE: InFlightState = InFlightState(AtomicU32::new(0));
+
+    fn new_state(&self) -> InFlightState {
+        InFlightState(AtomicU32::new(0))
+    }
+
+    fn capacity(&self) -> u32 {
+        self.limit
+    }
+
+    fn check_n(
+        &self,
+        state: &InFlightState,
+        n: u32,
+        _now: crate::time::Timestamp,
+    ) -> Result<crate::decision::Decision, CapacityExceeded> {
+        use crate::decision::Decision;
+        if n > self.limit {
+            return Err(CapacityExceeded::new(n, self.limit));
+        }
+        let mut v = state.0.load(Ordering::Relaxed);
+        loop {
+            if u64::from(v) + u64::from(n) > u64::from(self.limit) {
+                return Ok(Decision::Denied(Denied::from_nanos(
+                    self.retry_hint,
+                    self.snapshot_of(v),
+                )));
+            }
+            if n == 0 {
+                return Ok(Decision::Allowed(self.snapshot_of(v)));
+            }
+            match state
+                .0
+                .compare_exchange_weak(v, v + n, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok(Decision::Allowed(self.snapshot_of(v + n))),
+                Err(current) => v = current,
+            }
+        }
+    }
+
+    fn refund(&self, state: &InFlightState, n: u32, _now: crate::time::Timestamp) {
+        let _ = state
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                (v != 0 && n != 0).then(|| v - core::cmp::min(v, n))
+            });
+    }
+
+    fn snapshot(&self, state: &InFlightState, _now: crate::time::Timestamp) -> Snapshot {
+        self.snapshot_of(state.0.load(Ordering::Relaxed))
+    }
+
+    fn time_until_ready(
+        &self,
+        state: &InFlightState,
+        n: u32,
+        _now: crate::time::Timestamp,
+    ) -> Result<Duration, CapacityExceeded> {
+        if n > self.limit {
+            return Err(CapacityExceeded::new(n, self.limit));
+        }
+        let v = state.0.load(Ordering::Relaxed);
+        Ok(if u64::from(v) + u64::from(n) > u64::from(self.limit) {
+            Duration::from_nanos(self.retry_hint)
+        } else {
+            Duration::ZERO
+        })
+    }
+
+    fn is_idle(&self, state: &InFlightState, _now: crate::time::Timestamp) -> bool {
+        state.0.load(Ordering::Relaxed) == 0
+    }
+
+    fn required_resolution(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    /// Permits in flight are not a function of the limit: nothing to carry.
+    fn carry_over(
+        &self,
+        _next: &Self,
+        _state: &InFlightState,
+        _how: crate::live::Inheritance,
+        _now: crate::time::Timestamp,
+    ) {
+    }
+}
+
 #[cfg(feature = "std")]
 mod owned {
     use core::future::Future;

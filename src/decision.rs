@@ -73,6 +73,13 @@ impl Snapshot {
         }
     }
 
+    /// The time one permit takes to come back (a GCRA bucket's emission
+    /// interval), or 1 for a snapshot with an exact count.
+    #[inline]
+    pub(crate) const fn per_permit_nanos(&self) -> u64 {
+        self.per_permit
+    }
+
     /// The most permits this limiter can ever hold (burst, largest weight,
     /// window limit or concurrency limit).
     #[must_use]

@@ -543,6 +543,8 @@ pub mod http;
 pub mod keyed;
 pub mod limiter;
 pub mod live;
+#[cfg(feature = "std")]
+pub mod partitioned;
 #[cfg(feature = "tokio")]
 pub mod queue;
 pub mod quota;

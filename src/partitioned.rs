@@ -1,0 +1,949 @@
+//! Partitioned limiters (feature `std`): .NET's `PartitionedRateLimiter`
+//! for any kind of resource — an HTTP request, a message, a gRPC call, a
+//! job.
+//!
+//! A [`Partitioned<R, K>`] holds an ordered list of **policies**. Each one
+//! has a name, a key function `Fn(&R) -> Option<K>` ("this resource is mine,
+//! with this key" or "not mine"), and a **keyed table** that gives every
+//! key its own limiter: any [`KeyedLimiter<K>`] (token or leaky bucket,
+//! fixed or sliding window, per-key quotas, any overflow policy), or an
+//! in-flight limit per key ([`PartitionedBuilder::concurrency`], nginx's
+//! `limit_conn`). The first policy that claims a resource charges it; a
+//! resource that no policy claims is charged to the optional **default**
+//! limiter (one limiter for all of them), or passes. Each policy has its
+//! own table, so keys of different policies never collide (a "Post" method
+//! key and a "/Post" path key are different buckets).
+//!
+//! ```
+//! use tollgate::keyed::ShardedKeyedTable;
+//! use tollgate::partitioned::Partitioned;
+//! use tollgate::{Bucket, Gcra, Quota, Timestamp};
+//!
+//! struct Job { tenant: u32, priority: bool }
+//!
+//! let per_tenant = ShardedKeyedTable::builder(Gcra::token_bucket(Quota::per_second(2)?)).build()?;
+//! let jobs = Partitioned::<Job, u32>::builder("jobs")
+//!     // urgent jobs are not limited per tenant: no policy claims them
+//!     .policy("per_tenant", |j: &Job| (!j.priority).then_some(j.tenant), per_tenant)
+//!     // what no policy claims shares one bucket
+//!     .default(Bucket::token_bucket(Quota::per_second(100)?))
+//!     .build();
+//!
+//! let now = Timestamp::ZERO;
+//! let job = Job { tenant: 7, priority: false };
+//! assert!(jobs.try_acquire(&job, now).is_ok());
+//! assert!(jobs.try_acquire(&job, now).is_ok());
+//! let refused = jobs.try_acquire(&job, now).unwrap_err();
+//! assert_eq!(refused.policy(), "per_tenant");
+//! assert_eq!(refused.retry_after(), core::time::Duration::from_millis(500));
+//! // another tenant has its own bucket
+//! assert!(jobs.try_acquire(&Job { tenant: 8, priority: false }, now).is_ok());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Chains: all or nothing
+//!
+//! [`PartitionedLimiter::and`] chains partitioned limiters that must all
+//! admit (ASP.NET Core's global limiter and endpoint policy; .NET's
+//! `PartitionedRateLimiter.CreateChained`). When a later one refuses, the
+//! permits the earlier ones granted are given back at once, so **a refused
+//! request costs nothing**; the [`Refusal`] names the limiter and policy
+//! that refused and carries the longest `retry_after` of the chain.
+//!
+//! # Leases
+//!
+//! An admission is a [`Lease`]. A rate limiter's permits are spent when
+//! granted; an in-flight limit's permits are held by the lease and given
+//! back when it drops (keep it until the work — for HTTP, the response body
+//! — is done). [`PartitionedLimiter::cancel`] gives back a lease's permits
+//! of either kind (work that never happened).
+//!
+//! # Shaping: delay instead of refusing (nginx `limit_req`)
+//!
+//! A token-bucket policy can *shape* instead of refuse:
+//! [`PartitionedBuilder::shaped`] with a [`Shaping`] admits a request as
+//! soon as its place in the bucket is reserved and tells the caller to wait
+//! the [`Admission::delay`] before doing the work (the async `acquire`
+//! sleeps it). This is nginx's `limit_req`, with the same arithmetic on
+//! nanoseconds instead of milli-requests:
+//!
+//! | nginx | tollgate |
+//! |---|---|
+//! | `limit_req zone=z burst=B nodelay` | token bucket of burst `B + 1`, no shaping: the excess up to `B` at once |
+//! | `limit_req zone=z burst=B` | [`Shaping::delay_all`] on a bucket of burst `B + 1`: each excess request waits its turn, one per interval |
+//! | `limit_req zone=z burst=B delay=D` | [`Shaping::delay_after`]`(D)`: the first `D` excess requests pass at once, the rest wait |
+//!
+//! Each key's waiting requests are bounded by its burst and served in the
+//! order they arrived (a reservation is a place in that key's line); one
+//! client's flood never delays another client; a request whose wait would
+//! exceed [`Shaping::max_wait`] is refused at once; a waiter that goes away
+//! (its future dropped) gives its place back. Memory is the table's: fixed.
+
+use core::fmt;
+use core::future::Future;
+use core::time::Duration;
+use std::boxed::Box;
+use std::string::String;
+use std::sync::Arc;
+use std::vec::Vec;
+
+use crate::clock::Clock;
+use crate::concurrency::InFlight;
+use crate::decision::{CapacityExceeded, Decision, Snapshot};
+use crate::gcra::Gcra;
+use crate::keyed::{KeyedDecision, KeyedLimiter, KeyedPath, ShardedKeyedTable, TableBuilder};
+use crate::limiter::Limiter;
+use crate::time::{duration_to_nanos, Timestamp};
+
+/// A policy's keyed store, with its type erased: what a [`Partitioned`]
+/// charges.
+///
+/// Keyed stores are always given a key; the default limiter's store
+/// ignores it, and a resource that no policy claims has none (`None`).
+trait Store<K>: Send + Sync {
+    fn check_n(
+        &self,
+        key: Option<&K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<KeyedDecision, CapacityExceeded>;
+    fn refund(&self, key: Option<&K>, n: u32, now: Timestamp);
+    fn time_until_ready(
+        &self,
+        key: Option<&K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded>;
+}
+
+struct Keyed<T>(T);
+
+impl<K, T: KeyedLimiter<K> + Send + Sync> Store<K> for Keyed<T> {
+    #[inline]
+    fn check_n(
+        &self,
+        key: Option<&K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<KeyedDecision, CapacityExceeded> {
+        match key {
+            Some(key) => self.0.check_n(key, n, now),
+            None => Err(CapacityExceeded::new(n, 0)), // never: policies have keys
+        }
+    }
+    fn refund(&self, key: Option<&K>, n: u32, now: Timestamp) {
+        if let Some(key) = key {
+            self.0.refund(key, n, now);
+        }
+    }
+    fn time_until_ready(
+        &self,
+        key: Option<&K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded> {
+        match key {
+            Some(key) => self.0.time_until_ready(key, n, now),
+            None => Err(CapacityExceeded::new(n, 0)),
+        }
+    }
+}
+
+/// One limiter for every key (the default limiter).
+struct Unkeyed<L>(L);
+
+impl<K, L: Limiter + Send + Sync> Store<K> for Unkeyed<L> {
+    #[inline]
+    fn check_n(
+        &self,
+        _: Option<&K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<KeyedDecision, CapacityExceeded> {
+        Ok(KeyedDecision::new(self.0.check_n(n, now)?, KeyedPath::Own))
+    }
+    fn refund(&self, _: Option<&K>, n: u32, now: Timestamp) {
+        self.0.refund(n, now);
+    }
+    fn time_until_ready(
+        &self,
+        _: Option<&K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded> {
+        self.0.time_until_ready(n, now)
+    }
+}
+
+type KeyFn<R, K> = Box<dyn Fn(&R) -> Option<K> + Send + Sync>;
+
+struct Policy<R, K> {
+    name: String,
+    key_of: KeyFn<R, K>,
+    store: Arc<dyn Store<K>>,
+    /// An in-flight limit: the lease gives the permits back on drop.
+    releases: bool,
+    shaping: Option<Shaping>,
+}
+
+/// Delay instead of refusing, for a token-bucket policy (see the [module
+/// documentation](self)): nginx `limit_req` without `nodelay`, or with
+/// `delay=`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Shaping {
+    /// Excess requests that pass without waiting (nginx `delay=`).
+    delay_after: u32,
+    /// The longest wait accepted; a longer one is refused at once.
+    max_wait: Option<Duration>,
+}
+
+impl Shaping {
+    /// Every request beyond the rate waits for its turn (nginx `burst=B`
+    /// without `nodelay`).
+    #[must_use]
+    pub const fn delay_all() -> Self {
+        Self {
+            delay_after: 0,
+            max_wait: None,
+        }
+    }
+
+    /// The first `excess` requests beyond the rate pass at once, the rest
+    /// wait (nginx `delay=N`).
+    #[must_use]
+    pub const fn delay_after(excess: u32) -> Self {
+        Self {
+            delay_after: excess,
+            max_wait: None,
+        }
+    }
+
+    /// Refuses at once a request that would wait longer than `max_wait`.
+    #[must_use]
+    pub const fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = Some(max_wait);
+        self
+    }
+
+    /// The excess requests that pass without waiting.
+    #[must_use]
+    pub const fn excess_without_delay(&self) -> u32 {
+        self.delay_after
+    }
+
+    /// The longest wait accepted.
+    #[must_use]
+    pub const fn longest_wait(&self) -> Option<Duration> {
+        self.max_wait
+    }
+
+    /// The wait for an admission whose snapshot (after taking `n`) is
+    /// `after`: the work queued ahead of it beyond the free excess.
+    fn delay(&self, after: &Snapshot, n: u32) -> Duration {
+        let interval = after.per_permit_nanos();
+        let lead_before = after
+            .reset_after_nanos()
+            .saturating_sub(interval.saturating_mul(u64::from(n)));
+        Duration::from_nanos(
+            lead_before.saturating_sub(interval.saturating_mul(u64::from(self.delay_after))),
+        )
+    }
+}
+
+/// Where policy index `usize::MAX` means the default limiter.
+const DEFAULT: usize = usize::MAX;
+
+/// A partitioned limiter: ordered policies, each with a keyed table, and
+/// an optional default limiter. See the [module documentation](self).
+pub struct Partitioned<R, K> {
+    name: String,
+    policies: Vec<Policy<R, K>>,
+    default: Option<(String, Arc<dyn Store<K>>)>,
+}
+
+impl<R, K> fmt::Debug for Partitioned<R, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Partitioned")
+            .field("name", &self.name)
+            .field(
+                "policies",
+                &self.policies.iter().map(|p| &p.name).collect::<Vec<_>>(),
+            )
+            .field("default", &self.default.as_ref().map(|d| &d.0))
+            .finish()
+    }
+}
+
+/// Builds a [`Partitioned`]; from [`Partitioned::builder`]. Policies are
+/// tried in the order they are added.
+#[must_use]
+pub struct PartitionedBuilder<R, K> {
+    inner: Partitioned<R, K>,
+}
+
+impl<R, K> fmt::Debug for PartitionedBuilder<R, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("PartitionedBuilder")
+            .field(&self.inner)
+            .finish()
+    }
+}
+
+impl<R, K: Send + Sync + 'static> Partitioned<R, K> {
+    /// Starts a partitioned limiter named `name` (the name its refusals
+    /// report as their limiter).
+    pub fn builder(name: impl Into<String>) -> PartitionedBuilder<R, K> {
+        PartitionedBuilder {
+            inner: Self {
+                name: name.into(),
+                policies: Vec::new(),
+                default: None,
+            },
+        }
+    }
+}
+
+impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
+    fn push(
+        mut self,
+        name: impl Into<String>,
+        key_of: impl Fn(&R) -> Option<K> + Send + Sync + 'static,
+        store: Arc<dyn Store<K>>,
+        releases: bool,
+        shaping: Option<Shaping>,
+    ) -> Self {
+        self.inner.policies.push(Policy {
+            name: name.into(),
+            key_of: Box::new(key_of),
+            store,
+            releases,
+            shaping,
+        });
+        self
+    }
+
+    /// A policy: resources for which `key_of` returns a key are charged to
+    /// that key's limiter in `table` (any keyed table, any algorithm).
+    pub fn policy<T>(
+        self,
+        name: impl Into<String>,
+        key_of: impl Fn(&R) -> Option<K> + Send + Sync + 'static,
+        table: T,
+    ) -> Self
+    where
+        T: KeyedLimiter<K> + Send + Sync + 'static,
+    {
+        self.push(name, key_of, Arc::new(Keyed(table)), false, None)
+    }
+
+    /// A token-bucket policy that delays excess requests instead of
+    /// refusing them (see [`Shaping`] and the [module documentation](self)).
+    pub fn shaped<T>(
+        self,
+        name: impl Into<String>,
+        key_of: impl Fn(&R) -> Option<K> + Send + Sync + 'static,
+        table: T,
+        shaping: Shaping,
+    ) -> Self
+    where
+        T: KeyedLimiter<K, Algorithm = Gcra> + Send + Sync + 'static,
+    {
+        self.push(name, key_of, Arc::new(Keyed(table)), false, Some(shaping))
+    }
+
+    /// The limiter of every resource that no policy claims (one limiter for
+    /// all of them). Without one, such resources pass.
+    pub fn default<L: Limiter + Send + Sync + 'static>(mut self, limiter: L) -> Self {
+        self.inner.default = Some((String::from("default"), Arc::new(Unkeyed(limiter))));
+        self
+    }
+
+    /// The partitioned limiter.
+    #[must_use]
+    pub fn build(self) -> Partitioned<R, K> {
+        self.inner
+    }
+}
+
+impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> PartitionedBuilder<R, K> {
+    /// An in-flight limit per key (nginx `limit_conn`): at most `limit`
+    /// leases of a key held at once; a refusal's `retry_after` is a 1 ms
+    /// hint. Build `table` with [`Partitioned::in_flight_table`].
+    pub fn concurrency(
+        self,
+        name: impl Into<String>,
+        key_of: impl Fn(&R) -> Option<K> + Send + Sync + 'static,
+        table: InFlightTable<K>,
+    ) -> Self {
+        self.push(name, key_of, Arc::new(Keyed(table.0)), true, None)
+    }
+}
+
+/// A keyed table of in-flight limits, for [`PartitionedBuilder::concurrency`].
+#[derive(Debug)]
+pub struct InFlightTable<K>(ShardedKeyedTable<K, InFlight>);
+
+impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> Partitioned<R, K> {
+    /// A table of at most `limit` in flight per key, for up to `max_keys`
+    /// keys (a full table of busy keys refuses new keys: their
+    /// permits could not be counted).
+    ///
+    /// # Errors
+    /// [`ConfigError::ZeroLimit`](crate::ConfigError::ZeroLimit) or a table
+    /// size error.
+    pub fn in_flight_table(
+        limit: u32,
+        max_keys: usize,
+    ) -> Result<InFlightTable<K>, crate::ConfigError> {
+        if limit == 0 {
+            return Err(crate::ConfigError::ZeroLimit);
+        }
+        let alg = InFlight {
+            limit,
+            retry_hint: duration_to_nanos(crate::concurrency::DEFAULT_RETRY_HINT),
+        };
+        let table: TableBuilder<ShardedKeyedTable<K, InFlight>, InFlight, _> =
+            ShardedKeyedTable::builder(alg);
+        Ok(InFlightTable(
+            table
+                .max_keys(max_keys)
+                .overflow(crate::keyed::OverflowPolicy::Deny)
+                .build()?,
+        ))
+    }
+}
+
+/// A request admitted by a partitioned limiter. See the [module
+/// documentation](self).
+#[must_use = "dropping a lease releases its in-flight permits at once"]
+pub struct Lease<K> {
+    policy: usize,
+    key: Option<K>,
+    n: u32,
+    /// For an in-flight limit: the store to give the permits back to.
+    release: Option<Arc<dyn Store<K>>>,
+}
+
+impl<K> fmt::Debug for Lease<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("policy", &self.policy)
+            .field("permits", &self.n)
+            .field("holds_in_flight", &self.release.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Lease<K> {
+    /// A lease that charged nothing (no policy, no default limiter).
+    const fn free() -> Self {
+        Self {
+            policy: DEFAULT,
+            key: None,
+            n: 0,
+            release: None,
+        }
+    }
+
+    /// True if the lease holds in-flight permits (given back on drop).
+    #[must_use]
+    pub fn holds_in_flight(&self) -> bool {
+        self.release.is_some()
+    }
+}
+
+impl<K> Drop for Lease<K> {
+    fn drop(&mut self) {
+        // an in-flight limit's refund ignores time
+        if let Some(store) = self.release.take() {
+            store.refund(self.key.as_ref(), self.n, Timestamp::ZERO);
+        }
+    }
+}
+
+/// An admission: the lease, and how long to wait before doing the work
+/// (zero unless a [`Shaping`] policy delays it).
+#[derive(Debug)]
+#[must_use = "an admission's lease holds permits and its delay must be waited"]
+pub struct Admission<L> {
+    /// The lease (give it back with [`PartitionedLimiter::cancel`] if the
+    /// work does not happen).
+    pub lease: L,
+    /// Wait this long before doing the work (its reserved turn).
+    pub delay: Duration,
+}
+
+/// A refused request: which limiter and policy refused, and when to retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal<'a> {
+    limiter: &'a str,
+    policy: &'a str,
+    stage: usize,
+    retry_after: Duration,
+    snapshot: Snapshot,
+    path: KeyedPath,
+}
+
+impl<'a> Refusal<'a> {
+    /// The name of the partitioned limiter that refused.
+    #[must_use]
+    pub const fn limiter(&self) -> &'a str {
+        self.limiter
+    }
+
+    /// The name of the refusing policy (`"default"` for the default
+    /// limiter).
+    #[must_use]
+    pub const fn policy(&self) -> &'a str {
+        self.policy
+    }
+
+    /// Which limiter of a chain refused (0 for the first).
+    #[must_use]
+    pub const fn stage(&self) -> usize {
+        self.stage
+    }
+
+    /// The longest wait of the chain before the request could be admitted.
+    #[must_use]
+    pub const fn retry_after(&self) -> Duration {
+        self.retry_after
+    }
+
+    /// The refusing limiter's state for this key.
+    #[must_use]
+    pub const fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// Which path of the refusing keyed table answered (its own slot or an
+    /// overflow policy).
+    #[must_use]
+    pub const fn path(&self) -> KeyedPath {
+        self.path
+    }
+
+    /// A request too large for the limiter: it can never be admitted.
+    #[must_use]
+    pub const fn is_capacity_exceeded(&self) -> bool {
+        self.retry_after.as_secs() == u64::MAX
+    }
+}
+
+impl fmt::Display for Refusal<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "refused by {}/{}: retry after {:?}",
+            self.limiter, self.policy, self.retry_after
+        )
+    }
+}
+
+impl core::error::Error for Refusal<'_> {}
+
+/// What a partitioned limiter (or a chain of them) does: admit a resource
+/// or refuse it, all or nothing.
+pub trait PartitionedLimiter<R: ?Sized> {
+    /// What an admission holds.
+    type Lease;
+
+    /// Tries to admit `resource` for `n` permits at `now`.
+    ///
+    /// # Errors
+    /// The [`Refusal`]; nothing was taken.
+    fn try_acquire_n(
+        &self,
+        resource: &R,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Admission<Self::Lease>, Refusal<'_>>;
+
+    /// Gives back every permit a lease took (the work did not happen).
+    fn cancel(&self, lease: Self::Lease, now: Timestamp);
+
+    /// The time until `resource` could be admitted for `n` permits, taking
+    /// nothing.
+    fn time_until_ready(&self, resource: &R, n: u32, now: Timestamp) -> Duration;
+
+    /// Tries to admit `resource` for one permit at `now`.
+    ///
+    /// # Errors
+    /// The [`Refusal`]; nothing was taken.
+    fn try_acquire(
+        &self,
+        resource: &R,
+        now: Timestamp,
+    ) -> Result<Admission<Self::Lease>, Refusal<'_>> {
+        self.try_acquire_n(resource, 1, now)
+    }
+
+    /// This limiter, then `next`: both must admit (see the [module
+    /// documentation](self)).
+    fn and<B: PartitionedLimiter<R>>(self, next: B) -> Chained<Self, B>
+    where
+        Self: Sized,
+    {
+        Chained {
+            first: self,
+            second: next,
+        }
+    }
+
+    /// Admits `resource` for `n` permits, waiting its turn: a shaped
+    /// policy's delay, or, for a refusal, up to `max_wait` for capacity to
+    /// return (checking again when the refusal's `retry_after` passes).
+    /// Dropping the future gives back whatever it had reserved. Sleeps on
+    /// tokio's timer (feature `tokio`) and reads `clock`.
+    ///
+    /// # Errors
+    /// The last [`Refusal`] when the wait would exceed `max_wait`.
+    #[cfg(feature = "tokio")]
+    fn acquire_n<'a, C: Clock + Sync>(
+        &'a self,
+        resource: &'a R,
+        n: u32,
+        clock: &'a C,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Self::Lease, Refusal<'a>>> + 'a
+    where
+        Self: Sync,
+        R: Sync,
+        Self::Lease: Send,
+    {
+        async move {
+            let start = clock.now();
+            loop {
+                let now = clock.now();
+                match self.try_acquire_n(resource, n, now) {
+                    Ok(admission) => {
+                        if admission.delay.is_zero() {
+                            return Ok(admission.lease);
+                        }
+                        // dropped while waiting: the reservation goes back
+                        let guard = CancelOnDrop {
+                            limiter: self,
+                            lease: Some(admission.lease),
+                            clock,
+                        };
+                        tokio::time::sleep(admission.delay).await;
+                        return Ok(guard.defuse());
+                    }
+                    Err(refusal) => {
+                        let waited = now.saturating_duration_since(start);
+                        if refusal.is_capacity_exceeded()
+                            || waited.saturating_add(refusal.retry_after()) > max_wait
+                        {
+                            return Err(refusal);
+                        }
+                        tokio::time::sleep(refusal.retry_after()).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Cancels a reserved lease unless defused.
+#[cfg(feature = "tokio")]
+struct CancelOnDrop<'a, P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> {
+    limiter: &'a P,
+    lease: Option<P::Lease>,
+    clock: &'a C,
+}
+
+#[cfg(feature = "tokio")]
+impl<P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> CancelOnDrop<'_, P, R, C> {
+    fn defuse(mut self) -> P::Lease {
+        match self.lease.take() {
+            Some(lease) => lease,
+            None => unreachable!("a lease is taken once"),
+        }
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> Drop for CancelOnDrop<'_, P, R, C> {
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            self.limiter.cancel(lease, self.clock.now());
+        }
+    }
+}
+
+fn refusal<'a>(
+    limiter: &'a str,
+    policy: &'a str,
+    decision: &KeyedDecision,
+    retry_after: Duration,
+) -> Refusal<'a> {
+    Refusal {
+        limiter,
+        policy,
+        stage: 0,
+        retry_after,
+        snapshot: *decision.decision().snapshot(),
+        path: decision.path(),
+    }
+}
+
+impl<R, K> Partitioned<R, K> {
+    /// The limiter's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The policy names, in the order they are tried.
+    pub fn policy_names(&self) -> impl Iterator<Item = &str> {
+        self.policies.iter().map(|p| p.name.as_str())
+    }
+
+    /// The policy claiming `resource` and its key, if any.
+    #[inline]
+    fn claim(&self, resource: &R) -> Option<(usize, K)> {
+        self.policies
+            .iter()
+            .enumerate()
+            .find_map(|(i, p)| (p.key_of)(resource).map(|k| (i, k)))
+    }
+
+    /// Charges policy `index` (`None`: the default limiter) for `key`
+    /// directly, skipping
+    /// the key functions: for callers that route resources themselves (the
+    /// HTTP layer matches a path to a policy once).
+    ///
+    /// # Errors
+    /// The [`Refusal`]; nothing was taken.
+    pub fn try_acquire_key(
+        &self,
+        index: Option<usize>,
+        key: K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Admission<Lease<K>>, Refusal<'_>> {
+        match index {
+            Some(i) => match self.policies.get(i) {
+                Some(p) => self.charge(
+                    i,
+                    &p.name,
+                    &p.store,
+                    p.releases,
+                    p.shaping,
+                    Some(key),
+                    n,
+                    now,
+                ),
+                None => Ok(Admission {
+                    lease: Lease::free(),
+                    delay: Duration::ZERO,
+                }),
+            },
+            None => self.charge_default(Some(key), n, now),
+        }
+    }
+
+    fn charge_default(
+        &self,
+        key: Option<K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Admission<Lease<K>>, Refusal<'_>> {
+        match &self.default {
+            Some((name, store)) => self.charge(DEFAULT, name, store, false, None, key, n, now),
+            None => Ok(Admission {
+                lease: Lease::free(),
+                delay: Duration::ZERO,
+            }),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn charge<'a>(
+        &'a self,
+        index: usize,
+        name: &'a str,
+        store: &Arc<dyn Store<K>>,
+        releases: bool,
+        shaping: Option<Shaping>,
+        key: Option<K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Admission<Lease<K>>, Refusal<'a>> {
+        let d = match store.check_n(key.as_ref(), n, now) {
+            Ok(d) => d,
+            Err(e) => return Err(capacity_refusal(&self.name, name, e)),
+        };
+        match d.decision() {
+            Decision::Allowed(after) => {
+                let delay = shaping.map_or(Duration::ZERO, |s| s.delay(after, n));
+                let lease = Lease {
+                    policy: index,
+                    key,
+                    n,
+                    release: releases.then(|| Arc::clone(store)),
+                };
+                if let Some(max) = shaping.and_then(|s| s.max_wait) {
+                    if delay > max {
+                        // too long a wait: give the reservation back
+                        self.cancel_lease(lease, now);
+                        return Err(Refusal {
+                            limiter: &self.name,
+                            policy: name,
+                            stage: 0,
+                            retry_after: delay.saturating_sub(max),
+                            snapshot: *after,
+                            path: d.path(),
+                        });
+                    }
+                }
+                Ok(Admission { lease, delay })
+            }
+            Decision::Denied(denied) => Err(refusal(&self.name, name, &d, denied.retry_after())),
+        }
+    }
+
+    fn cancel_lease(&self, mut lease: Lease<K>, now: Timestamp) {
+        let store = match lease.policy {
+            DEFAULT => self.default.as_ref().map(|d| &d.1),
+            i => self.policies.get(i).map(|p| &p.store),
+        };
+        if let Some(store) = store {
+            store.refund(lease.key.as_ref(), lease.n, now);
+        }
+        // refunded here: the drop must not release again
+        lease.release = None;
+    }
+}
+
+fn capacity_refusal<'a>(limiter: &'a str, policy: &'a str, e: CapacityExceeded) -> Refusal<'a> {
+    Refusal {
+        limiter,
+        policy,
+        stage: 0,
+        retry_after: Duration::MAX,
+        snapshot: Snapshot::exact(e.capacity, 0, u64::MAX),
+        path: KeyedPath::Own,
+    }
+}
+
+impl<R, K> PartitionedLimiter<R> for Partitioned<R, K> {
+    type Lease = Lease<K>;
+
+    #[inline]
+    fn try_acquire_n(
+        &self,
+        resource: &R,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Admission<Lease<K>>, Refusal<'_>> {
+        match self.claim(resource) {
+            Some((i, key)) => self.try_acquire_key(Some(i), key, n, now),
+            None => self.charge_default(None, n, now),
+        }
+    }
+
+    fn cancel(&self, lease: Lease<K>, now: Timestamp) {
+        self.cancel_lease(lease, now);
+    }
+
+    fn time_until_ready(&self, resource: &R, n: u32, now: Timestamp) -> Duration {
+        let (store, key) = match self.claim(resource) {
+            Some((i, key)) => (&self.policies[i].store, Some(key)),
+            None => match &self.default {
+                Some((_, store)) => (store, None),
+                None => return Duration::ZERO,
+            },
+        };
+        store
+            .time_until_ready(key.as_ref(), n, now)
+            .unwrap_or(Duration::MAX)
+    }
+}
+
+/// Two partitioned limiters that must both admit; from
+/// [`PartitionedLimiter::and`]. Chains nest: `a.and(b).and(c)`.
+#[derive(Debug)]
+pub struct Chained<A, B> {
+    first: A,
+    second: B,
+}
+
+impl<A, B> Chained<A, B> {
+    /// The first limiter.
+    pub const fn first(&self) -> &A {
+        &self.first
+    }
+
+    /// The second limiter.
+    pub const fn second(&self) -> &B {
+        &self.second
+    }
+}
+
+/// The number of stages in a chain member (for a refusal's `stage`).
+trait Stages {
+    fn stages(&self) -> usize;
+}
+
+impl<R, K> Stages for Partitioned<R, K> {
+    fn stages(&self) -> usize {
+        1
+    }
+}
+
+impl<A: Stages, B: Stages> Stages for Chained<A, B> {
+    fn stages(&self) -> usize {
+        self.first.stages() + self.second.stages()
+    }
+}
+
+impl<R: ?Sized, A, B> PartitionedLimiter<R> for Chained<A, B>
+where
+    A: PartitionedLimiter<R> + Stages,
+    B: PartitionedLimiter<R>,
+{
+    type Lease = (A::Lease, B::Lease);
+
+    fn try_acquire_n(
+        &self,
+        resource: &R,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Admission<Self::Lease>, Refusal<'_>> {
+        let a = match self.first.try_acquire_n(resource, n, now) {
+            Ok(a) => a,
+            Err(mut r) => {
+                // nothing taken; the chain admits only when both would
+                let wait_b = self.second.time_until_ready(resource, n, now);
+                r.retry_after = r.retry_after.max(wait_b);
+                return Err(r);
+            }
+        };
+        match self.second.try_acquire_n(resource, n, now) {
+            Ok(b) => Ok(Admission {
+                delay: a.delay.max(b.delay),
+                lease: (a.lease, b.lease),
+            }),
+            Err(mut r) => {
+                self.first.cancel(a.lease, now);
+                r.stage += self.first.stages();
+                let wait_a = self.first.time_until_ready(resource, n, now);
+                r.retry_after = r.retry_after.max(wait_a);
+                Err(r)
+            }
+        }
+    }
+
+    fn cancel(&self, lease: Self::Lease, now: Timestamp) {
+        self.first.cancel(lease.0, now);
+        self.second.cancel(lease.1, now);
+    }
+
+    fn time_until_ready(&self, resource: &R, n: u32, now: Timestamp) -> Duration {
+        self.first
+            .time_until_ready(resource, n, now)
+            .max(self.second.time_until_ready(resource, n, now))
+    }
+}

@@ -1,0 +1,153 @@
+//! Async acquisition through a partitioned limiter on tokio's paused clock:
+//! each key's excess requests wait their turn in arrival order (a shaped
+//! policy), a flooding key never delays another key, the line is bounded by
+//! the key's burst, a waiter that goes away gives its place back, and an
+//! unshaped policy waits for capacity up to a maximum wait.
+
+use core::time::Duration;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tollgate::keyed::ShardedKeyedTable;
+use tollgate::partitioned::{Partitioned, PartitionedLimiter, Shaping};
+use tollgate::{Gcra, Quota, TokioClock};
+
+/// 10 per second per client, 5 may wait (nginx `burst=5`), FIFO per client.
+fn per_client(shaping: Option<Shaping>) -> Arc<Partitioned<u32, u32>> {
+    let table = ShardedKeyedTable::<u32, _>::builder(Gcra::token_bucket(
+        Quota::per_second(10).unwrap().with_burst(6).unwrap(),
+    ))
+    .build()
+    .unwrap();
+    let b = Partitioned::<u32, u32>::builder("http");
+    Arc::new(
+        match shaping {
+            Some(s) => b.shaped("per_client", |c: &u32| Some(*c), table, s),
+            None => b.policy("per_client", |c: &u32| Some(*c), table),
+        }
+        .build(),
+    )
+}
+
+const FOREVER: Duration = Duration::from_secs(3600);
+
+#[tokio::test(start_paused = true)]
+async fn each_clients_excess_waits_its_turn_in_order() {
+    let p = per_client(Some(Shaping::delay_all()));
+    let clock = TokioClock::new();
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..6u64 {
+        let (p, clock) = (Arc::clone(&p), clock);
+        tasks.push(tokio::spawn(async move {
+            p.acquire_n(&1, 1, &clock, FOREVER).await.map(drop).unwrap();
+            (i, start.elapsed())
+        }));
+        tokio::task::yield_now().await; // arrive in order
+    }
+    // the 7th is beyond the line (burst 5 + 1): refused at once
+    let seventh = p
+        .acquire_n(&1, 1, &clock, Duration::ZERO)
+        .await
+        .map(drop)
+        .map_err(|r| r.retry_after());
+    assert!(seventh.is_err(), "{seventh:?} at {:?}", start.elapsed());
+    let mut done = Vec::new();
+    for t in tasks {
+        done.push(t.await.unwrap());
+    }
+    let want: Vec<(u64, Duration)> = (0..6)
+        .map(|i| (i, Duration::from_millis(100 * i)))
+        .collect();
+    assert_eq!(done, want);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_flooding_client_never_delays_another() {
+    let p = per_client(Some(Shaping::delay_all()));
+    let clock = TokioClock::new();
+    let mut flood = Vec::new();
+    for _ in 0..6 {
+        let (p, clock) = (Arc::clone(&p), clock);
+        flood.push(tokio::spawn(async move {
+            p.acquire_n(&1, 1, &clock, FOREVER)
+                .await
+                .map(drop)
+                .map_err(|r| r.retry_after())
+        }));
+    }
+    tokio::task::yield_now().await;
+    let start = Instant::now();
+    // client 2's first request passes at once though client 1 has six
+    // waiting; its next ones follow its own rate only
+    let mut times = Vec::new();
+    for _ in 0..6 {
+        p.acquire_n(&2, 1, &clock, FOREVER).await.map(drop).unwrap();
+        times.push(start.elapsed());
+    }
+    // exactly the pacing client 2 would get alone (nginx without nodelay
+    // delays every request beyond the rate, from the first excess one)
+    let alone: Vec<Duration> = (0..6).map(|i| Duration::from_millis(100 * i)).collect();
+    assert_eq!(times, alone);
+    for f in flood {
+        f.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_that_goes_away_gives_its_place_back() {
+    let p = per_client(Some(Shaping::delay_all()));
+    let clock = TokioClock::new();
+    // fill the line: delays 0..=500 ms
+    let mut waiting = Vec::new();
+    for _ in 0..6 {
+        let (p, clock) = (Arc::clone(&p), clock);
+        waiting.push(tokio::spawn(async move {
+            p.acquire_n(&1, 1, &clock, FOREVER)
+                .await
+                .map(drop)
+                .map_err(|r| r.retry_after())
+        }));
+    }
+    tokio::task::yield_now().await;
+    assert!(p.try_acquire(&1, tollgate::Clock::now(&clock)).is_err());
+    // half of them disconnect
+    for w in waiting.drain(3..) {
+        w.abort();
+        let _ = w.await;
+    }
+    // their three places came back: three new requests fit again
+    for _ in 0..3 {
+        assert!(p.try_acquire(&1, tollgate::Clock::now(&clock)).is_ok());
+    }
+    assert!(p.try_acquire(&1, tollgate::Clock::now(&clock)).is_err());
+    for w in waiting {
+        w.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unshaped_policy_waits_for_capacity_up_to_max_wait() {
+    let p = per_client(None);
+    let clock = TokioClock::new();
+    for _ in 0..6 {
+        p.acquire_n(&1, 1, &clock, Duration::ZERO)
+            .await
+            .map(drop)
+            .unwrap();
+    }
+    let start = Instant::now();
+    // the next permit is 100 ms away: within a 250 ms maximum wait
+    p.acquire_n(&1, 1, &clock, Duration::from_millis(250))
+        .await
+        .map(drop)
+        .unwrap();
+    assert_eq!(start.elapsed(), Duration::from_millis(100));
+    // 100 ms away again: more than a 50 ms maximum wait, refused at once
+    let r = p
+        .acquire_n(&1, 1, &clock, Duration::from_millis(50))
+        .await
+        .unwrap_err();
+    assert_eq!(r.retry_after(), Duration::from_millis(100));
+    assert_eq!(start.elapsed(), Duration::from_millis(100));
+}

@@ -1,0 +1,257 @@
+//! The partitioned limiter on a manual clock: policies are tried in order,
+//! unclaimed resources go to the default limiter (or pass), keys of
+//! different policies never share a bucket, every algorithm works behind a
+//! policy, in-flight leases give their permits back on drop, and a chain
+//! refunds what its earlier members granted when a later one refuses.
+
+use core::time::Duration;
+
+use tollgate::keyed::{KeyedPath, ShardedKeyedTable};
+use tollgate::partitioned::{Partitioned, PartitionedLimiter};
+use tollgate::{Bucket, FixedWindow, Gcra, Quota, SlidingWindow, Timestamp};
+
+#[derive(Debug, Clone)]
+struct Msg {
+    kind: &'static str,
+    user: u64,
+}
+
+const fn msg(kind: &'static str, user: u64) -> Msg {
+    Msg { kind, user }
+}
+
+fn t(ms: u64) -> Timestamp {
+    Timestamp::from_millis(ms)
+}
+
+fn bucket(per_sec: u32, burst: u32) -> ShardedKeyedTable<u64, Gcra> {
+    ShardedKeyedTable::builder(Gcra::token_bucket(
+        Quota::per_second(per_sec)
+            .unwrap()
+            .with_burst(burst)
+            .unwrap(),
+    ))
+    .max_keys(64)
+    .build()
+    .unwrap()
+}
+
+fn admitted<P: PartitionedLimiter<Msg>>(p: &P, m: &Msg, now: Timestamp, tries: usize) -> usize {
+    (0..tries)
+        .filter(|_| match p.try_acquire(m, now) {
+            Ok(a) => {
+                drop(a);
+                true
+            }
+            Err(_) => false,
+        })
+        .count()
+}
+
+#[test]
+fn the_first_policy_that_claims_a_resource_charges_it() {
+    let p = Partitioned::<Msg, u64>::builder("msgs")
+        .policy(
+            "uploads",
+            |m: &Msg| (m.kind == "upload").then_some(m.user),
+            bucket(1, 1),
+        )
+        .policy("by_user", |m: &Msg| Some(m.user), bucket(1, 3))
+        .build();
+    // an upload is claimed by "uploads" (burst 1), never by "by_user"
+    assert_eq!(admitted(&p, &msg("upload", 1), t(0), 5), 1);
+    let r = p.try_acquire(&msg("upload", 1), t(0)).unwrap_err();
+    assert_eq!((r.limiter(), r.policy()), ("msgs", "uploads"));
+    // user 1's other messages have their own budget under "by_user"
+    assert_eq!(admitted(&p, &msg("chat", 1), t(0), 5), 3);
+    assert_eq!(
+        p.try_acquire(&msg("chat", 1), t(0)).unwrap_err().policy(),
+        "by_user"
+    );
+    assert_eq!(p.policy_names().collect::<Vec<_>>(), ["uploads", "by_user"]);
+}
+
+#[test]
+fn unclaimed_resources_share_the_default_limiter_or_pass() {
+    let only_uploads = |m: &Msg| (m.kind == "upload").then_some(m.user);
+    let with_default = Partitioned::<Msg, u64>::builder("msgs")
+        .policy("uploads", only_uploads, bucket(1, 1))
+        .default(Bucket::token_bucket(
+            Quota::per_second(1).unwrap().with_burst(2).unwrap(),
+        ))
+        .build();
+    // every unclaimed resource, whatever its user, shares one bucket of 2
+    assert_eq!(admitted(&with_default, &msg("chat", 1), t(0), 1), 1);
+    assert_eq!(admitted(&with_default, &msg("chat", 2), t(0), 1), 1);
+    let r = with_default.try_acquire(&msg("chat", 3), t(0)).unwrap_err();
+    assert_eq!(r.policy(), "default");
+    assert_eq!(r.retry_after(), Duration::from_secs(1));
+    let without = Partitioned::<Msg, u64>::builder("msgs")
+        .policy("uploads", only_uploads, bucket(1, 1))
+        .build();
+    assert_eq!(admitted(&without, &msg("chat", 1), t(0), 100), 100);
+}
+
+#[test]
+fn the_same_key_in_two_policies_is_two_buckets() {
+    // .NET's note: a "Post" method key and a "/Post" path key must not collide
+    let p = Partitioned::<Msg, u64>::builder("msgs")
+        .policy("a", |m: &Msg| (m.kind == "a").then_some(7), bucket(1, 1))
+        .policy("b", |m: &Msg| (m.kind == "b").then_some(7), bucket(1, 1))
+        .build();
+    assert_eq!(admitted(&p, &msg("a", 0), t(0), 3), 1);
+    assert_eq!(admitted(&p, &msg("b", 0), t(0), 3), 1);
+}
+
+#[test]
+fn every_algorithm_works_behind_a_policy() {
+    let gcra = |g: Gcra| ShardedKeyedTable::<u64, Gcra>::builder(g).build().unwrap();
+    let q = Quota::per_second(2).unwrap();
+    let p = Partitioned::<Msg, u64>::builder("all")
+        .policy(
+            "token",
+            |m: &Msg| (m.kind == "token").then_some(m.user),
+            gcra(Gcra::token_bucket(q)),
+        )
+        .policy(
+            "leaky",
+            |m: &Msg| (m.kind == "leaky").then_some(m.user),
+            gcra(Gcra::leaky_bucket(q)),
+        )
+        .policy(
+            "fixed",
+            |m: &Msg| (m.kind == "fixed").then_some(m.user),
+            ShardedKeyedTable::<u64, _>::builder(
+                FixedWindow::new(3, Duration::from_secs(1)).unwrap(),
+            )
+            .build()
+            .unwrap(),
+        )
+        .policy(
+            "sliding",
+            |m: &Msg| (m.kind == "sliding").then_some(m.user),
+            ShardedKeyedTable::<u64, _>::builder(
+                SlidingWindow::<4>::new(3, Duration::from_secs(1)).unwrap(),
+            )
+            .build()
+            .unwrap(),
+        )
+        .concurrency(
+            "in_flight",
+            |m: &Msg| (m.kind == "job").then_some(m.user),
+            Partitioned::<Msg, u64>::in_flight_table(2, 64).unwrap(),
+        )
+        .build();
+    let now = t(100);
+    assert_eq!(admitted(&p, &msg("token", 1), now, 10), 2);
+    assert_eq!(admitted(&p, &msg("leaky", 1), now, 10), 1);
+    assert_eq!(admitted(&p, &msg("fixed", 1), now, 10), 3);
+    assert_eq!(admitted(&p, &msg("sliding", 1), now, 10), 3);
+    // the window opens again at 1 s (fixed) / when the segment leaves (sliding)
+    assert_eq!(
+        p.try_acquire(&msg("fixed", 1), now)
+            .unwrap_err()
+            .retry_after(),
+        Duration::from_millis(900)
+    );
+    // in-flight: leases held count, dropped ones give their permit back
+    let a = p.try_acquire(&msg("job", 1), now).unwrap();
+    let b = p.try_acquire(&msg("job", 1), now).unwrap();
+    assert!(a.lease.holds_in_flight());
+    assert!(p.try_acquire(&msg("job", 1), now).is_err());
+    assert!(p.try_acquire(&msg("job", 2), now).is_ok()); // another key
+    drop(a);
+    let c = p.try_acquire(&msg("job", 1), now).unwrap();
+    drop((b, c));
+    assert_eq!(admitted(&p, &msg("job", 1), now, 1), 1);
+}
+
+#[test]
+fn a_chain_refunds_the_earlier_members_when_a_later_one_refuses() {
+    let global = Partitioned::<Msg, u64>::builder("global")
+        .policy("all", |_: &Msg| Some(0), bucket(10, 10))
+        .build();
+    let per_user = Partitioned::<Msg, u64>::builder("per_user")
+        .policy("user", |m: &Msg| Some(m.user), bucket(1, 2))
+        .build();
+    let chain = global.and(per_user);
+    let now = t(0);
+    assert_eq!(admitted(&chain, &msg("x", 1), now, 5), 2);
+    let r = chain.try_acquire(&msg("x", 1), now).unwrap_err();
+    assert_eq!(
+        (r.stage(), r.limiter(), r.policy()),
+        (1, "per_user", "user")
+    );
+    assert_eq!(r.retry_after(), Duration::from_secs(1));
+    // the 3 refused requests cost the global limiter nothing: 8 of its 10
+    // are left for the other users
+    assert_eq!(admitted(&chain, &msg("x", 2), now, 10), 2);
+    assert_eq!(admitted(&chain, &msg("x", 3), now, 10), 2);
+    assert_eq!(admitted(&chain, &msg("x", 4), now, 10), 2);
+    assert_eq!(admitted(&chain, &msg("x", 5), now, 10), 2); // the 9th and 10th
+    let r = chain.try_acquire(&msg("x", 6), now).unwrap_err();
+    assert_eq!((r.stage(), r.policy()), (0, "all"));
+    // the longest wait of the chain: user 1 waits 1 s in "per_user"
+    let r = chain.try_acquire(&msg("x", 1), now).unwrap_err();
+    assert_eq!(r.retry_after(), Duration::from_secs(1));
+}
+
+#[test]
+fn cancel_gives_back_rate_and_in_flight_permits() {
+    let p = Partitioned::<Msg, u64>::builder("p")
+        .policy(
+            "rate",
+            |m: &Msg| (m.kind == "rate").then_some(m.user),
+            bucket(1, 1),
+        )
+        .concurrency(
+            "jobs",
+            |m: &Msg| (m.kind == "job").then_some(m.user),
+            Partitioned::<Msg, u64>::in_flight_table(1, 8).unwrap(),
+        )
+        .build();
+    let now = t(0);
+    let a = p.try_acquire(&msg("rate", 1), now).unwrap();
+    assert!(p.try_acquire(&msg("rate", 1), now).is_err());
+    p.cancel(a.lease, now);
+    assert!(p.try_acquire(&msg("rate", 1), now).is_ok());
+    let j = p.try_acquire(&msg("job", 1), now).unwrap();
+    p.cancel(j.lease, now); // released once, not twice
+    let j1 = p.try_acquire(&msg("job", 1), now).unwrap();
+    assert!(p.try_acquire(&msg("job", 1), now).is_err());
+    drop(j1);
+}
+
+#[test]
+fn a_full_in_flight_table_refuses_new_keys_and_keeps_busy_ones() {
+    let p = Partitioned::<Msg, u64>::builder("p")
+        .concurrency(
+            "jobs",
+            |m: &Msg| Some(m.user),
+            Partitioned::<Msg, u64>::in_flight_table(1, 2).unwrap(),
+        )
+        .build();
+    let now = t(0);
+    let held: Vec<_> = (0..2)
+        .map(|u| p.try_acquire(&msg("j", u), now).unwrap())
+        .collect();
+    let r = p.try_acquire(&msg("j", 99), now).unwrap_err();
+    assert_eq!(r.path(), KeyedPath::OverflowDenied);
+    drop(held);
+    assert!(p.try_acquire(&msg("j", 99), now).is_ok());
+}
+
+#[test]
+fn a_request_larger_than_any_bucket_is_refused_for_good() {
+    let p = Partitioned::<Msg, u64>::builder("p")
+        .policy("b", |m: &Msg| Some(m.user), bucket(1, 2))
+        .build();
+    let r = p.try_acquire_n(&msg("x", 1), 3, t(0)).unwrap_err();
+    assert!(r.is_capacity_exceeded());
+    assert_eq!(
+        p.try_acquire_n(&msg("x", 1), 2, t(0))
+            .map(|a| a.delay)
+            .unwrap(),
+        Duration::ZERO
+    );
+}
