@@ -345,6 +345,46 @@ impl Algorithm for FixedWindow {
         Duration::from_nanos(self.window)
     }
 
+    /// Exact when the `ahead` permits come in requests that each fit in
+    /// one window: they fill the current window's free permits, then whole
+    /// windows in turn; the request of `n` starts a new window if it does
+    /// not fit in what they leave.
+    fn time_until_ready_after(
+        &self,
+        state: &FixedWindowState,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        if n > self.limit {
+            return None;
+        }
+        let now = now.as_nanos();
+        let (index, count, _) = self.effective(state.word.load(Ordering::Relaxed), now);
+        let limit = u64::from(self.limit);
+        let free = limit.saturating_sub(count);
+        // (windows after `index` the ahead permits reach, permits used in it)
+        let (mut later, used) = if ahead <= free {
+            (0, count + ahead)
+        } else {
+            let rest = ahead - free;
+            (
+                rest.div_ceil(limit),
+                rest - (rest.div_ceil(limit) - 1) * limit,
+            )
+        };
+        if used + u64::from(n) > limit {
+            later += 1;
+        }
+        if later == 0 {
+            return Some(Duration::ZERO);
+        }
+        let first = wait_until(index.saturating_mul(self.window), self.window, now);
+        Some(Duration::from_nanos(
+            first.saturating_add((later - 1).saturating_mul(self.window)),
+        ))
+    }
+
     /// The count of `now`'s window carries over (scaled for
     /// [`Inheritance::UsedFraction`], capped at the new limit); with a new
     /// window length it is charged to `now`'s window of the new length.
@@ -434,6 +474,34 @@ mod tests {
         assert!(!b.is_idle(t));
         b.refund(2, t);
         assert!(b.is_idle(t));
+    }
+
+    #[test]
+    fn wait_behind_queued_permits() {
+        // 2 per 20 s, both used at t = 0
+        let w = FixedWindow::new(2, Duration::from_secs(20)).unwrap();
+        let st = FixedWindowState::new();
+        assert!(w.check_n(&st, 2, t(0)).unwrap().is_allowed());
+        let s = |d: Option<Duration>| d.map(|d| d.as_secs());
+        let at = t(0);
+        assert_eq!(s(w.time_until_ready_after(&st, 0, 1, at)), Some(20));
+        // one permit queued ahead fits in the next window with this one
+        assert_eq!(s(w.time_until_ready_after(&st, 1, 1, at)), Some(20));
+        // two ahead fill the next window: this one waits for the one after
+        assert_eq!(s(w.time_until_ready_after(&st, 2, 1, at)), Some(40));
+        assert_eq!(s(w.time_until_ready_after(&st, 1, 2, at)), Some(40));
+        assert_eq!(s(w.time_until_ready_after(&st, 5, 1, at)), Some(60));
+        assert_eq!(w.time_until_ready_after(&st, 0, 3, at), None);
+        // at 5 s the next window is 15 s away
+        assert_eq!(
+            w.time_until_ready_after(&st, 0, 1, t(5_000_000_000)),
+            Some(Duration::from_secs(15))
+        );
+        let fresh = FixedWindowState::new();
+        assert_eq!(
+            w.time_until_ready_after(&fresh, 1, 1, at),
+            Some(Duration::ZERO)
+        );
     }
 
     #[test]

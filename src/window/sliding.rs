@@ -436,6 +436,51 @@ impl<const SEGMENTS: usize> Algorithm for SlidingWindow<SEGMENTS> {
         Duration::from_nanos(self.segment)
     }
 
+    /// Simulates the window: the `ahead` permits are admitted as soon as
+    /// segments expire (in requests that may be split), then the request
+    /// of `n` when it fits whole. Exact for the first two windows' worth of
+    /// segment expiries; beyond that each further `limit` permits are
+    /// counted a whole window later (an upper bound: never too early).
+    fn time_until_ready_after(
+        &self,
+        state: &Self::State,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        if n > self.limit {
+            return None;
+        }
+        let now = now.as_nanos();
+        let mut w = state.with(|w| {
+            self.settle(w, now);
+            (*w, false)
+        });
+        let limit = u64::from(self.limit);
+        let mut ahead = ahead;
+        let mut t = now;
+        for _ in 0..=2 * SEGMENTS {
+            let free = limit.saturating_sub(w.total());
+            let take = core::cmp::min(free, ahead);
+            if take > 0 {
+                w.counts[slot::<SEGMENTS>(w.head)] += take as u32; // ≤ limit
+                ahead -= take;
+            }
+            if ahead == 0 && w.total() + u64::from(n) <= limit {
+                return Some(Duration::from_nanos(t - now));
+            }
+            // the next segment boundary: the oldest live segment expires
+            let next = (w.head + 1).saturating_mul(self.segment);
+            t = next;
+            self.settle(&mut w, next);
+        }
+        // still waiting after two windows: a window per further `limit`
+        let rest = ahead + u64::from(n);
+        Some(Duration::from_nanos((t - now).saturating_add(
+            rest.div_ceil(limit).saturating_mul(self.window),
+        )))
+    }
+
     /// With the same segment length each live segment keeps its (scaled)
     /// count, the oldest trimmed first if they exceed the new limit; with
     /// another length every counted permit is charged to `now`'s segment of
@@ -538,6 +583,31 @@ mod tests {
         assert!(W.check_n(2, t(0)).unwrap().is_allowed());
         assert!(W.check(t(29)).is_denied());
         assert!(W.check(t(30)).is_allowed());
+    }
+
+    #[test]
+    fn wait_behind_queued_permits() {
+        // 4 per second in 2 segments of 500 ms: 3 taken at 0, 1 at 600 ms
+        let w = SlidingWindow::<2>::new(4, Duration::from_secs(1)).unwrap();
+        let st = w.new_state();
+        assert!(w.check_n(&st, 3, t(0)).unwrap().is_allowed());
+        assert!(w.check_n(&st, 1, t(600_000_000)).unwrap().is_allowed());
+        let at = t(700_000_000);
+        let ms = |d: Option<Duration>| d.map(|d| d.as_millis());
+        // segment 0 (3 permits) leaves at 1 s
+        assert_eq!(ms(w.time_until_ready_after(&st, 0, 1, at)), Some(300));
+        assert_eq!(ms(w.time_until_ready_after(&st, 2, 1, at)), Some(300));
+        // 3 ahead take what segment 0 frees; segment 1 leaves at 1.5 s
+        assert_eq!(ms(w.time_until_ready_after(&st, 3, 1, at)), Some(800));
+        // the 3 taken at 1 s leave at 2 s
+        assert_eq!(ms(w.time_until_ready_after(&st, 4, 3, at)), Some(1_300));
+        assert_eq!(w.time_until_ready_after(&st, 0, 5, at), None);
+        // far behind a long line: bounded, never early
+        let far = w.time_until_ready_after(&st, 1_000, 1, at).unwrap();
+        assert!(far >= Duration::from_secs(250), "{far:?}");
+        // agrees with check's own retry_after when nothing is ahead
+        let own = Bucket::from_parts(w, st).check(at).retry_after();
+        assert_eq!(own, Duration::from_millis(300));
     }
 
     #[test]
