@@ -57,18 +57,24 @@ impl TokioClock {
         self.origin
     }
 
-    /// The `Instant` at which this clock reads `at`, saturating at a
-    /// date about 30 years after the origin instead of overflowing (a day
-    /// after, or the origin itself, on a platform whose `Instant` cannot
-    /// reach that far).
+    /// The `Instant` at which this clock reads `at`, or, for a time more
+    /// than about 30 years from *now* (or beyond what the platform's
+    /// `Instant` can represent), the instant 30 years from now: a timer set
+    /// there means "never" in practice and, should it fire, is simply set
+    /// again. Never an instant in the past for a time in the future, however
+    /// long the clock has run.
     #[must_use]
     pub fn instant_at(&self, at: Timestamp) -> Instant {
         const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
-        let d = at.elapsed_since_origin().min(FAR);
-        self.origin
-            .checked_add(d)
-            .or_else(|| self.origin.checked_add(Duration::from_secs(86_400)))
-            .unwrap_or(self.origin)
+        let now = Instant::now();
+        let far = now
+            .checked_add(FAR)
+            .or_else(|| now.checked_add(Duration::from_secs(86_400)))
+            .unwrap_or(now);
+        match self.origin.checked_add(at.elapsed_since_origin()) {
+            Some(instant) if instant <= far => instant,
+            _ => far,
+        }
     }
 
     /// What this clock reads at `instant` ([`Timestamp::ZERO`] before the
