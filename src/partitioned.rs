@@ -175,6 +175,33 @@ impl<K, L: Limiter + Send + Sync> Store<K> for Unkeyed<L> {
     }
 }
 
+/// Admits everything (a policy without a limit).
+struct Unlimited;
+
+impl<K> Store<K> for Unlimited {
+    #[inline]
+    fn check_n(
+        &self,
+        _: Option<&K>,
+        n: u32,
+        _: Timestamp,
+    ) -> Result<KeyedDecision, CapacityExceeded> {
+        Ok(KeyedDecision::new(
+            Decision::Allowed(Snapshot::exact(u32::MAX, u32::MAX - n, 0)),
+            KeyedPath::Own,
+        ))
+    }
+    fn refund(&self, _: Option<&K>, _: u32, _: Timestamp) {}
+    fn time_until_ready(
+        &self,
+        _: Option<&K>,
+        _: u32,
+        _: Timestamp,
+    ) -> Result<Duration, CapacityExceeded> {
+        Ok(Duration::ZERO)
+    }
+}
+
 type KeyFn<R, K> = Box<dyn Fn(&R) -> Option<K> + Send + Sync>;
 
 struct Policy<R, K> {
@@ -349,6 +376,28 @@ impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
         T: KeyedLimiter<K, Algorithm = Gcra> + Send + Sync + 'static,
     {
         self.push(name, key_of, Arc::new(Keyed(table)), false, Some(shaping))
+    }
+
+    /// A policy without a limit: the resources it claims pass, and no
+    /// later policy or default limiter sees them (.NET's
+    /// `RateLimitPartition.GetNoLimiter`). Put it first to exempt a class of
+    /// keys — an internal network, a health checker — from the policies
+    /// after it.
+    pub fn unlimited(
+        self,
+        name: impl Into<String>,
+        claims: impl Fn(&R) -> bool + Send + Sync + 'static,
+    ) -> Self
+    where
+        K: Default,
+    {
+        self.push(
+            name,
+            move |r: &R| claims(r).then(K::default),
+            Arc::new(Unlimited),
+            false,
+            None,
+        )
     }
 
     /// The limiter of every resource that no policy claims (one limiter for

@@ -255,3 +255,24 @@ fn a_request_larger_than_any_bucket_is_refused_for_good() {
         Duration::ZERO
     );
 }
+
+#[test]
+fn a_per_key_factory_gives_keys_different_kinds_of_limiter() {
+    // .NET's factory: internal users unlimited, premium users a generous
+    // bucket, everyone else a strict one
+    let p = Partitioned::<Msg, u64>::builder("api")
+        .unlimited("internal", |m: &Msg| m.user < 10)
+        .policy(
+            "premium",
+            |m: &Msg| (m.user < 100).then_some(m.user),
+            bucket(1, 5),
+        )
+        .policy("everyone", |m: &Msg| Some(m.user), bucket(1, 1))
+        .build();
+    let now = t(0);
+    assert_eq!(admitted(&p, &msg("x", 3), now, 1_000), 1_000);
+    assert_eq!(admitted(&p, &msg("x", 42), now, 10), 5);
+    assert_eq!(admitted(&p, &msg("x", 500), now, 10), 1);
+    let r = p.try_acquire(&msg("x", 500), now).unwrap_err();
+    assert_eq!(r.policy(), "everyone");
+}
