@@ -214,8 +214,10 @@ impl Gcra {
     #[inline]
     const fn admit_lead(&self, n: u32) -> u64 {
         match self.kind {
-            // n ≤ capacity, so n·T ≤ max_lead
-            BucketKind::TokenBucket => self.max_lead - (n as u64) * self.interval,
+            // n ≤ capacity, so n·T ≤ max_lead (saturating all the same)
+            BucketKind::TokenBucket => self
+                .max_lead
+                .saturating_sub((n as u64).saturating_mul(self.interval)),
             BucketKind::LeakyBucket => 0,
         }
     }
@@ -330,6 +332,22 @@ impl Gcra {
     }
 }
 
+/// `carried` made different from `tat` without giving any room: a lock-free
+/// check that read `tat` before a conversion froze it must not be able to
+/// install its result over the converted value (its compare-and-swap
+/// expects `tat`). A full bucket (`tat ≤ now`) moves to another TAT that is
+/// still full; a busy one gets one nanosecond more lead (conservative).
+#[inline]
+const fn distinct_from(tat: u64, now: u64, carried: u64) -> u64 {
+    if carried != tat {
+        carried
+    } else if tat > 0 && tat <= now {
+        tat - 1
+    } else {
+        tat.saturating_add(1)
+    }
+}
+
 impl Gcra {
     /// The TAT that carries a bucket kept under `old` over to `self`, per
     /// `how`, at `now`: the whole of a live reconfiguration for one bucket
@@ -337,6 +355,11 @@ impl Gcra {
     /// the bucket never ends up with more room than the inheritance rule
     /// gives it.
     pub(crate) fn inherit_tat(&self, old: &Gcra, tat: u64, now: u64, how: Inheritance) -> u64 {
+        distinct_from(tat, now, self.inherit_tat_exact(old, tat, now, how))
+    }
+
+    /// [`Gcra::inherit_tat`] before [`distinct_from`].
+    fn inherit_tat_exact(&self, old: &Gcra, tat: u64, now: u64, how: Inheritance) -> u64 {
         let lead = old.lead_at(tat, now);
         if lead == 0 {
             return tat; // full under any quota: nothing to carry

@@ -32,6 +32,28 @@
 //! critical section, so an interrupt handler never meets one); keyed tables
 //! convert under their shard locks or critical section.
 //!
+//! Two things to know:
+//!
+//! - **No debt is carried.** Used permits beyond the new capacity are
+//!   dropped, so switching a busy bucket back and forth between a large and
+//!   a small burst hands out more than either quota would alone (each
+//!   switch down forgets the excess). Change quotas when the configuration
+//!   changes, not as a control loop.
+//! - **`now` matters.** A change carried over at a stale `now` credits the
+//!   staleness, as a check at that `now` would.
+//!
+//! A lock-free check (a [`LiveBucket`] or the
+//! [`LockFreeGcraTable`](crate::keyed::LockFreeGcraTable)) is validated
+//! against the change counter before it decides and just before it swaps,
+//! and a conversion never writes back the exact TAT it froze, so a check
+//! decided under the old quota cannot install its result over a converted
+//! one. The one window left is a check preempted between that last look
+//! and its swap while *two or more* complete changes run and carry the TAT
+//! back to exactly the value it had read; its admission is then decided
+//! under the quota before those changes. Reconfigurations are
+//! configuration reloads, far apart, so this is not a practical concern;
+//! the tables with locks (sharded, heapless) have no such window.
+//!
 //! ```
 //! use core::time::Duration;
 //! use tollgate::live::{Inheritance, LiveBucket};
@@ -268,9 +290,8 @@ impl LiveBucket {
             let seq = self.stable_seq();
             let tat = self.stable_tat();
             let gcra = self.config.load();
-            let r = f(&gcra, tat);
             if self.seq.load(Ordering::Acquire) == seq {
-                return r;
+                return f(&gcra, tat);
             }
         }
     }
@@ -299,12 +320,15 @@ impl Limiter for LiveBucket {
             let seq = self.stable_seq();
             let tat = self.stable_tat();
             let gcra = self.config.load();
-            let (decision, store) = match gcra.step(tat, n, now_ns) {
-                Ok(step) => step,
-                Err(e) if self.seq.load(Ordering::Acquire) == seq => return Err(e),
-                Err(_) => continue, // decided on a configuration being replaced
-            };
+            // never step with a half-written configuration
+            if self.seq.load(Ordering::Acquire) != seq {
+                continue;
+            }
+            let (decision, store) = gcra.step(tat, n, now_ns)?;
             let decided = match store {
+                // one more look just before the swap (a conversion that
+                // wrote the TAT since makes it fail anyway)
+                Some(_) if self.seq.load(Ordering::Acquire) != seq => false,
                 Some(new_tat) => self
                     .tat
                     .compare_exchange(
@@ -326,9 +350,12 @@ impl Limiter for LiveBucket {
     fn refund(&self, n: u32, now: Timestamp) {
         let now = now.as_nanos();
         loop {
-            self.stable_seq();
+            let seq = self.stable_seq();
             let tat = self.stable_tat();
             let gcra = self.config.load();
+            if self.seq.load(Ordering::Acquire) != seq {
+                continue;
+            }
             let Some(new_tat) = gcra.refunded(tat, n, now) else {
                 return;
             };

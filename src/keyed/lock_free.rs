@@ -251,6 +251,8 @@ impl Shard {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct LockFreeGcraTable<K, S = RandomSeed, Q = SameQuota> {
+    /// Serialises whole reconfigurations (shards, then the shared bucket).
+    reconfiguring: Mutex<()>,
     shards: Vec<Shard>,
     shard_shift: u32,
     per_shard: usize,
@@ -293,6 +295,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>>
     pub fn build(self) -> Result<LockFreeGcraTable<K, S, Q>, ConfigError> {
         let (shards, per_shard) = super::sharded::shard_layout(self.max_keys, self.shards)?;
         Ok(LockFreeGcraTable {
+            reconfiguring: Mutex::new(()),
             shards: (0..shards)
                 .map(|_| Shard::new(per_shard, self.default))
                 .collect(),
@@ -386,15 +389,23 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
             if k != word_key {
                 return None;
             }
-            // the configuration after the slot (see the module docs)
+            // the configuration after the slot (see the module docs), and
+            // only if no reconfiguration began since `seq`: a half-written
+            // configuration is never stepped with
             let alg = self.algorithm(shard, key);
             let unmoved = || locked || shard.reconfig.load(Ordering::Acquire) == seq;
+            if !unmoved() {
+                return Some(Attempt::Locked);
+            }
             let (decision, store) = match alg.step(tat, n, now) {
                 Ok(result) => result,
-                Err(e) if unmoved() => return Some(Attempt::Done(Err(e))),
-                Err(_) => return Some(Attempt::Locked),
+                Err(e) => return Some(Attempt::Done(Err(e))),
             };
             match store {
+                // one more look just before the swap: a conversion that
+                // wrote the slot since would make it fail anyway; one that
+                // only began is left to run after us
+                Some(_) if !unmoved() => return Some(Attempt::Locked),
                 Some(new_tat) => {
                     if let Err(current) = shard.slots[i].compare_exchange_weak(
                         word,
@@ -406,8 +417,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
                         continue;
                     }
                 }
-                None if unmoved() => {}
-                None => return Some(Attempt::Locked),
+                None => {}
             }
             shard
                 .hint
@@ -433,6 +443,9 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
                 .unwrap_or(Attempt::Locked),
             Find::Absent(_) => {
                 let alg = self.algorithm(shard, key);
+                if shard.reconfig.load(Ordering::Acquire) != seq {
+                    return Attempt::Locked;
+                }
                 if n > alg.capacity() || n == 0 {
                     if shard.reconfig.load(Ordering::Acquire) != seq {
                         return Attempt::Locked;
@@ -804,6 +817,10 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> KeyedLimiter<K>
 
     fn reconfigure(&self, next: Gcra, how: Inheritance, now: Timestamp) {
         let now_ns = now.as_nanos();
+        let _whole = self
+            .reconfiguring
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for shard in &self.shards {
             let _writer = shard.lock();
             let old = shard.config.load();
