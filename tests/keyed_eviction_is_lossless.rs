@@ -5,12 +5,12 @@
 
 mod keyed_support;
 
-use keyed_support::Table;
-use proptest::prelude::*;
 use std::collections::HashMap;
-use tollgate::keyed::{
-    HeaplessKeyedTable, KeyedPath, LockFreeGcraTable, OverflowPolicy, RandomSeed, ShardedKeyedTable,
-};
+use std::time::Duration;
+
+use keyed_support::{t, Quotas, Spec};
+use proptest::prelude::*;
+use tollgate::keyed::{KeyedLimiter, KeyedPath, OverflowPolicy};
 use tollgate::{Algorithm, Decision, Gcra, GcraState, Quota, Snapshot};
 
 const CAPACITY: usize = 4;
@@ -29,20 +29,20 @@ impl<F: Fn(u64) -> Gcra> Unbounded<F> {
     }
     fn check_n(&mut self, key: u64, n: u32, now: u64) -> Option<Decision> {
         let alg = (self.algorithm_for)(key);
-        alg.check_n(self.state(key), n, now).ok()
+        alg.check_n(self.state(key), n, t(now)).ok()
     }
     fn refund(&mut self, key: u64, n: u32, now: u64) {
         let alg = (self.algorithm_for)(key);
-        alg.refund(self.state(key), n, now);
+        alg.refund(self.state(key), n, t(now));
     }
     fn snapshot(&mut self, key: u64, now: u64) -> Snapshot {
         let alg = (self.algorithm_for)(key);
-        alg.snapshot(self.state(key), now)
+        alg.snapshot(self.state(key), t(now))
     }
     fn live_keys(&self, now: u64) -> Vec<u64> {
         self.states
             .iter()
-            .filter(|(k, s)| !(self.algorithm_for)(**k).is_idle(s, now))
+            .filter(|(k, s)| !(self.algorithm_for)(**k).is_idle(s, t(now)))
             .map(|(k, _)| *k)
             .collect()
     }
@@ -63,10 +63,11 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// `permits` per `period_ms`; `burst` is the token bucket's burst and the
+/// leaky bucket's largest request alike.
 fn quota(permits: u32, period_ms: u64, burst: u32) -> Quota {
-    Quota::new(permits, std::time::Duration::from_millis(period_ms))
-        .and_then(|q| q.allow_burst(burst))
-        .and_then(|q| q.max_weight(burst))
+    Quota::new(permits, Duration::from_millis(period_ms))
+        .and_then(|q| q.with_burst(burst))
         .unwrap()
 }
 
@@ -83,8 +84,8 @@ fn algorithms() -> impl Strategy<Value = (Gcra, Gcra)> {
     (one.clone(), one)
 }
 
-fn run(
-    table: &dyn Table,
+fn run<T: KeyedLimiter<u64>>(
+    table: &T,
     algorithm_for: impl Fn(u64) -> Gcra,
     ops: &[(Op, u64)],
 ) -> Result<(), TestCaseError> {
@@ -107,7 +108,7 @@ fn run(
                     continue;
                 }
                 let expected = reference.check_n(key, n, now);
-                let got = table.check_n(key, n, now).ok();
+                let got = table.check_n(&key, n, t(now)).ok();
                 prop_assert_eq!(
                     got.map(|d| d.path()).unwrap_or(KeyedPath::Own),
                     KeyedPath::Own
@@ -123,22 +124,40 @@ fn run(
             }
             Op::Refund { key, n } => {
                 reference.refund(key, n, now);
-                table.refund(key, n, now);
+                table.refund(&key, n, t(now));
             }
             Op::Sweep => {
-                table.evict_refilled(now);
+                table.evict_refilled(t(now));
                 // only refilled keys went: every live key is still tracked
                 for key in reference.live_keys(now) {
-                    prop_assert!(table.contains(key));
+                    prop_assert!(table.contains(&key));
                 }
             }
         }
-        prop_assert!(table.len() <= table.capacity());
+        prop_assert!(table.len() <= table.max_keys());
         for key in 0..KEYS {
-            prop_assert_eq!(table.snapshot(key, now), reference.snapshot(key, now));
+            prop_assert_eq!(table.snapshot(&key, t(now)), reference.snapshot(key, now));
         }
     }
     Ok(())
+}
+
+/// The property on one table: even keys run `even` (also the default),
+/// odd keys `odd`; overflow is refused, so a key never leaves its slot
+/// except by eviction.
+fn table_matches_unbounded_map<T: KeyedLimiter<u64>>(
+    make: impl Fn(Spec) -> T,
+    (even, odd): (Gcra, Gcra),
+    ops: &[(Op, u64)],
+) -> Result<(), TestCaseError> {
+    let table = make(
+        Spec::new(even, CAPACITY)
+            .overflow(OverflowPolicy::Deny)
+            .quotas(Quotas::Parity { even, odd }),
+    );
+    prop_assert_eq!(table.max_keys(), CAPACITY);
+    let pick = move |k: u64| if k.is_multiple_of(2) { even } else { odd };
+    run(&table, pick, ops)
 }
 
 fn ops() -> impl Strategy<Value = Vec<(Op, u64)>> {
@@ -153,101 +172,78 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn heapless_table_matches_unbounded_map((even, odd) in algorithms(), ops in ops()) {
-        let pick = move |k: u64| if k.is_multiple_of(2) { even } else { odd };
-        let table = HeaplessKeyedTable::<u64, Gcra, CAPACITY>::new(even)
-            .with_overflow(OverflowPolicy::Deny)
-            .with_per_key(move |k: &u64| pick(*k));
-        run(&table, pick, &ops)?;
+    fn heapless_table_matches_unbounded_map(algs in algorithms(), ops in ops()) {
+        table_matches_unbounded_map(keyed_support::heapless::<CAPACITY>, algs, &ops)?;
     }
 
     #[test]
-    fn sharded_table_matches_unbounded_map((even, odd) in algorithms(), ops in ops()) {
-        let pick = move |k: u64| if k.is_multiple_of(2) { even } else { odd };
-        let table = ShardedKeyedTable::builder(even)
-            .capacity(CAPACITY)
-            .shards(1)
-            .overflow(OverflowPolicy::Deny)
-            .per_key(move |k: &u64| pick(*k))
-            .build::<u64>()
-            .unwrap();
-        prop_assert_eq!(table.capacity(), CAPACITY);
-        run(&table, pick, &ops)?;
+    fn sharded_table_matches_unbounded_map(algs in algorithms(), ops in ops()) {
+        table_matches_unbounded_map(keyed_support::sharded, algs, &ops)?;
     }
 
     #[test]
-    fn lock_free_table_matches_unbounded_map((even, odd) in algorithms(), ops in ops()) {
-        let pick = move |k: u64| if k.is_multiple_of(2) { even } else { odd };
-        let table = LockFreeGcraTable::with_options(
-            CAPACITY,
-            even,
-            OverflowPolicy::Deny,
-            RandomSeed::new(),
-            move |k: &u64| pick(*k),
-            Some(1),
-        )
-        .unwrap();
-        prop_assert_eq!(table.capacity(), CAPACITY);
-        run(&table, pick, &ops)?;
+    fn lock_free_table_matches_unbounded_map(algs in algorithms(), ops in ops()) {
+        table_matches_unbounded_map(keyed_support::lock_free, algs, &ops)?;
     }
 }
 
-#[test]
-fn full_table_of_live_keys_overflows_instead_of_evicting() {
-    // The premise's boundary: one live key too many is refused, and the
-    // live keys keep their state.
+/// The premise's boundary: one live key too many is refused, and the live
+/// keys keep their state.
+fn full_table_of_live_keys_overflows_instead_of_evicting<T: KeyedLimiter<u64>>(
+    make: impl Fn(Spec) -> T,
+) {
     let alg = Gcra::token_bucket(quota(1, 1_000, 1));
-    let table = ShardedKeyedTable::builder(alg)
-        .capacity(CAPACITY)
-        .shards(1)
-        .overflow(OverflowPolicy::Deny)
-        .build::<u64>()
-        .unwrap();
+    let table = make(Spec::new(alg, CAPACITY).overflow(OverflowPolicy::Deny));
     for key in 0..CAPACITY as u64 {
-        assert!(table.check(&key, 0).is_allowed());
+        assert!(table.check(&key, t(0)).is_allowed());
     }
-    let extra = table.check(&99, 0);
+    let extra = table.check(&99, t(0));
     assert_eq!(extra.path(), KeyedPath::OverflowDenied);
     // retry when the first slot can free: key 0 refills at T = 1 s
     assert_eq!(extra.decision().retry_after().as_millis(), 1_000);
     for key in 0..CAPACITY as u64 {
-        assert!(table.check(&key, 0).is_denied());
+        assert!(table.check(&key, t(0)).is_denied());
     }
-    assert_eq!(table.check(&99, 1_000_000_000).path(), KeyedPath::Own);
+    assert_eq!(table.check(&99, t(1_000_000_000)).path(), KeyedPath::Own);
+}
+
+/// A thread reads `now`, is preempted, and a sweep at a later time evicts
+/// the key it is about to check. The re-inserted key must not hand out the
+/// credit between the stale `now` and the sweep.
+fn a_stale_caller_gains_nothing_from_an_eviction<T: KeyedLimiter<u64>>(
+    make: impl Fn(Spec) -> T,
+    max_keys: usize,
+) {
+    const T: u64 = 10_000_000; // 100 per second, burst 1
+    let alg = Gcra::token_bucket(quota(100, 1_000, 1));
+    let table = make(Spec::new(alg, max_keys));
+    assert!(table.check(&1, t(0)).is_allowed()); // TAT = T
+    assert_eq!(table.evict_refilled(t(10 * T)), 1);
+    // the stale caller: `now` from before the sweep
+    assert!(table.check(&1, t(T / 2)).is_allowed());
+    // a fresh caller at the sweep's time: the key has no credit left,
+    // exactly as if it had never been evicted
+    let fresh = table.check(&1, t(10 * T));
+    assert!(fresh.is_denied());
+    assert_eq!(fresh.decision().retry_after(), Duration::from_nanos(T));
+}
+
+keyed_support::every_table! {
+    full_table_of_live_keys_overflows_instead_of_evicting: heapless 4,
 }
 
 #[test]
-fn a_stale_caller_gains_nothing_from_an_eviction() {
-    // A thread reads `now`, is preempted, and a sweep at a later time evicts
-    // the key it is about to check. The re-inserted key must not hand out
-    // the credit between the stale `now` and the sweep.
-    const T: u64 = 10_000_000; // 100 per second, burst 1
-    let alg = Gcra::token_bucket(quota(100, 1_000, 1));
-    let sharded = ShardedKeyedTable::builder(alg)
-        .capacity(1)
-        .shards(1)
-        .build::<u64>()
-        .unwrap();
-    let heapless = HeaplessKeyedTable::<u64, Gcra, 2>::new(alg);
-    let lock_free = LockFreeGcraTable::<u64>::with_options(
-        1,
-        alg,
-        OverflowPolicy::SharedBucket,
-        RandomSeed::new(),
-        tollgate::keyed::SameQuota,
-        Some(1),
-    )
-    .unwrap();
-    let tables: [&dyn Table; 3] = [&sharded, &heapless, &lock_free];
-    for table in tables {
-        assert!(table.check(1, 0).is_allowed()); // TAT = T
-        assert_eq!(table.evict_refilled(10 * T), 1);
-        // the stale caller: `now` from before the sweep
-        assert!(table.check(1, T / 2).is_allowed());
-        // a fresh caller at the sweep's time: the key has no credit left,
-        // exactly as if it had never been evicted
-        let fresh = table.check(1, 10 * T);
-        assert!(fresh.is_denied());
-        assert_eq!(fresh.decision().retry_after().as_nanos(), u128::from(T));
-    }
+fn sharded_a_stale_caller_gains_nothing_from_an_eviction() {
+    a_stale_caller_gains_nothing_from_an_eviction(keyed_support::sharded, 1);
+}
+
+#[test]
+fn lock_free_a_stale_caller_gains_nothing_from_an_eviction() {
+    a_stale_caller_gains_nothing_from_an_eviction(keyed_support::lock_free, 1);
+}
+
+#[test]
+fn heapless_a_stale_caller_gains_nothing_from_an_eviction() {
+    // a heapless table holds at least 2 keys
+    a_stale_caller_gains_nothing_from_an_eviction(keyed_support::heapless::<2>, 2);
 }

@@ -4,13 +4,12 @@
 
 mod keyed_support;
 
-use keyed_support::Table;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use tollgate::keyed::{
-    HeaplessKeyedTable, KeyedPath, LockFreeGcraTable, OverflowPolicy, RandomSeed, SameQuota,
-    ShardedKeyedTable,
-};
+use std::ops::Deref;
+
+use keyed_support::{t, Spec};
+use tollgate::keyed::{KeyedLimiter, KeyedPath, OverflowPolicy};
 use tollgate::{Gcra, Quota};
 
 /// Counts allocations made by the current thread (tests run in parallel
@@ -61,10 +60,19 @@ fn allocations() -> (u64, u64) {
 const FLOOD: u64 = 1_000_000;
 const THROTTLED: u64 = 1_000;
 const BURST: u32 = 5;
+/// The size asked of every table: the std tables may round it up to whole
+/// shards, the heapless one takes 8,192 (the power of two below it).
+const MAX_KEYS: usize = 10_000;
 
 /// 60 per hour (T = 60 s), burst 5: nothing refills during the flood.
 fn algorithm() -> Gcra {
-    Gcra::token_bucket(Quota::per_hour(60).unwrap().allow_burst(BURST).unwrap())
+    Gcra::token_bucket(Quota::per_hour(60).unwrap().with_burst(BURST).unwrap())
+}
+
+fn spec(policy: OverflowPolicy) -> Spec {
+    Spec::new(algorithm(), MAX_KEYS)
+        .shards(None)
+        .overflow(policy)
 }
 
 struct FloodOutcome {
@@ -76,14 +84,14 @@ struct FloodOutcome {
 /// Throttles keys `0..THROTTLED`, floods `FLOOD` fresh keys, and checks
 /// the invariants that do not depend on the policy. Every check happens
 /// after construction, so every allocation it counts is a failure.
-fn flood(table: &dyn Table, expected_path: KeyedPath) -> FloodOutcome {
+fn flood<T: KeyedLimiter<u64> + ?Sized>(table: &T, expected_path: KeyedPath) -> FloodOutcome {
     let before = allocations();
     let mut now = 1_000;
     for key in 0..THROTTLED {
         for _ in 0..BURST {
-            assert!(table.check(key, now).is_allowed());
+            assert!(table.check(&key, t(now)).is_allowed());
         }
-        let refused = table.check(key, now);
+        let refused = table.check(&key, t(now));
         assert!(refused.is_denied());
         assert_eq!(refused.path(), KeyedPath::Own);
     }
@@ -94,7 +102,7 @@ fn flood(table: &dyn Table, expected_path: KeyedPath) -> FloodOutcome {
     };
     for key in THROTTLED..THROTTLED + FLOOD {
         now += 1_000; // 1 µs per request: the whole flood lasts 1 s
-        let decision = table.check(key, now);
+        let decision = table.check(&key, t(now));
         match decision.path() {
             KeyedPath::Own => {
                 assert!(decision.is_allowed(), "a fresh key's first request");
@@ -112,14 +120,14 @@ fn flood(table: &dyn Table, expected_path: KeyedPath) -> FloodOutcome {
     }
     // Still throttled, by their own bucket: the flood evicted none of them.
     for key in 0..THROTTLED {
-        let decision = table.check(key, now);
+        let decision = table.check(&key, t(now));
         assert!(decision.is_denied(), "key {key} was reset by the flood");
         assert_eq!(decision.path(), KeyedPath::Own);
     }
-    assert_eq!(table.len(), table.capacity());
+    assert_eq!(table.len(), table.max_keys());
     // Every slot not taken by a throttled key went to a flood key, then the
     // rest overflowed.
-    assert_eq!(outcome.own, table.capacity() as u64 - THROTTLED);
+    assert_eq!(outcome.own, table.max_keys() as u64 - THROTTLED);
     assert_eq!(
         outcome.own + outcome.overflow_allowed + outcome.overflow_denied,
         FLOOD
@@ -129,110 +137,66 @@ fn flood(table: &dyn Table, expected_path: KeyedPath) -> FloodOutcome {
     outcome
 }
 
-fn sharded(policy: OverflowPolicy) -> ShardedKeyedTable<u64, Gcra> {
-    ShardedKeyedTable::builder(algorithm())
-        .capacity(10_000)
-        .overflow(policy)
-        .build()
-        .unwrap()
-}
+// The behaviours take a maker returning any pointer to a table (`Box`:
+// the heapless table of 8,192 keys is too big for a test thread's stack
+// frames).
 
-#[test]
-fn sharded_shared_bucket_flood_admits_one_burst_through_overflow() {
-    let table = sharded(OverflowPolicy::SharedBucket);
-    assert!(table.capacity() >= 10_000 && table.capacity() < 10_000 + table.shards());
-    let outcome = flood(&table, KeyedPath::SharedOverflow);
+fn shared_bucket_flood_admits_one_burst_through_overflow<B>(make: impl Fn(Spec) -> B)
+where
+    B: Deref<Target: KeyedLimiter<u64>>,
+{
+    let table = make(spec(OverflowPolicy::SharedBucket));
+    let outcome = flood(&*table, KeyedPath::SharedOverflow);
     // the shared bucket is one key's quota: its burst, no refill in 1 s
     assert_eq!(outcome.overflow_allowed, u64::from(BURST));
-    assert_eq!(table.shared_snapshot(FLOOD * 1_000).remaining(), 0);
+    assert_eq!(table.shared_snapshot(t(FLOOD * 1_000)).remaining(), 0);
 }
 
-#[test]
-fn sharded_deny_flood_refuses_every_overflowing_key() {
-    let table = sharded(OverflowPolicy::Deny);
-    let outcome = flood(&table, KeyedPath::OverflowDenied);
+fn deny_flood_refuses_every_overflowing_key<B>(make: impl Fn(Spec) -> B)
+where
+    B: Deref<Target: KeyedLimiter<u64>>,
+{
+    let table = make(spec(OverflowPolicy::Deny));
+    let outcome = flood(&*table, KeyedPath::OverflowDenied);
     assert_eq!(outcome.overflow_allowed, 0);
     assert!(outcome.overflow_denied > 980_000);
 }
 
-#[test]
-fn sharded_allow_flood_admits_every_overflowing_key() {
-    let table = sharded(OverflowPolicy::Allow);
-    let outcome = flood(&table, KeyedPath::OverflowAllowed);
+fn allow_flood_admits_every_overflowing_key<B>(make: impl Fn(Spec) -> B)
+where
+    B: Deref<Target: KeyedLimiter<u64>>,
+{
+    let table = make(spec(OverflowPolicy::Allow));
+    let outcome = flood(&*table, KeyedPath::OverflowAllowed);
     assert_eq!(outcome.overflow_denied, 0);
     assert!(outcome.overflow_allowed > 980_000);
 }
 
-fn lock_free(policy: OverflowPolicy) -> LockFreeGcraTable<u64> {
-    LockFreeGcraTable::with_options(
-        10_000,
-        algorithm(),
-        policy,
-        RandomSeed::new(),
-        SameQuota,
-        None,
-    )
-    .unwrap()
-}
-
-#[test]
-fn lock_free_shared_bucket_flood_admits_one_burst_through_overflow() {
-    let table = lock_free(OverflowPolicy::SharedBucket);
-    let outcome = flood(&table, KeyedPath::SharedOverflow);
-    assert_eq!(outcome.overflow_allowed, u64::from(BURST));
-}
-
-#[test]
-fn lock_free_deny_flood_refuses_every_overflowing_key() {
-    let table = lock_free(OverflowPolicy::Deny);
-    let outcome = flood(&table, KeyedPath::OverflowDenied);
-    assert_eq!(outcome.overflow_allowed, 0);
-}
-
-#[test]
-fn lock_free_allow_flood_admits_every_overflowing_key() {
-    let table = lock_free(OverflowPolicy::Allow);
-    let outcome = flood(&table, KeyedPath::OverflowAllowed);
-    assert_eq!(outcome.overflow_denied, 0);
-}
-
-#[test]
-fn heapless_shared_bucket_flood_keeps_throttled_keys() {
-    // heapless capacities are powers of two: 8,192 is the closest to 10,000
-    let table: Box<HeaplessKeyedTable<u64, Gcra, 8192>> =
-        Box::new(HeaplessKeyedTable::new(algorithm()));
-    let outcome = flood(&*table, KeyedPath::SharedOverflow);
-    assert_eq!(outcome.overflow_allowed, u64::from(BURST));
-}
-
-#[test]
-fn heapless_deny_flood_refuses_every_overflowing_key() {
-    let table: Box<HeaplessKeyedTable<u64, Gcra, 8192>> =
-        Box::new(HeaplessKeyedTable::new(algorithm()).with_overflow(OverflowPolicy::Deny));
-    let outcome = flood(&*table, KeyedPath::OverflowDenied);
-    assert_eq!(outcome.overflow_allowed, 0);
-}
-
-#[test]
-fn keys_freed_after_refill_are_reused_without_allocating() {
-    // After the throttled keys refill, new keys take their slots (lossless
-    // eviction on demand), still without allocating.
-    let table = sharded(OverflowPolicy::Deny);
+/// After the throttled keys refill, new keys take their slots (lossless
+/// eviction on demand), still without allocating.
+fn keys_freed_after_refill_are_reused_without_allocating<B>(make: impl Fn(Spec) -> B)
+where
+    B: Deref<Target: KeyedLimiter<u64>>,
+{
+    let table = make(spec(OverflowPolicy::Deny));
     let before = allocations();
-    let cap = table.capacity() as u64;
+    let cap = table.max_keys() as u64;
     // fill every shard: keys land by hash, so some overflow before the end
     let (mut own, mut key) = (0, 0);
     while own < cap {
-        match table.check(&key, 0).path() {
+        match table.check(&key, t(0)).path() {
             KeyedPath::Own => own += 1,
             path => assert_eq!(path, KeyedPath::OverflowDenied),
         }
         key += 1;
     }
     let first_new = key;
-    assert_eq!(table.check(&first_new, 0).path(), KeyedPath::OverflowDenied);
+    assert_eq!(
+        table.check(&first_new, t(0)).path(),
+        KeyedPath::OverflowDenied
+    );
     // one permit of burst 5 refills in T = 60 s
-    let later = 60_000_000_000;
+    let later = t(60_000_000_000);
     // half as many new keys as slots: shards fill unevenly, so a full
     // table's worth could overflow one shard
     for key in first_new..first_new + cap / 2 {
@@ -248,4 +212,54 @@ fn keys_freed_after_refill_are_reused_without_allocating() {
     );
     assert_eq!(table.len() as u64, cap / 2);
     assert_eq!(allocations(), before);
+}
+
+/// The sharded table of `spec`, checking its size: 10,000 rounded up to
+/// whole shards.
+fn sharded(spec: Spec) -> Box<keyed_support::Sharded> {
+    let table = Box::new(keyed_support::sharded(spec));
+    assert!(table.max_keys() >= MAX_KEYS && table.max_keys() < MAX_KEYS + table.shards());
+    table
+}
+
+fn lock_free(spec: Spec) -> Box<keyed_support::LockFree> {
+    let table = Box::new(keyed_support::lock_free(spec));
+    assert!(table.max_keys() >= MAX_KEYS && table.max_keys() < MAX_KEYS + table.shards());
+    table
+}
+
+fn heapless(spec: Spec) -> Box<keyed_support::Heapless<8192>> {
+    let table = Box::new(keyed_support::heapless::<8192>(spec));
+    assert_eq!(table.max_keys(), 8192);
+    table
+}
+
+macro_rules! every_boxed_table {
+    ($($name:ident),* $(,)?) => {
+        mod on {
+            $(
+                pub mod $name {
+                    #[test]
+                    fn sharded() {
+                        super::super::$name(super::super::sharded);
+                    }
+                    #[test]
+                    fn lock_free() {
+                        super::super::$name(super::super::lock_free);
+                    }
+                    #[test]
+                    fn heapless() {
+                        super::super::$name(super::super::heapless);
+                    }
+                }
+            )*
+        }
+    };
+}
+
+every_boxed_table! {
+    shared_bucket_flood_admits_one_burst_through_overflow,
+    deny_flood_refuses_every_overflowing_key,
+    allow_flood_admits_every_overflowing_key,
+    keys_freed_after_refill_are_reused_without_allocating,
 }

@@ -3,8 +3,8 @@
 
 use core::hash::BuildHasher;
 use std::collections::hash_map::RandomState;
-use tollgate::keyed::{RandomSeed, ShardedKeyedTable};
-use tollgate::{Gcra, Quota};
+use tollgate::keyed::{KeyedLimiter, LockFreeGcraTable, RandomSeed, ShardedKeyedTable};
+use tollgate::{Gcra, Quota, Timestamp};
 
 fn algorithm() -> Gcra {
     Gcra::token_bucket(Quota::per_second(10).unwrap())
@@ -12,8 +12,14 @@ fn algorithm() -> Gcra {
 
 #[test]
 fn two_tables_get_different_seeds() {
-    let a = ShardedKeyedTable::<u64, Gcra>::new(100, algorithm()).unwrap();
-    let b = ShardedKeyedTable::<u64, Gcra>::new(100, algorithm()).unwrap();
+    let a = ShardedKeyedTable::<u64, _>::builder(algorithm())
+        .max_keys(100)
+        .build()
+        .unwrap();
+    let b = ShardedKeyedTable::<u64, _>::builder(algorithm())
+        .max_keys(100)
+        .build()
+        .unwrap();
     let differing = (0u64..1_000)
         .filter(|k| a.hasher().hash_one(k) != b.hasher().hash_one(k))
         .count();
@@ -23,11 +29,11 @@ fn two_tables_get_different_seeds() {
 
 #[test]
 fn two_lock_free_tables_get_different_seeds() {
-    let a = ShardedKeyedTable::builder(algorithm())
-        .build_lock_free::<u64>()
+    let a = LockFreeGcraTable::<u64>::builder(algorithm())
+        .build()
         .unwrap();
-    let b = ShardedKeyedTable::builder(algorithm())
-        .build_lock_free::<u64>()
+    let b = LockFreeGcraTable::<u64>::builder(algorithm())
+        .build()
         .unwrap();
     assert!(a.hasher() != b.hasher());
     let differing = (0u64..1_000)
@@ -53,13 +59,13 @@ fn the_seed_is_not_printed() {
 
 #[test]
 fn a_siphash_table_works_the_same() {
-    let table = ShardedKeyedTable::builder(algorithm())
-        .capacity(100)
+    let table = ShardedKeyedTable::<&str, _>::builder(algorithm())
+        .max_keys(100)
         .hasher(RandomState::new())
-        .build::<&str>()
+        .build()
         .unwrap();
     let allowed = (0..20)
-        .filter(|_| table.check(&"client", 0).is_allowed())
+        .filter(|_| table.check(&"client", Timestamp::ZERO).is_allowed())
         .count();
     assert_eq!(allowed, 10);
     assert!(table.contains(&"client"));

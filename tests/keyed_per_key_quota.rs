@@ -1,14 +1,13 @@
 //! Per-key quotas: a function of the key picks each key's algorithm; the
 //! table stores only state, and the default runs the shared overflow bucket.
 
-use tollgate::keyed::{HeaplessKeyedTable, KeyedPath, ShardedKeyedTable};
-use tollgate::{Gcra, Quota};
+mod keyed_support;
 
-const SECOND: u64 = 1_000_000_000;
+use std::time::Duration;
 
-fn per_second(n: u32, burst: u32) -> Gcra {
-    Gcra::token_bucket(Quota::per_second(n).unwrap().allow_burst(burst).unwrap())
-}
+use keyed_support::{per_second, t, Quotas, Spec, SECOND};
+use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter, KeyedPath, ShardedKeyedTable};
+use tollgate::{valid, Gcra, Quota};
 
 /// API keys starting with "premium-" get burst 10, others burst 2.
 #[allow(clippy::ptr_arg)] // a per-key quota receives &K, here &String
@@ -26,23 +25,32 @@ fn burst_of(check: impl Fn() -> bool) -> usize {
 
 #[test]
 fn sharded_closure_gives_each_key_its_quota() {
-    let table = ShardedKeyedTable::builder(per_second(1, 2))
-        .capacity(100)
+    let table = ShardedKeyedTable::<String, _>::builder(per_second(1, 2))
+        .max_keys(100)
         .per_key(plan)
-        .build::<String>()
+        .build()
         .unwrap();
     let premium = "premium-7".to_string();
     let free = "free-7".to_string();
-    assert_eq!(burst_of(|| table.check(&premium, 0).is_allowed()), 10);
-    assert_eq!(burst_of(|| table.check(&free, 0).is_allowed()), 2);
-    assert_eq!(table.snapshot(&premium, 0).limit(), 10);
-    assert_eq!(table.snapshot(&free, 0).limit(), 2);
+    assert_eq!(burst_of(|| table.check(&premium, t(0)).is_allowed()), 10);
+    assert_eq!(burst_of(|| table.check(&free, t(0)).is_allowed()), 2);
+    assert_eq!(table.snapshot(&premium, t(0)).limit(), 10);
+    assert_eq!(table.snapshot(&free, t(0)).limit(), 2);
+    assert_eq!(table.capacity_of(&premium), 10);
+    assert_eq!(table.capacity_of(&free), 2);
     // premium refills at 10/s: 100 ms for one permit; free at 1/s
-    assert_eq!(table.time_until_ready(&premium, 1, 0).unwrap(), SECOND / 10);
-    assert_eq!(table.time_until_ready(&free, 1, 0).unwrap(), SECOND);
+    assert_eq!(
+        table.time_until_ready(&premium, 1, t(0)).unwrap(),
+        Duration::from_millis(100)
+    );
+    assert_eq!(
+        table.time_until_ready(&free, 1, t(0)).unwrap(),
+        Duration::from_secs(1)
+    );
     // the can-never-succeed error follows the key's own quota
-    assert!(table.check_n(&free, 5, SECOND).is_err());
-    assert!(table.check_n(&premium, 5, SECOND).is_ok());
+    assert!(table.check_n(&free, 5, t(SECOND)).is_err());
+    assert!(table.check_n(&premium, 5, t(SECOND)).is_ok());
+    assert!(table.time_until_ready(&free, 5, t(SECOND)).is_err());
 }
 
 #[test]
@@ -54,79 +62,91 @@ fn heapless_fn_pointer_gives_each_key_its_quota() {
             per_second(1, 1)
         }
     }
-    let table = HeaplessKeyedTable::<u8, Gcra, 8>::new(per_second(1, 1)).with_per_key(by_priority);
-    assert_eq!(burst_of(|| table.check(&0x01, 0).is_allowed()), 8);
-    assert_eq!(burst_of(|| table.check(&0x20, 0).is_allowed()), 1);
-    assert_eq!(table.time_until_ready(&0x01, 1, 0).unwrap(), SECOND / 100);
+    let table = HeaplessKeyedTable::<u8, Gcra, 8>::builder(per_second(1, 1))
+        .per_key(by_priority as fn(&u8) -> Gcra)
+        .build();
+    assert_eq!(burst_of(|| table.check(&0x01, t(0)).is_allowed()), 8);
+    assert_eq!(burst_of(|| table.check(&0x20, t(0)).is_allowed()), 1);
+    assert_eq!(
+        table.time_until_ready(&0x01, 1, t(0)).unwrap(),
+        Duration::from_millis(10)
+    );
 }
 
 #[test]
 fn static_heapless_table_built_const_gives_each_key_its_quota_and_overflows_to_the_default() {
-    const FAST: Quota = match Quota::per_second(100) {
-        Ok(q) => match q.allow_burst(8) {
-            Ok(q) => q,
-            Err(_) => panic!("burst"),
-        },
-        Err(_) => panic!("quota"),
-    };
-    const DEFAULT: Quota = match Quota::per_second(1) {
-        Ok(q) => match q.allow_burst(3) {
-            Ok(q) => q,
-            Err(_) => panic!("burst"),
-        },
-        Err(_) => panic!("quota"),
-    };
+    const FAST: Quota = valid!(valid!(Quota::per_second(100)).with_burst(8));
+    const DEFAULT: Quota = valid!(valid!(Quota::per_second(1)).with_burst(3));
     fn by_id(_: &u8) -> Gcra {
         Gcra::token_bucket(FAST)
     }
     // built in a const context: the per-key quota lives in the static
     static TABLE: HeaplessKeyedTable<u8, Gcra, 2, fn(&u8) -> Gcra> =
-        HeaplessKeyedTable::from_parts_per_key(
-            Gcra::token_bucket(DEFAULT),
-            tollgate::GcraState::new(),
-            by_id as fn(&u8) -> Gcra,
-        );
+        HeaplessKeyedTable::builder(Gcra::token_bucket(DEFAULT))
+            .per_key(by_id as fn(&u8) -> Gcra)
+            .build();
     // both slots: each key gets its own burst of 8
-    assert_eq!(burst_of(|| TABLE.check(&1, 0).is_allowed()), 8);
-    assert_eq!(burst_of(|| TABLE.check(&2, 0).is_allowed()), 8);
-    assert_eq!(TABLE.time_until_ready(&1, 1, 0).unwrap(), SECOND / 100);
+    assert_eq!(burst_of(|| TABLE.check(&1, t(0)).is_allowed()), 8);
+    assert_eq!(burst_of(|| TABLE.check(&2, t(0)).is_allowed()), 8);
+    assert_eq!(
+        TABLE.time_until_ready(&1, 1, t(0)).unwrap(),
+        Duration::from_millis(10)
+    );
     // full of throttled keys: a third key takes the shared bucket, which
     // runs the default quota (burst 3), not the key's (burst 8)
-    let third: Vec<_> = (0..5).map(|_| TABLE.check(&3, 0)).collect();
+    let third: Vec<_> = (0..5).map(|_| TABLE.check(&3, t(0))).collect();
     assert!(third.iter().all(|d| d.path() == KeyedPath::SharedOverflow));
     assert_eq!(third.iter().filter(|d| d.is_allowed()).count(), 3);
     assert!(TABLE.contains(&1) && TABLE.contains(&2) && !TABLE.contains(&3));
 }
 
-#[test]
-fn overflow_of_a_per_key_table_uses_the_default_quota() {
-    // capacity 1: the second key overflows into the shared bucket, which
-    // runs the default quota (burst 3), not the key's (burst 10)
-    let table = ShardedKeyedTable::builder(per_second(1, 3))
-        .capacity(1)
-        .shards(1)
-        .per_key(|k: &u32| {
-            if *k == 0 {
-                per_second(1, 1)
-            } else {
-                per_second(10, 10)
-            }
-        })
-        .build::<u32>()
-        .unwrap();
-    assert!(table.check(&0, 0).is_allowed());
-    let overflowing: Vec<_> = (0..5).map(|_| table.check(&1, 0)).collect();
+/// Even keys 1 per second burst 1, odd keys 10 per second burst 10.
+fn by_parity(key: &u64) -> Gcra {
+    if key.is_multiple_of(2) {
+        per_second(1, 1)
+    } else {
+        per_second(10, 10)
+    }
+}
+
+/// Fills a table of `max_keys` with even keys, then an odd key overflows
+/// into the shared bucket, which runs the default quota (burst 3), not the
+/// key's (burst 10).
+fn overflow_of_a_per_key_table_uses_the_default_quota<T: KeyedLimiter<u64, Algorithm = Gcra>>(
+    make: impl Fn(Spec) -> T,
+    max_keys: usize,
+) {
+    let table = make(Spec::new(per_second(1, 3), max_keys).quotas(Quotas::Fn(by_parity)));
+    assert_eq!(table.max_keys(), max_keys);
+    for key in 0..max_keys as u64 {
+        assert!(table.check(&(2 * key), t(0)).is_allowed());
+    }
+    assert_eq!(table.capacity_of(&1), 10);
+    let overflowing: Vec<_> = (0..5).map(|_| table.check(&1, t(0))).collect();
     assert!(overflowing
         .iter()
         .all(|d| d.path() == KeyedPath::SharedOverflow));
     assert_eq!(overflowing.iter().filter(|d| d.is_allowed()).count(), 3);
     // a weight the key allows but the default cannot ever grant: refused
     // with a wait for a slot, not an error the key could never overcome
-    let heavy = table.check_n(&1, 5, 0).unwrap();
+    let heavy = table.check_n(&1, 5, t(0)).unwrap();
     assert!(heavy.is_denied());
     assert_eq!(heavy.path(), KeyedPath::SharedOverflow);
-    assert_eq!(
-        heavy.decision().retry_after().as_nanos(),
-        u128::from(SECOND)
-    );
+    assert_eq!(heavy.decision().retry_after(), Duration::from_secs(1));
+}
+
+#[test]
+fn sharded_overflow_of_a_per_key_table_uses_the_default_quota() {
+    overflow_of_a_per_key_table_uses_the_default_quota(keyed_support::sharded, 1);
+}
+
+#[test]
+fn lock_free_overflow_of_a_per_key_table_uses_the_default_quota() {
+    overflow_of_a_per_key_table_uses_the_default_quota(keyed_support::lock_free, 1);
+}
+
+#[test]
+fn heapless_overflow_of_a_per_key_table_uses_the_default_quota() {
+    // a heapless table holds at least 2 keys
+    overflow_of_a_per_key_table_uses_the_default_quota(keyed_support::heapless::<2>, 2);
 }

@@ -8,12 +8,17 @@
 //! by entry, and a lock-free reader that met the hint mid-sweep refused
 //! with `retry_after` ≈ `u64::MAX − now` (584 years). Here one thread
 //! sweeps a full table of busy keys over and over while another checks new
-//! keys; every refusal must name a time no later than the busy keys'.
+//! keys; every refusal must name a time no later than the busy keys'. The
+//! same behaviour is pinned on the other two tables.
+
+mod keyed_support;
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tollgate::keyed::{KeyedPath, LockFreeGcraTable, OverflowPolicy, SameQuota};
+
+use keyed_support::{t, Spec};
+use tollgate::keyed::{KeyedLimiter, KeyedPath, LockFreeGcraTable, OverflowPolicy};
 use tollgate::{Gcra, Quota};
 
 const CAPACITY: usize = 4_000;
@@ -50,24 +55,21 @@ impl BuildHasher for InOrder {
     }
 }
 
-#[test]
-fn lock_free_deny_retry_after_is_bounded_while_sweeping() {
-    // one permit per second: a key checked at 0 is busy until 1 s
-    let gcra = Gcra::token_bucket(Quota::per_second(1).expect("valid quota"));
-    let busy_until = gcra.interval_nanos();
-    let table = LockFreeGcraTable::<u64, _, _>::with_options(
-        CAPACITY,
-        gcra,
-        OverflowPolicy::Deny,
-        InOrder,
-        SameQuota,
-        Some(1),
-    )
-    .expect("valid table");
-    for key in 0..CAPACITY as u64 {
-        assert!(table.check(key, 0).is_allowed());
+/// One permit per second: a key checked at 0 is busy until 1 s.
+fn algorithm() -> Gcra {
+    Gcra::token_bucket(Quota::per_second(1).expect("valid quota"))
+}
+
+/// Fills `table` (overflow `Deny`) with busy keys, sweeps it from one
+/// thread while another checks new keys for `RUN`.
+fn deny_retry_after_is_bounded_while_sweeping<T: KeyedLimiter<u64> + Sync>(table: &T) {
+    assert_eq!(table.overflow_policy(), OverflowPolicy::Deny);
+    let busy_until = algorithm().interval_nanos();
+    let max_keys = table.max_keys() as u64;
+    for key in 0..max_keys {
+        assert!(table.check(&key, t(0)).is_allowed());
     }
-    assert_eq!(table.len(), CAPACITY);
+    assert_eq!(table.len() as u64, max_keys);
 
     let stop = AtomicBool::new(false);
     let (refusals, sweeps) = std::thread::scope(|s| {
@@ -76,7 +78,7 @@ fn lock_free_deny_retry_after_is_bounded_while_sweeping() {
             let mut sweeps = 0u64;
             // bounded on its own too: never outlive a reader stuck behind it
             while !stop.load(Ordering::Relaxed) && start.elapsed() < RUN {
-                assert_eq!(table.evict_refilled(NOW), 0, "every key is busy");
+                assert_eq!(table.evict_refilled(t(NOW)), 0, "every key is busy");
                 sweeps += 1;
                 // let a reader waiting for the shard's mutex in
                 std::thread::yield_now();
@@ -85,9 +87,9 @@ fn lock_free_deny_retry_after_is_bounded_while_sweeping() {
         });
         let start = Instant::now();
         let mut refusals = 0u64;
-        let mut key = CAPACITY as u64;
+        let mut key = max_keys;
         while start.elapsed() < RUN {
-            let decision = table.check(key, NOW);
+            let decision = table.check(&key, t(NOW));
             assert_eq!(decision.path(), KeyedPath::OverflowDenied);
             assert!(decision.is_denied());
             let retry_after = decision.decision().retry_after().as_nanos();
@@ -106,5 +108,30 @@ fn lock_free_deny_retry_after_is_bounded_while_sweeping() {
         refusals > 0 && sweeps > 0,
         "{refusals} refusals, {sweeps} sweeps"
     );
-    assert_eq!(table.len(), CAPACITY);
+    assert_eq!(table.len() as u64, max_keys);
+}
+
+#[test]
+fn lock_free_deny_retry_after_is_bounded_while_sweeping() {
+    let table = LockFreeGcraTable::<u64>::builder(algorithm())
+        .max_keys(CAPACITY)
+        .shards(1)
+        .overflow(OverflowPolicy::Deny)
+        .hasher(InOrder)
+        .build()
+        .expect("valid table");
+    assert_eq!(table.max_keys(), CAPACITY);
+    deny_retry_after_is_bounded_while_sweeping(&table);
+}
+
+#[test]
+fn sharded_deny_retry_after_is_bounded_while_sweeping() {
+    let spec = Spec::new(algorithm(), CAPACITY).overflow(OverflowPolicy::Deny);
+    deny_retry_after_is_bounded_while_sweeping(&keyed_support::sharded(spec));
+}
+
+#[test]
+fn heapless_deny_retry_after_is_bounded_while_sweeping() {
+    let spec = Spec::new(algorithm(), 4_096).overflow(OverflowPolicy::Deny);
+    deny_retry_after_is_bounded_while_sweeping(&keyed_support::heapless::<4_096>(spec));
 }
