@@ -194,6 +194,9 @@ impl ConcurrencyLimiter {
                 n, limit,
             )));
         }
+        if n == 0 {
+            return Ok(()); // takes nothing: granted whatever is in flight
+        }
         let mut v = self.in_flight.load(Ordering::Relaxed);
         loop {
             // v may exceed a lowered limit; compare in u64, no overflow
@@ -202,9 +205,6 @@ impl ConcurrencyLimiter {
                     self.retry_hint,
                     self.snapshot_of(v, limit),
                 )));
-            }
-            if n == 0 {
-                return Ok(());
             }
             match self.in_flight.compare_exchange_weak(
                 v,
@@ -379,6 +379,7 @@ impl Drop for Acquire<'_> {
 /// per-key in-flight limits of a [`Partitioned`](crate::partitioned::Partitioned)
 /// limiter: `check_n` takes permits and `refund` releases them. Crate-private
 /// on purpose: outside a lease that releases on drop it would leak permits.
+#[cfg(feature = "std")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct InFlight {
     pub(crate) limit: u32,
@@ -386,9 +387,11 @@ pub(crate) struct InFlight {
 }
 
 /// Permits in flight for one key.
+#[cfg(feature = "std")]
 #[derive(Debug, Default)]
 pub(crate) struct InFlightState(AtomicU32);
 
+#[cfg(feature = "std")]
 impl InFlight {
     fn snapshot_of(&self, in_flight: u32) -> Snapshot {
         let reset = if in_flight == 0 { 0 } else { self.retry_hint };
@@ -396,6 +399,7 @@ impl InFlight {
     }
 }
 
+#[cfg(feature = "std")]
 impl crate::limiter::Algorithm for InFlight {
     type State = InFlightState;
 

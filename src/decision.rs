@@ -75,6 +75,7 @@ impl Snapshot {
 
     /// The time one permit takes to come back (a GCRA bucket's emission
     /// interval), or 1 for a snapshot with an exact count.
+    #[cfg(feature = "std")]
     #[inline]
     pub(crate) const fn per_permit_nanos(&self) -> u64 {
         self.per_permit

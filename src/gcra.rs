@@ -332,19 +332,23 @@ impl Gcra {
     }
 }
 
-/// `carried` made different from `tat` without giving any room: a lock-free
-/// check that read `tat` before a conversion froze it must not be able to
-/// install its result over the converted value (its compare-and-swap
-/// expects `tat`). A full bucket (`tat ≤ now`) moves to another TAT that is
-/// still full; a busy one gets one nanosecond more lead (conservative).
+/// `carried`, moved off `tat` where that changes nothing: a lock-free check
+/// that read `tat` before a conversion froze it must not be able to install
+/// its result over the converted value (its compare-and-swap expects
+/// `tat`). A full bucket (`tat ≤ now`) moves to another TAT that is just as
+/// full. A busy bucket keeps its exact TAT (any other value would change
+/// its room); for it the check's last look at the change counter just
+/// before its swap is what keeps the old quota out (see [`crate::live`]).
 #[inline]
 const fn distinct_from(tat: u64, now: u64, carried: u64) -> u64 {
-    if carried != tat {
+    if carried != tat || tat > now {
         carried
-    } else if tat > 0 && tat <= now {
+    } else if tat > 0 {
         tat - 1
+    } else if now > 0 {
+        1
     } else {
-        tat.saturating_add(1)
+        tat // the clock's origin: no other full value exists
     }
 }
 

@@ -1,45 +1,77 @@
-//! A small fixed set of task wakers, woken together: how a
-//! [`ConcurrencyLimiter`](crate::ConcurrencyLimiter) wakes the tasks waiting
-//! for a permit when one is released, on any executor (tokio, embassy, …),
-//! without a timer and without allocating.
+//! The wakers of the tasks waiting for a
+//! [`ConcurrencyLimiter`](crate::ConcurrencyLimiter)'s permits, woken
+//! together when permits are released: on any executor (tokio, embassy, …),
+//! without a timer.
 //!
-//! Up to [`SLOTS`] wakers are kept. A task that registers while every slot is
-//! taken wakes all of them and takes a slot (they poll again and re-register,
-//! as embassy's `MultiWakerRegistration` does): with more waiters than slots
-//! this costs extra polls, never a lost wake-up. Each slot has a generation,
-//! so that a cancelled waiter can clear its own slot without clearing a
-//! newer waiter's.
-//!
-//! The slots are behind `std::sync::Mutex` with feature `std` and a
-//! `critical_section::Mutex` without it (`no_std`); either is held for a few
-//! instructions. `registered` lets a release skip the lock when nobody
-//! waits.
+//! With feature `std` the set grows as needed (a `Vec` behind a
+//! `std::sync::Mutex`, slots reused), so every waiter keeps its waker and
+//! sleeps until a release. Without `std` it is [`SLOTS`] slots behind a
+//! `critical_section::Mutex`, no allocation: a task that registers while
+//! every slot is taken wakes the others (they poll again and re-register,
+//! as embassy's `MultiWakerRegistration` does), so more than [`SLOTS`]
+//! simultaneous waiters cost repeated polls, never a lost wake-up. Each slot
+//! has a generation, so that a cancelled waiter clears its own slot and
+//! never a newer waiter's. `registered` lets a release skip the lock when
+//! nobody waits.
 
 use core::task::Waker;
 
 use crate::sync::{AtomicU32, Ordering};
 
-/// How many wakers are kept before registering wakes them all.
-pub(crate) const SLOTS: usize = 4;
+/// Slots of a `no_std` set before registering wakes the others.
+#[cfg(any(not(feature = "std"), test))]
+pub(crate) const SLOTS: usize = 8;
 
 #[derive(Debug)]
 struct Slots {
-    wakers: [Option<Waker>; SLOTS],
-    generations: [u32; SLOTS],
+    #[cfg(feature = "std")]
+    entries: std::vec::Vec<(u32, Option<Waker>)>,
+    #[cfg(not(feature = "std"))]
+    entries: [(u32, Option<Waker>); SLOTS],
 }
 
 impl Slots {
     const fn new() -> Self {
         Self {
-            wakers: [const { None }; SLOTS],
-            generations: [0; SLOTS],
+            #[cfg(feature = "std")]
+            entries: std::vec::Vec::new(),
+            #[cfg(not(feature = "std"))]
+            entries: [const { (0, None) }; SLOTS],
         }
     }
 
     fn count(&self) -> u32 {
-        self.wakers.iter().filter(|w| w.is_some()).count() as u32
+        self.entries.iter().filter(|e| e.1.is_some()).count() as u32
+    }
+
+    /// A free slot, making room if needed; wakers displaced to make room
+    /// (only without `std`) go to `overflow`.
+    fn free_slot(&mut self, overflow: &mut Overflow) -> usize {
+        if let Some(i) = self.entries.iter().position(|e| e.1.is_none()) {
+            return i;
+        }
+        #[cfg(feature = "std")]
+        {
+            let _ = overflow;
+            self.entries.push((0, None));
+            self.entries.len() - 1
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            // every slot taken: wake them all (outside the lock), reuse 0
+            for (i, e) in self.entries.iter_mut().enumerate() {
+                overflow[i] = e.1.take();
+                e.0 = e.0.wrapping_add(1);
+            }
+            0
+        }
     }
 }
+
+#[cfg(feature = "std")]
+type Overflow = ();
+#[cfg(not(feature = "std"))]
+type Overflow = [Option<Waker>; SLOTS];
 
 /// Where a waiter's waker is kept: `(slot, generation)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,35 +130,29 @@ impl WakerSet {
     /// after this returns, before sleeping: a wake-up that happened before
     /// the registration is not remembered.
     pub(crate) fn register(&self, waker: &Waker, previous: Option<Registration>) -> Registration {
-        let mut overflow: [Option<Waker>; SLOTS] = [const { None }; SLOTS];
+        #[cfg(feature = "std")]
+        let mut overflow: Overflow = ();
+        #[cfg(not(feature = "std"))]
+        let mut overflow: Overflow = [const { None }; SLOTS];
         let registration = self.with(|slots| {
             if let Some(r) = previous {
-                if slots.generations[r.slot] == r.generation {
-                    if let Some(w) = &mut slots.wakers[r.slot] {
+                if let Some((generation, Some(w))) = slots.entries.get_mut(r.slot) {
+                    if *generation == r.generation {
                         w.clone_from(waker);
                         return r;
                     }
                 }
             }
-            let slot = match slots.wakers.iter().position(Option::is_none) {
-                Some(free) => free,
-                None => {
-                    // every slot taken: wake them all (outside the lock)
-                    // and reuse the first
-                    for (i, w) in slots.wakers.iter_mut().enumerate() {
-                        overflow[i] = w.take();
-                        slots.generations[i] = slots.generations[i].wrapping_add(1);
-                    }
-                    0
-                }
-            };
-            slots.generations[slot] = slots.generations[slot].wrapping_add(1);
-            slots.wakers[slot] = Some(waker.clone());
+            let slot = slots.free_slot(&mut overflow);
+            let entry = &mut slots.entries[slot];
+            entry.0 = entry.0.wrapping_add(1);
+            entry.1 = Some(waker.clone());
             Registration {
                 slot,
-                generation: slots.generations[slot],
+                generation: entry.0,
             }
         });
+        #[cfg(not(feature = "std"))]
         for w in overflow.into_iter().flatten() {
             w.wake();
         }
@@ -139,8 +165,10 @@ impl WakerSet {
     /// Forgets a waiter's registration (a cancelled or satisfied waiter).
     pub(crate) fn unregister(&self, registration: Registration) {
         self.with(|slots| {
-            if slots.generations[registration.slot] == registration.generation {
-                slots.wakers[registration.slot] = None;
+            if let Some(entry) = slots.entries.get_mut(registration.slot) {
+                if entry.0 == registration.generation {
+                    entry.1 = None;
+                }
             }
         });
     }
@@ -151,12 +179,29 @@ impl WakerSet {
         if self.registered.load(Ordering::SeqCst) == 0 {
             return;
         }
-        let mut woken: [Option<Waker>; SLOTS] = [const { None }; SLOTS];
-        self.with(|slots| {
-            for (i, w) in slots.wakers.iter_mut().enumerate() {
-                woken[i] = w.take();
-            }
+        #[cfg(feature = "std")]
+        let woken: std::vec::Vec<Waker> = self.with(|slots| {
+            slots
+                .entries
+                .iter_mut()
+                .filter_map(|e| e.1.take())
+                .collect()
         });
+        #[cfg(not(feature = "std"))]
+        let woken: [Option<Waker>; SLOTS] = {
+            let mut woken = [const { None }; SLOTS];
+            self.with(|slots| {
+                for (i, e) in slots.entries.iter_mut().enumerate() {
+                    woken[i] = e.1.take();
+                }
+            });
+            woken
+        };
+        #[cfg(feature = "std")]
+        for w in woken {
+            w.wake();
+        }
+        #[cfg(not(feature = "std"))]
         for w in woken.into_iter().flatten() {
             w.wake();
         }
@@ -214,17 +259,16 @@ mod tests {
     }
 
     #[test]
-    fn overflow_wakes_the_others_instead_of_losing_them() {
+    fn many_waiters_sleep_until_a_release() {
+        // with std the set grows: registering never wakes anybody
         let set = WakerSet::new();
-        let counters: std::vec::Vec<_> = (0..=SLOTS).map(|_| counter()).collect();
-        for (_, w) in &counters[..SLOTS] {
+        let counters: std::vec::Vec<_> = (0..4 * SLOTS).map(|_| counter()).collect();
+        for (_, w) in &counters {
             set.register(w, None);
         }
-        // one more than fits: the kept ones are woken to re-register
-        set.register(&counters[SLOTS].1, None);
-        assert!(counters[..SLOTS].iter().all(|(c, _)| woken(c) == 1));
+        assert!(counters.iter().all(|(c, _)| woken(c) == 0));
         set.wake_all();
-        assert_eq!(woken(&counters[SLOTS].0), 1);
+        assert!(counters.iter().all(|(c, _)| woken(c) == 1));
     }
 
     #[test]

@@ -162,8 +162,9 @@ impl<L: QueueLimiter + Send + Sync + 'static> Drop for Acquire<'_, L> {
 /// nothing (unless the queue was built with
 /// [`release_on_drop`](super::QueueBuilder::release_on_drop)); call
 /// [`release`](Self::release) to give back permits that went unused. For a
-/// release-based limiter built with `release_on_drop`, dropping the permit
-/// returns its capacity and wakes the next waiter that fits.
+/// [`ConcurrencyLimiter`](crate::ConcurrencyLimiter) (or a queue built with
+/// `release_on_drop`), dropping the permit returns its capacity and wakes
+/// the next waiter that fits.
 #[derive(Debug)]
 #[must_use = "dropping a permit at once may release it at once"]
 pub struct QueuePermit<'a, L: QueueLimiter + Send + Sync + 'static> {

@@ -55,7 +55,7 @@
 //!   refused then. [`Queue::acquire_until`] adds a per-call deadline with
 //!   the same two effects ([`WaitError::DeadlineExceeded`]).
 //! - **Impossible requests.** `n` above the limiter's capacity (burst,
-//!   largest weight, concurrency limit) is refused at once with
+//!   window limit, concurrency limit) is refused at once with
 //!   [`WaitError::CapacityExceeded`]; `n = 0` is granted at once.
 //! - **Cancellation.** Dropping an [`Acquire`] future (a timeout,
 //!   `select!`, a client gone) unlinks its waiter; a waiter holds no
@@ -63,14 +63,14 @@
 //!   dropped one had never queued. If it had already been granted but not
 //!   yet polled, its permits are refunded to the limiter and the next
 //!   waiter is re-examined at once.
-//! - **Release-based limiters** (a concurrency limiter, whose `check_n`
-//!   takes and whose `refund` gives back): build the queue with
-//!   [`QueueBuilder::release_on_drop`] so that dropping a [`QueuePermit`]
-//!   refunds its permits and wakes the next waiter that fits. Such a queue
-//!   arms no timer for its waiters (a refusal's `retry_after` is then only
-//!   a hint): it never polls the limiter while nobody releases. If other
-//!   code also returns capacity to the same limiter directly, call
-//!   [`Queue::recheck`] after it does.
+//! - **The concurrency limiter** ([`ConcurrencyLimiter`](crate::ConcurrencyLimiter),
+//!   owned, `&'static` or in an `Arc`): dropping a [`QueuePermit`] always
+//!   gives its permits back and wakes the next waiter that fits (the queue
+//!   behaves as if built with [`QueueBuilder::release_on_drop`]). Such a
+//!   queue arms no timer for its waiters (a refusal's `retry_after` is then
+//!   only a hint): it never polls the limiter while nobody releases. If
+//!   other code also returns capacity to the same limiter directly (a
+//!   guard taken outside the queue), call [`Queue::recheck`] after it does.
 //! - [`Queue::close`] refuses every waiter and every later call with
 //!   [`WaitError::Closed`].
 //!
@@ -218,11 +218,11 @@ impl<L: QueueLimiter + Send + Sync + 'static> QueueBuilder<L> {
     }
 
     /// Whether dropping a [`QueuePermit`] gives its permits back to the
-    /// limiter (`Limiter::refund`) and wakes the next waiter that fits.
-    /// Set it for release-based limiters (concurrency limits): waiters are
-    /// then woken by releases only, never by a timer. Leave it off (the
-    /// default) for rate limiters, whose permits are spent and whose
-    /// capacity returns with time.
+    /// limiter (`Limiter::refund`) and wakes the next waiter that fits:
+    /// for a `Limiter` whose capacity comes back by refunds rather than
+    /// with time. Always on for the [`ConcurrencyLimiter`](crate::ConcurrencyLimiter)
+    /// (whatever this says); leave it off (the default) for rate limiters,
+    /// whose permits are spent and whose capacity returns with time.
     pub fn release_on_drop(mut self, release: bool) -> Self {
         self.release_on_drop = release;
         self
