@@ -8,7 +8,7 @@
 //! `Σ n · T ≤ (now_j − now_i) + capacity · T`: checked for every pair in
 //! linear time with a running minimum.
 
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,13 @@ struct Admission {
 /// The admissions, in the order they happened, and the nanoseconds from
 /// the bucket's first possible admission to the end of the run.
 fn hammer(bucket: Arc<Bucket<Gcra>>, threads: usize, run: Duration) -> (Vec<Admission>, u64) {
+    // One run at a time: the two tests' threads competing for the same
+    // cores would only starve each other (the liveness check below counts
+    // on the threads running for most of `run`).
+    static ONE_RUN_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _serial = ONE_RUN_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let clock = StdClock::new();
     // StdClocks share one process-wide origin (possibly set long before this
     // test started): measure the run from here, where the bucket is full.
