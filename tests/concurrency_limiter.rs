@@ -1,11 +1,23 @@
 //! The concurrency limiter against a plain counter model, and under real
 //! threads: never more than `limit` in flight, every dropped permit returns.
+//!
+//! Since API 13 the limiter is not a `Limiter`: its permits exist only as
+//! guards (`try_acquire`, `acquire(n).await`), or as raw counts detached
+//! from a guard (`into_raw`) and given back with `release`. `acquire` waits
+//! without a timer: it is woken by the release that frees its permits.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::{
-    AcquireError, Algorithm, Concurrency, ConcurrencyLimiter, ConcurrencyPermit, Decision, Limiter,
+    AcquireError, Bucket, CapacityExceeded, ConcurrencyLimiter, ConcurrencyPermit, ConfigError,
+    Gcra, Limiter,
 };
 
 #[derive(Debug, Clone)]
@@ -16,10 +28,11 @@ enum Op {
     Drop(usize),
     /// forget the i-th held guard, then (maybe) release its permits by hand
     Forget(usize, bool),
-    /// take `n` without a guard (Limiter::check_n)
-    Check(u32),
-    /// give back `n` of the unguarded permits (Limiter::refund)
-    Refund(u32),
+    /// take `n` and detach them from their guard (`into_raw`); this was an
+    /// unguarded `Limiter::check_n` before API 13
+    Detach(u32),
+    /// give back `n` of the detached permits (`release`; was `Limiter::refund`)
+    Release(u32),
 }
 
 fn op(limit: u32) -> impl Strategy<Value = Op> {
@@ -27,8 +40,8 @@ fn op(limit: u32) -> impl Strategy<Value = Op> {
         4 => (0..=limit + 1).prop_map(Op::Acquire),
         3 => any::<usize>().prop_map(Op::Drop),
         1 => (any::<usize>(), any::<bool>()).prop_map(|(i, r)| Op::Forget(i, r)),
-        2 => (0..=limit + 1).prop_map(Op::Check),
-        1 => (0..=limit).prop_map(Op::Refund),
+        2 => (0..=limit + 1).prop_map(Op::Detach),
+        1 => (0..=limit).prop_map(Op::Release),
     ]
 }
 
@@ -36,17 +49,17 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(500))]
 
     /// Same decisions as a counter, in flight never above the limit, and the
-    /// count always equals the permits held (guards + unguarded + leaked).
+    /// count always equals the permits held (guards + detached + leaked).
     #[test]
     fn matches_a_counter_and_never_exceeds_the_limit(
         (limit, ops) in (1u32..=10).prop_flat_map(|l| (Just(l), prop::collection::vec(op(l), 1..100)))
     ) {
         let limiter = ConcurrencyLimiter::new(limit).unwrap();
         let mut held: Vec<ConcurrencyPermit<'_>> = vec![];
-        let mut unguarded = 0u32; // taken by check_n, not yet refunded
+        let mut detached = 0u32; // taken and detached by into_raw, not yet released
         let mut leaked = 0u32; // forgotten and never released
         for op in ops {
-            let in_flight: u32 = held.iter().map(|p| p.permits()).sum::<u32>() + unguarded + leaked;
+            let in_flight: u32 = held.iter().map(|p| p.permits()).sum::<u32>() + detached + leaked;
             match op {
                 Op::Acquire(n) => match limiter.try_acquire(n) {
                     Ok(p) => {
@@ -71,30 +84,39 @@ proptest! {
                     std::mem::forget(p);
                     if release { limiter.release(n) } else { leaked += n }
                 }
-                Op::Check(n) => match limiter.check_n(n, 0) {
-                    Ok(Decision::Allowed(s)) => {
+                Op::Detach(n) => match limiter.try_acquire(n).map(ConcurrencyPermit::into_raw) {
+                    Ok(taken) => {
+                        prop_assert_eq!(taken, n);
                         prop_assert!(in_flight + n <= limit);
-                        prop_assert_eq!(s.remaining(), limit - in_flight - n);
-                        unguarded += n;
+                        prop_assert_eq!(limiter.snapshot().remaining(), limit - in_flight - n);
+                        detached += n;
                     }
-                    Ok(Decision::Denied(_)) => prop_assert!(in_flight + n > limit),
-                    Err(e) => prop_assert!(e.requested > limit),
+                    Err(AcquireError::Denied(_)) => prop_assert!(in_flight + n > limit),
+                    Err(AcquireError::CapacityExceeded(e)) => prop_assert!(e.requested > limit),
+                    Err(e) => prop_assert!(false, "unexpected {e:?}"),
                 },
-                Op::Refund(n) => {
-                    let n = n.min(unguarded);
-                    limiter.refund(n, 0);
-                    unguarded -= n;
+                Op::Release(n) => {
+                    let n = n.min(detached);
+                    limiter.release(n);
+                    detached -= n;
                 }
                 _ => {}
             }
-            let in_flight: u32 = held.iter().map(|p| p.permits()).sum::<u32>() + unguarded + leaked;
+            let in_flight: u32 = held.iter().map(|p| p.permits()).sum::<u32>() + detached + leaked;
             prop_assert_eq!(limiter.in_flight(), in_flight);
             prop_assert!(limiter.in_flight() <= limit);
-            prop_assert_eq!(limiter.is_idle(0), in_flight == 0);
-            prop_assert_eq!(limiter.time_until_ready(limit - in_flight, 0), Ok(0));
+            // idle (was `is_idle`): nothing in flight, nothing to wait for
+            prop_assert_eq!(limiter.snapshot().reset_after().is_zero(), in_flight == 0);
+            // every free permit can be taken now (was `time_until_ready == 0`)
+            prop_assert_eq!(limiter.available(), limit - in_flight);
+            prop_assert_eq!(limiter.snapshot().remaining(), limit - in_flight);
+            let all_free = limiter.try_acquire(limit - in_flight);
+            prop_assert!(all_free.is_ok());
+            drop(all_free);
+            prop_assert_eq!(limiter.in_flight(), in_flight);
         }
         drop(held);
-        prop_assert_eq!(limiter.in_flight(), unguarded + leaked);
+        prop_assert_eq!(limiter.in_flight(), detached + leaked);
     }
 
     /// Huge requests and releases never panic or wrap.
@@ -102,10 +124,14 @@ proptest! {
     fn extreme_inputs_never_panic(limit in prop_oneof![Just(u32::MAX), 1..=u32::MAX], ns in prop::collection::vec(any::<u32>(), 1..30)) {
         let limiter = ConcurrencyLimiter::new(limit).unwrap();
         for n in ns {
-            let _ = limiter.check_n(n, u64::MAX);
+            // an unguarded take (was `check_n`)
+            let _ = limiter.try_acquire(n).map(ConcurrencyPermit::into_raw);
             prop_assert!(limiter.in_flight() <= limit);
             limiter.release(n / 3);
             let _ = limiter.try_acquire(n).map(ConcurrencyPermit::into_raw);
+            prop_assert!(limiter.in_flight() <= limit);
+            // a waiter for the same: resolved, or pending and cancelled
+            let _ = embassy_futures::poll_once(limiter.acquire(n));
             prop_assert!(limiter.in_flight() <= limit);
         }
     }
@@ -146,15 +172,377 @@ fn threads_never_exceed_the_limit_and_every_dropped_permit_returns() {
     assert!(granted.load(Ordering::Relaxed) > 0);
 }
 
+/// Was `algorithm_state_can_live_in_a_static` (the `Concurrency` algorithm
+/// and its `ConcurrencyState` are gone in API 13): the limiter itself is
+/// `const`-constructible, so its state can live in a `static`.
+///
+/// The static holds the constructor's `Result`: `valid!(ConcurrencyLimiter::new(2))`
+/// (what the crate documents) does not compile, E0493, because the
+/// `Result<ConcurrencyLimiter, _>` it matches on has a destructor that a
+/// `const` block cannot run (see the report of the API 13 port).
 #[test]
-fn algorithm_state_can_live_in_a_static() {
-    static STATE: tollgate::ConcurrencyState = tollgate::ConcurrencyState::new();
-    const ALG: Concurrency = match Concurrency::new(2) {
-        Ok(c) => c,
-        Err(_) => panic!("bad limit"),
-    };
-    let a = ALG.try_acquire(&STATE, 2).unwrap();
-    assert!(ALG.check_n(&STATE, 1, 0).unwrap().is_denied());
+fn limiter_can_live_in_a_static() {
+    static JOBS: Result<ConcurrencyLimiter, ConfigError> = ConcurrencyLimiter::new(2);
+    let jobs: &'static ConcurrencyLimiter = JOBS.as_ref().unwrap();
+    let a = jobs.try_acquire(2).unwrap();
+    assert!(matches!(jobs.try_acquire(1), Err(AcquireError::Denied(_))));
     drop(a);
-    assert!(ALG.is_idle(&STATE, 0));
+    assert_eq!(jobs.in_flight(), 0);
+    assert!(jobs.snapshot().reset_after().is_zero());
+}
+
+/// `Probe::<T>::IS_LIMITER` is true exactly when `T: Limiter` (an inherent
+/// const with a bound wins over the trait's default when the bound holds).
+struct Probe<T: ?Sized>(PhantomData<T>);
+trait NotALimiter {
+    const IS_LIMITER: bool = false;
+}
+impl<T: ?Sized> NotALimiter for Probe<T> {}
+impl<T: ?Sized + Limiter> Probe<T> {
+    const IS_LIMITER: bool = true;
+}
+
+/// Changed on purpose (API 13): the concurrency limiter is no longer a
+/// `Limiter`, so no chain, statistics wrapper or waiter can take its
+/// permits without a guard.
+#[test]
+fn is_not_a_limiter() {
+    // checked at compile time
+    const { assert!(!Probe::<ConcurrencyLimiter>::IS_LIMITER) };
+    const { assert!(!Probe::<Arc<ConcurrencyLimiter>>::IS_LIMITER) };
+    const { assert!(!Probe::<&ConcurrencyLimiter>::IS_LIMITER) };
+    // the probe does see a limiter
+    const { assert!(Probe::<Bucket<Gcra>>::IS_LIMITER) };
+    const { assert!(Probe::<Arc<Bucket<Gcra>>>::IS_LIMITER) };
+}
+
+/// A waker that counts its wake-ups.
+struct Count(AtomicUsize);
+
+impl Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A counting waker: `(counter, waker)`. `Arc::strong_count(&counter)` is 2
+/// while only the caller holds the waker; more means someone kept a clone.
+fn counter() -> (Arc<Count>, Waker) {
+    let count = Arc::new(Count(AtomicUsize::new(0)));
+    (Arc::clone(&count), Waker::from(Arc::clone(&count)))
+}
+
+fn wakes(c: &Count) -> usize {
+    c.0.load(Ordering::SeqCst)
+}
+
+/// True while something other than the caller keeps a clone of the waker.
+fn registered(c: &Arc<Count>) -> bool {
+    Arc::strong_count(c) > 2
+}
+
+#[test]
+fn acquire_is_woken_by_the_release_and_not_before() {
+    let limiter = ConcurrencyLimiter::new(2).unwrap();
+    let first = limiter.try_acquire(1).unwrap();
+    let second = limiter.try_acquire(1).unwrap();
+    let (count, waker) = counter();
+    let mut cx = Context::from_waker(&waker);
+    let mut waiting = pin!(limiter.acquire(1));
+
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+    assert!(registered(&count), "a pending acquire keeps its waker");
+    // nothing that frees no permit wakes it
+    assert!(limiter.try_acquire(1).is_err());
+    let _ = limiter.snapshot();
+    limiter.release(0);
+    assert_eq!(wakes(&count), 0);
+    // polling again without a release: still pending, still not woken
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(wakes(&count), 0);
+    assert_eq!(limiter.in_flight(), 2, "a pending acquire takes nothing");
+
+    drop(first);
+    assert_eq!(wakes(&count), 1, "the release woke the waiter");
+    assert_eq!(limiter.in_flight(), 1, "the permit is free until polled");
+    let Poll::Ready(Ok(permit)) = waiting.as_mut().poll(&mut cx) else {
+        panic!("the freed permit is granted on the next poll")
+    };
+    assert_eq!((permit.permits(), limiter.in_flight()), (1, 2));
+
+    // a resolved acquire is no longer woken
+    drop(second);
+    drop(permit);
+    assert_eq!(wakes(&count), 1);
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+#[test]
+fn acquire_of_several_waits_until_enough_are_free() {
+    let limiter = ConcurrencyLimiter::new(3).unwrap();
+    let mut a = limiter.try_acquire(2).unwrap();
+    let b = limiter.try_acquire(1).unwrap();
+    let (count, waker) = counter();
+    let mut cx = Context::from_waker(&waker);
+    let mut waiting = pin!(limiter.acquire(2));
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+
+    // one permit back is not enough: woken, polls, and waits again
+    a.release_some(1);
+    assert_eq!(wakes(&count), 1);
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+    assert!(registered(&count));
+    drop(b);
+    assert_eq!(wakes(&count), 2);
+    let Poll::Ready(Ok(permit)) = waiting.as_mut().poll(&mut cx) else {
+        panic!("two permits are free")
+    };
+    assert_eq!(permit.permits(), 2);
+    assert_eq!(limiter.in_flight(), 3);
+    drop((a, permit));
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+/// On a real executor: an hour of (paused) tokio time passes without the
+/// waiter completing, and it completes within a millisecond of the drop,
+/// never before it.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_task_completes_right_after_the_permit_is_dropped() {
+    let limiter = Arc::new(ConcurrencyLimiter::new(1).unwrap());
+    let held = limiter.try_acquire_owned(1).unwrap();
+    let released = Arc::new(AtomicBool::new(false));
+    let task = tokio::spawn({
+        let (limiter, released) = (Arc::clone(&limiter), Arc::clone(&released));
+        async move {
+            let permit = limiter.acquire_owned(1).await.unwrap();
+            assert!(
+                released.load(Ordering::SeqCst),
+                "granted before the release"
+            );
+            permit.permits()
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(3_600)).await;
+    assert!(!task.is_finished(), "no timer or polling grants the permit");
+    assert_eq!(limiter.in_flight(), 1);
+
+    released.store(true, Ordering::SeqCst);
+    drop(held);
+    let permits = tokio::time::timeout(Duration::from_millis(1), task)
+        .await
+        .expect("woken by the release")
+        .unwrap();
+    assert_eq!(permits, 1);
+    assert_eq!(
+        limiter.in_flight(),
+        0,
+        "the task's permit was dropped with it"
+    );
+}
+
+#[test]
+fn acquire_above_the_limit_resolves_at_once_to_capacity_exceeded() {
+    let limiter = Arc::new(ConcurrencyLimiter::new(3).unwrap());
+    let (count, waker) = counter();
+    let mut cx = Context::from_waker(&waker);
+    let exceeded = CapacityExceeded::new(4, 3);
+    // even on an idle limiter: it could never be granted
+    let mut fut = pin!(limiter.acquire(4));
+    assert!(matches!(fut.as_mut().poll(&mut cx), Poll::Ready(Err(e)) if e == exceeded));
+    let mut owned = pin!(limiter.acquire_owned(4));
+    assert!(matches!(owned.as_mut().poll(&mut cx), Poll::Ready(Err(e)) if e == exceeded));
+    // and on a busy one, without waiting for a release
+    let held = limiter.try_acquire(3).unwrap();
+    assert!(matches!(
+        embassy_futures::poll_once(limiter.acquire(u32::MAX)),
+        Poll::Ready(Err(CapacityExceeded {
+            requested: u32::MAX,
+            capacity: 3
+        }))
+    ));
+    assert!(!registered(&count), "nothing was registered");
+    assert_eq!(wakes(&count), 0);
+    assert_eq!(limiter.in_flight(), 3);
+    drop(held);
+    assert_eq!(limiter.in_flight(), 0);
+    // the same as try_acquire says
+    assert!(matches!(
+        limiter.try_acquire(4),
+        Err(AcquireError::CapacityExceeded(e)) if e == exceeded
+    ));
+}
+
+/// Documented: `acquire(0)` resolves at once, even with every permit taken.
+#[test]
+fn acquire_of_zero_resolves_at_once_on_a_full_limiter() {
+    let limiter = ConcurrencyLimiter::new(2).unwrap();
+    let held = limiter.try_acquire(2).unwrap();
+    let (count, waker) = counter();
+    let mut fut = pin!(limiter.acquire(0));
+    let Poll::Ready(Ok(none)) = fut.as_mut().poll(&mut Context::from_waker(&waker)) else {
+        panic!("acquire(0) waited")
+    };
+    assert_eq!((none.permits(), limiter.in_flight()), (0, 2));
+    assert!(!registered(&count));
+    drop((none, held));
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+#[test]
+fn lowering_the_limit_refuses_new_work_until_enough_are_released() {
+    let limiter = ConcurrencyLimiter::new(4).unwrap();
+    let a = limiter.try_acquire(2).unwrap();
+    let b = limiter.try_acquire(1).unwrap();
+    limiter.set_limit(2).unwrap();
+    assert_eq!(limiter.limit(), 2);
+    // the permits in flight are kept, above the new limit
+    assert_eq!((limiter.in_flight(), limiter.available()), (3, 0));
+    let s = limiter.snapshot();
+    assert_eq!((s.limit(), s.remaining()), (2, 0));
+    assert!(matches!(limiter.try_acquire(1), Err(AcquireError::Denied(d)) if d.limit() == 2));
+    assert!(matches!(
+        limiter.try_acquire(3),
+        Err(AcquireError::CapacityExceeded(e)) if e == CapacityExceeded::new(3, 2)
+    ));
+    drop(b); // 2 in flight: at the new limit
+    assert!(matches!(
+        limiter.try_acquire(1),
+        Err(AcquireError::Denied(_))
+    ));
+    drop(a);
+    assert_eq!(limiter.available(), 2);
+    let both = limiter.try_acquire(2).unwrap();
+    assert!(limiter.try_acquire(1).is_err());
+    drop(both);
+    // zero is refused and changes nothing
+    assert_eq!(limiter.set_limit(0), Err(ConfigError::ZeroLimit));
+    assert_eq!(limiter.limit(), 2);
+}
+
+#[test]
+fn raising_the_limit_wakes_the_waiters() {
+    let limiter = ConcurrencyLimiter::new(1).unwrap();
+    let held = limiter.try_acquire(1).unwrap();
+    let (count, waker) = counter();
+    let mut cx = Context::from_waker(&waker);
+    let mut waiting = pin!(limiter.acquire(1));
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+    // a refused change wakes nobody
+    assert_eq!(limiter.set_limit(0), Err(ConfigError::ZeroLimit));
+    assert_eq!(wakes(&count), 0);
+
+    limiter.set_limit(2).unwrap();
+    assert_eq!(wakes(&count), 1, "raising the limit woke the waiter");
+    let Poll::Ready(Ok(permit)) = waiting.as_mut().poll(&mut cx) else {
+        panic!("the raised limit has room")
+    };
+    assert_eq!((limiter.in_flight(), limiter.limit()), (2, 2));
+    drop((held, permit));
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+#[test]
+fn a_waiter_above_a_lowered_limit_resolves_to_capacity_exceeded() {
+    let limiter = ConcurrencyLimiter::new(3).unwrap();
+    let held = limiter.try_acquire(3).unwrap();
+    let (count, waker) = counter();
+    let mut cx = Context::from_waker(&waker);
+    let mut waiting = pin!(limiter.acquire(3));
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+    limiter.set_limit(2).unwrap();
+    assert_eq!(wakes(&count), 1, "lowering the limit wakes the waiters too");
+    assert!(matches!(
+        waiting.as_mut().poll(&mut cx),
+        Poll::Ready(Err(e)) if e == CapacityExceeded::new(3, 2)
+    ));
+    assert_eq!(limiter.in_flight(), 3);
+    drop(held);
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+#[test]
+fn a_dropped_pending_acquire_leaves_nothing_registered() {
+    let limiter = Arc::new(ConcurrencyLimiter::new(1).unwrap());
+    let held = limiter.try_acquire(1).unwrap();
+
+    // a few cancelled waiters, borrowed and owned
+    let cancelled: Vec<(Arc<Count>, Waker)> = (0..3).map(|_| counter()).collect();
+    {
+        let (c0, w0) = &cancelled[0];
+        let mut fut = pin!(limiter.acquire(1));
+        assert!(fut.as_mut().poll(&mut Context::from_waker(w0)).is_pending());
+        assert!(registered(c0));
+        let (c1, w1) = &cancelled[1];
+        let mut owned = pin!(limiter.acquire_owned(1));
+        assert!(owned
+            .as_mut()
+            .poll(&mut Context::from_waker(w1))
+            .is_pending());
+        assert!(registered(c1));
+        let (c2, w2) = &cancelled[2];
+        let mut again = pin!(limiter.acquire(1));
+        assert!(again
+            .as_mut()
+            .poll(&mut Context::from_waker(w2))
+            .is_pending());
+        assert!(registered(c2));
+    } // all three dropped while pending
+    for (c, _) in &cancelled {
+        assert!(!registered(c), "a cancelled waiter's waker was kept");
+    }
+    assert_eq!(limiter.in_flight(), 1, "cancelled waiters took nothing");
+
+    // more cancelled waiters than a small waker set has slots
+    let many: Vec<(Arc<Count>, Waker)> = (0..20).map(|_| counter()).collect();
+    for (_, w) in &many {
+        let mut fut = pin!(limiter.acquire(1));
+        assert!(fut.as_mut().poll(&mut Context::from_waker(w)).is_pending());
+    }
+    for (c, _) in &many {
+        assert!(!registered(c));
+    }
+    let woken_before: Vec<usize> = many.iter().map(|(c, _)| wakes(c)).collect();
+
+    // the next waiter is still woken by a release, and only it
+    let (next, waker) = counter();
+    let mut cx = Context::from_waker(&waker);
+    let mut waiting = pin!(limiter.acquire(1));
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+    drop(held);
+    assert_eq!(wakes(&next), 1);
+    for (c, _) in &cancelled {
+        assert_eq!(wakes(c), 0, "a cancelled waiter was woken");
+    }
+    let woken_after: Vec<usize> = many.iter().map(|(c, _)| wakes(c)).collect();
+    assert_eq!(woken_after, woken_before, "a cancelled waiter was woken");
+    let Poll::Ready(Ok(permit)) = waiting.as_mut().poll(&mut cx) else {
+        panic!("the released permit goes to the next waiter")
+    };
+    assert_eq!(permit.permits(), 1);
+}
+
+/// The same with tasks: an aborted waiting task (its future dropped) does
+/// not swallow the release meant for the task behind it.
+#[tokio::test(start_paused = true)]
+async fn an_aborted_waiting_task_does_not_swallow_the_release() {
+    let limiter = Arc::new(ConcurrencyLimiter::new(1).unwrap());
+    let held = limiter.try_acquire_owned(1).unwrap();
+    let spawn_waiter = || {
+        let limiter = Arc::clone(&limiter);
+        tokio::spawn(async move { limiter.acquire_owned(1).await.map(|p| p.permits()) })
+    };
+    let cancelled = spawn_waiter();
+    let next = spawn_waiter();
+    tokio::time::sleep(Duration::from_secs(1)).await; // both are waiting
+    assert!(!cancelled.is_finished() && !next.is_finished());
+    cancelled.abort();
+    assert!(cancelled.await.unwrap_err().is_cancelled());
+
+    drop(held);
+    let got = tokio::time::timeout(Duration::from_millis(1), next)
+        .await
+        .expect("the remaining waiter was woken")
+        .unwrap();
+    assert_eq!(got, Ok(1));
+    assert_eq!(limiter.in_flight(), 0);
 }

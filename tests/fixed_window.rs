@@ -1,8 +1,22 @@
 //! The fixed window against a reference model that keeps a log of every
 //! admission and counts the log entries of `now`'s aligned window.
 
+use core::time::Duration;
+
 use proptest::prelude::*;
-use tollgate::{Bucket, Clock, Decision, FixedWindow, Limiter, ManualClock, WindowError};
+use tollgate::{
+    valid, Algorithm, Bucket, Clock, ConfigError, Decision, FixedWindow, Limiter, ManualClock,
+    Quota, Timestamp,
+};
+
+fn t(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
+
+/// `limit` per window of `window` nanoseconds.
+fn fixed(limit: u32, window: u64) -> Result<FixedWindow, ConfigError> {
+    FixedWindow::new(limit, Duration::from_nanos(window))
+}
 
 /// The reference: a log of admissions `(instant, permits)`. A window is
 /// `[start, start + w)` with `start = now − now mod w`, in `u128` so that
@@ -102,16 +116,16 @@ proptest! {
     fn matches_the_log_model_and_never_exceeds_the_limit_per_window(
         (limit, window, start, ops) in config()
     ) {
-        let clock = ManualClock::new(start);
-        let limiter = Bucket::new(FixedWindow::from_nanos(limit, window).unwrap());
+        let clock = ManualClock::starting_at(t(start));
+        let limiter = Bucket::new(fixed(limit, window).unwrap());
         let mut model = Model { limit: limit as u64, window: window as u128, log: vec![] };
         let mut admitted: Vec<(u64, u64)> = vec![];
         for op in ops {
-            let now = clock.now();
+            let now = clock.now().as_nanos();
             match op {
-                Op::Advance(d) => clock.advance_nanos(d),
+                Op::Advance(d) => clock.advance(Duration::from_nanos(d)),
                 Op::Check(n) => {
-                    let got = limiter.check_n(n, now);
+                    let got = limiter.check_n(n, t(now));
                     if n > limit {
                         let e = got.unwrap_err();
                         prop_assert_eq!((e.requested, e.capacity), (n, limit));
@@ -132,7 +146,7 @@ proptest! {
                     }
                 }
                 Op::Refund(n) => {
-                    limiter.refund(n, now);
+                    limiter.refund(n, t(now));
                     model.refund(n as u64, now);
                     let start = model.start(now);
                     let mut left = n as u64;
@@ -144,22 +158,22 @@ proptest! {
                     }
                 }
                 Op::Ready(n) => {
-                    let got = limiter.time_until_ready(n, now);
+                    let got = limiter.time_until_ready(n, t(now));
                     if n > limit {
                         prop_assert!(got.is_err());
                     } else {
                         let used = model.used(now);
                         let want = if used + n as u64 <= limit as u64 { 0 } else { model.wait(now) };
-                        prop_assert_eq!(got.unwrap(), want);
+                        prop_assert_eq!(got.unwrap(), Duration::from_nanos(want));
                     }
                 }
             }
-            let now = clock.now();
+            let now = clock.now().as_nanos();
             prop_assert_eq!(
-                limiter.snapshot(now).remaining() as u64,
+                limiter.snapshot(t(now)).remaining() as u64,
                 limit as u64 - model.used(now)
             );
-            prop_assert_eq!(limiter.is_idle(now), model.used(now) == 0);
+            prop_assert_eq!(limiter.is_idle(t(now)), model.used(now) == 0);
         }
         // the safety bound, from the limiter's own admissions
         let mut per_window = std::collections::BTreeMap::<u128, u64>::new();
@@ -180,12 +194,13 @@ proptest! {
         steps in prop::collection::vec(
             (prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>()], any::<u32>()), 1..40),
     ) {
-        let Ok(alg) = FixedWindow::from_nanos(limit, window) else {
+        let Ok(alg) = fixed(limit, window) else {
             prop_assert!(limit == 0 || window < (1u64 << (32 - limit.leading_zeros())));
             return Ok(());
         };
         let limiter = Bucket::new(alg);
         for (now, n) in steps {
+            let now = t(now);
             match limiter.check_n(n, now) {
                 Ok(Decision::Denied(d)) => prop_assert!(d.retry_after_nanos() >= 1),
                 Ok(Decision::Allowed(s)) => prop_assert!(s.remaining() <= limit),
@@ -201,38 +216,53 @@ proptest! {
 #[test]
 fn retry_after_is_the_time_to_the_next_boundary_not_a_whole_window() {
     // dotnet/runtime#92557: a refusal late in a window must not wait a whole window.
-    let limiter = Bucket::new(FixedWindow::from_nanos(10, 1_000).unwrap());
-    assert!(limiter.check_n(10, 100).unwrap().is_allowed());
-    let refused = limiter.check(990);
+    let limiter = Bucket::new(fixed(10, 1_000).unwrap());
+    assert!(limiter.check_n(10, t(100)).unwrap().is_allowed());
+    let refused = limiter.check(t(990));
     assert_eq!(refused.denied().unwrap().retry_after_nanos(), 10);
-    assert!(limiter.check_n(10, 1_000).unwrap().is_allowed());
+    assert!(limiter.check_n(10, t(1_000)).unwrap().is_allowed());
 }
 
 #[test]
 fn rejected_configurations_are_typed_errors() {
-    assert_eq!(FixedWindow::from_nanos(0, 1), Err(WindowError::ZeroLimit));
-    assert_eq!(FixedWindow::from_nanos(3, 0), Err(WindowError::ZeroWindow));
+    assert_eq!(fixed(0, 1), Err(ConfigError::ZeroLimit));
+    assert_eq!(fixed(3, 0), Err(ConfigError::ZeroWindow));
     assert_eq!(
-        FixedWindow::from_nanos(1_000, 1_000),
-        Err(WindowError::WindowTooShort {
-            window_nanos: 1_000,
+        fixed(1_000, 1_000),
+        Err(ConfigError::WindowTooShort {
+            window: Duration::from_nanos(1_000),
             limit: 1_000,
-            min_window_nanos: 1_024
+            min_window: Duration::from_nanos(1_024)
         })
     );
+}
+
+/// New in API 13: a window has no burst of its own, so a quota with one is
+/// refused instead of the burst being silently ignored.
+#[test]
+fn from_quota_takes_permits_per_period_and_refuses_a_burst() {
+    let w = FixedWindow::from_quota(Quota::per_second(10).unwrap()).unwrap();
+    assert_eq!((w.limit(), w.window()), (10, Duration::from_secs(1)));
+    assert_eq!(w, FixedWindow::new(10, Duration::from_secs(1)).unwrap());
+    assert_eq!(
+        FixedWindow::from_quota(Quota::per_second(10).unwrap().with_burst(5).unwrap()),
+        Err(ConfigError::BurstNotSupported {
+            burst: 5,
+            permits: 10
+        })
+    );
+    // the window is its finest step: what a clock must resolve
+    assert_eq!(w.required_resolution(), Duration::from_secs(1));
 }
 
 #[test]
 fn a_static_fixed_window() {
     static LIMIT: Bucket<FixedWindow> =
-        Bucket::fixed_window(match FixedWindow::from_nanos(2, 64) {
-            Ok(w) => w,
-            Err(_) => panic!("bad window"),
-        });
-    assert!(LIMIT.check(0).is_allowed());
-    assert!(LIMIT.check(1).is_allowed());
-    assert!(LIMIT.check(63).is_denied());
-    assert!(LIMIT.check(64).is_allowed());
+        Bucket::fixed_window(valid!(FixedWindow::new(2, Duration::from_nanos(64))));
+    assert!(LIMIT.check(t(0)).is_allowed());
+    assert!(LIMIT.check(t(1)).is_allowed());
+    assert!(LIMIT.check(t(63)).is_denied());
+    assert!(LIMIT.check(t(64)).is_allowed());
 }
 
 #[test]
@@ -240,7 +270,7 @@ fn concurrent_checks_admit_exactly_the_limit_per_window() {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Barrier;
     const THREADS: u64 = 4;
-    let limiter = Bucket::new(FixedWindow::from_nanos(100, 1_000).unwrap());
+    let limiter = Bucket::new(fixed(100, 1_000).unwrap());
     let per_window = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
     let barrier = Barrier::new(THREADS as usize);
     std::thread::scope(|s| {
@@ -251,7 +281,11 @@ fn concurrent_checks_admit_exactly_the_limit_per_window() {
                 for (k, count) in per_window.iter().enumerate() {
                     for i in 0..200u64 {
                         let now = k as u64 * 1_000 + (i * 7 + t * 13) % 1_000;
-                        if limiter.check_n(1, now).unwrap().is_allowed() {
+                        if limiter
+                            .check_n(1, Timestamp::from_nanos(now))
+                            .unwrap()
+                            .is_allowed()
+                        {
                             count.fetch_add(1, Ordering::Relaxed);
                         }
                     }

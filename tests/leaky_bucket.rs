@@ -1,15 +1,21 @@
 //! Strict-pacing leaky bucket behaviour (DESIGN.md §2).
 
-use tollgate::{Bucket, CapacityExceeded, Limiter, Quota};
+use core::time::Duration;
+
+use tollgate::{Bucket, CapacityExceeded, Limiter, Quota, Timestamp};
 
 const MS: u64 = 1_000_000;
+
+fn t(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
 
 #[test]
 fn admits_exactly_one_per_interval() {
     let b = Bucket::leaky_bucket(Quota::per_second(10).unwrap()); // T = 100 ms
     let mut admitted = Vec::new();
     for ms in 0..=1000u64 {
-        if b.check(ms * MS).is_allowed() {
+        if b.check(t(ms * MS)).is_allowed() {
             admitted.push(ms);
         }
     }
@@ -18,12 +24,13 @@ fn admits_exactly_one_per_interval() {
 
 #[test]
 fn never_two_at_the_same_instant() {
-    let b = Bucket::leaky_bucket(Quota::per_second(1000).unwrap().allow_burst(1000).unwrap());
-    // even with a large token-bucket burst configured, the leaky bucket paces
-    for t in [0, 5 * MS, 10 * MS, 3_600_000 * MS] {
-        assert!(b.check(t).is_allowed());
-        assert!(b.check(t).is_denied());
-        assert_eq!(b.check(t).retry_after_nanos_or_zero(), MS);
+    let b = Bucket::leaky_bucket(Quota::per_second(1000).unwrap().with_burst(1000).unwrap());
+    // even with a large burst configured (the largest request it accepts),
+    // the leaky bucket paces single permits one interval apart
+    for now in [0, 5 * MS, 10 * MS, 3_600_000 * MS].map(t) {
+        assert!(b.check(now).is_allowed());
+        assert!(b.check(now).is_denied());
+        assert_eq!(b.check(now).retry_after_nanos_or_zero(), MS);
     }
 }
 
@@ -39,54 +46,96 @@ impl RetryNanos for tollgate::Decision {
 #[test]
 fn retry_after_is_time_until_drained() {
     let b = Bucket::leaky_bucket(Quota::per_second(4).unwrap()); // T = 250 ms
-    assert!(b.check(0).is_allowed());
-    assert_eq!(b.check(100 * MS).retry_after_nanos_or_zero(), 150 * MS);
-    assert!(b.check(250 * MS - 1).is_denied());
-    assert!(b.check(250 * MS).is_allowed());
+    assert!(b.check(t(0)).is_allowed());
+    assert_eq!(b.check(t(100 * MS)).retry_after_nanos_or_zero(), 150 * MS);
+    assert!(b.check(t(250 * MS - 1)).is_denied());
+    assert!(b.check(t(250 * MS)).is_allowed());
 }
 
 #[test]
 fn weighted_request_waits_for_drain_then_occupies_n_intervals() {
-    let q = Quota::per_second(10).unwrap().max_weight(4).unwrap();
+    // the largest request of a leaky bucket is the quota's burst
+    let q = Quota::per_second(10).unwrap().with_burst(4).unwrap();
     let b = Bucket::leaky_bucket(q);
     assert_eq!(b.capacity(), 4);
-    assert!(b.check_n(3, 0).unwrap().is_allowed()); // occupies 300 ms
-    let d = b.check_n(1, 100 * MS).unwrap();
+    assert!(b.check_n(3, t(0)).unwrap().is_allowed()); // occupies 300 ms
+    let d = b.check_n(1, t(100 * MS)).unwrap();
     assert_eq!(d.retry_after_nanos_or_zero(), 200 * MS);
-    assert!(b.check_n(4, 299 * MS).unwrap().is_denied());
-    assert!(b.check_n(4, 300 * MS).unwrap().is_allowed()); // occupies 400 ms
-    assert!(b.check(699 * MS).is_denied());
-    assert!(b.check(700 * MS).is_allowed());
+    assert!(b.check_n(4, t(299 * MS)).unwrap().is_denied());
+    assert!(b.check_n(4, t(300 * MS)).unwrap().is_allowed()); // occupies 400 ms
+    assert!(b.check(t(699 * MS)).is_denied());
+    assert!(b.check(t(700 * MS)).is_allowed());
 }
 
 #[test]
-fn heavier_than_max_weight_can_never_succeed() {
-    let b = Bucket::leaky_bucket(Quota::per_second(10).unwrap()); // max weight 1
+fn heavier_than_burst_can_never_succeed() {
+    // was "max weight 1" (the old default); a burst of 1 is that bucket now
+    let b = Bucket::leaky_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
+    assert_eq!(b.capacity(), 1);
     assert_eq!(
-        b.check_n(2, 0),
+        b.check_n(2, t(0)),
         Err(CapacityExceeded {
             requested: 2,
             capacity: 1
         })
     );
+    assert_eq!(b.time_until_ready(2, t(0)).unwrap_err().requested, 2);
+    // and it took nothing
+    assert!(b.check(t(0)).is_allowed());
+}
+
+/// Changed on purpose (API 13): a leaky bucket's largest request is the
+/// quota's burst, which defaults to the permits per period. `per_second(10)`
+/// used to accept only single permits (a separate max weight defaulting to
+/// 1); it now accepts a request of up to 10 when drained, which then
+/// occupies 10 intervals.
+#[test]
+fn default_largest_request_is_the_permits_per_period() {
+    let b = Bucket::leaky_bucket(Quota::per_second(10).unwrap()); // T = 100 ms, burst 10
+    assert_eq!(b.capacity(), 10);
+    assert_eq!(b.snapshot(t(0)).limit(), 10);
+    assert_eq!(b.snapshot(t(0)).remaining(), 10);
+    assert_eq!(
+        b.check_n(11, t(0)),
+        Err(CapacityExceeded {
+            requested: 11,
+            capacity: 10
+        })
+    );
+    assert!(b.check_n(10, t(0)).unwrap().is_allowed()); // occupies 1 s
+    assert_eq!(b.snapshot(t(0)).remaining(), 0);
+    let d = b.check(t(0));
+    assert_eq!(d.retry_after(), Duration::from_secs(1));
+    assert_eq!(
+        b.time_until_ready(10, t(400 * MS)),
+        Ok(Duration::from_millis(600))
+    );
+    assert!(b.check(t(1_000 * MS - 1)).is_denied());
+    // drained: single permits are paced again, one per interval
+    assert!(b.check(t(1_000 * MS)).is_allowed());
+    assert!(b.check(t(1_000 * MS)).is_denied());
+    assert!(b.check(t(1_100 * MS)).is_allowed());
 }
 
 #[test]
 fn peek_refund_and_idle() {
-    let b = Bucket::leaky_bucket(Quota::per_second(10).unwrap().max_weight(3).unwrap());
-    assert!(b.is_idle(0));
-    assert_eq!(b.snapshot(0).remaining(), 3);
-    assert!(b.check_n(2, 0).unwrap().is_allowed());
-    let peek = b.check_n(0, 10 * MS).unwrap();
+    let b = Bucket::leaky_bucket(Quota::per_second(10).unwrap().with_burst(3).unwrap());
+    assert!(b.is_idle(t(0)));
+    assert_eq!(b.snapshot(t(0)).remaining(), 3);
+    assert!(b.check_n(2, t(0)).unwrap().is_allowed());
+    let peek = b.check_n(0, t(10 * MS)).unwrap();
     assert!(peek.is_allowed());
     assert_eq!(peek.snapshot().remaining(), 0);
     assert_eq!(peek.snapshot().reset_after_nanos(), 190 * MS);
-    b.refund(1, 10 * MS);
-    assert_eq!(b.time_until_ready(1, 10 * MS), Ok(90 * MS));
-    b.refund(10, 10 * MS);
-    assert!(b.is_idle(10 * MS));
-    assert_eq!(b.snapshot(10 * MS).remaining(), 3);
+    b.refund(1, t(10 * MS));
+    assert_eq!(
+        b.time_until_ready(1, t(10 * MS)),
+        Ok(Duration::from_nanos(90 * MS))
+    );
+    b.refund(10, t(10 * MS));
+    assert!(b.is_idle(t(10 * MS)));
+    assert_eq!(b.snapshot(t(10 * MS)).remaining(), 3);
     // refund cannot bank capacity: still strictly paced
-    assert!(b.check(10 * MS).is_allowed());
-    assert!(b.check(10 * MS).is_denied());
+    assert!(b.check(t(10 * MS)).is_allowed());
+    assert!(b.check(t(10 * MS)).is_denied());
 }

@@ -1,10 +1,22 @@
 //! The sliding window against a reference model that keeps a log of every
 //! admission and lets each permit expire when its segment leaves the window.
 
+use core::time::Duration;
+
 use proptest::prelude::*;
 use tollgate::{
-    Bucket, Clock, Decision, FixedWindow, Limiter, ManualClock, SlidingWindow, WindowError,
+    Algorithm, Bucket, Clock, ConfigError, Decision, FixedWindow, Limiter, ManualClock, Quota,
+    SlidingWindow, Timestamp,
 };
+
+fn t(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
+
+/// `limit` per window of `window` nanoseconds, in `S` segments.
+fn sliding<const S: usize>(limit: u32, window: u64) -> Result<SlidingWindow<S>, ConfigError> {
+    SlidingWindow::<S>::new(limit, Duration::from_nanos(window))
+}
 
 /// The reference: admissions `(instant, permits)`; a permit taken at `t`
 /// stops counting at `segment_start(t) + w` (in `u128`, no overflow).
@@ -116,9 +128,9 @@ fn run<const S: usize>(
     start: u64,
     ops: Vec<Op>,
 ) -> Result<(), TestCaseError> {
-    let clock = ManualClock::new(start);
-    let alg = SlidingWindow::<S>::from_nanos(limit, window).unwrap();
-    let segment = alg.segment_nanos();
+    let clock = ManualClock::starting_at(t(start));
+    let alg = sliding::<S>(limit, window).unwrap();
+    let segment = alg.segment().as_nanos() as u64;
     let limiter = Bucket::new(alg);
     let mut model = Model {
         limit: limit as u64,
@@ -127,11 +139,11 @@ fn run<const S: usize>(
         log: vec![],
     };
     for op in ops {
-        let now = clock.now();
+        let now = clock.now().as_nanos();
         match op {
-            Op::Advance(d) => clock.advance_nanos(d),
+            Op::Advance(d) => clock.advance(Duration::from_nanos(d)),
             Op::Check(n) => {
-                let got = limiter.check_n(n, now);
+                let got = limiter.check_n(n, t(now));
                 if n > limit {
                     prop_assert_eq!(got.unwrap_err().capacity, limit);
                     continue;
@@ -149,23 +161,26 @@ fn run<const S: usize>(
                 }
             }
             Op::Refund(n) => {
-                limiter.refund(n, now);
+                limiter.refund(n, t(now));
                 model.refund(n as u64, now);
             }
             Op::Ready(n) => {
-                let got = limiter.time_until_ready(n, now);
+                let got = limiter.time_until_ready(n, t(now));
                 if n > limit {
                     prop_assert!(got.is_err());
                 } else {
-                    prop_assert_eq!(got.unwrap(), model.wait(n as u64, now));
+                    prop_assert_eq!(
+                        got.unwrap(),
+                        Duration::from_nanos(model.wait(n as u64, now))
+                    );
                 }
             }
         }
-        let now = clock.now();
-        let snap = limiter.snapshot(now);
+        let now = clock.now().as_nanos();
+        let snap = limiter.snapshot(t(now));
         prop_assert_eq!(snap.remaining() as u64, limit as u64 - model.used(now));
         prop_assert_eq!(snap.reset_after_nanos(), model.reset(now));
-        prop_assert_eq!(limiter.is_idle(now), model.used(now) == 0);
+        prop_assert_eq!(limiter.is_idle(t(now)), model.used(now) == 0);
     }
     // safety at segment resolution: any S consecutive segments hold ≤ limit
     let seg = |t: u64| t as u128 / segment as u128;
@@ -203,12 +218,12 @@ proptest! {
         limit in 1u32..10,
         times in prop::collection::vec((0u64..50, 0u32..11), 1..60),
     ) {
-        let sliding = Bucket::new(SlidingWindow::<1>::from_nanos(limit, 16).unwrap());
-        let fixed = Bucket::new(FixedWindow::from_nanos(limit, 16).unwrap());
+        let sliding = Bucket::new(sliding::<1>(limit, 16).unwrap());
+        let fixed = Bucket::new(FixedWindow::new(limit, Duration::from_nanos(16)).unwrap());
         let mut now = 0u64;
         for (dt, n) in times {
             now += dt;
-            prop_assert_eq!(sliding.check_n(n, now), fixed.check_n(n, now));
+            prop_assert_eq!(sliding.check_n(n, t(now)), fixed.check_n(n, t(now)));
         }
     }
 
@@ -220,12 +235,13 @@ proptest! {
         steps in prop::collection::vec(
             (prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>()], any::<u32>()), 1..40),
     ) {
-        let Ok(alg) = SlidingWindow::<4>::from_nanos(limit, segment * 4) else {
+        let Ok(alg) = sliding::<4>(limit, segment * 4) else {
             prop_assert_eq!(limit, 0);
             return Ok(());
         };
         let limiter = Bucket::new(alg);
         for (now, n) in steps {
+            let now = t(now);
             match limiter.check_n(n, now) {
                 Ok(Decision::Denied(d)) => prop_assert!(d.retry_after_nanos() >= 1),
                 Ok(Decision::Allowed(s)) => prop_assert!(s.remaining() <= limit),
@@ -241,16 +257,20 @@ proptest! {
 #[test]
 fn a_permit_counts_until_its_segment_leaves_the_window() {
     // 3 per 300 ns in 3 segments of 100 ns
-    let limiter = Bucket::new(SlidingWindow::<3>::from_nanos(3, 300).unwrap());
-    assert!(limiter.check(50).is_allowed()); // segment 0
-    assert!(limiter.check_n(2, 250).unwrap().is_allowed()); // segment 2
-                                                            // at 299 the window (segments 0..=2) is full; segment 0 leaves at 300
-    assert_eq!(limiter.check(299).denied().unwrap().retry_after_nanos(), 1);
-    assert!(limiter.check(300).is_allowed());
+    let limiter = Bucket::new(sliding::<3>(3, 300).unwrap());
+    assert!(limiter.check(t(50)).is_allowed()); // segment 0
+    assert!(limiter.check_n(2, t(250)).unwrap().is_allowed()); // segment 2
+
+    // at 299 the window (segments 0..=2) is full; segment 0 leaves at 300
+    assert_eq!(
+        limiter.check(t(299)).denied().unwrap().retry_after_nanos(),
+        1
+    );
+    assert!(limiter.check(t(300)).is_allowed());
     // 2 more need segment 2 to leave, at 500
     assert_eq!(
         limiter
-            .check_n(2, 320)
+            .check_n(2, t(320))
             .unwrap()
             .denied()
             .unwrap()
@@ -261,19 +281,33 @@ fn a_permit_counts_until_its_segment_leaves_the_window() {
 
 #[test]
 fn rejected_configurations_are_typed_errors() {
+    assert_eq!(sliding::<4>(0, 8), Err(ConfigError::ZeroLimit));
+    assert_eq!(sliding::<0>(1, 8), Err(ConfigError::ZeroSegments));
     assert_eq!(
-        SlidingWindow::<4>::from_nanos(0, 8),
-        Err(WindowError::ZeroLimit)
-    );
-    assert_eq!(
-        SlidingWindow::<0>::from_nanos(1, 8),
-        Err(WindowError::ZeroSegments)
-    );
-    assert_eq!(
-        SlidingWindow::<3>::from_nanos(2, 10),
-        Err(WindowError::WindowNotDivisible {
-            window_nanos: 10,
+        sliding::<3>(2, 10),
+        Err(ConfigError::WindowNotDivisible {
+            window: Duration::from_nanos(10),
             segments: 3
+        })
+    );
+}
+
+/// New in API 13: a window has no burst of its own, so a quota with one is
+/// refused instead of the burst being silently ignored.
+#[test]
+fn from_quota_takes_permits_per_period_and_refuses_a_burst() {
+    let w = SlidingWindow::<4>::from_quota(Quota::per_minute(100).unwrap()).unwrap();
+    assert_eq!(
+        (w.limit(), w.window(), w.segment()),
+        (100, Duration::from_secs(60), Duration::from_secs(15))
+    );
+    // the segment is its finest step: what a clock must resolve
+    assert_eq!(w.required_resolution(), Duration::from_secs(15));
+    assert_eq!(
+        SlidingWindow::<4>::from_quota(Quota::per_minute(100).unwrap().with_burst(101).unwrap()),
+        Err(ConfigError::BurstNotSupported {
+            burst: 101,
+            permits: 100
         })
     );
 }
@@ -281,7 +315,7 @@ fn rejected_configurations_are_typed_errors() {
 #[test]
 fn concurrent_checks_never_exceed_the_limit() {
     use std::sync::atomic::{AtomicU64, Ordering};
-    let limiter = Bucket::new(SlidingWindow::<4>::from_nanos(100, 4_000).unwrap());
+    let limiter = Bucket::new(sliding::<4>(100, 4_000).unwrap());
     let admitted = AtomicU64::new(0);
     // every thread checks at instants inside one window (segments 0..=3)
     std::thread::scope(|s| {
@@ -289,7 +323,7 @@ fn concurrent_checks_never_exceed_the_limit() {
             let (limiter, admitted) = (&limiter, &admitted);
             s.spawn(move || {
                 for i in 0..2_000u64 {
-                    let now = (i * 7 + t * 13) % 4_000;
+                    let now = Timestamp::from_nanos((i * 7 + t * 13) % 4_000);
                     if limiter.check(now).is_allowed() {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }
@@ -302,5 +336,5 @@ fn concurrent_checks_never_exceed_the_limit() {
     });
     let admitted = admitted.load(Ordering::Relaxed);
     assert_eq!(admitted, 100, "exactly the limit over one window");
-    assert_eq!(limiter.snapshot(3_999).remaining(), 0);
+    assert_eq!(limiter.snapshot(t(3_999)).remaining(), 0);
 }

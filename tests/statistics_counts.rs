@@ -2,9 +2,16 @@
 //! had refunded, and reports the available permits, also under threads.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::{Bucket, Decision, FixedWindow, Limiter, Quota, SlidingWindow, WithStats};
+use tollgate::{
+    Bucket, Decision, FixedWindow, Limiter, Quota, SlidingWindow, Timestamp, WithStats,
+};
+
+fn t(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
 
 proptest! {
     /// The counters equal the sums of the decisions the caller saw.
@@ -13,12 +20,13 @@ proptest! {
         steps in prop::collection::vec((0u64..50, 0u32..8, 0u32..3), 1..80),
     ) {
         let limiter = WithStats::new(Bucket::token_bucket(
-            Quota::from_nanos(3, 60).and_then(|q| q.allow_burst(5)).unwrap(),
+            Quota::new(3, Duration::from_nanos(60)).and_then(|q| q.with_burst(5)).unwrap(),
         ));
         let (mut admitted, mut refused, mut refunded) = (0u64, 0u64, 0u64);
         let mut now = 0;
         for (dt, n, give_back) in steps {
             now += dt;
+            let now = t(now);
             match limiter.check_n(n, now) {
                 Ok(Decision::Allowed(_)) => admitted += n as u64,
                 Ok(Decision::Denied(_)) | Err(_) => refused += n as u64,
@@ -31,14 +39,14 @@ proptest! {
         }
         let taken = limiter.take();
         prop_assert_eq!(taken.admitted, admitted);
-        prop_assert_eq!(limiter.statistics(now).admitted, 0);
+        prop_assert_eq!(limiter.statistics(t(now)).admitted, 0);
     }
 }
 
 #[test]
 fn counts_are_exact_under_threads() {
     let limiter = WithStats::new(Bucket::new(
-        SlidingWindow::<4>::from_nanos(1_000, 4_000).unwrap(),
+        SlidingWindow::<4>::new(1_000, Duration::from_nanos(4_000)).unwrap(),
     ));
     let seen_admitted = AtomicU64::new(0);
     std::thread::scope(|s| {
@@ -46,14 +54,17 @@ fn counts_are_exact_under_threads() {
             let (limiter, seen) = (&limiter, &seen_admitted);
             s.spawn(move || {
                 for i in 0..1_000u64 {
-                    if limiter.check((i + t) % 4_000).is_allowed() {
+                    if limiter
+                        .check(Timestamp::from_nanos((i + t) % 4_000))
+                        .is_allowed()
+                    {
                         seen.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             });
         }
     });
-    let stats = limiter.statistics(3_999);
+    let stats = limiter.statistics(t(3_999));
     assert_eq!(stats.admitted, seen_admitted.load(Ordering::Relaxed));
     assert_eq!(stats.admitted, 1_000);
     assert_eq!(stats.admitted + stats.refused, 4_000);
@@ -62,8 +73,10 @@ fn counts_are_exact_under_threads() {
 
 #[test]
 fn peeks_count_nothing() {
-    let limiter = WithStats::new(Bucket::new(FixedWindow::from_nanos(1, 8).unwrap()));
-    assert!(limiter.check_n(0, 0).unwrap().is_allowed());
-    assert_eq!(limiter.statistics(0).admitted, 0);
-    assert_eq!(limiter.statistics(0).available, 1);
+    let limiter = WithStats::new(Bucket::new(
+        FixedWindow::new(1, Duration::from_nanos(8)).unwrap(),
+    ));
+    assert!(limiter.check_n(0, t(0)).unwrap().is_allowed());
+    assert_eq!(limiter.statistics(t(0)).admitted, 0);
+    assert_eq!(limiter.statistics(t(0)).available, 1);
 }

@@ -3,16 +3,20 @@
 use std::time::Duration;
 
 use tollgate::{
-    Algorithm, Bucket, CapacityExceeded, Clock, Gcra, GcraState, Limiter, ManualClock, Quota,
-    QuotaError, RateLimiter,
+    valid, Algorithm, Bucket, CapacityExceeded, Clock, ConfigError, Gcra, GcraState, Limiter,
+    ManualClock, Quota, RateLimiter, Timestamp,
 };
 
 const MS: u64 = 1_000_000;
 
+fn t(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
+
 fn quota(per_sec: u32, burst: u32) -> Quota {
     Quota::per_second(per_sec)
         .unwrap()
-        .allow_burst(burst)
+        .with_burst(burst)
         .unwrap()
 }
 
@@ -25,12 +29,12 @@ fn state_is_eight_bytes() {
 fn fresh_bucket_admits_exactly_burst_at_once_then_rate() {
     let b = Bucket::token_bucket(quota(10, 4)); // T = 100 ms
     let now = 5 * MS;
-    let admitted = (0..100).filter(|_| b.check(now).is_allowed()).count();
+    let admitted = (0..100).filter(|_| b.check(t(now)).is_allowed()).count();
     assert_eq!(admitted, 4);
     // then exactly 10 per second: one per 100 ms
     let mut per_ms = Vec::new();
     for ms in 1..=1000u64 {
-        if b.check(now + ms * MS).is_allowed() {
+        if b.check(t(now + ms * MS)).is_allowed() {
             per_ms.push(ms);
         }
     }
@@ -40,48 +44,52 @@ fn fresh_bucket_admits_exactly_burst_at_once_then_rate() {
 #[test]
 fn retry_after_is_exact_to_the_nanosecond() {
     let b = Bucket::token_bucket(quota(3, 1)); // T = 333_333_334 ns
-    assert!(b.check(1_000).is_allowed());
-    let d = b.check(1_000 + 7).denied().copied().unwrap();
+    assert!(b.check(t(1_000)).is_allowed());
+    let d = b.check(t(1_000 + 7)).denied().copied().unwrap();
     assert_eq!(d.retry_after_nanos(), 333_333_334 - 7);
+    assert_eq!(d.retry_after(), Duration::from_nanos(333_333_334 - 7));
     // one nanosecond before is refused, at the instant is admitted
-    assert!(b.check(1_000 + 333_333_333).is_denied());
-    assert!(b.check(1_000 + 333_333_334).is_allowed());
+    assert!(b.check(t(1_000 + 333_333_333)).is_denied());
+    assert!(b.check(t(1_000 + 333_333_334)).is_allowed());
 }
 
 #[test]
 fn retry_after_for_n_permits() {
     let b = Bucket::token_bucket(quota(10, 5));
-    assert!(b.check_n(5, 0).unwrap().is_allowed());
-    let d = b.check_n(3, 0).unwrap();
+    assert!(b.check_n(5, t(0)).unwrap().is_allowed());
+    let d = b.check_n(3, t(0)).unwrap();
     assert_eq!(d.retry_after(), Duration::from_millis(300));
-    assert_eq!(b.time_until_ready(3, 0), Ok(300 * MS));
-    assert_eq!(b.time_until_ready(3, 300 * MS), Ok(0));
-    assert!(b.check_n(3, 300 * MS - 1).unwrap().is_denied());
-    assert!(b.check_n(3, 300 * MS).unwrap().is_allowed());
+    assert_eq!(
+        b.time_until_ready(3, t(0)),
+        Ok(Duration::from_nanos(300 * MS))
+    );
+    assert_eq!(b.time_until_ready(3, t(300 * MS)), Ok(Duration::ZERO));
+    assert!(b.check_n(3, t(300 * MS - 1)).unwrap().is_denied());
+    assert!(b.check_n(3, t(300 * MS)).unwrap().is_allowed());
 }
 
 #[test]
 fn n_above_burst_can_never_succeed() {
     let b = Bucket::token_bucket(quota(10, 5));
     assert_eq!(
-        b.check_n(6, 0),
+        b.check_n(6, t(0)),
         Err(CapacityExceeded {
             requested: 6,
             capacity: 5
         })
     );
-    assert_eq!(b.time_until_ready(6, 0).unwrap_err().requested, 6);
-    assert!(b.check_n(u32::MAX, u64::MAX).is_err());
+    assert_eq!(b.time_until_ready(6, t(0)).unwrap_err().requested, 6);
+    assert!(b.check_n(u32::MAX, Timestamp::MAX).is_err());
     // and it took nothing
-    assert_eq!(b.snapshot(0).remaining(), 5);
+    assert_eq!(b.snapshot(t(0)).remaining(), 5);
 }
 
 #[test]
 fn n_zero_is_a_peek_that_changes_nothing() {
     let b = Bucket::token_bucket(quota(10, 5));
-    assert!(b.check_n(2, 0).unwrap().is_allowed());
+    assert!(b.check_n(2, t(0)).unwrap().is_allowed());
     let tat = b.state().tat();
-    let peek = b.check_n(0, 50 * MS).unwrap();
+    let peek = b.check_n(0, t(50 * MS)).unwrap();
     assert!(peek.is_allowed());
     assert_eq!(peek.snapshot().remaining(), 3);
     assert_eq!(peek.snapshot().reset_after_nanos(), 150 * MS);
@@ -91,31 +99,31 @@ fn n_zero_is_a_peek_that_changes_nothing() {
 #[test]
 fn refund_never_lifts_capacity_above_burst() {
     let b = Bucket::token_bucket(quota(10, 3));
-    assert!(b.check_n(2, 0).unwrap().is_allowed());
-    assert_eq!(b.snapshot(0).remaining(), 1);
-    b.refund(1, 0);
-    assert_eq!(b.snapshot(0).remaining(), 2);
-    b.refund(100, 0);
-    assert_eq!(b.snapshot(0).remaining(), 3);
+    assert!(b.check_n(2, t(0)).unwrap().is_allowed());
+    assert_eq!(b.snapshot(t(0)).remaining(), 1);
+    b.refund(1, t(0));
+    assert_eq!(b.snapshot(t(0)).remaining(), 2);
+    b.refund(100, t(0));
+    assert_eq!(b.snapshot(t(0)).remaining(), 3);
     // a full bucket still admits exactly the burst, not more
-    let admitted = (0..10).filter(|_| b.check(0).is_allowed()).count();
+    let admitted = (0..10).filter(|_| b.check(t(0)).is_allowed()).count();
     assert_eq!(admitted, 3);
-    b.refund(u32::MAX, u64::MAX);
-    assert!(b.is_idle(u64::MAX));
+    b.refund(u32::MAX, Timestamp::MAX);
+    assert!(b.is_idle(Timestamp::MAX));
 }
 
 #[test]
 fn idle_bucket_refills_to_burst_and_no_further() {
     let b = Bucket::token_bucket(quota(10, 4));
     for _ in 0..4 {
-        assert!(b.check(0).is_allowed());
+        assert!(b.check(t(0)).is_allowed());
     }
-    assert!(!b.is_idle(0));
-    assert_eq!(b.snapshot(200 * MS).remaining(), 2);
-    assert!(!b.is_idle(399 * MS));
-    assert!(b.is_idle(400 * MS));
+    assert!(!b.is_idle(t(0)));
+    assert_eq!(b.snapshot(t(200 * MS)).remaining(), 2);
+    assert!(!b.is_idle(t(399 * MS)));
+    assert!(b.is_idle(t(400 * MS)));
     // an hour of idleness still gives only the burst
-    let later = 3_600_000 * MS;
+    let later = t(3_600_000 * MS);
     assert_eq!(b.snapshot(later).remaining(), 4);
     let admitted = (0..100).filter(|_| b.check(later).is_allowed()).count();
     assert_eq!(admitted, 4);
@@ -124,17 +132,17 @@ fn idle_bucket_refills_to_burst_and_no_further() {
 #[test]
 fn snapshot_reports_remaining_and_reset_after() {
     let b = Bucket::token_bucket(quota(10, 4));
-    let s = b.check(0).snapshot().to_owned();
+    let s = b.check(t(0)).snapshot().to_owned();
     assert_eq!((s.limit(), s.remaining()), (4, 3));
     assert_eq!(s.reset_after(), Duration::from_millis(100));
-    let s = b.check_n(3, 0).unwrap().snapshot().to_owned();
+    let s = b.check_n(3, t(0)).unwrap().snapshot().to_owned();
     assert_eq!((s.remaining(), s.reset_after_nanos()), (0, 400 * MS));
-    assert_eq!(b.snapshot(250 * MS).remaining(), 2);
+    assert_eq!(b.snapshot(t(250 * MS)).remaining(), 2);
 }
 
 #[test]
 fn rate_limiter_reads_its_clock() {
-    let clock = ManualClock::new(0);
+    let clock = ManualClock::new();
     let rl = RateLimiter::token_bucket(quota(2, 1), &clock).unwrap();
     assert!(rl.try_acquire().is_allowed());
     assert_eq!(rl.try_acquire().retry_after(), Duration::from_millis(500));
@@ -147,14 +155,15 @@ fn rate_limiter_reads_its_clock() {
 
 #[test]
 fn quota_finer_than_the_clock_is_a_construction_error() {
-    let tick_clock = ManualClock::with_resolution(0, 1_000_000); // 1 ms ticks
-    assert_eq!(tick_clock.resolution(), 1_000_000);
+    // 1 ms ticks
+    let tick_clock = ManualClock::with_resolution(Timestamp::ZERO, Duration::from_millis(1));
+    assert_eq!(tick_clock.resolution(), Duration::from_nanos(1_000_000));
     let err = RateLimiter::token_bucket(Quota::per_second(2000).unwrap(), &tick_clock).unwrap_err();
     assert_eq!(
         err,
-        QuotaError::BelowClockResolution {
-            interval_nanos: 500_000,
-            resolution_nanos: 1_000_000
+        ConfigError::ClockTooCoarse {
+            step: Duration::from_nanos(500_000),
+            resolution: Duration::from_nanos(1_000_000)
         }
     );
     assert!(RateLimiter::token_bucket(Quota::per_second(1000).unwrap(), &tick_clock).is_ok());
@@ -166,27 +175,24 @@ fn algorithm_and_state_apart() {
     let gcra = Gcra::token_bucket(quota(1, 1));
     let states: Vec<GcraState> = (0..3).map(|_| gcra.new_state()).collect();
     for s in &states {
-        assert!(gcra.check_n(s, 1, 0).unwrap().is_allowed());
-        assert!(gcra.check_n(s, 1, 0).unwrap().is_denied());
+        assert!(gcra.check_n(s, 1, t(0)).unwrap().is_allowed());
+        assert!(gcra.check_n(s, 1, t(0)).unwrap().is_denied());
     }
     assert_eq!(gcra.capacity(), 1);
-    assert_eq!(gcra.tolerance_nanos(), 0);
+    assert_eq!(gcra.tolerance(), Duration::ZERO);
 }
 
 #[test]
 fn static_bucket_in_const_context() {
-    const Q: Quota = match Quota::per_minute(60) {
-        Ok(q) => q,
-        Err(_) => panic!(),
-    };
+    const Q: Quota = valid!(Quota::per_minute(60));
     static B: Bucket<Gcra> = Bucket::token_bucket(Q);
-    assert!(B.check(0).is_allowed());
+    assert!(B.check(Timestamp::ZERO).is_allowed());
 }
 
 #[test]
 fn extreme_instants_never_panic() {
     let b = Bucket::token_bucket(quota(10, 10));
-    for now in [0, 1, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+    for now in [0, 1, u64::MAX / 2, u64::MAX - 1, u64::MAX].map(t) {
         let _ = b.check(now);
         let _ = b.check_n(10, now);
         b.refund(3, now);
@@ -195,10 +201,10 @@ fn extreme_instants_never_panic() {
     }
     let century = Quota::new(1, Duration::from_secs(100 * 365 * 86_400)).unwrap();
     let b = Bucket::token_bucket(century);
-    let late = u64::MAX - 4_000_000_000_000_000_000; // a century still fits after it
+    let late = t(u64::MAX - 4_000_000_000_000_000_000); // a century still fits after it
     assert!(b.check(late).is_allowed());
     assert!(b.check(late).is_denied());
     // at the very end of time the TAT saturates: decisions, never a panic or wrap
-    let _ = b.check(u64::MAX);
-    let _ = b.check(u64::MAX);
+    let _ = b.check(Timestamp::MAX);
+    let _ = b.check(Timestamp::MAX);
 }

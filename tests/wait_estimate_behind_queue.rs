@@ -3,8 +3,14 @@
 //! for the token bucket and a busy-until time for the leaky bucket, stepped
 //! through the queued requests one by one.
 
+use std::time::Duration;
+
 use proptest::prelude::*;
-use tollgate::{Bucket, Limiter, Quota};
+use tollgate::{Bucket, Limiter, Quota, Timestamp};
+
+fn t(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
 
 /// Token bucket as a credit counter in nanoseconds of refill.
 struct Credit {
@@ -78,7 +84,7 @@ proptest! {
         queued in prop::collection::vec(1u32..=6, 0..8), n in 1u32..=6,
     ) {
         // permits per 10 µs: T = 10_000 / permits ns (rounded up).
-        let quota = Quota::from_nanos(permits, 10_000).unwrap().allow_burst(burst).unwrap();
+        let quota = Quota::new(permits, Duration::from_nanos(10_000)).unwrap().with_burst(burst).unwrap();
         let per = quota.interval_nanos();
         let bucket = Bucket::token_bucket(quota);
         let mut model = Credit { full: u64::from(burst) * per, credit: u64::from(burst) * per, at: 0, per };
@@ -87,52 +93,85 @@ proptest! {
         for (dt, k) in hist {
             now += dt;
             let k = k.min(burst);
-            prop_assert_eq!(bucket.check_n(k, now).unwrap().is_allowed(), model.try_take(u64::from(k), now));
+            prop_assert_eq!(bucket.check_n(k, t(now)).unwrap().is_allowed(), model.try_take(u64::from(k), now));
         }
         let queued: Vec<u32> = queued.into_iter().map(|k| k.min(burst)).collect();
         let n = n.min(burst);
         let ahead: u64 = queued.iter().map(|&k| u64::from(k)).sum();
-        let estimate = bucket.time_until_ready_after(ahead, n, now).unwrap();
-        let mut t = now;
+        let estimate = bucket.time_until_ready_after(ahead, n, t(now)).unwrap();
+        let mut at = now;
         for k in queued {
-            t = model.take_waiting(u64::from(k), t);
+            at = model.take_waiting(u64::from(k), at);
         }
-        let granted = model.take_waiting(u64::from(n), t);
-        prop_assert_eq!(estimate, granted - now);
+        let granted = model.take_waiting(u64::from(n), at);
+        prop_assert_eq!(estimate, Duration::from_nanos(granted - now));
     }
 
     #[test]
     fn leaky_bucket_estimate_matches_the_busy_model(
-        max_weight in 1u32..=6, hist in history(),
+        burst in 1u32..=6, hist in history(),
         queued in prop::collection::vec(1u32..=6, 0..8), n in 1u32..=6,
     ) {
-        let quota = Quota::from_nanos(1, 1_000).unwrap().max_weight(max_weight).unwrap();
+        // a leaky bucket's largest request is the quota's burst (was a
+        // separate max weight before API 13)
+        let quota = Quota::new(1, Duration::from_nanos(1_000)).unwrap().with_burst(burst).unwrap();
         let bucket = Bucket::leaky_bucket(quota);
+        prop_assert_eq!(bucket.capacity(), burst);
         let mut model = Busy { until: 0, per: quota.interval_nanos() };
         let mut now = 1_000_000;
         for (dt, k) in hist {
             now += dt;
-            let k = k.min(max_weight);
-            prop_assert_eq!(bucket.check_n(k, now).unwrap().is_allowed(), model.try_take(u64::from(k), now));
+            let k = k.min(burst);
+            prop_assert_eq!(bucket.check_n(k, t(now)).unwrap().is_allowed(), model.try_take(u64::from(k), now));
         }
-        let queued: Vec<u32> = queued.into_iter().map(|k| k.min(max_weight)).collect();
-        let n = n.min(max_weight);
+        let queued: Vec<u32> = queued.into_iter().map(|k| k.min(burst)).collect();
+        let n = n.min(burst);
         let ahead: u64 = queued.iter().map(|&k| u64::from(k)).sum();
-        let estimate = bucket.time_until_ready_after(ahead, n, now).unwrap();
-        let mut t = now;
+        let estimate = bucket.time_until_ready_after(ahead, n, t(now)).unwrap();
+        let mut at = now;
         for k in queued {
-            t = model.take_waiting(u64::from(k), t);
+            at = model.take_waiting(u64::from(k), at);
         }
-        let granted = model.take_waiting(u64::from(n), t);
-        prop_assert_eq!(estimate, granted - now);
+        let granted = model.take_waiting(u64::from(n), at);
+        prop_assert_eq!(estimate, Duration::from_nanos(granted - now));
     }
 }
 
 #[test]
 fn requests_above_capacity_have_no_estimate() {
-    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(3).unwrap());
-    assert_eq!(bucket.time_until_ready_after(0, 4, 0), None);
-    assert_eq!(bucket.time_until_ready_after(0, 3, 0), Some(0));
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(3).unwrap());
+    assert_eq!(bucket.time_until_ready_after(0, 4, t(0)), None);
+    assert_eq!(
+        bucket.time_until_ready_after(0, 3, t(0)),
+        Some(Duration::ZERO)
+    );
     // Behind 3 queued permits on a full bucket: one interval.
-    assert_eq!(bucket.time_until_ready_after(3, 1, 0), Some(100_000_000));
+    assert_eq!(
+        bucket.time_until_ready_after(3, 1, t(0)),
+        Some(Duration::from_nanos(100_000_000))
+    );
+}
+
+/// A leaky bucket's capacity is its burst, default = permits (API 13; it
+/// was a max weight defaulting to 1): a default `per_second(10)` bucket
+/// quotes requests of up to 10 and refuses to quote 11.
+#[test]
+fn default_leaky_bucket_quotes_requests_up_to_its_permits() {
+    let bucket = Bucket::leaky_bucket(Quota::per_second(10).unwrap()); // T = 100 ms
+    assert_eq!(bucket.time_until_ready_after(0, 11, t(0)), None);
+    assert_eq!(
+        bucket.time_until_ready_after(0, 10, t(0)),
+        Some(Duration::ZERO)
+    );
+    // behind 2 queued single permits: each occupies one interval
+    assert_eq!(
+        bucket.time_until_ready_after(2, 10, t(0)),
+        Some(Duration::from_millis(200))
+    );
+    // a 10-permit request occupies 10 intervals before the next starts
+    assert!(bucket.check_n(10, t(0)).unwrap().is_allowed());
+    assert_eq!(
+        bucket.time_until_ready_after(0, 1, t(0)),
+        Some(Duration::from_secs(1))
+    );
 }

@@ -8,9 +8,17 @@
 //! or until the head segment leaves the window (sliding).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::{Bucket, Decision, FixedWindow, Limiter, SlidingWindow};
+use tollgate::{Bucket, Decision, FixedWindow, Limiter, SlidingWindow, Timestamp};
+
+fn t(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
+
+/// A heal threshold far above the largest lag: staleness, not a jump.
+const HEAL: Duration = Duration::from_nanos(10_000);
 
 /// `(advance, lag, n)`: the newest instant moves by `advance`, the caller
 /// reads it `lag` ns late, and asks for `n`.
@@ -24,13 +32,15 @@ proptest! {
     #[test]
     fn fixed_window_stale_callers_never_over_admit(limit in 1u32..6, window in 8u64..100, steps in steps()) {
         // heal threshold far above the largest lag: staleness, not a jump
-        let limiter = Bucket::new(FixedWindow::from_nanos(limit, window).unwrap().with_heal_threshold(10_000));
+        let limiter = Bucket::new(
+            FixedWindow::new(limit, Duration::from_nanos(window)).unwrap().with_heal_threshold(HEAL),
+        );
         let mut newest = 1_000u64;
         let mut charged = BTreeMap::<u64, u64>::new();
         for (advance, lag, n) in steps {
             newest += advance;
             let now = newest - lag;
-            if let Ok(Decision::Allowed(s)) = limiter.check_n(n, now) {
+            if let Ok(Decision::Allowed(s)) = limiter.check_n(n, t(now)) {
                 if n == 0 { continue; }
                 let end = now + s.reset_after_nanos();
                 prop_assert_eq!(end % window, 0, "reset_after runs to a window boundary");
@@ -48,14 +58,16 @@ proptest! {
     fn sliding_window_stale_callers_never_over_admit(limit in 1u32..6, segment in 2u64..30, steps in steps()) {
         const S: u64 = 4;
         let limiter = Bucket::new(
-            SlidingWindow::<4>::from_nanos(limit, segment * S).unwrap().with_heal_threshold(10_000),
+            SlidingWindow::<4>::new(limit, Duration::from_nanos(segment * S))
+                .unwrap()
+                .with_heal_threshold(HEAL),
         );
         let mut newest = 1_000u64;
         let mut charged = BTreeMap::<u64, u64>::new();
         for (advance, lag, n) in steps {
             newest += advance;
             let now = newest - lag;
-            if let Ok(Decision::Allowed(s)) = limiter.check_n(n, now) {
+            if let Ok(Decision::Allowed(s)) = limiter.check_n(n, t(now)) {
                 if n == 0 { continue; }
                 // reset_after: until the head segment (holding this request) leaves
                 let leaves = now + s.reset_after_nanos();
@@ -80,14 +92,17 @@ proptest! {
 /// now gives nothing back (its permit may belong to a window that is over).
 #[test]
 fn fixed_window_stale_refund_never_credits_a_newer_window() {
-    let limiter = Bucket::new(FixedWindow::from_nanos(1, 100).unwrap());
-    assert!(limiter.check(99).is_allowed()); // the chain's take, window 0
-    assert!(limiter.check(100).is_allowed()); // a direct caller, window 1
-    limiter.refund(1, 99); // the chain's refund, stale
-    assert!(limiter.check(100).is_denied(), "window 1 admitted 2 of 1");
+    let limiter = Bucket::new(FixedWindow::new(1, Duration::from_nanos(100)).unwrap());
+    assert!(limiter.check(t(99)).is_allowed()); // the chain's take, window 0
+    assert!(limiter.check(t(100)).is_allowed()); // a direct caller, window 1
+    limiter.refund(1, t(99)); // the chain's refund, stale
+    assert!(
+        limiter.check(t(100)).is_denied(),
+        "window 1 admitted 2 of 1"
+    );
     // a fresh refund still gives back to its own window
-    limiter.refund(1, 100);
-    assert!(limiter.check(150).is_allowed());
+    limiter.refund(1, t(100));
+    assert!(limiter.check(t(150)).is_allowed());
 }
 
 /// The same for the sliding window (2 segments of 50 ns): a permit taken in
@@ -95,15 +110,15 @@ fn fixed_window_stale_refund_never_credits_a_newer_window() {
 /// (segment 0) must not take the direct caller's permit out of segment 2.
 #[test]
 fn sliding_window_stale_refund_never_credits_a_newer_segment() {
-    let limiter = Bucket::new(SlidingWindow::<2>::from_nanos(1, 100).unwrap());
-    assert!(limiter.check(40).is_allowed()); // segment 0
-    assert!(limiter.check(100).is_allowed()); // segment 2: segment 0 left
-    limiter.refund(1, 40); // stale
+    let limiter = Bucket::new(SlidingWindow::<2>::new(1, Duration::from_nanos(100)).unwrap());
+    assert!(limiter.check(t(40)).is_allowed()); // segment 0
+    assert!(limiter.check(t(100)).is_allowed()); // segment 2: segment 0 left
+    limiter.refund(1, t(40)); // stale
     assert!(
-        limiter.check(100).is_denied(),
+        limiter.check(t(100)).is_denied(),
         "segments 1..=2 admitted 2 of 1"
     );
     // a refund from the head segment's own time still works
-    limiter.refund(1, 120);
-    assert!(limiter.check(120).is_allowed());
+    limiter.refund(1, t(120));
+    assert!(limiter.check(t(120)).is_allowed());
 }
