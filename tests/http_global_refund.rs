@@ -14,10 +14,10 @@ async fn both_charged_and_global_refunded_on_route_refusal() {
         .headers_on_success(true)
         .global(Policy::token_bucket(
             "global",
-            Quota::per_hour(10).unwrap().allow_burst(10).unwrap(),
+            Quota::per_hour(10).unwrap().with_burst(10).unwrap(),
         ))
         .policy(
-            Policy::token_bucket("tight", Quota::per_hour(2).unwrap().allow_burst(2).unwrap())
+            Policy::token_bucket("tight", Quota::per_hour(2).unwrap().with_burst(2).unwrap())
                 .prefix("/tight"),
         )
         .build()
@@ -75,7 +75,7 @@ async fn clones_and_connections_share_one_state() {
         .peer_addr(connect_info)
         .global(Policy::token_bucket(
             "global",
-            Quota::per_hour(3).unwrap().allow_burst(3).unwrap(),
+            Quota::per_hour(3).unwrap().with_burst(3).unwrap(),
         ))
         .build()
         .unwrap();

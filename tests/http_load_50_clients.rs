@@ -14,7 +14,7 @@ const BURST: u32 = 50;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_clients_two_seconds_hundred_per_second() {
-    let quota = Quota::per_second(100).unwrap().allow_burst(BURST).unwrap();
+    let quota = Quota::per_second(100).unwrap().with_burst(BURST).unwrap();
     let layer = RateLimitLayer::builder()
         .peer_addr(connect_info)
         .policy(Policy::token_bucket("api", quota).prefix("/api"))

@@ -99,7 +99,7 @@ async fn counters_by_result_and_policy_and_a_shadow_policy() {
             .peer_addr(connect_info)
             .global(Policy::token_bucket(
                 "global",
-                Quota::per_hour(6).unwrap().allow_burst(6).unwrap(),
+                Quota::per_hour(6).unwrap().with_burst(6).unwrap(),
             ))
             .policy(Policy::token_bucket("api", Quota::per_hour(1).unwrap()).prefix("/api"))
             .policy(

@@ -84,7 +84,7 @@ async fn exempt_paths_bypass_global_and_policies() {
         .peer_addr(connect_info)
         .global(Policy::token_bucket(
             "global",
-            Quota::per_hour(2).unwrap().allow_burst(2).unwrap(),
+            Quota::per_hour(2).unwrap().with_burst(2).unwrap(),
         ))
         .policy(Policy::token_bucket("root", Quota::per_hour(1).unwrap()).prefix("/"))
         .exempt("/health")

@@ -15,7 +15,7 @@ use tollgate::Quota;
 async fn a_burst_is_served_paced_instead_of_refused() {
     // 10 per second, no burst beyond 1: 6 simultaneous requests are spaced
     // 100 ms apart; a 7th that would wait past max_wait is refused at once.
-    let quota = Quota::per_second(10).unwrap().allow_burst(1).unwrap();
+    let quota = Quota::per_second(10).unwrap().with_burst(1).unwrap();
     let layer = RateLimitLayer::builder()
         .peer_addr(connect_info)
         .policy(

@@ -55,7 +55,7 @@ async fn per_minute_policy_headers_match_the_draft_example() {
         .policy(
             Policy::token_bucket(
                 "api",
-                Quota::per_minute(100).unwrap().allow_burst(1).unwrap(),
+                Quota::per_minute(100).unwrap().with_burst(1).unwrap(),
             )
             .prefix("/"),
         )
@@ -78,7 +78,7 @@ async fn longer_waits_round_up_to_whole_seconds() {
     // one per 2.5 s: the refusal right after waits ~2.5 s -> 3
     let quota = Quota::new(2, Duration::from_secs(5))
         .unwrap()
-        .allow_burst(1)
+        .with_burst(1)
         .unwrap();
     let layer = RateLimitLayer::builder()
         .peer_addr(connect_info)

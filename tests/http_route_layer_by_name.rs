@@ -16,7 +16,7 @@ async fn named_policy_on_axum_routes() {
         // no prefix: applied only where attached
         .policy(Policy::token_bucket(
             "writes",
-            Quota::per_hour(2).unwrap().allow_burst(2).unwrap(),
+            Quota::per_hour(2).unwrap().with_burst(2).unwrap(),
         ))
         .build()
         .unwrap();

@@ -37,7 +37,7 @@ fn paced_round(queue: &Arc<Queue<Bucket<Gcra>>>) -> Vec<Duration> {
 #[test]
 fn one_queue_serves_successive_runtimes() {
     // 10/s burst 1. The queue (and its clock) outlive both runtimes.
-    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(1).unwrap());
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
     let queue = Arc::new(Queue::new(bucket));
     let first = paced_round(&queue);
     assert_eq!(first.len(), 3);

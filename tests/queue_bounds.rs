@@ -8,16 +8,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tollgate::queue::{AcquireError, Queue};
+use tollgate::queue::{Queue, WaitError};
 use tollgate::{Bucket, CapacityExceeded, Gcra, Quota};
 
-use support::{poll_once, until, InFlight};
+use support::{concurrency, poll_once, until};
 
 fn bucket(per_second: u32, burst: u32) -> Bucket<Gcra> {
     Bucket::token_bucket(
         Quota::per_second(per_second)
             .unwrap()
-            .allow_burst(burst)
+            .with_burst(burst)
             .unwrap(),
     )
 }
@@ -37,7 +37,7 @@ async fn queue_limit_counts_permits_and_a_refusal_says_when_there_is_room() {
     let refused = queue.acquire(2).await.unwrap_err();
     assert_eq!(
         refused,
-        AcquireError::QueueFull {
+        WaitError::QueueFull {
             retry_after: Some(Duration::from_millis(300))
         }
     );
@@ -86,7 +86,7 @@ async fn a_request_whose_wait_would_exceed_max_wait_is_refused_at_once() {
     let err = queue.acquire(1).await.unwrap_err();
     assert_eq!(
         err,
-        AcquireError::MaxWaitExceeded {
+        WaitError::MaxWaitExceeded {
             estimated_wait: Some(Duration::from_millis(300)),
             max_wait: Duration::from_millis(200),
         }
@@ -113,7 +113,7 @@ async fn a_deadline_before_the_estimated_wait_is_refused_at_once() {
         .acquire_until(1, start + Duration::from_millis(99))
         .await
         .unwrap_err();
-    assert_eq!(err, AcquireError::DeadlineExceeded);
+    assert_eq!(err, WaitError::DeadlineExceeded);
     assert_eq!(start.elapsed(), Duration::ZERO);
     // A deadline at the estimate is met exactly.
     let ok = queue
@@ -127,27 +127,24 @@ async fn a_deadline_before_the_estimated_wait_is_refused_at_once() {
 async fn a_deadline_that_passes_while_waiting_refuses_the_waiter_then() {
     // A limiter that cannot predict its waits: the deadline acts as a
     // timeout.
-    let queue = Queue::builder(InFlight::new(1))
-        .release_on_drop(true)
-        .build();
+    let queue = Queue::new(concurrency(1));
     let start = Instant::now();
     let held = queue.acquire(1).await.unwrap();
     let err = queue
         .acquire_until(1, start + Duration::from_millis(250))
         .await
         .unwrap_err();
-    assert_eq!(err, AcquireError::DeadlineExceeded);
+    assert_eq!(err, WaitError::DeadlineExceeded);
     assert_eq!(start.elapsed(), Duration::from_millis(250));
     assert_eq!(queue.stats().queued_requests, 0);
     assert_eq!(queue.stats().time_in_queue, Duration::from_millis(250));
     drop(held);
-    assert_eq!(queue.limiter().held(), 0);
+    assert_eq!(queue.limiter().in_flight(), 0);
 }
 
 #[tokio::test(start_paused = true)]
 async fn max_wait_caps_a_wait_the_limiter_cannot_predict() {
-    let queue = Queue::builder(InFlight::new(2))
-        .release_on_drop(true)
+    let queue = Queue::builder(concurrency(2))
         .max_wait(Duration::from_millis(40))
         .build();
     let start = Instant::now();
@@ -157,7 +154,7 @@ async fn max_wait_caps_a_wait_the_limiter_cannot_predict() {
     let err = fut.await.unwrap_err();
     assert_eq!(
         err,
-        AcquireError::MaxWaitExceeded {
+        WaitError::MaxWaitExceeded {
             estimated_wait: None,
             max_wait: Duration::from_millis(40)
         }
@@ -170,7 +167,7 @@ async fn more_permits_than_the_capacity_are_refused_at_once_never_queued() {
     let queue = Queue::new(bucket(10, 3));
     queue.acquire(3).await.unwrap().forget();
     let start = Instant::now();
-    let expected = AcquireError::CapacityExceeded(CapacityExceeded {
+    let expected = WaitError::CapacityExceeded(CapacityExceeded {
         requested: 4,
         capacity: 3,
     });
@@ -189,7 +186,7 @@ async fn try_acquire_never_waits_and_never_overtakes_a_waiter() {
     assert!(queue.try_acquire(2).is_ok());
     assert_eq!(
         queue.try_acquire(1).unwrap_err(),
-        AcquireError::WouldWait {
+        WaitError::WouldWait {
             retry_after: Some(Duration::from_millis(100))
         }
     );
@@ -202,7 +199,7 @@ async fn try_acquire_never_waits_and_never_overtakes_a_waiter() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
         queue.try_acquire(1).unwrap_err(),
-        AcquireError::WouldWait {
+        WaitError::WouldWait {
             retry_after: Some(Duration::from_millis(200))
         }
     );

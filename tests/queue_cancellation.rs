@@ -15,7 +15,7 @@ use support::{poll_once, until};
 
 fn bucket() -> Bucket<Gcra> {
     // 10/s, burst 1: one permit every 100 ms.
-    Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(1).unwrap())
+    Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap())
 }
 
 /// Spawns a waiter and returns its handle once it is queued; the task
@@ -74,7 +74,10 @@ async fn dropping_a_granted_but_unpolled_future_refunds_its_permits() {
     assert_eq!(second.await.unwrap() - start, Duration::from_millis(100));
     // And the bucket is exactly as if one permit was taken at 100 ms.
     let now = queue.clock().now();
-    assert_eq!(queue.limiter().time_until_ready(1, now), Ok(100_000_000));
+    assert_eq!(
+        queue.limiter().time_until_ready(1, now),
+        Ok(Duration::from_millis(100))
+    );
     assert_eq!(queue.stats().cancelled_requests, 1);
 }
 

@@ -18,7 +18,7 @@ fn bucket(per_second: u32, burst: u32) -> Bucket<Gcra> {
     Bucket::token_bucket(
         Quota::per_second(per_second)
             .unwrap()
-            .allow_burst(burst)
+            .with_burst(burst)
             .unwrap(),
     )
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tollgate::queue::{AcquireError, Queue, QueueOrder};
+use tollgate::queue::{Queue, QueueOrder, WaitError};
 use tollgate::{Bucket, Quota};
 
 use support::until;
@@ -16,7 +16,7 @@ use support::until;
 #[tokio::test(start_paused = true)]
 async fn newest_first_serves_the_newest_and_displaces_the_oldest_when_full() {
     // 10/s, burst 1; room for 3 waiting permits.
-    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(1).unwrap());
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
     let queue = Arc::new(
         Queue::builder(bucket)
             .order(QueueOrder::NewestFirst)
@@ -50,7 +50,7 @@ async fn newest_first_serves_the_newest_and_displaces_the_oldest_when_full() {
     assert_eq!(
         log,
         vec![
-            ("a", Duration::ZERO, Err(AcquireError::Displaced)),
+            ("a", Duration::ZERO, Err(WaitError::Displaced)),
             ("d", Duration::from_millis(100), Ok(())),
             ("c", Duration::from_millis(200), Ok(())),
             ("b", Duration::from_millis(300), Ok(())),
@@ -62,7 +62,7 @@ async fn newest_first_serves_the_newest_and_displaces_the_oldest_when_full() {
 
 #[tokio::test(start_paused = true)]
 async fn newest_first_tries_a_newcomer_at_once_and_refuses_one_larger_than_the_queue() {
-    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(4).unwrap());
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(4).unwrap());
     let queue = Queue::builder(bucket)
         .order(QueueOrder::NewestFirst)
         .queue_limit(2)
@@ -76,7 +76,7 @@ async fn newest_first_tries_a_newcomer_at_once_and_refuses_one_larger_than_the_q
     let err = queue.acquire(3).await.unwrap_err();
     assert_eq!(
         err,
-        AcquireError::QueueFull {
+        WaitError::QueueFull {
             retry_after: Some(Duration::from_millis(300))
         }
     );

@@ -70,7 +70,7 @@ fn run_queue(arrivals: &[Arrival], per_second: u32, burst: u32) -> Vec<Fate> {
         let bucket = Bucket::token_bucket(
             Quota::per_second(per_second)
                 .unwrap()
-                .allow_burst(burst)
+                .with_burst(burst)
                 .unwrap(),
         );
         let queue = Arc::new(Queue::new(bucket));

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tokio::time::Instant;
-use tollgate::queue::{AcquireError, Queue, QueueOrder};
+use tollgate::queue::{Queue, QueueOrder, WaitError};
 use tollgate::{Bucket, Quota};
 
 use support::{until, CountPolls};
@@ -106,7 +106,7 @@ fn run_queue(arrivals: &[(u64, u32)], per_second: u32, burst: u32, limit: u64) -
         let bucket = Bucket::token_bucket(
             Quota::per_second(per_second)
                 .unwrap()
-                .allow_burst(burst)
+                .with_burst(burst)
                 .unwrap(),
         );
         let queue = Arc::new(
@@ -128,8 +128,8 @@ fn run_queue(arrivals: &[(u64, u32)], per_second: u32, burst: u32, limit: u64) -
                         p.forget();
                         Fate::Granted(ms())
                     }
-                    Err(AcquireError::Displaced) => Fate::Displaced(ms()),
-                    Err(AcquireError::QueueFull { .. }) => Fate::QueueFull(ms()),
+                    Err(WaitError::Displaced) => Fate::Displaced(ms()),
+                    Err(WaitError::QueueFull { .. }) => Fate::QueueFull(ms()),
                     Err(e) => panic!("unexpected: {e}"),
                 }
             };

@@ -5,40 +5,46 @@
 #![cfg(feature = "tokio")]
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use tollgate::queue::{AcquireError, Queue};
-use tollgate::{Bucket, CapacityExceeded, Clock, Decision, Gcra, Limiter, Quota, Snapshot};
+use tollgate::queue::{Queue, WaitError};
+use tollgate::{
+    Bucket, CapacityExceeded, Clock, Decision, Gcra, Limiter, Quota, Snapshot, Timestamp,
+};
 
 /// The real bucket, recording the `now` of every admission it makes.
 struct Recorded {
     bucket: Bucket<Gcra>,
-    grants: Mutex<Vec<u64>>,
+    grants: Mutex<Vec<Timestamp>>,
 }
 
 impl Limiter for Recorded {
     fn capacity(&self) -> u32 {
         self.bucket.capacity()
     }
-    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
         let d = self.bucket.check_n(n, now)?;
         if d.is_allowed() && n > 0 {
             self.grants.lock().unwrap().push(now);
         }
         Ok(d)
     }
-    fn refund(&self, n: u32, now: u64) {
+    fn refund(&self, n: u32, now: Timestamp) {
         self.bucket.refund(n, now);
     }
-    fn snapshot(&self, now: u64) -> Snapshot {
+    fn snapshot(&self, now: Timestamp) -> Snapshot {
         self.bucket.snapshot(now)
     }
-    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
         self.bucket.time_until_ready(n, now)
     }
-    fn is_idle(&self, now: u64) -> bool {
+    fn is_idle(&self, now: Timestamp) -> bool {
         self.bucket.is_idle(now)
     }
-    fn time_until_ready_after(&self, ahead: u64, n: u32, now: u64) -> Option<u64> {
+    fn required_resolution(&self) -> Duration {
+        self.bucket.required_resolution()
+    }
+    fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
         self.bucket.time_until_ready_after(ahead, n, now)
     }
 }
@@ -47,14 +53,14 @@ impl Limiter for Recorded {
 async fn many_tasks_for_two_seconds_get_exactly_what_the_quota_allows() {
     const TASKS: usize = 16;
     const BURST: u64 = 5;
-    const T: u64 = 20_000_000; // 50 per second
+    const T: Duration = Duration::from_millis(20); // 50 per second
     let limiter = Recorded {
-        bucket: Bucket::token_bucket(Quota::per_second(50).unwrap().allow_burst(5).unwrap()),
+        bucket: Bucket::token_bucket(Quota::per_second(50).unwrap().with_burst(5).unwrap()),
         grants: Mutex::new(Vec::new()),
     };
     let queue = Arc::new(Queue::new(limiter));
     let start = queue.clock().now();
-    let end = queue.clock().instant_at(start + 2_000_000_000);
+    let end = queue.clock().instant_at(start + Duration::from_secs(2));
     let mut tasks = Vec::new();
     for _ in 0..TASKS {
         let q = queue.clone();
@@ -66,7 +72,7 @@ async fn many_tasks_for_two_seconds_get_exactly_what_the_quota_allows() {
                         permit.forget();
                         mine += 1;
                     }
-                    Err(AcquireError::DeadlineExceeded) => return mine,
+                    Err(WaitError::DeadlineExceeded) => return mine,
                     Err(e) => panic!("unexpected refusal: {e}"),
                 }
             }
@@ -86,17 +92,17 @@ async fn many_tasks_for_two_seconds_get_exactly_what_the_quota_allows() {
     for i in 0..grants.len() {
         for j in i..grants.len() {
             let admitted = (j - i + 1) as u64;
+            let span = grants[j] - grants[i];
             assert!(
-                admitted <= BURST + (grants[j] - grants[i]) / T,
-                "{admitted} admissions within {} ns",
-                grants[j] - grants[i]
+                admitted <= BURST + (span.as_nanos() / T.as_nanos()) as u64,
+                "{admitted} admissions within {span:?}"
             );
         }
     }
     // And no fewer than it allows: within one permit of burst + rate·t
     // over the 2 s.
-    let t = 2_000_000_000u64;
-    let allowed = BURST + t / T;
+    let t = Duration::from_secs(2);
+    let allowed = BURST + (t.as_nanos() / T.as_nanos()) as u64;
     assert!(
         total.abs_diff(allowed) <= 1,
         "admitted {total}, quota allows {allowed} in 2 s"
@@ -112,7 +118,7 @@ async fn cancellations_racing_admissions_leave_no_waiter_behind_and_no_permit_lo
     // 200 per second, burst 4; tasks give up after 0–7 ms, so many are
     // cancelled while waiting and some right as they are granted.
     let limiter = Recorded {
-        bucket: Bucket::token_bucket(Quota::per_second(200).unwrap().allow_burst(4).unwrap()),
+        bucket: Bucket::token_bucket(Quota::per_second(200).unwrap().with_burst(4).unwrap()),
         grants: Mutex::new(Vec::new()),
     };
     let queue = Arc::new(Queue::new(limiter));
@@ -166,7 +172,7 @@ async fn cancellations_racing_admissions_leave_no_waiter_behind_and_no_permit_lo
     queue.acquire(1).await.unwrap().forget();
     let waited = queue.clock().now() - start;
     assert!(
-        (5_000_000..15_000_000).contains(&waited),
-        "waited {waited} ns"
+        (Duration::from_millis(5)..Duration::from_millis(15)).contains(&waited),
+        "waited {waited:?}"
     );
 }

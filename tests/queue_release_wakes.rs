@@ -1,9 +1,10 @@
 //! Release-based limiters under the queue: returning capacity through a
 //! permit wakes the next waiter that fits, in order, and nobody else.
 //!
-//! `InFlight` (tests/support) is tollgate's `ConcurrencyLimiter` with a
-//! counter of its checks: at most `limit` in flight, `check_n` takes,
-//! `refund` gives back.
+//! The queue takes tollgate's `ConcurrencyLimiter` itself (owned or in an
+//! `Arc`) and always gives a permit's share back when the permit drops.
+//! `InFlight` (tests/support) is a release-based `Limiter` of the test's
+//! own around the same limiter, with a counter of its checks.
 #![cfg(feature = "tokio")]
 
 mod support;
@@ -14,17 +15,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tollgate::queue::Queue;
-use tollgate::Limiter;
 
-use support::{until, CountPolls, InFlight};
+use support::{concurrency, until, CountPolls, InFlight};
 
 #[tokio::test(start_paused = true)]
 async fn dropping_a_permit_wakes_the_next_waiter_that_fits_in_fifo_order() {
-    let queue = Arc::new(
-        Queue::builder(InFlight::new(3))
-            .release_on_drop(true)
-            .build(),
-    );
+    // No `release_on_drop(true)`: a concurrency limiter's permits always
+    // come back when a queue permit drops.
+    let queue = Arc::new(Queue::new(concurrency(3)));
     let start = Instant::now();
     let p1 = queue.acquire(1).await.unwrap();
     let p2 = queue.acquire(1).await.unwrap();
@@ -72,13 +70,13 @@ async fn dropping_a_permit_wakes_the_next_waiter_that_fits_in_fifo_order() {
     let stats = queue.stats();
     assert_eq!(stats.wakeups, 2);
     assert!(polls.load(Ordering::SeqCst) <= 4);
-    assert_eq!(queue.limiter().held(), 3);
+    assert_eq!(queue.limiter().in_flight(), 3);
 }
 
 #[tokio::test(start_paused = true)]
 async fn permits_of_a_rate_limiter_are_spent_unless_released() {
     use tollgate::{Bucket, Clock, Limiter, Quota};
-    let bucket = Bucket::token_bucket(Quota::per_second(1).unwrap().allow_burst(2).unwrap());
+    let bucket = Bucket::token_bucket(Quota::per_second(1).unwrap().with_burst(2).unwrap());
     let queue = Queue::new(bucket);
     let now = queue.clock().now();
     drop(queue.acquire(1).await.unwrap()); // spent: no refund on drop
@@ -87,16 +85,30 @@ async fn permits_of_a_rate_limiter_are_spent_unless_released() {
     assert_eq!(queue.limiter().snapshot(now).remaining(), 1);
 }
 
+#[tokio::test(start_paused = true)]
+async fn permits_of_a_concurrency_limiter_come_back_on_drop_even_with_release_on_drop_off() {
+    // New in the guard-only API: the queue forces release_on_drop for
+    // tollgate's concurrency limiter (its permits exist only as guards).
+    let queue = Queue::builder(concurrency(2))
+        .release_on_drop(false)
+        .build();
+    let permit = queue.acquire(2).await.unwrap();
+    assert_eq!(queue.limiter().in_flight(), 2);
+    drop(permit);
+    assert_eq!(queue.limiter().in_flight(), 0);
+    // `forget` still keeps them in flight, until released by hand.
+    queue.acquire(1).await.unwrap().forget();
+    assert_eq!(queue.limiter().in_flight(), 1);
+    queue.limiter().release(1);
+    assert_eq!(queue.limiter().in_flight(), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releases_racing_arrivals_on_many_threads_never_lose_a_wake_up() {
     // 24 tasks share 3 slots for 400 ms of real time, holding each for
     // 0–2 ms and asking for 1 or 2. A lost wake-up would leave a waiter
     // asleep with free capacity: the run would hang (caught by the timeout).
-    let queue = Arc::new(
-        Queue::builder(InFlight::new(3))
-            .release_on_drop(true)
-            .build(),
-    );
+    let queue = Arc::new(Queue::new(Arc::new(concurrency(3))));
     let end = Instant::now() + Duration::from_millis(400);
     let run = async {
         let mut tasks = Vec::new();
@@ -111,7 +123,7 @@ async fn releases_racing_arrivals_on_many_threads_never_lose_a_wake_up() {
                     k ^= k << 17;
                     let n = 1 + (k % 2) as u32;
                     let permit = q.acquire(n).await.unwrap();
-                    assert!(q.limiter().held() <= 3);
+                    assert!(q.limiter().in_flight() <= 3);
                     tokio::time::sleep(Duration::from_micros(k % 2_000)).await;
                     drop(permit);
                     granted += 1;
@@ -129,7 +141,7 @@ async fn releases_racing_arrivals_on_many_threads_never_lose_a_wake_up() {
         .await
         .expect("a waiter was never woken");
     assert!(total > 100, "only {total} grants");
-    assert_eq!(queue.limiter().held(), 0, "every permit came back");
+    assert_eq!(queue.limiter().in_flight(), 0, "every permit came back");
     let stats = queue.stats();
     assert_eq!(stats.queued_requests, 0);
     assert_eq!(stats.admitted_requests, total);
@@ -163,19 +175,46 @@ async fn a_release_based_limiter_is_not_polled_while_nobody_releases() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn recheck_serves_a_waiter_after_capacity_returned_outside_the_queue() {
-    let queue = Arc::new(
-        Queue::builder(InFlight::new(1))
-            .release_on_drop(true)
-            .build(),
+async fn a_queued_concurrency_limiter_is_left_alone_while_nobody_releases() {
+    // The same with tollgate's limiter itself, whose checks cannot be
+    // counted: in ten seconds the waiter is neither woken nor refused, and
+    // one release grants it with one wake-up.
+    let queue = Arc::new(Queue::new(concurrency(1)));
+    let held = queue.acquire(1).await.unwrap();
+    let polls = Arc::new(AtomicUsize::new(0));
+    let q = queue.clone();
+    let waiter = tokio::spawn(CountPolls::new(
+        async move { q.acquire(1).await.map(|p| p.forget()) },
+        polls.clone(),
+    ));
+    let q = queue.clone();
+    until(move || q.stats().queued_requests == 1).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(polls.load(Ordering::SeqCst), 1, "woken without a release");
+    let stats = queue.stats();
+    assert_eq!((stats.queued_requests, stats.wakeups), (1, 0));
+    drop(held);
+    waiter.await.unwrap().unwrap();
+    assert_eq!(polls.load(Ordering::SeqCst), 2, "one poll per release");
+    assert_eq!(queue.stats().wakeups, 1);
+    assert_eq!(
+        queue.limiter().in_flight(),
+        1,
+        "the waiter's forgotten permit"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn recheck_serves_a_waiter_after_capacity_returned_outside_the_queue() {
+    let limiter = Arc::new(concurrency(1));
+    let queue = Arc::new(Queue::new(Arc::clone(&limiter)));
     // Someone else holds the only slot, outside the queue.
-    assert!(queue.limiter().take_directly(1));
+    let outside = limiter.try_acquire(1).expect("the slot is free");
     let q = queue.clone();
     let waiter = tokio::spawn(async move { q.acquire(1).await.map(|p| p.forget()) });
     let q = queue.clone();
     until(move || q.stats().queued_requests == 1).await;
-    queue.limiter().refund(1, 0); // released behind the queue's back
+    drop(outside); // released behind the queue's back
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert_eq!(queue.stats().queued_requests, 1, "the queue cannot know");
     queue.recheck();

@@ -13,7 +13,7 @@ use tollgate::Quota;
 
 fn config() -> RedisConfig {
     // burst 2, then one a minute: the third check of a key is refused
-    RedisConfig::token_bucket(Quota::per_minute(1).unwrap().allow_burst(2).unwrap())
+    RedisConfig::token_bucket(Quota::per_minute(1).unwrap().with_burst(2).unwrap())
         .timeout(Duration::from_secs(1))
         .refusal_cache(0)
 }

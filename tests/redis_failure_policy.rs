@@ -17,7 +17,7 @@ const TIMEOUT: Duration = Duration::from_millis(50);
 const SLACK: Duration = Duration::from_millis(40);
 
 fn config(policy: FailurePolicy) -> RedisConfig {
-    RedisConfig::token_bucket(Quota::per_second(10).unwrap().allow_burst(5).unwrap())
+    RedisConfig::token_bucket(Quota::per_second(10).unwrap().with_burst(5).unwrap())
         .timeout(TIMEOUT)
         .failure_policy(policy)
         .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(200))
@@ -136,7 +136,7 @@ async fn frozen_server_never_blocks_callers_beyond_the_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_open_with_ceiling_admits_only_the_local_share() {
     let mut server = RedisServer::start();
-    let ceiling = Quota::per_second(1).unwrap().allow_burst(3).unwrap();
+    let ceiling = Quota::per_second(1).unwrap().with_burst(3).unwrap();
     let store = RedisStore::connect(
         server.url(),
         config(FailurePolicy::fail_open_with_ceiling(ceiling)),
@@ -199,7 +199,9 @@ async fn store_created_while_server_is_down_works_once_it_is_up() {
     let store = RedisStore::connect(server.url(), config(FailurePolicy::fail_open()))
         .await
         .expect("connecting is lazy");
-    let d = AsyncKeyedLimiter::check_n(&store, b"k", 1).await.unwrap();
+    let d = AsyncKeyedLimiter::<[u8]>::check_n(&store, b"k", 1)
+        .await
+        .unwrap();
     assert!(d.is_allowed() && d.store_unavailable());
     server.restart();
     until_store_answers(&store, b"k").await;
@@ -214,7 +216,7 @@ fn creating_a_store_outside_a_tokio_runtime_is_an_error_not_a_panic() {
     match connect.as_mut().poll(&mut cx) {
         std::task::Poll::Ready(Err(e)) => {
             assert!(
-                matches!(e, tollgate::redis::RedisConfigError::NoTokioRuntime),
+                matches!(e, tollgate::redis::ConfigError::NoTokioRuntime),
                 "{e}"
             )
         }

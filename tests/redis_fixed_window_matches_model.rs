@@ -56,7 +56,7 @@ impl Model {
     fn snapshot(&self, index: u64, count: u32, now: u64) -> Snapshot {
         let until_end = (index + 1) * self.window - now;
         let reset = if count == 0 { 0 } else { until_end };
-        Snapshot::new(self.limit, self.limit - count, reset)
+        Snapshot::new(self.limit, self.limit - count, Duration::from_nanos(reset))
     }
 
     fn check(&mut self, n: u32, now: u64) -> Option<Decision> {
@@ -67,7 +67,7 @@ impl Model {
         if count + n > self.limit {
             let until_end = (index + 1) * self.window - now;
             return Some(Decision::Denied(Denied::new(
-                until_end,
+                Duration::from_nanos(until_end),
                 self.snapshot(index, count, now),
             )));
         }
@@ -90,7 +90,7 @@ enum Op {
 }
 
 async fn run_case(limit: u32, window_us: u64, ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let quota = Quota::from_nanos(limit, window_us * 1_000).expect("valid quota");
+    let quota = Quota::new(limit, Duration::from_micros(window_us)).expect("valid quota");
     let store = RedisStore::connect(
         server().url(),
         RedisConfig::fixed_window(quota)

@@ -26,7 +26,7 @@ fn server_time_nanos(server: &RedisServer) -> u64 {
 async fn hammer(server: &RedisServer, kind_leaky: bool) -> (u64, u64, u64) {
     let rate = 50u32; // T = 20 ms
     let burst = 10u32;
-    let quota = Quota::per_second(rate).unwrap().allow_burst(burst).unwrap();
+    let quota = Quota::per_second(rate).unwrap().with_burst(burst).unwrap();
     let prefix = if kind_leaky {
         &b"fleet-leaky:"[..]
     } else {

@@ -25,7 +25,7 @@ async fn bucket_key_expires_when_the_bucket_has_refilled() {
     let server = RedisServer::start();
     let mut admin = server.admin();
     // T = 100 ms, burst 3: taking 2 leaves a lead of 200 ms
-    let quota = Quota::per_second(10).unwrap().allow_burst(3).unwrap();
+    let quota = Quota::per_second(10).unwrap().with_burst(3).unwrap();
     for config in [
         RedisConfig::token_bucket(quota),
         RedisConfig::leaky_bucket(quota),
@@ -67,7 +67,7 @@ async fn refunding_everything_deletes_the_key() {
     let mut admin = server.admin();
     let store = RedisStore::connect(
         server.url(),
-        RedisConfig::token_bucket(Quota::per_minute(1).unwrap().allow_burst(4).unwrap()),
+        RedisConfig::token_bucket(Quota::per_minute(1).unwrap().with_burst(4).unwrap()),
     )
     .await
     .unwrap();

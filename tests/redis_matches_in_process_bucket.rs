@@ -1,6 +1,6 @@
 //! The Redis store and the in-process bucket give the same decisions.
 //!
-//! For random quotas (token and leaky, burst, weight) and random sequences
+//! For random quotas (token and leaky, burst) and random sequences
 //! of checks (including peeks and impossible requests), refunds and pauses,
 //! every store reply is compared with an in-process `Bucket<Gcra>` driven by
 //! the server `TIME` the script used: same allow/deny, same `retry_after`,
@@ -15,7 +15,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use support::RedisServer;
 use tollgate::redis::{RedisConfig, RedisStore, StoreError};
-use tollgate::{Bucket, BucketKind, Gcra, Limiter, Quota};
+use tollgate::{Bucket, BucketKind, Gcra, Limiter, Quota, Timestamp};
 
 fn server() -> &'static RedisServer {
     static SERVER: OnceLock<RedisServer> = OnceLock::new();
@@ -62,8 +62,8 @@ fn quota() -> impl Strategy<Value = (BucketKind, u32, u64, u32, u32)> {
         prop_oneof![Just(BucketKind::TokenBucket), Just(BucketKind::LeakyBucket)],
         1u32..=8,          // permits
         3_000u64..=90_000, // period in µs, so T spans µs to tens of ms
-        1u32..=5,          // burst
-        1u32..=4,          // largest weight (leaky)
+        1u32..=5,          // burst (token)
+        1u32..=4,          // largest weight (leaky: its burst)
     )
 }
 
@@ -85,18 +85,18 @@ async fn run_case(kind: BucketKind, quota: Quota, ops: Vec<Op>) -> Result<(), Te
         match op {
             Op::Check(n) => match store.try_check_n(key, n).await {
                 Ok(reply) => {
-                    let now = reply.server_time_nanos;
+                    let now = Timestamp::from_nanos(reply.server_time_nanos);
                     let expected = local.check_n(n, now);
                     prop_assert_eq!(Ok(reply.decision), expected, "check {} at {}", n, now);
                 }
                 Err(StoreError::Capacity(e)) => {
-                    prop_assert_eq!(Err(e), local.check_n(n, 0));
+                    prop_assert_eq!(Err(e), local.check_n(n, Timestamp::ZERO));
                 }
                 Err(e) => panic!("store failed: {e}"),
             },
             Op::Refund(n) => {
                 let reply = store.refund(key, n).await.expect("refund");
-                let now = reply.server_time_nanos;
+                let now = Timestamp::from_nanos(reply.server_time_nanos);
                 local.refund(n, now);
                 prop_assert_eq!(
                     *reply.decision.snapshot(),
@@ -119,9 +119,14 @@ proptest! {
         (kind, permits, period_us, burst, weight) in quota(),
         ops in ops(),
     ) {
-        let quota = Quota::from_nanos(permits, period_us * 1_000)
-            .and_then(|q| q.allow_burst(burst))
-            .and_then(|q| q.max_weight(weight));
+        // A leaky bucket's largest request is now its quota's burst (it
+        // was `max_weight`, and the burst did not apply to it).
+        let burst = match kind {
+            BucketKind::TokenBucket => burst,
+            BucketKind::LeakyBucket => weight,
+        };
+        let quota = Quota::new(permits, Duration::from_micros(period_us))
+            .and_then(|q| q.with_burst(burst));
         let quota = match quota {
             Ok(q) => q,
             Err(_) => return Err(TestCaseError::reject("invalid quota")),
@@ -134,7 +139,7 @@ proptest! {
 #[test]
 fn time_until_ready_and_snapshot_match_in_process() {
     runtime().block_on(async {
-        let quota = Quota::per_second(20).unwrap().allow_burst(4).unwrap(); // T = 50 ms
+        let quota = Quota::per_second(20).unwrap().with_burst(4).unwrap(); // T = 50 ms
         let store = RedisStore::connect(
             server().url(),
             RedisConfig::token_bucket(quota)
@@ -172,7 +177,7 @@ fn time_until_ready_and_snapshot_match_in_process() {
 #[test]
 fn server_clock_going_back_heals_like_in_process() {
     runtime().block_on(async {
-        let quota = Quota::per_second(10).unwrap().allow_burst(3).unwrap(); // T = 100 ms
+        let quota = Quota::per_second(10).unwrap().with_burst(3).unwrap(); // T = 100 ms
         for kind in [BucketKind::TokenBucket, BucketKind::LeakyBucket] {
             let config = match kind {
                 BucketKind::TokenBucket => RedisConfig::token_bucket(quota),
@@ -183,14 +188,14 @@ fn server_clock_going_back_heals_like_in_process() {
             .refusal_cache(0);
             let store = RedisStore::connect(server().url(), config).await.unwrap();
             let gcra = Gcra::new(kind, quota);
-            let interval = gcra.interval_nanos();
+            let interval = gcra.interval();
 
             let mut admin = server().admin();
             let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut admin).unwrap();
-            let ahead = (s + 3600) * 1_000_000_000 + us * 1_000;
+            let ahead = Timestamp::from_nanos((s + 3600) * 1_000_000_000 + us * 1_000);
             let () = redis::cmd("SET")
                 .arg(store.redis_key(b"k"))
-                .arg(ahead.to_string())
+                .arg(ahead.as_nanos().to_string())
                 .arg("PX")
                 .arg(3_600_000 + 1_000)
                 .query(&mut admin)
@@ -201,7 +206,7 @@ fn server_clock_going_back_heals_like_in_process() {
             assert_eq!(local.state().tat(), ahead);
 
             let reply = store.try_check_n(b"k", 1).await.unwrap();
-            let now = reply.server_time_nanos;
+            let now = Timestamp::from_nanos(reply.server_time_nanos);
             let expected = local.check_n(1, now).unwrap();
             assert_eq!(reply.decision, expected, "{kind:?}");
             assert!(reply.decision.is_denied(), "a heal never grants extra");
@@ -213,7 +218,8 @@ fn server_clock_going_back_heals_like_in_process() {
 
             tokio::time::sleep(reply.decision.retry_after() + Duration::from_millis(2)).await;
             let reply = store.try_check_n(b"k", 1).await.unwrap();
-            let expected = local.check_n(1, reply.server_time_nanos).unwrap();
+            let now = Timestamp::from_nanos(reply.server_time_nanos);
+            let expected = local.check_n(1, now).unwrap();
             assert_eq!(reply.decision, expected);
             assert!(
                 reply.decision.is_allowed(),

@@ -11,26 +11,38 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
-use tollgate::{CapacityExceeded, ConcurrencyLimiter, Decision, Limiter, Snapshot};
+use tollgate::{
+    AcquireError, CapacityExceeded, ConcurrencyLimiter, Decision, Limiter, Snapshot, Timestamp,
+};
 
-/// tollgate's real `ConcurrencyLimiter` (at most `limit` permits in flight,
-/// `check_n` takes, `refund` gives back; a refusal carries its 1 ms retry
-/// *hint*, although capacity returns only when a holder releases it),
-/// instrumented to count its checks so a test can see it is not polled.
+/// tollgate's `ConcurrencyLimiter` with at most `limit` permits in flight.
+/// The one place the tests build one, so a change of its constructor is
+/// one edit here.
+pub fn concurrency(limit: u32) -> ConcurrencyLimiter {
+    ConcurrencyLimiter::new(limit).expect("limit is at least 1")
+}
+
+/// A release-based `Limiter` of the test's own: tollgate's real
+/// `ConcurrencyLimiter` (at most `limit` permits in flight) behind the
+/// `Limiter` trait, which the concurrency limiter no longer implements.
+/// `check_n` takes permits through a guard and detaches them
+/// (`into_raw`), `refund` gives them back (`release`). It counts its checks
+/// so a test can see the queue does not poll it. Queue it with
+/// `release_on_drop(true)`, as any release-based limiter that is not
+/// tollgate's own; tests that need no counter queue the
+/// `ConcurrencyLimiter` itself.
 #[derive(Debug)]
 pub struct InFlight {
     inner: ConcurrencyLimiter,
     checks: AtomicUsize,
 }
 
-/// The concurrency limiter's default retry hint.
-pub const RETRY_HINT_NANOS: u64 = tollgate::concurrency::DEFAULT_RETRY_HINT_NANOS;
-
 impl InFlight {
     pub fn new(limit: u32) -> Self {
         Self {
-            inner: ConcurrencyLimiter::new(limit).expect("limit is at least 1"),
+            inner: concurrency(limit),
             checks: AtomicUsize::new(0),
         }
     }
@@ -43,37 +55,53 @@ impl InFlight {
     pub fn checks(&self) -> usize {
         self.checks.load(Ordering::SeqCst)
     }
-
-    /// Takes `n` behind the queue's back (another user of the limiter).
-    pub fn take_directly(&self, n: u32) -> bool {
-        self.check_n(n, 0).unwrap().is_allowed()
-    }
 }
 
 impl Limiter for InFlight {
     fn capacity(&self) -> u32 {
-        self.inner.capacity()
+        self.inner.limit()
     }
 
-    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, _now: Timestamp) -> Result<Decision, CapacityExceeded> {
         self.checks.fetch_add(1, Ordering::SeqCst);
-        self.inner.check_n(n, now)
+        match self.inner.try_acquire(n) {
+            Ok(permit) => {
+                let _kept = permit.into_raw(); // given back by `refund`
+                Ok(Decision::Allowed(self.inner.snapshot()))
+            }
+            Err(AcquireError::Denied(denied)) => Ok(Decision::Denied(denied)),
+            Err(AcquireError::CapacityExceeded(e)) => Err(e),
+            Err(e) => panic!("unexpected refusal: {e}"),
+        }
     }
 
-    fn refund(&self, n: u32, now: u64) {
-        self.inner.refund(n, now);
+    fn refund(&self, n: u32, _now: Timestamp) {
+        self.inner.release(n);
     }
 
-    fn snapshot(&self, now: u64) -> Snapshot {
-        self.inner.snapshot(now)
+    fn snapshot(&self, _now: Timestamp) -> Snapshot {
+        self.inner.snapshot()
     }
 
-    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
-        self.inner.time_until_ready(n, now)
+    fn time_until_ready(&self, n: u32, _now: Timestamp) -> Result<Duration, CapacityExceeded> {
+        let limit = self.inner.limit();
+        if n > limit {
+            return Err(CapacityExceeded::new(n, limit));
+        }
+        // no exact wait exists: the retry hint while it does not fit
+        Ok(if n <= self.inner.available() {
+            Duration::ZERO
+        } else {
+            self.inner.retry_hint()
+        })
     }
 
-    fn is_idle(&self, now: u64) -> bool {
-        self.inner.is_idle(now)
+    fn is_idle(&self, _now: Timestamp) -> bool {
+        self.inner.in_flight() == 0
+    }
+
+    fn required_resolution(&self) -> Duration {
+        Duration::ZERO // no time component
     }
 }
 
