@@ -16,7 +16,7 @@
 //!
 //! ```
 //! use tollgate::keyed::ShardedKeyedTable;
-//! use tollgate::partitioned::Partitioned;
+//! use tollgate::partitioned::{Partitioned, PartitionedLimiter};
 //! use tollgate::{Bucket, Gcra, Quota, Timestamp};
 //!
 //! struct Job { tenant: u32, priority: bool }

@@ -54,7 +54,7 @@ proptest! {
     fn matches_a_counter_and_never_exceeds_the_limit(
         (limit, ops) in (1u32..=10).prop_flat_map(|l| (Just(l), prop::collection::vec(op(l), 1..100)))
     ) {
-        let limiter = ConcurrencyLimiter::new(limit).unwrap();
+        let limiter = ConcurrencyLimiter::with_limit(limit).unwrap();
         let mut held: Vec<ConcurrencyPermit<'_>> = vec![];
         let mut detached = 0u32; // taken and detached by into_raw, not yet released
         let mut leaked = 0u32; // forgotten and never released
@@ -122,7 +122,7 @@ proptest! {
     /// Huge requests and releases never panic or wrap.
     #[test]
     fn extreme_inputs_never_panic(limit in prop_oneof![Just(u32::MAX), 1..=u32::MAX], ns in prop::collection::vec(any::<u32>(), 1..30)) {
-        let limiter = ConcurrencyLimiter::new(limit).unwrap();
+        let limiter = ConcurrencyLimiter::with_limit(limit).unwrap();
         for n in ns {
             // an unguarded take (was `check_n`)
             let _ = limiter.try_acquire(n).map(ConcurrencyPermit::into_raw);
@@ -140,7 +140,7 @@ proptest! {
 #[test]
 fn threads_never_exceed_the_limit_and_every_dropped_permit_returns() {
     const LIMIT: u32 = 5;
-    let limiter = ConcurrencyLimiter::new(LIMIT).unwrap();
+    let limiter = ConcurrencyLimiter::with_limit(LIMIT).unwrap();
     // counts permits between a successful acquire and the guard's drop, so
     // it never exceeds what the limiter holds
     let observed = AtomicU32::new(0);
@@ -173,17 +173,14 @@ fn threads_never_exceed_the_limit_and_every_dropped_permit_returns() {
 }
 
 /// Was `algorithm_state_can_live_in_a_static` (the `Concurrency` algorithm
-/// and its `ConcurrencyState` are gone in API 13): the limiter itself is
-/// `const`-constructible, so its state can live in a `static`.
-///
-/// The static holds the constructor's `Result`: `valid!(ConcurrencyLimiter::new(2))`
-/// (what the crate documents) does not compile, E0493, because the
-/// `Result<ConcurrencyLimiter, _>` it matches on has a destructor that a
-/// `const` block cannot run (see the report of the API 13 port).
+/// and its `ConcurrencyState` are gone): the limiter itself is
+/// `const`-constructible from a `NonZeroU32`, so it can be a `static` with
+/// no `Result` to unwrap.
 #[test]
 fn limiter_can_live_in_a_static() {
-    static JOBS: Result<ConcurrencyLimiter, ConfigError> = ConcurrencyLimiter::new(2);
-    let jobs: &'static ConcurrencyLimiter = JOBS.as_ref().unwrap();
+    static JOBS: ConcurrencyLimiter =
+        ConcurrencyLimiter::new(core::num::NonZeroU32::new(2).unwrap());
+    let jobs: &'static ConcurrencyLimiter = &JOBS;
     let a = jobs.try_acquire(2).unwrap();
     assert!(matches!(jobs.try_acquire(1), Err(AcquireError::Denied(_))));
     drop(a);
@@ -243,7 +240,7 @@ fn registered(c: &Arc<Count>) -> bool {
 
 #[test]
 fn acquire_is_woken_by_the_release_and_not_before() {
-    let limiter = ConcurrencyLimiter::new(2).unwrap();
+    let limiter = ConcurrencyLimiter::with_limit(2).unwrap();
     let first = limiter.try_acquire(1).unwrap();
     let second = limiter.try_acquire(1).unwrap();
     let (count, waker) = counter();
@@ -279,7 +276,7 @@ fn acquire_is_woken_by_the_release_and_not_before() {
 
 #[test]
 fn acquire_of_several_waits_until_enough_are_free() {
-    let limiter = ConcurrencyLimiter::new(3).unwrap();
+    let limiter = ConcurrencyLimiter::with_limit(3).unwrap();
     let mut a = limiter.try_acquire(2).unwrap();
     let b = limiter.try_acquire(1).unwrap();
     let (count, waker) = counter();
@@ -308,7 +305,7 @@ fn acquire_of_several_waits_until_enough_are_free() {
 /// never before it.
 #[tokio::test(start_paused = true)]
 async fn a_waiting_task_completes_right_after_the_permit_is_dropped() {
-    let limiter = Arc::new(ConcurrencyLimiter::new(1).unwrap());
+    let limiter = Arc::new(ConcurrencyLimiter::with_limit(1).unwrap());
     let held = limiter.try_acquire_owned(1).unwrap();
     let released = Arc::new(AtomicBool::new(false));
     let task = tokio::spawn({
@@ -342,7 +339,7 @@ async fn a_waiting_task_completes_right_after_the_permit_is_dropped() {
 
 #[test]
 fn acquire_above_the_limit_resolves_at_once_to_capacity_exceeded() {
-    let limiter = Arc::new(ConcurrencyLimiter::new(3).unwrap());
+    let limiter = Arc::new(ConcurrencyLimiter::with_limit(3).unwrap());
     let (count, waker) = counter();
     let mut cx = Context::from_waker(&waker);
     let exceeded = CapacityExceeded::new(4, 3);
@@ -375,7 +372,7 @@ fn acquire_above_the_limit_resolves_at_once_to_capacity_exceeded() {
 /// Documented: `acquire(0)` resolves at once, even with every permit taken.
 #[test]
 fn acquire_of_zero_resolves_at_once_on_a_full_limiter() {
-    let limiter = ConcurrencyLimiter::new(2).unwrap();
+    let limiter = ConcurrencyLimiter::with_limit(2).unwrap();
     let held = limiter.try_acquire(2).unwrap();
     let (count, waker) = counter();
     let mut fut = pin!(limiter.acquire(0));
@@ -390,7 +387,7 @@ fn acquire_of_zero_resolves_at_once_on_a_full_limiter() {
 
 #[test]
 fn lowering_the_limit_refuses_new_work_until_enough_are_released() {
-    let limiter = ConcurrencyLimiter::new(4).unwrap();
+    let limiter = ConcurrencyLimiter::with_limit(4).unwrap();
     let a = limiter.try_acquire(2).unwrap();
     let b = limiter.try_acquire(1).unwrap();
     limiter.set_limit(2).unwrap();
@@ -421,7 +418,7 @@ fn lowering_the_limit_refuses_new_work_until_enough_are_released() {
 
 #[test]
 fn raising_the_limit_wakes_the_waiters() {
-    let limiter = ConcurrencyLimiter::new(1).unwrap();
+    let limiter = ConcurrencyLimiter::with_limit(1).unwrap();
     let held = limiter.try_acquire(1).unwrap();
     let (count, waker) = counter();
     let mut cx = Context::from_waker(&waker);
@@ -443,7 +440,7 @@ fn raising_the_limit_wakes_the_waiters() {
 
 #[test]
 fn a_waiter_above_a_lowered_limit_resolves_to_capacity_exceeded() {
-    let limiter = ConcurrencyLimiter::new(3).unwrap();
+    let limiter = ConcurrencyLimiter::with_limit(3).unwrap();
     let held = limiter.try_acquire(3).unwrap();
     let (count, waker) = counter();
     let mut cx = Context::from_waker(&waker);
@@ -462,7 +459,7 @@ fn a_waiter_above_a_lowered_limit_resolves_to_capacity_exceeded() {
 
 #[test]
 fn a_dropped_pending_acquire_leaves_nothing_registered() {
-    let limiter = Arc::new(ConcurrencyLimiter::new(1).unwrap());
+    let limiter = Arc::new(ConcurrencyLimiter::with_limit(1).unwrap());
     let held = limiter.try_acquire(1).unwrap();
 
     // a few cancelled waiters, borrowed and owned
@@ -525,7 +522,7 @@ fn a_dropped_pending_acquire_leaves_nothing_registered() {
 /// not swallow the release meant for the task behind it.
 #[tokio::test(start_paused = true)]
 async fn an_aborted_waiting_task_does_not_swallow_the_release() {
-    let limiter = Arc::new(ConcurrencyLimiter::new(1).unwrap());
+    let limiter = Arc::new(ConcurrencyLimiter::with_limit(1).unwrap());
     let held = limiter.try_acquire_owned(1).unwrap();
     let spawn_waiter = || {
         let limiter = Arc::clone(&limiter);

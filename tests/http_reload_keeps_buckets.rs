@@ -7,8 +7,8 @@
 mod support;
 
 use support::http::{connect_info, hello, send, serve, Req};
-use tollgate::http::{LayerConfig, RateLimitLayer, RateLimitLayerBuilder};
-use tollgate::Inheritance;
+use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer, RateLimitLayerBuilder};
+use tollgate::{Inheritance, Quota};
 
 fn rules(login_rate: u32, login_burst: u32, extra: &str) -> String {
     format!(
@@ -135,19 +135,25 @@ async fn a_bad_reload_changes_nothing() {
 
 #[tokio::test]
 async fn a_route_layer_follows_its_policy_across_reloads() {
-    let layer = layer(&rules(3, 2, "").replace("prefix = \"/api/login\"\n", ""));
-    let login = layer.policy("login").unwrap();
+    // a policy without a prefix, attached to a route by name
+    let login = |rate: u32, burst: u32| {
+        RateLimitLayer::builder()
+            .policy(
+                Policy::token_bucket(
+                    "login",
+                    Quota::per_minute(rate).unwrap().with_burst(burst).unwrap(),
+                )
+                .key(KeySource::PeerIp),
+            )
+            .peer_addr(connect_info)
+    };
+    let layer = login(3, 2).build().unwrap();
     let app = axum::Router::new()
         .route("/login", axum::routing::get(|| async { "ok" }))
-        .route_layer(login);
+        .route_layer(layer.policy("login").unwrap());
     let s = serve(app).await;
     assert_eq!(statuses(s.addr, "/login", 3).await, [200, 200, 429]);
-    let report = layer
-        .reload(
-            builder(&rules(6, 4, "").replace("prefix = \"/api/login\"\n", "")),
-            Inheritance::UsedAmount,
-        )
-        .unwrap();
+    let report = layer.reload(login(6, 4), Inheritance::UsedAmount).unwrap();
     assert_eq!(report.reconfigured, ["login"]);
     assert_eq!(statuses(s.addr, "/login", 3).await, [200, 200, 429]);
 }

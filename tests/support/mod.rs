@@ -21,7 +21,7 @@ use tollgate::{
 /// The one place the tests build one, so a change of its constructor is
 /// one edit here.
 pub fn concurrency(limit: u32) -> ConcurrencyLimiter {
-    ConcurrencyLimiter::new(limit).expect("limit is at least 1")
+    ConcurrencyLimiter::with_limit(limit).expect("limit is at least 1")
 }
 
 /// A release-based `Limiter` of the test's own: tollgate's real
