@@ -525,7 +525,7 @@
 // a test binary can install a counting global allocator.)
 #![forbid(unsafe_code)]
 #![warn(missing_debug_implementations)]
-#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "std")]
 extern crate std;
