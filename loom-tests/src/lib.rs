@@ -39,7 +39,7 @@ pub mod keyed_model;
 #[cfg(loom)]
 pub mod model;
 
-pub use concurrency_spec::SpecConcurrency;
+pub use concurrency_spec::{apply_guarded, SpecConcurrency};
 pub use ops::{
     admitted, admitted_and_refunded_since, admitted_by_all, apply, apply_all, clock_bound, drain,
     refunded, Op, Outcome,
@@ -47,6 +47,8 @@ pub use ops::{
 pub use orders::{interleavings, sequential_outcomes, sequential_runs, Observed, Run, SpecLimiter};
 pub use spec::SpecBucket;
 pub use window_spec::{SpecFixedWindow, SpecSlidingWindow};
+
+use core::time::Duration;
 
 use tollgate::{Gcra, Quota};
 
@@ -56,23 +58,31 @@ use tollgate::{Gcra, Quota};
 /// If the quota is invalid (a bug in the model, not in tollgate).
 #[must_use]
 pub fn token_bucket(interval: u64, burst: u32) -> Gcra {
-    let quota = Quota::from_nanos(1, interval)
-        .and_then(|q| q.allow_burst(burst))
+    let quota = Quota::new(1, Duration::from_nanos(interval))
+        .and_then(|q| q.with_burst(burst))
         .expect("valid model quota");
     Gcra::token_bucket(quota)
 }
 
 /// A strict-pacing leaky bucket with interval `interval` ns accepting
-/// weights up to `max_weight`, for models.
+/// weights up to `max_weight` (its burst), for models.
 ///
 /// # Panics
 /// If the quota is invalid (a bug in the model, not in tollgate).
 #[must_use]
 pub fn leaky_bucket(interval: u64, max_weight: u32) -> Gcra {
-    let quota = Quota::from_nanos(1, interval)
-        .and_then(|q| q.max_weight(max_weight))
+    let quota = Quota::new(1, Duration::from_nanos(interval))
+        .and_then(|q| q.with_burst(max_weight))
         .expect("valid model quota");
     Gcra::leaky_bucket(quota)
+}
+
+/// The [`Timestamp`](tollgate::Timestamp) `ns` nanoseconds after the
+/// origin: the models write their clock readings as small nanosecond
+/// counts.
+#[must_use]
+pub const fn t(ns: u64) -> tollgate::Timestamp {
+    tollgate::Timestamp::from_nanos(ns)
 }
 
 /// `check_n(n, now)`.

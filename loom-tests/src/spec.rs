@@ -40,7 +40,7 @@ impl SpecBucket {
             leaky: gcra.kind() == BucketKind::LeakyBucket,
             interval: u128::from(gcra.interval_nanos()),
             capacity: gcra.capacity(),
-            heal_threshold: u128::from(gcra.heal_threshold_nanos()),
+            heal_threshold: gcra.heal_threshold().as_nanos(),
             tat: 0,
         }
     }
@@ -143,6 +143,8 @@ mod tests {
     //! makes a loom model's "observed ∉ sequential outcomes" failure mean a
     //! concurrency bug, not a model mismatch.
 
+    use core::time::Duration;
+
     use proptest::prelude::*;
     use tollgate::{Algorithm, Gcra, Quota};
 
@@ -152,16 +154,16 @@ mod tests {
     fn gcra() -> impl Strategy<Value = Gcra> {
         (1u32..=4, 1u64..=50, 1u32..=4, any::<bool>(), 0u64..=200).prop_map(
             |(permits, interval, cap, leaky, heal)| {
-                let quota = Quota::from_nanos(permits, interval * u64::from(permits))
-                    .and_then(|q| q.allow_burst(cap))
-                    .and_then(|q| q.max_weight(cap))
-                    .expect("small quotas are valid");
+                let quota =
+                    Quota::new(permits, Duration::from_nanos(interval * u64::from(permits)))
+                        .and_then(|q| q.with_burst(cap))
+                        .expect("small quotas are valid");
                 let gcra = if leaky {
                     Gcra::leaky_bucket(quota)
                 } else {
                     Gcra::token_bucket(quota)
                 };
-                gcra.with_heal_threshold(heal)
+                gcra.with_heal_threshold(Duration::from_nanos(heal))
             },
         )
     }
@@ -188,7 +190,7 @@ mod tests {
                 let expected = spec.apply(op, previous);
                 previous = Some(expected);
                 prop_assert_eq!(real, expected, "op {:?}", op);
-                prop_assert_eq!(u128::from(state.tat()), spec.tat(), "tat after {:?}", op);
+                prop_assert_eq!(u128::from(state.tat().as_nanos()), spec.tat(), "tat after {:?}", op);
             }
         }
     }
