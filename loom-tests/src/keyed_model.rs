@@ -179,6 +179,15 @@ pub enum KeyedOp {
         /// The caller's clock reading.
         now: u64,
     },
+    /// `reconfigure(next, how, now)`.
+    Reconfigure {
+        /// The new default algorithm.
+        next: Gcra,
+        /// What every key carries over.
+        how: Inheritance,
+        /// The caller's clock reading.
+        now: u64,
+    },
 }
 
 impl KeyedOp {
@@ -192,7 +201,7 @@ impl KeyedOp {
     #[must_use]
     pub const fn now(&self) -> u64 {
         match *self {
-            Self::Check { now, .. } | Self::Evict { now } => now,
+            Self::Check { now, .. } | Self::Evict { now } | Self::Reconfigure { now, .. } => now,
         }
     }
 }
@@ -211,6 +220,8 @@ pub enum KeyedOutcome {
     Exceeded,
     /// `evict_refilled` evicted this many keys.
     Evicted(usize),
+    /// `reconfigure` was made.
+    Reconfigured,
 }
 
 impl KeyedOutcome {
@@ -247,6 +258,10 @@ pub fn apply<T: KeyedTable + ?Sized>(table: &T, op: KeyedOp) -> KeyedOutcome {
             Err(_) => KeyedOutcome::Exceeded,
         },
         KeyedOp::Evict { now } => KeyedOutcome::Evicted(table.evict_refilled(now)),
+        KeyedOp::Reconfigure { next, how, now } => {
+            table.reconfigure(next, how, now);
+            KeyedOutcome::Reconfigured
+        }
     }
 }
 

@@ -16,6 +16,8 @@
 //! - [`orders`]: every sequential order of the threads' operations, and the
 //!   outcomes the reference model gives for each, so a model can assert
 //!   that what it observed is one of them (linearizability);
+//! - [`live_spec`]: checks and live changes of quota ([`LiveOp`]) and every
+//!   result a sequential order of them gives on the reference model;
 //! - [`ops`]: one vocabulary ([`Op`], [`Outcome`]) for driving the real
 //!   algorithm and the reference model alike;
 //! - `keyed_model` (under `cfg(loom)` only): one vocabulary of operations
@@ -27,6 +29,7 @@
 //!   preemption bound, so a bare `cargo test` under loom stays bounded too.
 
 pub mod concurrency_spec;
+pub mod live_spec;
 pub mod ops;
 pub mod orders;
 pub mod spec;
@@ -40,6 +43,7 @@ pub mod keyed_model;
 pub mod model;
 
 pub use concurrency_spec::{apply_guarded, SpecConcurrency};
+pub use live_spec::{live_admitted, live_check, live_runs, LiveOp, LiveRun};
 pub use ops::{
     admitted, admitted_and_refunded_since, admitted_by_all, apply, apply_all, clock_bound, drain,
     refunded, Op, Outcome,

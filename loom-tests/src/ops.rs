@@ -58,6 +58,8 @@ pub enum Outcome {
     /// A [`Op::RefundIfAllowed`] skipped because the previous operation
     /// was not admitted.
     Skipped,
+    /// A change of configuration was made (it returns nothing).
+    Reconfigured,
 }
 
 impl Outcome {
