@@ -22,7 +22,7 @@ use governor::clock::{
 use governor::{Quota as GovQuota, RateLimiter as GovLimiter};
 use tollgate::{
     Bucket, Clock, ConcurrencyLimiter, FixedWindow, ManualClock, QuantaClock, Quota, RateLimiter,
-    SlidingWindow, StdClock,
+    SlidingWindow, StdClock, Timestamp,
 };
 
 fn nz(n: u32) -> NonZeroU32 {
@@ -32,7 +32,7 @@ fn nz(n: u32) -> NonZeroU32 {
 /// Never refuses within a benchmark run: 1 ns interval, burst u32::MAX.
 fn allow_quota() -> (Quota, GovQuota) {
     let t = Quota::per_second(1_000_000_000)
-        .and_then(|q| q.allow_burst(u32::MAX))
+        .and_then(|q| q.with_burst(u32::MAX))
         .expect("valid");
     let g = GovQuota::per_second(nz(1_000_000_000)).allow_burst(nz(u32::MAX));
     (t, g)
@@ -47,7 +47,7 @@ fn deny_quota() -> (Quota, GovQuota) {
 }
 
 fn floor<C: Clock>(clock: &C, word: &AtomicU64) -> bool {
-    let now = clock.now();
+    let now = clock.now().as_nanos();
     let cur = word.load(Ordering::Relaxed);
     word.compare_exchange(cur, cur.max(now) + 1, Ordering::Relaxed, Ordering::Relaxed)
         .is_ok()
@@ -85,7 +85,7 @@ where
 /// The other algorithms, with the time passed in, against the same floor.
 /// governor has no windows or concurrency limiter, so there is no peer.
 fn other_algorithms(c: &mut Criterion) {
-    let clock = ManualClock::new(1);
+    let clock = ManualClock::starting_at(Timestamp::from_nanos(1));
     let word = AtomicU64::new(0);
     let window = Duration::from_secs(3600);
     let leaky =
@@ -94,20 +94,24 @@ fn other_algorithms(c: &mut Criterion) {
     let fixed_allow = RateLimiter::from_limiter(
         Bucket::new(FixedWindow::new(u32::MAX, window).expect("valid")),
         &clock,
-    );
+    )
+    .expect("fits");
     let fixed_deny = RateLimiter::from_limiter(
         Bucket::new(FixedWindow::new(1, window).expect("valid")),
         &clock,
-    );
+    )
+    .expect("fits");
     let _ = fixed_deny.try_acquire();
     let sliding_allow = RateLimiter::from_limiter(
         Bucket::new(SlidingWindow::<4>::new(u32::MAX, window).expect("valid")),
         &clock,
-    );
+    )
+    .expect("fits");
     let sliding_deny = RateLimiter::from_limiter(
         Bucket::new(SlidingWindow::<4>::new(1, window).expect("valid")),
         &clock,
-    );
+    )
+    .expect("fits");
     let _ = sliding_deny.try_acquire();
     let concurrency = ConcurrencyLimiter::new(1).expect("valid");
     // a macro, not a table of closures, so every case is statically dispatched
@@ -137,7 +141,7 @@ fn direct(c: &mut Criterion) {
     clock_group(
         c,
         "passed",
-        std::sync::Arc::new(ManualClock::new(1)),
+        std::sync::Arc::new(ManualClock::starting_at(Timestamp::from_nanos(1))),
         FakeRelativeClock::default(),
     );
     clock_group(c, "std", StdClock::new(), MonotonicClock);
@@ -166,7 +170,7 @@ mod throughput {
 
     use governor::clock::FakeRelativeClock;
     use governor::{Quota as GovQuota, RateLimiter as GovLimiter};
-    use tollgate::{Bucket, Gcra, Limiter, Quota};
+    use tollgate::{Bucket, Gcra, Limiter, Quota, Timestamp};
 
     const RUN: Duration = Duration::from_millis(700);
 
@@ -176,7 +180,7 @@ mod throughput {
 
     fn quota() -> Quota {
         Quota::per_second(1_000_000_000)
-            .and_then(|q| q.allow_burst(u32::MAX))
+            .and_then(|q| q.with_burst(u32::MAX))
             .expect("valid")
     }
 
@@ -214,7 +218,7 @@ mod throughput {
 
     pub fn print() {
         // the time is passed in (a fixed instant): this measures the check
-        let now = 1;
+        let now = Timestamp::from_nanos(1);
         let shared = Bucket::token_bucket(quota());
         let distinct = [
             Padded(Bucket::token_bucket(quota())),

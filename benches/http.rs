@@ -36,8 +36,8 @@ fn tollgate_app() -> Router {
     // one permit per nanosecond per peer IP, bursts of a billion (a tolerance
     // of 1 s, so that a thread preempted between reading the clock and
     // checking is never refused)
-    let quota = Quota::from_nanos(1, 1)
-        .and_then(|q| q.allow_burst(1_000_000_000))
+    let quota = Quota::new(1, Duration::from_nanos(1))
+        .and_then(|q| q.with_burst(1_000_000_000))
         .expect("quota");
     let layer = RateLimitLayer::builder()
         .peer_addr(support::connect_info)

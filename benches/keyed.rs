@@ -25,8 +25,8 @@ use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
-use tollgate::keyed::{LockFreeGcraTable, ShardedKeyedTable};
-use tollgate::{Clock, Gcra, ManualClock, Quota};
+use tollgate::keyed::{KeyedLimiter, LockFreeGcraTable, ShardedKeyedTable};
+use tollgate::{Clock, Gcra, ManualClock, Quota, Timestamp};
 
 /// Net heap bytes held (allocations minus frees), process-wide.
 struct CountingAlloc;
@@ -81,17 +81,26 @@ type Governor = governor::RateLimiter<
 type Tollgate = ShardedKeyedTable<u64, Gcra>;
 
 fn tollgate_table(keys: u64) -> Tollgate {
-    let alg = Gcra::token_bucket(Quota::per_second(RATE).unwrap().allow_burst(BURST).unwrap());
+    let alg = Gcra::token_bucket(Quota::per_second(RATE).unwrap().with_burst(BURST).unwrap());
     // sized for 85 % occupancy
     let capacity = (keys as usize * 100).div_ceil(85).max(64);
-    ShardedKeyedTable::new(capacity, alg).unwrap()
+    ShardedKeyedTable::builder(alg)
+        .max_keys(capacity)
+        .build()
+        .unwrap()
 }
 
 fn lock_free_table(keys: u64) -> LockFreeGcraTable<u64> {
-    let alg = Gcra::token_bucket(Quota::per_second(RATE).unwrap().allow_burst(BURST).unwrap());
+    let alg = Gcra::token_bucket(Quota::per_second(RATE).unwrap().with_burst(BURST).unwrap());
     let capacity = (keys as usize * 100).div_ceil(85).max(64);
-    LockFreeGcraTable::new(capacity, alg).unwrap()
+    LockFreeGcraTable::builder(alg)
+        .max_keys(capacity)
+        .build()
+        .unwrap()
 }
+
+/// The start of the fake clock: 1 s after its origin.
+const START: Timestamp = Timestamp::from_secs(1);
 
 fn governor_limiter(clock: FakeRelativeClock) -> Governor {
     let quota = governor::Quota::per_second(NonZeroU32::new(RATE).unwrap())
@@ -159,17 +168,17 @@ fn bytes_per_key() {
         let before = held();
         let table = tollgate_table(keys);
         for k in 0..keys {
-            let _ = table.check(&k, 0);
+            let _ = table.check(&k, Timestamp::ZERO);
         }
         let tollgate_bytes = held() - before;
         assert_eq!(table.len() as u64, keys);
-        let occupancy = keys as f64 / table.capacity() as f64;
+        let occupancy = keys as f64 / table.max_keys() as f64;
         drop(table);
 
         let before = held();
         let table = lock_free_table(keys);
         for k in 0..keys {
-            let _ = table.check(k, 0);
+            let _ = table.check(&k, Timestamp::ZERO);
         }
         let lock_free_bytes = held() - before;
         assert_eq!(table.len() as u64, keys);
@@ -221,7 +230,7 @@ fn interleaved_minimum() {
         (100_000, 1, false),
     ] {
         let order = visit_order(keys, shuffled);
-        let clock = ManualClock::new(1_000_000_000);
+        let clock = ManualClock::starting_at(START);
         let table = tollgate_table(keys);
         let fake = FakeRelativeClock::default();
         fake.advance(Duration::from_secs(1));
@@ -229,7 +238,7 @@ fn interleaved_minimum() {
         let lock_free = lock_free_table(keys);
         for k in 0..keys {
             let _ = table.check(&k, clock.now());
-            let _ = lock_free.check(k, clock.now());
+            let _ = lock_free.check(&k, clock.now());
             let _ = limiter.check_key(&k);
         }
         let (mut best_t, mut best_l, mut best_g) = (f64::MAX, f64::MAX, f64::MAX);
@@ -245,7 +254,7 @@ fn interleaved_minimum() {
                 CHECKS,
                 &order,
                 threads,
-                &|k| lock_free.check(k, clock.now()).is_allowed(),
+                &|k| lock_free.check(&k, clock.now()).is_allowed(),
                 &|| clock.advance(TICK),
             );
             let g = run(
@@ -287,32 +296,32 @@ fn flood_cost() {
     use tollgate::keyed::OverflowPolicy;
     const FLOOD: u64 = 400_000;
     let alg = Gcra::token_bucket(Quota::per_hour(60).unwrap());
-    let sharded = ShardedKeyedTable::builder(alg)
-        .capacity(100_000)
+    let sharded = ShardedKeyedTable::<u64, _>::builder(alg)
+        .max_keys(100_000)
         .overflow(OverflowPolicy::Deny)
-        .build::<u64>()
+        .build()
         .unwrap();
-    let lock_free = ShardedKeyedTable::builder(alg)
-        .capacity(100_000)
+    let lock_free = LockFreeGcraTable::<u64>::builder(alg)
+        .max_keys(100_000)
         .overflow(OverflowPolicy::Deny)
-        .build_lock_free::<u64>()
+        .build()
         .unwrap();
     // fill both with busy keys (some shards fill before others)
     for k in 0..400_000u64 {
-        let _ = sharded.check(&k, 0);
-        let _ = lock_free.check(k, 0);
+        let _ = sharded.check(&k, Timestamp::ZERO);
+        let _ = lock_free.check(&k, Timestamp::ZERO);
     }
     let (mut best_s, mut best_l) = (f64::MAX, f64::MAX);
     for round in 0..5u64 {
         let base = 1_000_000 + round * FLOOD;
         let start = Instant::now();
         for k in base..base + FLOOD {
-            black_box(sharded.check(&k, 1).is_allowed());
+            black_box(sharded.check(&k, Timestamp::from_nanos(1)).is_allowed());
         }
         best_s = best_s.min(start.elapsed().as_nanos() as f64 / FLOOD as f64);
         let start = Instant::now();
         for k in base..base + FLOOD {
-            black_box(lock_free.check(k, 1).is_allowed());
+            black_box(lock_free.check(&k, Timestamp::from_nanos(1)).is_allowed());
         }
         best_l = best_l.min(start.elapsed().as_nanos() as f64 / FLOOD as f64);
     }
@@ -338,14 +347,14 @@ fn keyed(c: &mut Criterion) {
         group.warm_up_time(Duration::from_millis(500));
         group.measurement_time(Duration::from_secs(2));
 
-        let clock = ManualClock::new(1_000_000_000);
+        let clock = ManualClock::starting_at(START);
         let table = tollgate_table(keys);
         for k in 0..keys {
             let _ = table.check(&k, clock.now());
         }
         let lock_free = lock_free_table(keys);
         for k in 0..keys {
-            let _ = lock_free.check(k, clock.now());
+            let _ = lock_free.check(&k, clock.now());
         }
         group.bench_function("tollgate LockFreeGcraTable", |b| {
             b.iter_custom(|iters| {
@@ -353,7 +362,7 @@ fn keyed(c: &mut Criterion) {
                     iters,
                     &order,
                     threads,
-                    &|k| lock_free.check(k, clock.now()).is_allowed(),
+                    &|k| lock_free.check(&k, clock.now()).is_allowed(),
                     &|| clock.advance(TICK),
                 )
             });

@@ -82,7 +82,7 @@ fn paced(c: &mut Criterion) {
     g.bench_function("tollgate_queue", |b| {
         b.to_async(&rt).iter(|| async {
             let bucket =
-                Bucket::token_bucket(Quota::per_second(1000).unwrap().allow_burst(1).unwrap());
+                Bucket::token_bucket(Quota::per_second(1000).unwrap().with_burst(1).unwrap());
             let queue = Arc::new(Queue::new(bucket));
             let tasks: Vec<_> = (0..WAITERS)
                 .map(|_| {

@@ -7,7 +7,10 @@
 //! Starts its own `redis-server` (same harness as the tests). Extra figures
 //! are printed as `FIGURE name value unit note` lines.
 
-#[path = "../tests/support/mod.rs"]
+// Only the redis-server harness of the tests' support (the rest of it is
+// test instrumentation this bench does not use).
+#[allow(dead_code)]
+#[path = "../tests/support/redis_server.rs"]
 mod support;
 
 use std::collections::BTreeMap;

@@ -10,8 +10,8 @@ use tollgate::{ManualClock, Quota, RateLimiter};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 5 per second: one every 200 ms; the token bucket may burst 3 at once.
-    let quota = Quota::per_second(5)?.allow_burst(3)?;
-    let clock = ManualClock::new(0);
+    let quota = Quota::per_second(5)?.with_burst(3)?;
+    let clock = ManualClock::new();
     let token = RateLimiter::token_bucket(quota, &clock)?;
     let leaky = RateLimiter::leaky_bucket(quota, &clock)?;
 

@@ -6,6 +6,7 @@
 //! both that the waiter is woken (no lost wake-up, no busy polling) and
 //! that it completes at the exact tick the quota allows.
 
+use core::time::Duration as StdDuration;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,7 +15,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use embassy_time::{Duration, Instant, MockDriver, TICK_HZ};
 use tollgate::embassy::{AsyncLimiter, EmbassyClock, WaitError};
-use tollgate::{Bucket, Clock, Gcra, Limiter, Quota, QuotaError, RateLimiter};
+use tollgate::{Bucket, Clock, ConfigError, Gcra, Limiter, Quota, RateLimiter, Timestamp};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -67,18 +68,23 @@ fn now_ticks() -> u64 {
 
 const MS: u64 = 1_000_000;
 
+/// `n` nanoseconds (a `core::time::Duration`, as tollgate's waits are).
+fn ns(n: u64) -> StdDuration {
+    StdDuration::from_nanos(n)
+}
+
 #[test]
 fn mock_driver_runs_at_one_megahertz() {
     // The tick arithmetic in these tests assumes embassy's test rate.
     assert_eq!(TICK_HZ, 1_000_000);
-    assert_eq!(EmbassyClock::RESOLUTION_NANOS, 1_000);
+    assert_eq!(EmbassyClock::RESOLUTION, StdDuration::from_micros(1));
 }
 
 #[test]
 fn waiter_completes_at_the_exact_tick_not_one_earlier() {
     let _t = fresh_time();
     // 10 per second, burst 1: T = 100 ms = 100 000 ticks.
-    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(1).unwrap());
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
     let p = Poller::new();
 
     let first = p.poll(&mut bucket.acquire(1));
@@ -100,7 +106,10 @@ fn waiter_completes_at_the_exact_tick_not_one_earlier() {
     assert_eq!(now_ticks(), 100_000);
     assert_eq!(snapshot.remaining(), 0);
     // It took the permit: the next one is 100 ms away again.
-    assert_eq!(bucket.time_until_ready(1, EmbassyClock.now()), Ok(100 * MS));
+    assert_eq!(
+        bucket.time_until_ready(1, EmbassyClock.now()),
+        Ok(ns(100 * MS))
+    );
 }
 
 #[test]
@@ -108,7 +117,7 @@ fn interval_between_ticks_rounds_the_wake_up_to_the_next_tick() {
     let _t = fresh_time();
     // One per 1 500 500 ns: the second admission is due 1 500.5 ticks in,
     // so the first tick that reaches it is 1 501.
-    let quota = Quota::from_nanos(1, 1_500_500).unwrap();
+    let quota = Quota::new(1, ns(1_500_500)).unwrap();
     let bucket = Bucket::leaky_bucket(quota);
     let p = Poller::new();
     assert!(p.poll(&mut bucket.acquire(1)).is_ready());
@@ -130,8 +139,8 @@ fn interval_between_ticks_rounds_the_wake_up_to_the_next_tick() {
 #[test]
 fn weighted_leaky_request_waits_for_the_previous_work_to_drain() {
     let _t = fresh_time();
-    // 1 per ms, weights up to 4.
-    let quota = Quota::from_nanos(1, MS).unwrap().max_weight(4).unwrap();
+    // 1 per ms, weights up to 4 (a leaky bucket's burst).
+    let quota = Quota::new(1, ns(MS)).unwrap().with_burst(4).unwrap();
     let bucket = Bucket::leaky_bucket(quota);
     let p = Poller::new();
     assert!(p.poll(&mut bucket.acquire(3)).is_ready()); // occupies 3 ms
@@ -147,7 +156,7 @@ fn weighted_leaky_request_waits_for_the_previous_work_to_drain() {
 #[test]
 fn until_ready_waits_without_taking() {
     let _t = fresh_time();
-    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(2).unwrap());
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(2).unwrap());
     let p = Poller::new();
     // Ready at once on a full bucket, and takes nothing.
     let Poll::Ready(Ok(s)) = p.poll(&mut bucket.until_ready(2)) else {
@@ -172,7 +181,7 @@ fn until_ready_waits_without_taking() {
 #[test]
 fn timeout_too_short_fails_at_once_and_takes_nothing() {
     let _t = fresh_time();
-    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(1).unwrap());
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
     let p = Poller::new();
     assert!(p.poll(&mut bucket.acquire(1)).is_ready());
 
@@ -185,13 +194,16 @@ fn timeout_too_short_fails_at_once_and_takes_nothing() {
         other => panic!("expected a timeout, got {other:?}"),
     }
     // Nothing was taken: the permit is still due at 100 ms.
-    assert_eq!(bucket.time_until_ready(1, EmbassyClock.now()), Ok(100 * MS));
+    assert_eq!(
+        bucket.time_until_ready(1, EmbassyClock.now()),
+        Ok(ns(100 * MS))
+    );
 }
 
 #[test]
 fn deadline_met_exactly_is_granted() {
     let _t = fresh_time();
-    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(1).unwrap());
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
     let p = Poller::new();
     assert!(p.poll(&mut bucket.acquire(1)).is_ready());
 
@@ -204,7 +216,7 @@ fn deadline_met_exactly_is_granted() {
 #[test]
 fn deadline_expires_when_another_task_takes_the_permit_first() {
     let _t = fresh_time();
-    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(1).unwrap());
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
     let p = Poller::new();
     assert!(p.poll(&mut bucket.acquire(1)).is_ready());
 
@@ -226,8 +238,8 @@ fn deadline_expires_when_another_task_takes_the_permit_first() {
 #[test]
 fn request_above_burst_is_an_error_not_a_wait() {
     let _t = fresh_time();
-    let token = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(3).unwrap());
-    let leaky = Bucket::leaky_bucket(Quota::per_second(10).unwrap().max_weight(2).unwrap());
+    let token = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(3).unwrap());
+    let leaky = Bucket::leaky_bucket(Quota::per_second(10).unwrap().with_burst(2).unwrap());
     let p = Poller::new();
     for (limiter, n, capacity) in [(&token, 4, 3), (&leaky, 3, 2)] {
         // Even with a deadline far away, and on the first poll.
@@ -253,7 +265,7 @@ fn request_above_burst_is_an_error_not_a_wait() {
 #[test]
 fn dropping_a_pending_waiter_takes_nothing() {
     let _t = fresh_time();
-    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().allow_burst(1).unwrap());
+    let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
     let p = Poller::new();
     assert!(p.poll(&mut bucket.acquire(1)).is_ready());
     {
@@ -273,7 +285,7 @@ fn dropping_a_pending_waiter_takes_nothing() {
 #[test]
 fn two_tasks_on_one_limiter_are_both_served_within_quota() {
     let _t = fresh_time();
-    let bucket = Bucket::token_bucket(Quota::from_nanos(1, MS).unwrap().allow_burst(2).unwrap());
+    let bucket = Bucket::token_bucket(Quota::new(1, ns(MS)).unwrap().with_burst(2).unwrap());
     let admitted: Mutex<Vec<(u8, u64)>> = Mutex::new(Vec::new());
 
     let task = |id: u8| {
@@ -334,29 +346,51 @@ fn two_tasks_on_one_limiter_are_both_served_within_quota() {
 fn embassy_clock_reads_driver_ticks_as_nanoseconds() {
     let _t = fresh_time();
     let clock = EmbassyClock::new();
-    assert_eq!(clock.now(), 0);
+    assert_eq!(clock.now(), Timestamp::ZERO);
     advance_ticks(1_234);
-    assert_eq!(clock.now(), 1_234_000);
-    assert_eq!(clock.resolution(), 1_000);
+    assert_eq!(clock.now(), Timestamp::from_nanos(1_234_000));
+    assert_eq!(clock.resolution(), ns(1_000));
     assert_eq!(
-        EmbassyClock::instant_at(1_234_001),
+        EmbassyClock::instant_at(Timestamp::from_nanos(1_234_001)),
         Instant::from_ticks(1_235)
+    );
+    // the same conversions through the embassy instant
+    assert_eq!(Timestamp::from(Instant::now()), clock.now());
+    assert_eq!(
+        EmbassyClock::timestamp(Instant::from_ticks(7)),
+        Timestamp::from_nanos(7_000)
     );
 }
 
 #[test]
 fn quota_finer_than_a_tick_is_rejected() {
     let _t = fresh_time();
-    let too_fine = Quota::from_nanos(1, 999).unwrap();
+    let too_fine = Quota::new(1, ns(999)).unwrap();
     assert_eq!(
         RateLimiter::token_bucket(too_fine, EmbassyClock::new()).err(),
-        Some(QuotaError::BelowClockResolution {
-            interval_nanos: 999,
-            resolution_nanos: 1_000
+        Some(ConfigError::ClockTooCoarse {
+            step: ns(999),
+            resolution: ns(1_000)
         })
     );
-    let one_tick = Quota::from_nanos(1, 1_000).unwrap();
+    let one_tick = Quota::new(1, ns(1_000)).unwrap();
     assert!(RateLimiter::leaky_bucket(one_tick, EmbassyClock::new()).is_ok());
+    // A bucket built without the clock (a `static`): its waiters refuse at
+    // once instead of waking a tick early or late.
+    let bucket = Bucket::token_bucket(too_fine);
+    let p = Poller::new();
+    match p.poll(&mut bucket.acquire(1)) {
+        Poll::Ready(Err(WaitError::ClockTooCoarse { step, resolution })) => {
+            assert_eq!((step, resolution), (ns(999), ns(1_000)));
+        }
+        other => panic!("expected ClockTooCoarse, got {other:?}"),
+    }
+    assert!(matches!(
+        p.poll(&mut bucket.until_ready(1)),
+        Poll::Ready(Err(WaitError::ClockTooCoarse { .. }))
+    ));
+    // nothing was taken
+    assert_eq!(bucket.snapshot(EmbassyClock.now()).remaining(), 1);
 }
 
 #[test]

@@ -3,8 +3,14 @@
 //! succeeds iff `in_flight + n ≤ limit`; giving back `n` lowers the count
 //! by `n` but never below zero; a refusal (and a snapshot with permits in
 //! flight) reports the retry hint, since only a release frees capacity.
+//!
+//! The real limiter hands out permits only as guards, so [`apply_guarded`]
+//! maps the shared [`Op`] vocabulary onto its guard API: a check is
+//! `try_acquire(n)` (an admitted guard is kept), a refund of the previous
+//! admission drops that guard (or releases part of it), an unconditional
+//! refund is `release(n)` (the path of a leaked or `into_raw` permit).
 
-use tollgate::{Algorithm, Concurrency};
+use tollgate::{AcquireError, ConcurrencyLimiter, ConcurrencyPermit};
 
 use crate::ops::{Op, Outcome};
 use crate::orders::SpecLimiter;
@@ -18,12 +24,23 @@ pub struct SpecConcurrency {
 }
 
 impl SpecConcurrency {
-    /// A reference limiter configured like `concurrency`, nothing in flight.
+    /// A reference limiter configured like `limiter`, nothing in flight.
     #[must_use]
-    pub fn like(concurrency: &Concurrency) -> Self {
+    pub fn like(limiter: &ConcurrencyLimiter) -> Self {
+        Self::new(
+            limiter.limit(),
+            u64::try_from(limiter.retry_hint().as_nanos()).unwrap_or(u64::MAX),
+        )
+    }
+
+    /// A reference limiter of `limit` permits whose refusals report
+    /// `retry_hint` ns, nothing in flight (usable outside a loom model,
+    /// where the real limiter cannot be built).
+    #[must_use]
+    pub const fn new(limit: u32, retry_hint: u64) -> Self {
         Self {
-            limit: u64::from(concurrency.capacity()),
-            hint: concurrency.retry_hint_nanos(),
+            limit: limit as u64,
+            hint: retry_hint,
             in_flight: 0,
         }
     }
@@ -65,13 +82,63 @@ impl SpecLimiter for SpecConcurrency {
     }
 }
 
+/// Runs one thread's `ops` on the real limiter through its guards (see the
+/// [module documentation](self)) and returns what each one gave. Guards
+/// still held at the end are detached (`into_raw`), so their permits stay
+/// in flight as the reference model counts them.
+pub fn apply_guarded(limiter: &ConcurrencyLimiter, ops: &[Op]) -> Vec<Outcome> {
+    let mut outcomes: Vec<Outcome> = Vec::with_capacity(ops.len());
+    let mut held: Vec<ConcurrencyPermit<'_>> = Vec::new();
+    for &op in ops {
+        let previous = outcomes.last().copied();
+        let outcome = match op {
+            Op::Check { n, .. } => match limiter.try_acquire(n) {
+                Ok(permit) => {
+                    held.push(permit);
+                    Outcome::Allowed
+                }
+                Err(AcquireError::Denied(denied)) => Outcome::Denied {
+                    retry_after: denied.retry_after_nanos(),
+                },
+                Err(AcquireError::CapacityExceeded(_)) => Outcome::Exceeded,
+                Err(other) => panic!("a refusal the model does not know: {other:?}"),
+            },
+            Op::RefundIfAllowed { .. } if previous != Some(Outcome::Allowed) => Outcome::Skipped,
+            Op::RefundIfAllowed { n, .. } => {
+                // give back (part of) the previous admission's guard
+                let mut permit = held.pop().expect("the previous check's guard");
+                if n >= permit.permits() {
+                    let rest = n - permit.permits();
+                    drop(permit);
+                    limiter.release(rest);
+                } else {
+                    permit.release_some(n);
+                    held.push(permit);
+                }
+                Outcome::Refunded
+            }
+            Op::Refund { n, .. } => {
+                limiter.release(n);
+                Outcome::Refunded
+            }
+        };
+        outcomes.push(outcome);
+    }
+    for permit in held {
+        let _ = permit.into_raw();
+    }
+    outcomes
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use proptest::prelude::*;
-    use tollgate::{Algorithm, Concurrency};
+    use core::time::Duration;
 
-    use super::SpecConcurrency;
-    use crate::ops::{apply, Op, Outcome};
+    use proptest::prelude::*;
+    use tollgate::ConcurrencyLimiter;
+
+    use super::{apply_guarded, SpecConcurrency};
+    use crate::ops::{Op, Outcome};
     use crate::orders::SpecLimiter;
 
     proptest! {
@@ -85,17 +152,26 @@ mod tests {
                 1 => (0u32..=5).prop_map(|n| Op::RefundIfAllowed { n, now: 0 }),
             ], 1..40),
         ) {
-            let alg = Concurrency::new(limit).unwrap().with_retry_hint(hint);
-            let state = alg.new_state();
-            let mut spec = SpecConcurrency::like(&alg);
-            let mut previous: Option<Outcome> = None;
-            for op in ops {
-                let real = apply(&alg, &state, op, previous);
-                let expected = spec.apply(op, previous);
-                previous = Some(expected);
-                prop_assert_eq!(real, expected, "op {:?}", op);
-                prop_assert_eq!(u64::from(state.in_flight()), spec.in_flight());
-                let snap = alg.snapshot(&state, 0);
+            // every prefix on a fresh limiter: outcomes, permits in flight
+            // and snapshot agree after each operation
+            for end in 1..=ops.len() {
+                let limiter = ConcurrencyLimiter::new(limit)
+                    .unwrap()
+                    .with_retry_hint(Duration::from_nanos(hint));
+                let mut spec = SpecConcurrency::like(&limiter);
+                let real = apply_guarded(&limiter, &ops[..end]);
+                let mut previous: Option<Outcome> = None;
+                let expected: Vec<Outcome> = ops[..end]
+                    .iter()
+                    .map(|&op| {
+                        let out = spec.apply(op, previous);
+                        previous = Some(out);
+                        out
+                    })
+                    .collect();
+                prop_assert_eq!(&real, &expected, "ops {:?}", &ops[..end]);
+                prop_assert_eq!(u64::from(limiter.in_flight()), spec.in_flight());
+                let snap = limiter.snapshot();
                 prop_assert_eq!((snap.remaining(), snap.reset_after_nanos()), spec.snapshot(0));
             }
         }

@@ -18,14 +18,16 @@ use std::hash::{BuildHasher, Hasher};
 
 use loom::sync::Arc;
 use tollgate::keyed::{
-    HeaplessKeyedTable, KeyedDecision, KeyedPath, LockFreeGcraTable, OverflowPolicy,
+    HeaplessKeyedTable, KeyedDecision, KeyedLimiter, KeyedPath, LockFreeGcraTable, OverflowPolicy,
     ShardedKeyedTable,
 };
+use tollgate::live::Inheritance;
 use tollgate::{CapacityExceeded, Gcra, Snapshot};
 
 use crate::ops::{Op, Outcome};
 use crate::orders::sequential_outcomes;
 use crate::spec::SpecBucket;
+use crate::t;
 
 /// Hashes a `u64` key to itself. A table's home slot comes from the low
 /// 32 bits scaled by the slot count, so every key below `2^32 / slots`
@@ -61,7 +63,9 @@ impl BuildHasher for IdentityHash {
     }
 }
 
-/// The operations of a keyed table the models race.
+/// The operations of a keyed table the models race, with `u64` keys and
+/// clock readings in nanoseconds: every table through its
+/// [`KeyedLimiter`] implementation.
 pub trait KeyedTable: Send + Sync + 'static {
     /// `check_n(key, n, now)`.
     ///
@@ -82,6 +86,36 @@ pub trait KeyedTable: Send + Sync + 'static {
     fn snapshot(&self, key: u64, now: u64) -> Snapshot;
     /// The shared overflow bucket's snapshot at `now`.
     fn shared_snapshot(&self, now: u64) -> Snapshot;
+    /// `reconfigure(next, how, now)`: every key on the default algorithm
+    /// (and the shared overflow state) switches to `next`.
+    fn reconfigure(&self, next: Gcra, how: Inheritance, now: u64);
+}
+
+impl<T> KeyedTable for T
+where
+    T: KeyedLimiter<u64, Algorithm = Gcra> + Send + Sync + 'static,
+{
+    fn check_n(&self, key: u64, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded> {
+        KeyedLimiter::check_n(self, &key, n, t(now))
+    }
+    fn evict_refilled(&self, now: u64) -> usize {
+        KeyedLimiter::evict_refilled(self, t(now))
+    }
+    fn len(&self) -> usize {
+        KeyedLimiter::len(self)
+    }
+    fn contains(&self, key: u64) -> bool {
+        KeyedLimiter::contains(self, &key)
+    }
+    fn snapshot(&self, key: u64, now: u64) -> Snapshot {
+        KeyedLimiter::snapshot(self, &key, t(now))
+    }
+    fn shared_snapshot(&self, now: u64) -> Snapshot {
+        KeyedLimiter::shared_snapshot(self, t(now))
+    }
+    fn reconfigure(&self, next: Gcra, how: Inheritance, now: u64) {
+        KeyedLimiter::reconfigure(self, next, how, t(now));
+    }
 }
 
 /// The sharded table as the models build it.
@@ -91,69 +125,6 @@ pub type LockFree = LockFreeGcraTable<u64, IdentityHash>;
 /// The `no_std` table as the models build it (2 keys).
 pub type Heapless = HeaplessKeyedTable<u64, Gcra, 2>;
 
-impl KeyedTable for Sharded {
-    fn check_n(&self, key: u64, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded> {
-        ShardedKeyedTable::check_n(self, &key, n, now)
-    }
-    fn evict_refilled(&self, now: u64) -> usize {
-        ShardedKeyedTable::evict_refilled(self, now)
-    }
-    fn len(&self) -> usize {
-        ShardedKeyedTable::len(self)
-    }
-    fn contains(&self, key: u64) -> bool {
-        ShardedKeyedTable::contains(self, &key)
-    }
-    fn snapshot(&self, key: u64, now: u64) -> Snapshot {
-        ShardedKeyedTable::snapshot(self, &key, now)
-    }
-    fn shared_snapshot(&self, now: u64) -> Snapshot {
-        ShardedKeyedTable::shared_snapshot(self, now)
-    }
-}
-
-impl KeyedTable for LockFree {
-    fn check_n(&self, key: u64, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded> {
-        LockFreeGcraTable::check_n(self, key, n, now)
-    }
-    fn evict_refilled(&self, now: u64) -> usize {
-        LockFreeGcraTable::evict_refilled(self, now)
-    }
-    fn len(&self) -> usize {
-        LockFreeGcraTable::len(self)
-    }
-    fn contains(&self, key: u64) -> bool {
-        LockFreeGcraTable::contains(self, key)
-    }
-    fn snapshot(&self, key: u64, now: u64) -> Snapshot {
-        LockFreeGcraTable::snapshot(self, key, now)
-    }
-    fn shared_snapshot(&self, now: u64) -> Snapshot {
-        LockFreeGcraTable::shared_snapshot(self, now)
-    }
-}
-
-impl KeyedTable for Heapless {
-    fn check_n(&self, key: u64, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded> {
-        HeaplessKeyedTable::check_n(self, &key, n, now)
-    }
-    fn evict_refilled(&self, now: u64) -> usize {
-        HeaplessKeyedTable::evict_refilled(self, now)
-    }
-    fn len(&self) -> usize {
-        HeaplessKeyedTable::len(self)
-    }
-    fn contains(&self, key: u64) -> bool {
-        HeaplessKeyedTable::contains(self, &key)
-    }
-    fn snapshot(&self, key: u64, now: u64) -> Snapshot {
-        HeaplessKeyedTable::snapshot(self, &key, now)
-    }
-    fn shared_snapshot(&self, now: u64) -> Snapshot {
-        HeaplessKeyedTable::shared_snapshot(self, now)
-    }
-}
-
 /// A sharded table of `capacity` keys in one shard.
 ///
 /// # Panics
@@ -161,7 +132,7 @@ impl KeyedTable for Heapless {
 #[must_use]
 pub fn sharded(gcra: Gcra, capacity: usize, policy: OverflowPolicy) -> Sharded {
     ShardedKeyedTable::builder(gcra)
-        .capacity(capacity)
+        .max_keys(capacity)
         .shards(1)
         .overflow(policy)
         .hasher(IdentityHash)
@@ -176,21 +147,19 @@ pub fn sharded(gcra: Gcra, capacity: usize, policy: OverflowPolicy) -> Sharded {
 /// If the table cannot be built.
 #[must_use]
 pub fn lock_free(gcra: Gcra, capacity: usize, policy: OverflowPolicy) -> LockFree {
-    LockFreeGcraTable::with_options(
-        capacity,
-        gcra,
-        policy,
-        IdentityHash,
-        tollgate::keyed::SameQuota,
-        Some(1),
-    )
-    .expect("valid lock-free table")
+    LockFreeGcraTable::builder(gcra)
+        .max_keys(capacity)
+        .shards(1)
+        .overflow(policy)
+        .hasher(IdentityHash)
+        .build()
+        .expect("valid lock-free table")
 }
 
 /// A `no_std` table of 2 keys (its capacity is the const `N`).
 #[must_use]
 pub fn heapless(gcra: Gcra, _capacity: usize, policy: OverflowPolicy) -> Heapless {
-    HeaplessKeyedTable::new(gcra).with_overflow(policy)
+    HeaplessKeyedTable::builder(gcra).overflow(policy).build()
 }
 
 /// One operation of a thread on a keyed table.
@@ -210,6 +179,15 @@ pub enum KeyedOp {
         /// The caller's clock reading.
         now: u64,
     },
+    /// `reconfigure(next, how, now)`.
+    Reconfigure {
+        /// The new default algorithm.
+        next: Gcra,
+        /// What every key carries over.
+        how: Inheritance,
+        /// The caller's clock reading.
+        now: u64,
+    },
 }
 
 impl KeyedOp {
@@ -223,7 +201,7 @@ impl KeyedOp {
     #[must_use]
     pub const fn now(&self) -> u64 {
         match *self {
-            Self::Check { now, .. } | Self::Evict { now } => now,
+            Self::Check { now, .. } | Self::Evict { now } | Self::Reconfigure { now, .. } => now,
         }
     }
 }
@@ -242,6 +220,8 @@ pub enum KeyedOutcome {
     Exceeded,
     /// `evict_refilled` evicted this many keys.
     Evicted(usize),
+    /// `reconfigure` was made.
+    Reconfigured,
 }
 
 impl KeyedOutcome {
@@ -278,6 +258,10 @@ pub fn apply<T: KeyedTable + ?Sized>(table: &T, op: KeyedOp) -> KeyedOutcome {
             Err(_) => KeyedOutcome::Exceeded,
         },
         KeyedOp::Evict { now } => KeyedOutcome::Evicted(table.evict_refilled(now)),
+        KeyedOp::Reconfigure { next, how, now } => {
+            table.reconfigure(next, how, now);
+            KeyedOutcome::Reconfigured
+        }
     }
 }
 

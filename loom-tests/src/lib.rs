@@ -16,6 +16,8 @@
 //! - [`orders`]: every sequential order of the threads' operations, and the
 //!   outcomes the reference model gives for each, so a model can assert
 //!   that what it observed is one of them (linearizability);
+//! - [`live_spec`]: checks and live changes of quota ([`LiveOp`]) and every
+//!   result a sequential order of them gives on the reference model;
 //! - [`ops`]: one vocabulary ([`Op`], [`Outcome`]) for driving the real
 //!   algorithm and the reference model alike;
 //! - `keyed_model` (under `cfg(loom)` only): one vocabulary of operations
@@ -27,6 +29,7 @@
 //!   preemption bound, so a bare `cargo test` under loom stays bounded too.
 
 pub mod concurrency_spec;
+pub mod live_spec;
 pub mod ops;
 pub mod orders;
 pub mod spec;
@@ -39,7 +42,8 @@ pub mod keyed_model;
 #[cfg(loom)]
 pub mod model;
 
-pub use concurrency_spec::SpecConcurrency;
+pub use concurrency_spec::{apply_guarded, SpecConcurrency};
+pub use live_spec::{live_admitted, live_check, live_runs, LiveOp, LiveRun};
 pub use ops::{
     admitted, admitted_and_refunded_since, admitted_by_all, apply, apply_all, clock_bound, drain,
     refunded, Op, Outcome,
@@ -47,6 +51,8 @@ pub use ops::{
 pub use orders::{interleavings, sequential_outcomes, sequential_runs, Observed, Run, SpecLimiter};
 pub use spec::SpecBucket;
 pub use window_spec::{SpecFixedWindow, SpecSlidingWindow};
+
+use core::time::Duration;
 
 use tollgate::{Gcra, Quota};
 
@@ -56,23 +62,31 @@ use tollgate::{Gcra, Quota};
 /// If the quota is invalid (a bug in the model, not in tollgate).
 #[must_use]
 pub fn token_bucket(interval: u64, burst: u32) -> Gcra {
-    let quota = Quota::from_nanos(1, interval)
-        .and_then(|q| q.allow_burst(burst))
+    let quota = Quota::new(1, Duration::from_nanos(interval))
+        .and_then(|q| q.with_burst(burst))
         .expect("valid model quota");
     Gcra::token_bucket(quota)
 }
 
 /// A strict-pacing leaky bucket with interval `interval` ns accepting
-/// weights up to `max_weight`, for models.
+/// weights up to `max_weight` (its burst), for models.
 ///
 /// # Panics
 /// If the quota is invalid (a bug in the model, not in tollgate).
 #[must_use]
 pub fn leaky_bucket(interval: u64, max_weight: u32) -> Gcra {
-    let quota = Quota::from_nanos(1, interval)
-        .and_then(|q| q.max_weight(max_weight))
+    let quota = Quota::new(1, Duration::from_nanos(interval))
+        .and_then(|q| q.with_burst(max_weight))
         .expect("valid model quota");
     Gcra::leaky_bucket(quota)
+}
+
+/// The [`Timestamp`](tollgate::Timestamp) `ns` nanoseconds after the
+/// origin: the models write their clock readings as small nanosecond
+/// counts.
+#[must_use]
+pub const fn t(ns: u64) -> tollgate::Timestamp {
+    tollgate::Timestamp::from_nanos(ns)
 }
 
 /// `check_n(n, now)`.

@@ -53,7 +53,7 @@ pub fn run_gcra(gcra: Gcra, setup: &[Op], threads: &[Vec<Op>]) -> (Observed, Arc
     }
     let observed = Observed {
         outcomes,
-        tat: u128::from(state.tat()),
+        tat: u128::from(state.tat().as_nanos()),
     };
     (observed, state)
 }
@@ -146,7 +146,7 @@ pub fn assert_linearizable_as<A, S, X>(
         let end = probes
             .iter()
             .map(|&t| {
-                let s = alg.snapshot(&state, t);
+                let s = alg.snapshot(&state, tollgate::Timestamp::from_nanos(t));
                 (s.remaining(), s.reset_after_nanos())
             })
             .collect();

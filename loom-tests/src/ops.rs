@@ -1,6 +1,6 @@
 //! Operations on a limiter, and what they returned.
 
-use tollgate::{Algorithm, Decision};
+use tollgate::{Algorithm, Decision, Timestamp};
 
 /// One operation a thread performs on a bucket, with the `now` it read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,6 +58,8 @@ pub enum Outcome {
     /// A [`Op::RefundIfAllowed`] skipped because the previous operation
     /// was not admitted.
     Skipped,
+    /// A change of configuration was made (it returns nothing).
+    Reconfigured,
 }
 
 impl Outcome {
@@ -89,10 +91,12 @@ pub fn apply<A: Algorithm>(
     previous: Option<Outcome>,
 ) -> Outcome {
     match op {
-        Op::Check { n, now } => Outcome::of_check(alg.check_n(state, n, now)),
+        Op::Check { n, now } => {
+            Outcome::of_check(alg.check_n(state, n, Timestamp::from_nanos(now)))
+        }
         Op::RefundIfAllowed { .. } if previous != Some(Outcome::Allowed) => Outcome::Skipped,
         Op::Refund { n, now } | Op::RefundIfAllowed { n, now } => {
-            alg.refund(state, n, now);
+            alg.refund(state, n, Timestamp::from_nanos(now));
             Outcome::Refunded
         }
     }
@@ -158,6 +162,7 @@ pub fn admitted_by_all(ops: &[Vec<Op>], outcomes: &[Vec<Outcome>]) -> u64 {
 /// Takes single permits at `now` until refused; returns how many were
 /// admitted (at most `capacity + 1` attempts, so it always ends).
 pub fn drain<A: Algorithm>(alg: &A, state: &A::State, now: u64) -> u64 {
+    let now = Timestamp::from_nanos(now);
     let mut taken = 0;
     for _ in 0..=alg.capacity() {
         if alg.check_n(state, 1, now).is_ok_and(|d| d.is_allowed()) {

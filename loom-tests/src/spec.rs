@@ -16,7 +16,17 @@
 //! - leaky bucket: admitted iff `tat ≤ now` (then `tat = now + n·T`), else
 //!   refused with `retry_after = tat − now`;
 //! - refund of `n`: nothing if `tat ≤ now`, else `tat = max(tat − n·T, now)`.
+//!
+//! A live reconfiguration to a new bucket `T'`, `c'` at `now` (the
+//! `tollgate::live` contract: what was used is carried over by the
+//! inheritance rule, rounding leaves less room, never more): with the lead
+//! `L = tat − now` (healed to `τ + T` past `c·T + H`), a full bucket
+//! (`L = 0`) keeps its `tat`; otherwise `Reset` makes it full (`tat = now`),
+//! `UsedAmount` keeps the permits used (`L' = ⌈L·T'/T⌉`), `UsedFraction`
+//! the fraction used (`L' = ⌈L·c'T'/(cT)⌉`), and `tat = now + min(L', c'·T')`
+//! (more used than the new bucket holds is an empty bucket, no debt).
 
+use tollgate::live::Inheritance;
 use tollgate::{Algorithm, BucketKind, Gcra};
 
 use crate::ops::{Op, Outcome};
@@ -40,7 +50,7 @@ impl SpecBucket {
             leaky: gcra.kind() == BucketKind::LeakyBucket,
             interval: u128::from(gcra.interval_nanos()),
             capacity: gcra.capacity(),
-            heal_threshold: u128::from(gcra.heal_threshold_nanos()),
+            heal_threshold: gcra.heal_threshold().as_nanos(),
             tat: 0,
         }
     }
@@ -124,6 +134,53 @@ impl SpecBucket {
         }
     }
 
+    /// `(remaining, reset_after)` at `now`, as a snapshot reports them, for
+    /// a `now` no earlier than any the bucket has seen (no heal).
+    #[must_use]
+    pub fn snapshot(&self, now: u64) -> (u32, u64) {
+        let lead = self.tat.saturating_sub(u128::from(now));
+        let room = if self.leaky {
+            if lead == 0 {
+                self.capacity
+            } else {
+                0
+            }
+        } else {
+            let slack = (u128::from(self.capacity) * self.interval).saturating_sub(lead);
+            u32::try_from(slack / self.interval.max(1)).unwrap_or(u32::MAX)
+        };
+        (room, to_u64(lead))
+    }
+
+    /// Switches to the configuration of `next` (keeping this bucket's heal
+    /// threshold if `keep_heal`) at `now`, carrying what was used over by
+    /// `how` (see the [module documentation](self)).
+    pub fn reconfigure(&mut self, next: &Gcra, keep_heal: bool, how: Inheritance, now: u64) {
+        let now = u128::from(now);
+        let mut to = Self::like(next);
+        if keep_heal {
+            to.heal_threshold = self.heal_threshold;
+        }
+        let old_largest = u128::from(self.capacity) * self.interval;
+        let mut lead = self.tat.saturating_sub(now);
+        if lead > old_largest + self.heal_threshold {
+            lead = self.tolerance_plus_interval();
+        }
+        let new_largest = u128::from(to.capacity) * to.interval;
+        to.tat = if lead == 0 {
+            self.tat
+        } else {
+            let carried = match how {
+                Inheritance::Reset => 0,
+                Inheritance::UsedAmount => (lead * to.interval).div_ceil(self.interval),
+                Inheritance::UsedFraction => (lead * new_largest).div_ceil(old_largest.max(1)),
+                other => panic!("an inheritance rule the model does not know: {other:?}"),
+            };
+            now + carried.min(new_largest)
+        };
+        *self = to;
+    }
+
     fn refund(&mut self, n: u32, now: u128) {
         if self.tat > now {
             let back = u128::from(n) * self.interval;
@@ -143,6 +200,8 @@ mod tests {
     //! makes a loom model's "observed ∉ sequential outcomes" failure mean a
     //! concurrency bug, not a model mismatch.
 
+    use core::time::Duration;
+
     use proptest::prelude::*;
     use tollgate::{Algorithm, Gcra, Quota};
 
@@ -152,16 +211,16 @@ mod tests {
     fn gcra() -> impl Strategy<Value = Gcra> {
         (1u32..=4, 1u64..=50, 1u32..=4, any::<bool>(), 0u64..=200).prop_map(
             |(permits, interval, cap, leaky, heal)| {
-                let quota = Quota::from_nanos(permits, interval * u64::from(permits))
-                    .and_then(|q| q.allow_burst(cap))
-                    .and_then(|q| q.max_weight(cap))
-                    .expect("small quotas are valid");
+                let quota =
+                    Quota::new(permits, Duration::from_nanos(interval * u64::from(permits)))
+                        .and_then(|q| q.with_burst(cap))
+                        .expect("small quotas are valid");
                 let gcra = if leaky {
                     Gcra::leaky_bucket(quota)
                 } else {
                     Gcra::token_bucket(quota)
                 };
-                gcra.with_heal_threshold(heal)
+                gcra.with_heal_threshold(Duration::from_nanos(heal))
             },
         )
     }
@@ -188,7 +247,7 @@ mod tests {
                 let expected = spec.apply(op, previous);
                 previous = Some(expected);
                 prop_assert_eq!(real, expected, "op {:?}", op);
-                prop_assert_eq!(u128::from(state.tat()), spec.tat(), "tat after {:?}", op);
+                prop_assert_eq!(u128::from(state.tat().as_nanos()), spec.tat(), "tat after {:?}", op);
             }
         }
     }

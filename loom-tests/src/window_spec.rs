@@ -63,8 +63,8 @@ impl SpecFixedWindow {
     pub fn like(window: &FixedWindow) -> Self {
         Self {
             limit: u64::from(window.limit()),
-            len: u128::from(window.window_nanos()),
-            heal: u128::from(window.heal_threshold_nanos()),
+            len: window.window().as_nanos(),
+            heal: window.heal_threshold().as_nanos(),
             start: 0,
             count: 0,
         }
@@ -155,9 +155,9 @@ impl SpecSlidingWindow {
     pub fn like<const S: usize>(window: &SlidingWindow<S>) -> Self {
         Self {
             limit: u64::from(window.limit()),
-            segment: u128::from(window.segment_nanos()),
+            segment: window.segment().as_nanos(),
             segments: S as u128,
-            heal: u128::from(window.heal_threshold_nanos()),
+            heal: window.heal_threshold().as_nanos(),
             head: 0,
             permits: BTreeMap::new(),
         }
@@ -267,8 +267,10 @@ mod tests {
     //! run, stale and backwards clocks included (so a loom model's
     //! "no sequential order gives this" means a concurrency bug).
 
+    use core::time::Duration;
+
     use proptest::prelude::*;
-    use tollgate::{Algorithm, FixedWindow, SlidingWindow};
+    use tollgate::{Algorithm, FixedWindow, SlidingWindow, Timestamp};
 
     use super::{SpecFixedWindow, SpecSlidingWindow};
     use crate::ops::{apply, Op, Outcome};
@@ -296,7 +298,7 @@ mod tests {
             let expected = spec.apply(op, previous);
             previous = Some(expected);
             prop_assert_eq!(real, expected, "op {:?}", op);
-            let snap = alg.snapshot(&state, op.now());
+            let snap = alg.snapshot(&state, Timestamp::from_nanos(op.now()));
             prop_assert_eq!(
                 (snap.remaining(), snap.reset_after_nanos()),
                 spec.snapshot(op.now()),
@@ -315,7 +317,7 @@ mod tests {
             heal in 0u64..=100,
             ops in prop::collection::vec(op(4, 300), 1..40),
         ) {
-            let alg = FixedWindow::from_nanos(limit, window).unwrap().with_heal_threshold(heal);
+            let alg = FixedWindow::new(limit, Duration::from_nanos(window)).unwrap().with_heal_threshold(Duration::from_nanos(heal));
             agree(&alg, &mut SpecFixedWindow::like(&alg), &ops)?;
         }
 
@@ -326,9 +328,9 @@ mod tests {
             heal in 0u64..=100,
             ops in prop::collection::vec(op(4, 300), 1..40),
         ) {
-            let two = SlidingWindow::<2>::from_nanos(limit, segment * 2).unwrap().with_heal_threshold(heal);
+            let two = SlidingWindow::<2>::new(limit, Duration::from_nanos(segment * 2)).unwrap().with_heal_threshold(Duration::from_nanos(heal));
             agree(&two, &mut SpecSlidingWindow::like(&two), &ops)?;
-            let three = SlidingWindow::<3>::from_nanos(limit, segment * 3).unwrap().with_heal_threshold(heal);
+            let three = SlidingWindow::<3>::new(limit, Duration::from_nanos(segment * 3)).unwrap().with_heal_threshold(Duration::from_nanos(heal));
             agree(&three, &mut SpecSlidingWindow::like(&three), &ops)?;
         }
     }

@@ -14,16 +14,18 @@
 //! more (`chain_with_a_stale_now_across_a_window_boundary`).
 #![cfg(loom)]
 
+use core::time::Duration;
+
 use loom::sync::Arc;
-use loom_tests::model;
+use loom_tests::{model, t};
 use tollgate::{
     Bucket, Chain, ConcurrencyLimiter, FixedWindow, Gcra, Limiter, Quota, SlidingWindow,
 };
 
 /// A second member that refuses everything before 1 ms.
 fn spent() -> Bucket<FixedWindow> {
-    let window = Bucket::new(FixedWindow::from_nanos(1, 1_000_000).expect("valid window"));
-    assert!(window.check(0).is_allowed());
+    let window = Bucket::new(FixedWindow::new(1, Duration::from_millis(1)).expect("valid window"));
+    assert!(window.check(t(0)).is_allowed());
     window
 }
 
@@ -59,12 +61,12 @@ fn refusal_costs_nothing<F, M>(
     model::check(move || {
         let first = make_first();
         for &now in &setup {
-            assert!(first.check(now).is_allowed(), "setup check at {now}");
+            assert!(first.check(t(now)).is_allowed(), "setup check at {now}");
         }
         let chain = Arc::new(Chain::new(first, spent()));
         let chain_thread = {
             let chain = Arc::clone(&chain);
-            loom::thread::spawn(move || chain.check(chain_now).is_allowed())
+            loom::thread::spawn(move || chain.check(t(chain_now)).is_allowed())
         };
         let (mine, spawned) = direct.split_last().expect("direct callers");
         let handles: Vec<_> = spawned
@@ -73,14 +75,14 @@ fn refusal_costs_nothing<F, M>(
                 let (chain, nows) = (Arc::clone(&chain), nows.clone());
                 loom::thread::spawn(move || {
                     nows.iter()
-                        .map(|&now| chain.first().check(now).is_allowed())
+                        .map(|&now| chain.first().check(t(now)).is_allowed())
                         .collect::<Vec<bool>>()
                 })
             })
             .collect();
         let my_results: Vec<bool> = mine
             .iter()
-            .map(|&now| chain.first().check(now).is_allowed())
+            .map(|&now| chain.first().check(t(now)).is_allowed())
             .collect();
         let mut results: Vec<Vec<bool>> = handles
             .into_iter()
@@ -92,16 +94,16 @@ fn refusal_costs_nothing<F, M>(
         // the admitted direct checks alone, sequentially, on a fresh member
         let alone = make_first();
         for &now in &setup {
-            assert!(alone.check(now).is_allowed());
+            assert!(alone.check(t(now)).is_allowed());
         }
         for (nows, got) in direct.iter().zip(&results) {
             for (&now, &admitted) in nows.iter().zip(got) {
                 if admitted {
-                    assert!(alone.check(now).is_allowed(), "replay at {now}");
+                    assert!(alone.check(t(now)).is_allowed(), "replay at {now}");
                 }
             }
         }
-        let (real, want) = (chain.first().snapshot(latest), alone.snapshot(latest));
+        let (real, want) = (chain.first().snapshot(t(latest)), alone.snapshot(t(latest)));
         match expect {
             Expect::Same => assert_eq!(
                 (real.remaining(), real.reset_after_nanos()),
@@ -119,21 +121,59 @@ fn refusal_costs_nothing<F, M>(
 }
 
 #[test]
-fn concurrency_limiter_first() {
-    refusal_costs_nothing(
-        || ConcurrencyLimiter::new(2).expect("valid limit"),
-        vec![],
-        0,
-        vec![vec![0], vec![0]],
-        Expect::Same,
-    );
+fn concurrency_permit_dropped_after_a_later_refusal() {
+    // The concurrency limiter is no longer a `Limiter`, so no `Chain` takes
+    // it; its "chain" is a guard: take a permit, ask the next stage (spent:
+    // refuses), drop the guard. Racing direct acquires (whose permits stay
+    // out), it must leave the limiter exactly as those acquires alone
+    // would: the refused caller's permit comes back once.
+    model::check(|| {
+        let limiter = Arc::new(ConcurrencyLimiter::new(2).expect("valid limit"));
+        let staged = {
+            let limiter = Arc::clone(&limiter);
+            loom::thread::spawn(move || {
+                let second = spent();
+                let Ok(permit) = limiter.try_acquire(1) else {
+                    return false;
+                };
+                if second.check(t(0)).is_allowed() {
+                    let _ = permit.into_raw();
+                    return true;
+                }
+                drop(permit); // the later stage refused: give it back
+                false
+            })
+        };
+        let direct = {
+            let limiter = Arc::clone(&limiter);
+            loom::thread::spawn(move || limiter.try_acquire(1).map(|p| p.into_raw()).is_ok())
+        };
+        let mine = limiter.try_acquire(1).map(|p| p.into_raw()).is_ok();
+        let theirs = direct.join().expect("direct caller");
+        assert!(!staged.join().expect("staged caller"), "the stage admitted");
+
+        // the admitted direct acquires alone, on a fresh limiter
+        let alone = ConcurrencyLimiter::new(2).expect("valid limit");
+        for admitted in [mine, theirs] {
+            if admitted {
+                let _ = alone.try_acquire(1).expect("replay").into_raw();
+            }
+        }
+        let (real, want) = (limiter.snapshot(), alone.snapshot());
+        assert_eq!(
+            (real.remaining(), real.reset_after_nanos()),
+            (want.remaining(), want.reset_after_nanos()),
+            "direct results {:?}",
+            (mine, theirs)
+        );
+    });
 }
 
 #[test]
 fn fixed_window_first_within_one_window() {
     // Out-of-order `now`s, all in window [0, 100).
     refusal_costs_nothing(
-        || Bucket::new(FixedWindow::from_nanos(2, 100).expect("valid window")),
+        || Bucket::new(FixedWindow::new(2, Duration::from_nanos(100)).expect("valid window")),
         vec![],
         50,
         vec![vec![60], vec![40]],
@@ -148,7 +188,7 @@ fn chain_with_a_stale_now_across_a_window_boundary() {
     // window 1 here (the member ended with more capacity than the direct
     // checks alone leave, and window 1 admitted 3 of 2).
     refusal_costs_nothing(
-        || Bucket::new(FixedWindow::from_nanos(2, 100).expect("valid window")),
+        || Bucket::new(FixedWindow::new(2, Duration::from_nanos(100)).expect("valid window")),
         vec![],
         99,
         vec![vec![100], vec![100, 101]],
@@ -160,8 +200,8 @@ fn chain_with_a_stale_now_across_a_window_boundary() {
 fn busy_token_bucket_first() {
     // T = 10 ns, burst 3; the setup puts the bucket's TAT (110) ahead of
     // every `now`, as under steady traffic.
-    let quota = Quota::from_nanos(1, 10)
-        .and_then(|q| q.allow_burst(3))
+    let quota = Quota::new(1, Duration::from_nanos(10))
+        .and_then(|q| q.with_burst(3))
         .expect("valid quota");
     refusal_costs_nothing(
         move || Bucket::new(Gcra::token_bucket(quota)),
@@ -177,7 +217,11 @@ fn sliding_window_first() {
     // Two threads only (see sliding_window_bound_and_lock.rs): the chain
     // in segment 1 races a direct caller in segment 1, then a stale one.
     refusal_costs_nothing(
-        || Bucket::new(SlidingWindow::<2>::from_nanos(2, 100).expect("valid window")),
+        || {
+            Bucket::new(
+                SlidingWindow::<2>::new(2, Duration::from_nanos(100)).expect("valid window"),
+            )
+        },
         vec![],
         50,
         vec![vec![60, 40]],

@@ -10,12 +10,26 @@
 //! counts in flight: if it ever exceeds the limit, the limiter over-admitted.
 //! A thread holding `k` permits also checks that the limiter counts at
 //! least `k` in flight: a permit returned twice (by anyone) makes that fail.
+//!
+//! The async side, `acquire(n).await`, is woken by releases (the
+//! `WakerSet` protocol of `src/wakers.rs`: a waiter registers its waker,
+//! then looks again; a release frees the permit, then wakes every
+//! registered waker): a waiter racing the release of the only permit must
+//! never miss it (no lost wake-up), whether it is polled by hand or by
+//! `loom::future::block_on`.
 #![cfg(loom)]
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Wake, Waker};
 
 use loom::sync::atomic::{AtomicU32 as Held, Ordering};
 use loom::sync::Arc;
-use loom_tests::{check, model, refund, refund_if_allowed, Op, SpecConcurrency};
-use tollgate::{Concurrency, ConcurrencyLimiter};
+use loom_tests::{
+    apply_guarded, check, model, refund, refund_if_allowed, sequential_runs, Op, Run,
+    SpecConcurrency,
+};
+use tollgate::ConcurrencyLimiter;
 
 const LIMIT: u32 = 2;
 
@@ -163,29 +177,130 @@ fn release_of_a_leaked_permit_racing_acquires() {
 }
 
 #[test]
-fn check_and_refund_are_linearizable() {
-    // The Algorithm face (what a chain uses): guardless take, refund of
-    // what was taken, an over-refund and an impossible request, racing.
-    let alg = Concurrency::new(LIMIT).expect("valid limit");
+fn guards_and_release_are_linearizable() {
+    // The guard API, racing: a permit taken and dropped (the chain-style
+    // give-back), two acquires of which one is impossible, a permit taken
+    // and then an over-release through `release` (the path of leaked and
+    // `into_raw` permits). Guards still held at a thread's end stay in
+    // flight (detached), as the reference model counts them.
     let threads: Vec<Vec<Op>> = vec![
         vec![check(1, 0), refund_if_allowed(1, 0)],
         vec![check(2, 0), check(3, 0)],
         vec![check(1, 0), refund(2, 0)],
     ];
-    let ops = threads.clone();
-    model::assert_linearizable_as(
-        alg,
-        SpecConcurrency::like(&alg),
-        vec![],
-        threads,
-        vec![0],
-        move |run, state| {
-            let in_flight = state.in_flight();
-            assert!(in_flight <= LIMIT);
-            // in flight = taken − given back, given back floored at 0 each time:
-            // at most what was taken
-            let taken = loom_tests::admitted_by_all(&ops, &run.outcomes);
-            assert!(u64::from(in_flight) <= taken);
-        },
-    );
+    // the real limiter's atomics exist only inside the model: the default hint
+    let hint = u64::try_from(tollgate::concurrency::DEFAULT_RETRY_HINT.as_nanos()).expect("1 ms");
+    let spec = SpecConcurrency::new(LIMIT, hint);
+    let allowed = sequential_runs(&spec, &threads, &[0]);
+    model::check(move || {
+        let limiter = Arc::new(ConcurrencyLimiter::new(LIMIT).expect("valid limit"));
+        assert_eq!(
+            SpecConcurrency::like(&limiter),
+            spec,
+            "the reference is configured alike"
+        );
+        let (last, spawned) = threads.split_last().expect("threads");
+        let handles: Vec<_> = spawned
+            .iter()
+            .map(|ops| {
+                let (limiter, ops) = (Arc::clone(&limiter), ops.clone());
+                loom::thread::spawn(move || apply_guarded(&limiter, &ops))
+            })
+            .collect();
+        let mine = apply_guarded(&limiter, last);
+        let mut outcomes: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().expect("model thread panicked"))
+            .collect();
+        outcomes.push(mine);
+        let snap = limiter.snapshot();
+        let run = Run {
+            outcomes,
+            end: vec![(snap.remaining(), snap.reset_after_nanos())],
+        };
+        assert!(
+            allowed.contains(&run),
+            "no sequential order of {threads:?} gives {run:?}; sequential runs: {allowed:?}"
+        );
+        let in_flight = limiter.in_flight();
+        assert!(in_flight <= LIMIT);
+        // in flight = taken − given back, given back floored at 0 each time:
+        // at most what was taken
+        let taken = loom_tests::admitted_by_all(&threads, &run.outcomes);
+        assert!(u64::from(in_flight) <= taken);
+    });
+}
+
+/// A waker that counts its wake-ups (loom sees the counter).
+struct CountingWaker(loom::sync::atomic::AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn acquire_is_woken_by_the_release_of_the_only_permit() {
+    // The only permit is held; one thread releases it (drops the guard)
+    // while the main thread polls `acquire(1)` by hand. If the first poll
+    // is pending, the release must have woken the waker by the time it
+    // returns (it freed the permit first, then woke every registered
+    // waiter), and the next poll must then get the permit: a release that
+    // slipped between the waiter's failed take and its registration, and
+    // was not seen by its second look, would be a lost wake-up.
+    model::check(|| {
+        let limiter = std::sync::Arc::new(ConcurrencyLimiter::new(1).expect("valid limit"));
+        let held = limiter.try_acquire_owned(1).expect("free");
+        let releaser = loom::thread::spawn(move || drop(held));
+
+        let counter = std::sync::Arc::new(CountingWaker(loom::sync::atomic::AtomicUsize::new(0)));
+        let waker = Waker::from(std::sync::Arc::clone(&counter));
+        let mut cx = Context::from_waker(&waker);
+        let mut acquire = pin!(limiter.acquire(1));
+        let first = acquire.as_mut().poll(&mut cx);
+        releaser.join().expect("releaser");
+        let permit = match first {
+            Poll::Ready(result) => result.expect("1 ≤ limit"),
+            Poll::Pending => {
+                let woken = counter.0.load(Ordering::SeqCst);
+                assert!(
+                    woken >= 1,
+                    "lost wake-up: the release freed the permit but never woke the waiter"
+                );
+                match acquire.as_mut().poll(&mut cx) {
+                    Poll::Ready(result) => result.expect("1 ≤ limit"),
+                    Poll::Pending => panic!("woken, but the permit is still not free"),
+                }
+            }
+        };
+        assert_eq!(permit.permits(), 1);
+        assert_eq!(limiter.in_flight(), 1);
+        drop(permit);
+        assert_eq!(limiter.in_flight(), 0);
+    });
+}
+
+#[test]
+fn block_on_acquire_completes_when_the_holder_releases() {
+    // The same race driven by loom's executor: `block_on` parks the thread
+    // until the waker is woken, so a lost wake-up is a deadlock loom
+    // reports. The releaser gives back a leaked permit with `release`.
+    model::check(|| {
+        let limiter = Arc::new(ConcurrencyLimiter::new(1).expect("valid limit"));
+        let leaked = limiter.try_acquire(1).expect("free").into_raw();
+        let releaser = {
+            let limiter = Arc::clone(&limiter);
+            loom::thread::spawn(move || limiter.release(leaked))
+        };
+        let permit = loom::future::block_on(limiter.acquire(1)).expect("1 ≤ limit");
+        assert_eq!(limiter.in_flight(), 1);
+        drop(permit);
+        releaser.join().expect("releaser");
+        assert_eq!(limiter.in_flight(), 0);
+    });
 }

@@ -6,13 +6,15 @@
 //! contract): same decisions, same `retry_after`s, same end state.
 #![cfg(loom)]
 
+use core::time::Duration;
 use loom_tests::{check, model, refund, refund_if_allowed, Op, SpecFixedWindow};
+
 use tollgate::FixedWindow;
 
 const W: u64 = 100;
 
 fn window(limit: u32) -> FixedWindow {
-    FixedWindow::from_nanos(limit, W).expect("valid model window")
+    FixedWindow::new(limit, Duration::from_nanos(W)).expect("valid model window")
 }
 
 /// Model-checks `threads` after `setup`: linearizable, and the window of

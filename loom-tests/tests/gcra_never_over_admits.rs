@@ -5,8 +5,10 @@
 //! requests in the reference model.
 #![cfg(loom)]
 
+use core::time::Duration;
+
 use loom::sync::Arc;
-use loom_tests::{admitted_by_all, check, clock_bound, leaky_bucket, model, token_bucket, Op};
+use loom_tests::{admitted_by_all, check, clock_bound, leaky_bucket, model, t, token_bucket, Op};
 use tollgate::{Algorithm, Clock, Gcra, ManualClock, Quota, RateLimiter};
 
 /// Model-checks `threads` on a fresh `gcra` bucket: linearizable, and
@@ -110,12 +112,12 @@ fn token_bucket_with_clock_readings_raced_by_an_advance() {
     let gcra = token_bucket(10, 2);
     let start = 100;
     model::check(move || {
-        let clock = Arc::new(ManualClock::new(start));
+        let clock = Arc::new(ManualClock::starting_at(t(start)));
         let state = Arc::new(gcra.new_state());
         let advancer = {
             let (clock, state) = (Arc::clone(&clock), Arc::clone(&state));
             loom::thread::spawn(move || {
-                clock.advance_nanos(10);
+                clock.advance(Duration::from_nanos(10));
                 u64::from(
                     gcra.check_n(&state, 1, clock.now())
                         .is_ok_and(|d| d.is_allowed()),
@@ -135,7 +137,11 @@ fn token_bucket_with_clock_readings_raced_by_an_advance() {
             admitted += u64::from(gcra.check_n(&state, 1, now).is_ok_and(|d| d.is_allowed()));
         }
         admitted += advancer.join().expect("advancer") + reader.join().expect("reader");
-        let bound = clock_bound(gcra.capacity(), gcra.interval_nanos(), [start, clock.now()]);
+        let bound = clock_bound(
+            gcra.capacity(),
+            gcra.interval_nanos(),
+            [start, clock.now().as_nanos()],
+        );
         assert!(bound < 4, "the scenario must ask for more than the bound");
         assert!(admitted <= bound, "admitted {admitted} > bound {bound}");
     });
@@ -147,10 +153,10 @@ fn rate_limiter_try_acquire_raced_by_a_clock_advance() {
     // `try_acquire`: a leaky bucket (T = 10 ns) on a shared `ManualClock`.
     // `std::sync::Arc` only shares the values; loom sees the atomics inside.
     use std::sync::Arc;
-    let quota = Quota::from_nanos(1, 10).expect("valid model quota");
+    let quota = Quota::new(1, Duration::from_nanos(10)).expect("valid model quota");
     let start = 100;
     model::check(move || {
-        let clock = Arc::new(ManualClock::new(start));
+        let clock = Arc::new(ManualClock::starting_at(t(start)));
         let limiter =
             Arc::new(RateLimiter::leaky_bucket(quota, Arc::clone(&clock)).expect("resolution"));
         let spawned: Vec<_> = [true, false]
@@ -159,7 +165,7 @@ fn rate_limiter_try_acquire_raced_by_a_clock_advance() {
                 let limiter = Arc::clone(&limiter);
                 loom::thread::spawn(move || {
                     if advance {
-                        limiter.clock().advance_nanos(10);
+                        limiter.clock().advance(Duration::from_nanos(10));
                     }
                     u64::from(limiter.try_acquire().is_allowed())
                 })
@@ -169,7 +175,7 @@ fn rate_limiter_try_acquire_raced_by_a_clock_advance() {
         for t in spawned {
             admitted += t.join().expect("model thread");
         }
-        let bound = clock_bound(1, 10, [start, clock.now()]);
+        let bound = clock_bound(1, 10, [start, clock.now().as_nanos()]);
         assert!(bound < 3, "the scenario must ask for more than the bound");
         assert!(admitted <= bound, "admitted {admitted} > bound {bound}");
     });

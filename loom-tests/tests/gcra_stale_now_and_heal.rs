@@ -8,6 +8,8 @@
 //! still equal some sequential order and never over-admit.
 #![cfg(loom)]
 
+use core::time::Duration;
+
 use loom_tests::{admitted_by_all, check, leaky_bucket, model, token_bucket, Op};
 use tollgate::{Algorithm, Gcra};
 
@@ -27,7 +29,9 @@ fn stale_nows_grant_nothing(gcra: Gcra, fresh: u64, threads: Vec<Vec<Op>>) {
         .sum();
     assert!(requested > 0);
     for op in threads.iter().flatten() {
-        assert!(op.now() <= fresh && fresh - op.now() <= gcra.heal_threshold_nanos());
+        assert!(
+            op.now() <= fresh && u128::from(fresh - op.now()) <= gcra.heal_threshold().as_nanos()
+        );
     }
     let ops = threads.clone();
     model::assert_linearizable(gcra, setup, threads, move |observed, _| {
@@ -48,7 +52,7 @@ fn token_bucket_stale_nows_under_threshold_grant_nothing() {
     // T = 100, burst 2, heal threshold 400; bucket empty at 300 (TAT 500).
     // Staleness of up to 300 ns < threshold: no heal, no admission.
     stale_nows_grant_nothing(
-        token_bucket(100, 2).with_heal_threshold(400),
+        token_bucket(100, 2).with_heal_threshold(Duration::from_nanos(400)),
         300,
         vec![
             vec![check(1, 0)],
@@ -61,7 +65,7 @@ fn token_bucket_stale_nows_under_threshold_grant_nothing() {
 #[test]
 fn leaky_bucket_stale_nows_under_threshold_grant_nothing() {
     stale_nows_grant_nothing(
-        leaky_bucket(100, 2).with_heal_threshold(400),
+        leaky_bucket(100, 2).with_heal_threshold(Duration::from_nanos(400)),
         300,
         vec![vec![check(2, 0)], vec![check(1, 150)], vec![check(1, 300)]],
     );
@@ -73,7 +77,7 @@ fn heal_threshold_below_staleness_would_over_admit() {
     // is not vacuous: with a threshold (50 ns) below the staleness (300 ns),
     // a stale reading heals the empty bucket down and a fresh check at the
     // same instant gets a permit the bucket never had.
-    let gcra = token_bucket(100, 2).with_heal_threshold(50);
+    let gcra = token_bucket(100, 2).with_heal_threshold(Duration::from_nanos(50));
     model::check(move || {
         let (observed, _) =
             model::run_gcra(gcra, &[check(2, 300)], &[vec![check(1, 0), check(1, 300)]]);
@@ -119,7 +123,7 @@ fn token_bucket_heal_racing_checks_after_a_backwards_jump() {
     // Empty at 10 000 (TAT 10 200), then the clock jumps back to ~0: the
     // first post-jump check heals to "empty at now"; others race it.
     heal_racing_checks(
-        token_bucket(100, 2).with_heal_threshold(1_000),
+        token_bucket(100, 2).with_heal_threshold(Duration::from_nanos(1_000)),
         vec![check(2, 10_000)],
         vec![
             vec![check(1, 0)],
@@ -134,7 +138,7 @@ fn token_bucket_heal_racing_checks_after_a_backwards_jump() {
 fn token_bucket_heal_racing_a_pre_jump_check() {
     // A thread still holding a pre-jump reading (10 100) races the heal.
     heal_racing_checks(
-        token_bucket(100, 2).with_heal_threshold(1_000),
+        token_bucket(100, 2).with_heal_threshold(Duration::from_nanos(1_000)),
         vec![check(2, 10_000)],
         vec![
             vec![check(1, 10_100)],
@@ -148,7 +152,7 @@ fn token_bucket_heal_racing_a_pre_jump_check() {
 #[test]
 fn leaky_bucket_heal_racing_checks_after_a_backwards_jump() {
     heal_racing_checks(
-        leaky_bucket(100, 1).with_heal_threshold(1_000),
+        leaky_bucket(100, 1).with_heal_threshold(Duration::from_nanos(1_000)),
         vec![check(1, 10_000)],
         vec![vec![check(1, 0)], vec![check(1, 150)], vec![check(1, 200)]],
         10_000,

@@ -22,6 +22,8 @@
 //!   and the key whose insert raced it.
 #![cfg(loom)]
 
+use core::time::Duration;
+
 use loom::sync::Arc;
 use loom_tests::keyed_model::{self as km, KeyedOp, KeyedOutcome, KeyedTable};
 use loom_tests::{clock_bound, model, Op};
@@ -34,8 +36,8 @@ const BURST: u32 = 2;
 
 fn gcra() -> Gcra {
     Gcra::token_bucket(
-        Quota::from_nanos(1, T)
-            .and_then(|q| q.allow_burst(BURST))
+        Quota::new(1, Duration::from_nanos(T))
+            .and_then(|q| q.with_burst(BURST))
             .expect("valid quota"),
     )
 }

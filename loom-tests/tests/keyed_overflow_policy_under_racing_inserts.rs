@@ -17,6 +17,8 @@
 //! In every case the busy keys keep their slots and no new key gets one.
 #![cfg(loom)]
 
+use core::time::Duration;
+
 use loom::sync::Arc;
 use loom_tests::keyed_model::{self as km, KeyedOp, KeyedOutcome, KeyedTable};
 use loom_tests::{model, Outcome};
@@ -29,8 +31,8 @@ const BURST: u32 = 2;
 
 fn gcra() -> Gcra {
     Gcra::token_bucket(
-        Quota::from_nanos(1, T)
-            .and_then(|q| q.allow_burst(BURST))
+        Quota::new(1, Duration::from_nanos(T))
+            .and_then(|q| q.with_burst(BURST))
             .expect("valid quota"),
     )
 }

@@ -6,8 +6,10 @@
 
 use std::collections::HashSet;
 
+use core::time::Duration;
+
 use loom::sync::Arc;
-use loom_tests::model;
+use loom_tests::{model, t};
 use tollgate::{Clock, ManualClock};
 
 #[derive(Debug, Clone, Copy)]
@@ -19,8 +21,8 @@ enum ClockOp {
 impl ClockOp {
     fn run(self, clock: &ManualClock) {
         match self {
-            ClockOp::Advance(by) => clock.advance_nanos(by),
-            ClockOp::Set(to) => clock.set(to),
+            ClockOp::Advance(by) => clock.advance(Duration::from_nanos(by)),
+            ClockOp::Set(to) => clock.set(t(to)),
         }
     }
 
@@ -50,7 +52,7 @@ fn sequential_finals(start: u64, ops: &[ClockOp]) -> HashSet<u64> {
 /// Runs `ops` concurrently (one per thread, the last on the main thread)
 /// on a clock starting at `start`; returns the final reading.
 fn race(start: u64, ops: &[ClockOp]) -> u64 {
-    let clock = Arc::new(ManualClock::new(start));
+    let clock = Arc::new(ManualClock::starting_at(t(start)));
     let (last, spawned) = ops.split_last().expect("at least one op");
     let handles: Vec<_> = spawned
         .iter()
@@ -63,7 +65,7 @@ fn race(start: u64, ops: &[ClockOp]) -> u64 {
     for h in handles {
         h.join().expect("clock thread");
     }
-    clock.now()
+    clock.now().as_nanos()
 }
 
 #[test]
@@ -98,7 +100,7 @@ fn concurrent_advances_are_never_lost_and_readers_see_time_move_forward() {
         .collect();
     let finals = sequential_finals(10, &advances);
     model::check(move || {
-        let clock = Arc::new(ManualClock::new(10));
+        let clock = Arc::new(ManualClock::starting_at(t(10)));
         let handles: Vec<_> = advances
             .iter()
             .map(|&op| {
@@ -106,14 +108,14 @@ fn concurrent_advances_are_never_lost_and_readers_see_time_move_forward() {
                 loom::thread::spawn(move || op.run(&clock))
             })
             .collect();
-        let first = clock.now();
-        let second = clock.now();
+        let first = clock.now().as_nanos();
+        let second = clock.now().as_nanos();
         assert!(first <= second, "time went back: {first} then {second}");
         assert!(readable.contains(&first) && readable.contains(&second));
         for h in handles {
             h.join().expect("clock thread");
         }
-        let last = clock.now();
+        let last = clock.now().as_nanos();
         assert!(finals.contains(&last), "lost an advance: {last}");
     });
 }
@@ -122,13 +124,13 @@ fn concurrent_advances_are_never_lost_and_readers_see_time_move_forward() {
 fn concurrent_advances_saturate_at_the_end_of_time() {
     let start = u64::MAX - 3;
     model::check(move || {
-        let clock = Arc::new(ManualClock::new(start));
+        let clock = Arc::new(ManualClock::starting_at(t(start)));
         let other = Arc::clone(&clock);
-        let t = loom::thread::spawn(move || other.advance_nanos(2));
-        clock.advance_nanos(2);
-        let seen = clock.now();
+        let t = loom::thread::spawn(move || other.advance(Duration::from_nanos(2)));
+        clock.advance(Duration::from_nanos(2));
+        let seen = clock.now().as_nanos();
         assert!(seen >= start, "wrapped: {seen}");
         t.join().expect("clock thread");
-        assert_eq!(clock.now(), u64::MAX);
+        assert_eq!(clock.now().as_nanos(), u64::MAX);
     });
 }

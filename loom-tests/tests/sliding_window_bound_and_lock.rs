@@ -17,15 +17,17 @@
 //! not a livelock of the lock: a real scheduler runs the holder).
 #![cfg(loom)]
 
+use core::time::Duration;
+
 use loom::sync::Arc;
-use loom_tests::{check, model, refund, refund_if_allowed, Op, SpecSlidingWindow};
+use loom_tests::{check, model, refund, refund_if_allowed, t, Op, SpecSlidingWindow};
 use tollgate::{Algorithm, SlidingWindow};
 
 /// Segment length: windows of 2 segments are 100 ns.
 const SEG: u64 = 50;
 
 fn window(limit: u32) -> SlidingWindow<2> {
-    SlidingWindow::<2>::from_nanos(limit, 2 * SEG).expect("valid model window")
+    SlidingWindow::<2>::new(limit, Duration::from_nanos(2 * SEG)).expect("valid model window")
 }
 
 /// Model-checks `threads` after `setup`: linearizable, and the two
@@ -108,16 +110,19 @@ fn peek_snapshot_and_time_until_ready_see_whole_states() {
         let state = Arc::new(alg.new_state());
         let writer = {
             let state = Arc::clone(&state);
-            loom::thread::spawn(move || alg.check_n(&state, 1, 60).is_ok_and(|d| d.is_allowed()))
+            loom::thread::spawn(move || alg.check_n(&state, 1, t(60)).is_ok_and(|d| d.is_allowed()))
         };
-        let snap = alg.snapshot(&state, 60);
-        let wait = alg.time_until_ready(&state, 1, 60).expect("n ≤ limit");
+        let snap = alg.snapshot(&state, t(60));
+        let wait = alg.time_until_ready(&state, 1, t(60)).expect("n ≤ limit");
         assert!(writer.join().expect("writer"), "a fresh window admits one");
         // before the check: (1 left, ready now); after: (0 left, wait 90)
         let seen = (snap.remaining(), snap.reset_after_nanos());
         assert!(seen == (1, 0) || seen == (0, 90), "half-written: {seen:?}");
-        assert!(wait == 0 || wait == 90, "half-written: {wait}");
-        assert!(alg.check_n(&state, 1, 60).is_ok_and(|d| d.is_denied()));
-        assert!(!alg.is_idle(&state, 60));
+        assert!(
+            wait == Duration::ZERO || wait == Duration::from_nanos(90),
+            "half-written: {wait:?}"
+        );
+        assert!(alg.check_n(&state, 1, t(60)).is_ok_and(|d| d.is_denied()));
+        assert!(!alg.is_idle(&state, t(60)));
     });
 }

@@ -5,8 +5,10 @@
 //! nothing either (taken + left = total).
 #![cfg(loom)]
 
+use core::time::Duration;
+
 use loom::sync::Arc;
-use loom_tests::model;
+use loom_tests::{model, t};
 use tollgate::{Bucket, Decision, FixedWindow, Gcra, Limiter, Quota, Statistics, WithStats};
 
 /// Permits one thread saw: (admitted, refused, refunded).
@@ -19,7 +21,7 @@ struct Seen {
 
 impl Seen {
     fn check<L: Limiter>(&mut self, limiter: &L, n: u32, now: u64) -> bool {
-        let allowed = matches!(limiter.check_n(n, now), Ok(Decision::Allowed(_)));
+        let allowed = matches!(limiter.check_n(n, t(now)), Ok(Decision::Allowed(_)));
         if allowed {
             self.admitted += u64::from(n);
         } else {
@@ -29,7 +31,7 @@ impl Seen {
     }
 
     fn check_one<L: Limiter>(&mut self, limiter: &L, now: u64) -> bool {
-        let allowed = limiter.check(now).is_allowed();
+        let allowed = limiter.check(t(now)).is_allowed();
         if allowed {
             self.admitted += 1;
         } else {
@@ -39,7 +41,7 @@ impl Seen {
     }
 
     fn refund<L: Limiter>(&mut self, limiter: &L, n: u32, now: u64) {
-        limiter.refund(n, now);
+        limiter.refund(n, t(now));
         self.refunded += u64::from(n);
     }
 
@@ -65,8 +67,8 @@ fn counters_equal_what_the_threads_saw() {
     // A token bucket (T = 10 ns, burst 2) asked for more than it holds:
     // single checks, a weighted one, an impossible one (n > burst, counted
     // as refused) and a chain-style refund.
-    let quota = Quota::from_nanos(1, 10)
-        .and_then(|q| q.allow_burst(2))
+    let quota = Quota::new(1, Duration::from_nanos(10))
+        .and_then(|q| q.with_burst(2))
         .expect("valid quota");
     model::check(move || {
         let limiter = Arc::new(WithStats::new(Bucket::new(Gcra::token_bucket(quota))));
@@ -92,7 +94,7 @@ fn counters_equal_what_the_threads_saw() {
         mine.check(&*limiter, 3, 100); // can never succeed
         mine.check_one(&*limiter, 102);
         let total = mine.plus(a.join().expect("a")).plus(b.join().expect("b"));
-        let stats = limiter.statistics(102);
+        let stats = limiter.statistics(t(102));
         assert_eq!(Seen::of(stats), total);
         assert_eq!(
             total.refused + total.admitted,
@@ -109,7 +111,7 @@ fn take_racing_updates_loses_nothing() {
     // counters mid-run: what it took plus what is left is the total.
     model::check(|| {
         let limiter = Arc::new(WithStats::new(Bucket::new(
-            FixedWindow::from_nanos(2, 100).expect("valid window"),
+            FixedWindow::new(2, Duration::from_nanos(100)).expect("valid window"),
         )));
         let checker = {
             let l = Arc::clone(&limiter);

@@ -79,7 +79,7 @@ async fn impatient(uplink: &'static Uplink, start: Instant) {
 #[embassy_executor::main]
 async fn main(spawner: Spawner) {
     let quota = Quota::per_second(5)
-        .and_then(|q| q.allow_burst(2))
+        .and_then(|q| q.with_burst(2))
         .expect("valid quota");
     let uplink: &'static Uplink = Box::leak(Box::new(
         RateLimiter::token_bucket(quota, EmbassyClock::new()).expect("quota fits the clock"),

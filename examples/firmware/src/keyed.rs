@@ -29,17 +29,18 @@
 //! its own slot again and the four are evicted.
 
 use core::cell::{Cell, RefCell};
+use core::time::Duration;
 
 use cortex_m_semihosting::hprintln;
 use critical_section::Mutex;
-use embassy_time::{Instant, Timer};
+use embassy_time::Timer;
 use tollgate::embassy::{AsyncLimiter, EmbassyClock};
-use tollgate::keyed::{HeaplessKeyedTable, KeyedPath};
+use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter, KeyedPath};
 use tollgate::{
-    Algorithm, CapacityExceeded, Clock, Decision, Gcra, GcraState, Limiter, Quota, Snapshot,
+    valid, Algorithm, CapacityExceeded, Clock, Decision, Gcra, Limiter, Quota, Snapshot, Timestamp,
 };
 
-use crate::{tick_checked, TICK_NS};
+use crate::{tick_at, TICK_NS};
 
 /// Slots in the table (a power of two, as heapless requires).
 const CAPACITY: usize = 4;
@@ -55,19 +56,16 @@ const PER_VISIT: usize = 6;
 const MAX_VISITS: usize = 2;
 const MAX_PER_PEER: usize = MAX_VISITS * PER_VISIT;
 
-const EVEN_QUOTA: Quota = tick_checked(match Quota::from_nanos(1, 2_000_000) {
-    Ok(q) => q.allow_burst(3),
-    Err(e) => Err(e),
-});
-const ODD_QUOTA: Quota = tick_checked(match Quota::from_nanos(1, 3_000_000) {
-    Ok(q) => q.allow_burst(2),
-    Err(e) => Err(e),
-});
+const EVEN_QUOTA: Quota = tick_checked!(valid!(
+    valid!(Quota::new(1, Duration::from_millis(2))).with_burst(3)
+));
+const ODD_QUOTA: Quota = tick_checked!(valid!(
+    valid!(Quota::new(1, Duration::from_millis(3))).with_burst(2)
+));
 /// The default algorithm: what the shared overflow bucket runs.
-const SHARED_QUOTA: Quota = tick_checked(match Quota::from_nanos(1, 4_000_000) {
-    Ok(q) => q.allow_burst(2),
-    Err(e) => Err(e),
-});
+const SHARED_QUOTA: Quota = tick_checked!(valid!(
+    valid!(Quota::new(1, Duration::from_millis(4))).with_burst(2)
+));
 
 const fn quota_of(peer: u8) -> Quota {
     if peer.is_multiple_of(2) {
@@ -85,11 +83,9 @@ fn per_peer(peer: &u8) -> Gcra {
 /// One bucket per peer, 4 slots, shared overflow bucket (the default
 /// policy). Configuration and all state live in this one `static`.
 static TABLE: HeaplessKeyedTable<u8, Gcra, CAPACITY, fn(&u8) -> Gcra> =
-    HeaplessKeyedTable::from_parts_per_key(
-        Gcra::token_bucket(SHARED_QUOTA),
-        GcraState::new(),
-        per_peer as fn(&u8) -> Gcra,
-    );
+    HeaplessKeyedTable::builder(Gcra::token_bucket(SHARED_QUOTA))
+        .per_key(per_peer as fn(&u8) -> Gcra)
+        .build();
 
 /// The peers task `task` owns, in visiting order.
 fn owned(task: u8) -> impl Iterator<Item = u8> + Clone {
@@ -108,21 +104,21 @@ fn visits_of(peer: u8) -> usize {
 /// One peer's admissions: the `now` the table was given and the visit.
 #[derive(Clone, Copy)]
 struct PeerLog {
-    at: [u64; MAX_PER_PEER],
+    at: [Timestamp; MAX_PER_PEER],
     visit: [u8; MAX_PER_PEER],
     len: usize,
-    /// When each visit started (ns of the tick the task read).
-    start: [u64; MAX_VISITS],
+    /// When each visit started (the tick the task read).
+    start: [Timestamp; MAX_VISITS],
     visits: usize,
 }
 
 impl PeerLog {
     const fn new() -> Self {
         Self {
-            at: [0; MAX_PER_PEER],
+            at: [Timestamp::ZERO; MAX_PER_PEER],
             visit: [0; MAX_PER_PEER],
             len: 0,
-            start: [0; MAX_VISITS],
+            start: [Timestamp::ZERO; MAX_VISITS],
             visits: 0,
         }
     }
@@ -164,7 +160,7 @@ impl Limiter for Peer {
     fn capacity(&self) -> u32 {
         per_peer(&self.id).capacity()
     }
-    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
         let i = usize::from(self.id);
         // Mid-visit (this visit already admitted something), the key has
         // not refilled: it must still hold its slot.
@@ -198,17 +194,20 @@ impl Limiter for Peer {
         }
         Ok(keyed.into_decision())
     }
-    fn refund(&self, n: u32, now: u64) {
+    fn refund(&self, n: u32, now: Timestamp) {
         TABLE.refund(&self.id, n, now);
     }
-    fn snapshot(&self, now: u64) -> Snapshot {
+    fn snapshot(&self, now: Timestamp) -> Snapshot {
         TABLE.snapshot(&self.id, now)
     }
-    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
         TABLE.time_until_ready(&self.id, n, now)
     }
-    fn is_idle(&self, now: u64) -> bool {
+    fn is_idle(&self, now: Timestamp) -> bool {
         TABLE.snapshot(&self.id, now).reset_after_nanos() == 0
+    }
+    fn required_resolution(&self) -> Duration {
+        per_peer(&self.id).required_resolution()
     }
 }
 
@@ -248,11 +247,8 @@ pub async fn peer_task(task: u8) {
         // Leave the peer alone until its bucket has refilled: from then on
         // it is idle and its slot can go to another peer.
         let now = clock.now();
-        let reset = TABLE.snapshot(&id, now).reset_after_nanos();
-        Timer::at(Instant::from_ticks(EmbassyClock::nanos_to_ticks_ceil(
-            now.saturating_add(reset),
-        )))
-        .await;
+        let reset = TABLE.snapshot(&id, now).reset_after();
+        Timer::at(EmbassyClock::instant_at(now + reset)).await;
     }
     crate::finished();
 }
@@ -282,7 +278,8 @@ pub fn check_peers() -> bool {
             );
             ok = false;
         }
-        let at = &log.at[..log.len];
+        let at = log.at.map(Timestamp::as_nanos);
+        let at = &at[..log.len];
         // The safety bound over every window of the peer's whole history,
         // evictions included (admissions are in order: one task per peer).
         for i in 0..at.len() {
@@ -317,10 +314,10 @@ pub fn check_peers() -> bool {
                 max_gap = max_gap.max(gap);
             }
             prev_visit = Some(visit);
-            let start = log.start[usize::from(visit).min(MAX_VISITS - 1)];
+            let start = log.start[usize::from(visit).min(MAX_VISITS - 1)].as_nanos();
             let due = start + (k + 1u64).saturating_sub(burst) * t_ns;
-            let tick = EmbassyClock::nanos_to_ticks_ceil(at[i]);
-            let due_tick = EmbassyClock::nanos_to_ticks_ceil(due);
+            let tick = tick_at(at[i]);
+            let due_tick = tick_at(due);
             if at[i] < due || tick > due_tick + 1 {
                 hprintln!(
                     "FAIL keyed peer {}: visit {} admission {} at tick {}, due {}",
@@ -421,7 +418,7 @@ pub async fn check_overflow() -> bool {
     let flood_end = clock.now();
     // A fresh shared bucket admits exactly its burst in less than one
     // interval (the flood takes microseconds).
-    let shared_t = SHARED_QUOTA.interval_nanos();
+    let shared_t = SHARED_QUOTA.interval();
     let shared_ok = shared_path == FLOOD
         && flood_end - flood_start < shared_t
         && shared_admitted == SHARED_QUOTA.burst();
@@ -459,13 +456,10 @@ pub async fn check_overflow() -> bool {
     let now = clock.now();
     let refilled_at = throttled
         .clone()
-        .map(|id| now.saturating_add(TABLE.snapshot(&id, now).reset_after_nanos()))
+        .map(|id| now + TABLE.snapshot(&id, now).reset_after())
         .max()
         .unwrap_or(now);
-    Timer::at(Instant::from_ticks(EmbassyClock::nanos_to_ticks_ceil(
-        refilled_at,
-    )))
-    .await;
+    Timer::at(EmbassyClock::instant_at(refilled_at)).await;
     let d = TABLE.check(&250, clock.now());
     let evicted = throttled.filter(|id| !TABLE.contains(id)).count();
     let refill_ok = d.is_allowed() && d.path() == KeyedPath::Own && evicted == CAPACITY;

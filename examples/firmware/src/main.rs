@@ -36,29 +36,24 @@ use embassy_executor::Spawner;
 use embassy_time::{Duration, Instant, Timer, TICK_HZ};
 use tollgate::embassy::{AsyncLimiter, EmbassyClock, WaitError};
 use tollgate::{
-    BucketRef, CapacityExceeded, Clock, Decision, Gcra, GcraState, Limiter, Quota, QuotaError,
-    Snapshot,
+    valid, BucketRef, CapacityExceeded, Clock, Decision, Gcra, GcraState, Limiter, Quota, Snapshot,
+    Timestamp,
 };
 use tollgate_firmware as board;
 
-mod keyed;
-
-/// A quota that the tick can resolve, checked at compile time.
-const fn tick_checked(quota: Result<Quota, QuotaError>) -> Quota {
-    match quota {
-        Ok(q) => match q.check_resolution(EmbassyClock::RESOLUTION_NANOS) {
-            Ok(q) => q,
-            Err(_) => panic!("quota finer than one tick"),
-        },
-        Err(_) => panic!("invalid quota"),
-    }
+/// A quota that the tick can resolve, checked at compile time (a quota
+/// finer than one tick does not build).
+macro_rules! tick_checked {
+    ($quota:expr) => {
+        tollgate::valid!($quota.check_resolution(tollgate::embassy::EmbassyClock::RESOLUTION))
+    };
 }
 
+mod keyed;
+
 const BURST: u32 = 5;
-const TELEMETRY_QUOTA: Quota = tick_checked(match Quota::per_second(200) {
-    Ok(q) => q.allow_burst(BURST),
-    Err(e) => Err(e),
-});
+const TELEMETRY_QUOTA: Quota =
+    tick_checked!(valid!(valid!(Quota::per_second(200)).with_burst(BURST)));
 // Configuration in flash, 8 bytes of state in RAM.
 static TELEMETRY_CONFIG: Gcra = Gcra::token_bucket(TELEMETRY_QUOTA);
 static TELEMETRY_STATE: GcraState = GcraState::new();
@@ -67,7 +62,10 @@ static TELEMETRY: Recorded<TELEMETRY_N> = Recorded {
     log: &TELEMETRY_LOG,
 };
 
-const RADIO_QUOTA: Quota = tick_checked(Quota::from_nanos(1, 3_250_000));
+const RADIO_QUOTA: Quota = tick_checked!(valid!(Quota::new(
+    1,
+    core::time::Duration::from_nanos(3_250_000)
+)));
 static RADIO_CONFIG: Gcra = Gcra::leaky_bucket(RADIO_QUOTA);
 static RADIO_STATE: GcraState = GcraState::new();
 static RADIO: Recorded<RADIO_N> = Recorded {
@@ -83,21 +81,26 @@ const TELEMETRY_N: usize = SENSORS * PER_SENSOR;
 const RADIO_N: usize = RADIOS * PER_RADIO;
 
 /// One tick in nanoseconds, rounded up: the "within one tick" tolerance.
-const TICK_NS: u64 = EmbassyClock::RESOLUTION_NANOS;
+const TICK_NS: u64 = EmbassyClock::RESOLUTION.as_nanos() as u64;
 
-fn ns(ticks: u64) -> u64 {
-    EmbassyClock::ticks_to_nanos(ticks)
+/// The tick at which `ns` nanoseconds (a timestamp) are reached: the first
+/// tick at or after it.
+fn tick_at(ns: u64) -> u64 {
+    EmbassyClock::instant_at(Timestamp::from_nanos(ns)).as_ticks()
 }
 
-/// Admission times, in the nanoseconds the limiter itself was given.
+/// Admission times, the timestamps the limiter itself was given.
 struct Log<const N: usize> {
-    at: [u64; N],
+    at: [Timestamp; N],
     len: usize,
 }
 
 impl<const N: usize> Log<N> {
     const fn new() -> Self {
-        Self { at: [0; N], len: 0 }
+        Self {
+            at: [Timestamp::ZERO; N],
+            len: 0,
+        }
     }
 }
 
@@ -120,7 +123,7 @@ impl<const N: usize> Limiter for Recorded<N> {
     fn capacity(&self) -> u32 {
         self.bucket.capacity()
     }
-    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
         let decision = self.bucket.check_n(n, now)?;
         if n > 0 && decision.is_allowed() {
             critical_section::with(|cs| {
@@ -137,17 +140,24 @@ impl<const N: usize> Limiter for Recorded<N> {
         }
         Ok(decision)
     }
-    fn refund(&self, n: u32, now: u64) {
+    fn refund(&self, n: u32, now: Timestamp) {
         self.bucket.refund(n, now);
     }
-    fn snapshot(&self, now: u64) -> Snapshot {
+    fn snapshot(&self, now: Timestamp) -> Snapshot {
         self.bucket.snapshot(now)
     }
-    fn time_until_ready(&self, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+    fn time_until_ready(
+        &self,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<core::time::Duration, CapacityExceeded> {
         self.bucket.time_until_ready(n, now)
     }
-    fn is_idle(&self, now: u64) -> bool {
+    fn is_idle(&self, now: Timestamp) -> bool {
         self.bucket.is_idle(now)
+    }
+    fn required_resolution(&self) -> core::time::Duration {
+        self.bucket.required_resolution()
     }
 }
 
@@ -199,8 +209,9 @@ async fn radio(id: u8) {
     finished();
 }
 
+/// The admission times in nanoseconds, sorted.
 fn sorted<const N: usize>(log: &Log<N>) -> [u64; N] {
-    let mut at = log.at;
+    let mut at = log.at.map(Timestamp::as_nanos);
     at[..log.len].sort_unstable();
     at
 }
@@ -228,8 +239,8 @@ fn check_token_bucket(log: &Log<TELEMETRY_N>) -> bool {
         // Demand was waiting from the first admission on: admission k is
         // due at start + max(0, k + 1 - burst)·T, rounded up to a tick.
         let due_ns = at[0] + (i as u64 + 1).saturating_sub(u64::from(BURST)) * t_ns;
-        let due_tick = EmbassyClock::nanos_to_ticks_ceil(due_ns);
-        let tick = EmbassyClock::nanos_to_ticks_ceil(at[i]);
+        let due_tick = tick_at(due_ns);
+        let tick = tick_at(at[i]);
         if tick > due_tick + 1 {
             hprintln!(
                 "FAIL token-bucket: admission {} at tick {}, due {}",
@@ -329,9 +340,12 @@ async fn check_errors() -> bool {
     // Empty the bucket; the next permit is due in `wait` ns (0 < wait ≤ T).
     let clock = EmbassyClock::new();
     while TELEMETRY.check(clock.now()).is_allowed() {}
-    let start = Instant::now().as_ticks();
-    let wait = TELEMETRY.time_until_ready(1, ns(start)).unwrap_or(u64::MAX);
-    let due = EmbassyClock::nanos_to_ticks_ceil(ns(start) + wait);
+    let start_instant = Instant::now();
+    let start = start_instant.as_ticks();
+    let wait = TELEMETRY
+        .time_until_ready(1, Timestamp::from(start_instant))
+        .unwrap_or(core::time::Duration::MAX);
+    let due = EmbassyClock::instant_at(Timestamp::from(start_instant) + wait).as_ticks();
     // A deadline one tick before the permit is due: Timeout, at once.
     let short = TELEMETRY
         .acquire(1)
@@ -358,7 +372,7 @@ async fn check_errors() -> bool {
     let served = long.is_ok() && served_at == due;
     hprintln!(
         "deadline: permit due in {} us; deadline 1 tick early -> Timeout {}; deadline on the due tick -> served on it {}",
-        wait / 1_000,
+        wait.as_micros(),
         if timed_out { "PASS" } else { "FAIL" },
         if served { "PASS" } else { "FAIL" }
     );

@@ -22,18 +22,12 @@ use tollgate_firmware as board;
 
 #[cfg(all(not(feature = "noop-limiter"), not(feature = "probe-keyed")))]
 mod limiter {
-    use tollgate::embassy::EmbassyClock;
+    use embassy_time::Instant;
     #[cfg(feature = "probe-acquire")]
     use tollgate::{embassy::AsyncLimiter, BucketRef};
-    use tollgate::{Algorithm, Gcra, GcraState, Quota};
+    use tollgate::{valid, Algorithm, Gcra, GcraState, Quota, Timestamp};
 
-    const QUOTA: Quota = match Quota::per_second(100) {
-        Ok(q) => match q.allow_burst(3) {
-            Ok(q) => q,
-            Err(_) => panic!("invalid burst"),
-        },
-        Err(_) => panic!("invalid quota"),
-    };
+    const QUOTA: Quota = valid!(valid!(Quota::per_second(100)).with_burst(3));
     static CONFIG: Gcra = Gcra::token_bucket(QUOTA); // flash
     static STATE: GcraState = GcraState::new(); // RAM: 8 bytes
 
@@ -47,34 +41,28 @@ mod limiter {
     #[cfg_attr(feature = "probe-acquire", allow(dead_code))]
     pub fn admit(ticks: u64) -> bool {
         CONFIG
-            .check_n(&STATE, 1, EmbassyClock::ticks_to_nanos(ticks))
+            .check_n(&STATE, 1, Timestamp::from(Instant::from_ticks(ticks)))
             .is_ok_and(|d| d.is_allowed())
     }
 }
 
 #[cfg(all(feature = "probe-keyed", not(feature = "noop-limiter")))]
 mod limiter {
-    use tollgate::embassy::EmbassyClock;
-    use tollgate::keyed::HeaplessKeyedTable;
-    use tollgate::{Gcra, Quota};
+    use embassy_time::Instant;
+    use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter};
+    use tollgate::{valid, Gcra, Quota, Timestamp};
 
-    const QUOTA: Quota = match Quota::per_second(100) {
-        Ok(q) => match q.allow_burst(3) {
-            Ok(q) => q,
-            Err(_) => panic!("invalid burst"),
-        },
-        Err(_) => panic!("invalid quota"),
-    };
+    const QUOTA: Quota = valid!(valid!(Quota::per_second(100)).with_burst(3));
     /// Eight keys; the table (its map, configuration and overflow bucket)
     /// is one `static` in RAM.
     static TABLE: HeaplessKeyedTable<u8, Gcra, 8> =
-        HeaplessKeyedTable::gcra(Gcra::token_bucket(QUOTA));
+        HeaplessKeyedTable::builder(Gcra::token_bucket(QUOTA)).build();
 
     /// One check for one of 16 peers at embassy time `ticks`.
     pub fn admit(ticks: u64) -> bool {
         let peer = (ticks % 16) as u8;
         TABLE
-            .check(&peer, EmbassyClock::ticks_to_nanos(ticks))
+            .check(&peer, Timestamp::from(Instant::from_ticks(ticks)))
             .is_allowed()
     }
 }
