@@ -113,7 +113,7 @@ fn other_algorithms(c: &mut Criterion) {
     )
     .expect("fits");
     let _ = sliding_deny.try_acquire();
-    let concurrency = ConcurrencyLimiter::new(1).expect("valid");
+    let concurrency = ConcurrencyLimiter::with_limit(1).expect("valid");
     // a macro, not a table of closures, so every case is statically dispatched
     macro_rules! case {
         ($name:literal, $op:expr) => {{

@@ -53,7 +53,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fixed = Bucket::new(FixedWindow::from_quota(quota)?);
     let sliding4 = Bucket::new(SlidingWindow::<4>::from_quota(quota)?);
     let sliding20 = Bucket::new(SlidingWindow::<20>::from_quota(quota)?);
-    let concurrency = ConcurrencyLimiter::new(100)?;
+    let concurrency = ConcurrencyLimiter::with_limit(100)?;
     let stats = WithStats::new(Bucket::token_bucket(quota));
     let chain = Chain::new(
         Bucket::token_bucket(quota),

@@ -155,7 +155,7 @@ mod tests {
             // every prefix on a fresh limiter: outcomes, permits in flight
             // and snapshot agree after each operation
             for end in 1..=ops.len() {
-                let limiter = ConcurrencyLimiter::new(limit)
+                let limiter = ConcurrencyLimiter::with_limit(limit)
                     .unwrap()
                     .with_retry_hint(Duration::from_nanos(hint));
                 let mut spec = SpecConcurrency::like(&limiter);

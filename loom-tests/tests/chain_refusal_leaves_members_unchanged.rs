@@ -128,7 +128,7 @@ fn concurrency_permit_dropped_after_a_later_refusal() {
     // out), it must leave the limiter exactly as those acquires alone
     // would: the refused caller's permit comes back once.
     model::check(|| {
-        let limiter = Arc::new(ConcurrencyLimiter::new(2).expect("valid limit"));
+        let limiter = Arc::new(ConcurrencyLimiter::with_limit(2).expect("valid limit"));
         let staged = {
             let limiter = Arc::clone(&limiter);
             loom::thread::spawn(move || {
@@ -153,7 +153,7 @@ fn concurrency_permit_dropped_after_a_later_refusal() {
         assert!(!staged.join().expect("staged caller"), "the stage admitted");
 
         // the admitted direct acquires alone, on a fresh limiter
-        let alone = ConcurrencyLimiter::new(2).expect("valid limit");
+        let alone = ConcurrencyLimiter::with_limit(2).expect("valid limit");
         for admitted in [mine, theirs] {
             if admitted {
                 let _ = alone.try_acquire(1).expect("replay").into_raw();

@@ -42,7 +42,7 @@ struct Shared {
 impl Shared {
     fn new() -> Arc<Self> {
         Arc::new(Self {
-            limiter: ConcurrencyLimiter::new(LIMIT).expect("valid limit"),
+            limiter: ConcurrencyLimiter::with_limit(LIMIT).expect("valid limit"),
             held: Held::new(0),
         })
     }
@@ -113,7 +113,7 @@ fn owned_permits_dropped_on_other_threads_return_once() {
     // `try_acquire_owned` permits moved to and dropped on another thread
     // (`std::sync::Arc` keeps the limiter alive; loom sees its atomics).
     model::check(|| {
-        let limiter = std::sync::Arc::new(ConcurrencyLimiter::new(1).expect("valid limit"));
+        let limiter = std::sync::Arc::new(ConcurrencyLimiter::with_limit(1).expect("valid limit"));
         let first = limiter.try_acquire_owned(1).ok();
         let mover = loom::thread::spawn(move || drop(first));
         let racer = {
@@ -193,7 +193,7 @@ fn guards_and_release_are_linearizable() {
     let spec = SpecConcurrency::new(LIMIT, hint);
     let allowed = sequential_runs(&spec, &threads, &[0]);
     model::check(move || {
-        let limiter = Arc::new(ConcurrencyLimiter::new(LIMIT).expect("valid limit"));
+        let limiter = Arc::new(ConcurrencyLimiter::with_limit(LIMIT).expect("valid limit"));
         assert_eq!(
             SpecConcurrency::like(&limiter),
             spec,
@@ -254,7 +254,7 @@ fn acquire_is_woken_by_the_release_of_the_only_permit() {
     // slipped between the waiter's failed take and its registration, and
     // was not seen by its second look, would be a lost wake-up.
     model::check(|| {
-        let limiter = std::sync::Arc::new(ConcurrencyLimiter::new(1).expect("valid limit"));
+        let limiter = std::sync::Arc::new(ConcurrencyLimiter::with_limit(1).expect("valid limit"));
         let held = limiter.try_acquire_owned(1).expect("free");
         let releaser = loom::thread::spawn(move || drop(held));
 
@@ -291,7 +291,7 @@ fn block_on_acquire_completes_when_the_holder_releases() {
     // until the waker is woken, so a lost wake-up is a deadlock loom
     // reports. The releaser gives back a leaked permit with `release`.
     model::check(|| {
-        let limiter = Arc::new(ConcurrencyLimiter::new(1).expect("valid limit"));
+        let limiter = Arc::new(ConcurrencyLimiter::with_limit(1).expect("valid limit"));
         let leaked = limiter.try_acquire(1).expect("free").into_raw();
         let releaser = {
             let limiter = Arc::clone(&limiter);

@@ -19,18 +19,6 @@
 //! The two quotas have different intervals, so the end state tells which
 //! configuration charged each admission.
 //!
-//! Known gap (library, reported): the `LiveBucket` and lock-free models
-//! assert only the bound. Both fail the linearizability check today: a
-//! check that read the TAT and the old configuration, then lost the
-//! processor while a change ran to completion on a full bucket (the
-//! change restores the very TAT it froze: nothing to carry), installs a
-//! TAT computed under the old configuration with a compare-and-swap that
-//! cannot tell (ABA). The admission is then never carried over: with the
-//! quotas below, a check at `NOW + 10` after the change is admitted
-//! although every sequential order refuses it (2 admissions where 1 is
-//! the most). See the loom-tests README. The sharded and `no_std` tables
-//! convert under their locks and are checked for both.
-//!
 //! Two threads per model: a check that meets a change in progress spins
 //! (`LiveBucket`), and with three threads loom's search of a spin loop
 //! hits its branch limit (see the README's pitfalls).
@@ -195,18 +183,28 @@ fn checks_racing_set_quota(how: Inheritance, check_after: bool, most: u64, what:
 #[test]
 fn live_bucket_set_quota_reset() {
     // 1 admission under the old quota, the reset refills: 1 more.
-    checks_racing_set_quota(Inheritance::Reset, true, 2, Assert::Bound);
+    checks_racing_set_quota(Inheritance::Reset, true, 2, Assert::BoundAndLinearizable);
 }
 
 #[test]
 fn live_bucket_set_quota_used_amount() {
     // the permit used stays used under the new quota: 1 in all.
-    checks_racing_set_quota(Inheritance::UsedAmount, false, 1, Assert::Bound);
+    checks_racing_set_quota(
+        Inheritance::UsedAmount,
+        false,
+        1,
+        Assert::BoundAndLinearizable,
+    );
 }
 
 #[test]
 fn live_bucket_set_quota_used_fraction() {
-    checks_racing_set_quota(Inheritance::UsedFraction, false, 1, Assert::Bound);
+    checks_racing_set_quota(
+        Inheritance::UsedFraction,
+        false,
+        1,
+        Assert::BoundAndLinearizable,
+    );
 }
 
 /// One key (1), tracked by the setup's check at `NOW - 50`, then checked
@@ -285,7 +283,13 @@ fn keyed_checks_racing_reconfigure<T, M>(
 
 #[test]
 fn lock_free_reconfigure_reset() {
-    keyed_checks_racing_reconfigure(km::lock_free, Inheritance::Reset, true, 2, Assert::Bound);
+    keyed_checks_racing_reconfigure(
+        km::lock_free,
+        Inheritance::Reset,
+        true,
+        2,
+        Assert::BoundAndLinearizable,
+    );
 }
 
 #[test]
@@ -295,7 +299,7 @@ fn lock_free_reconfigure_used_amount() {
         Inheritance::UsedAmount,
         false,
         1,
-        Assert::Bound,
+        Assert::BoundAndLinearizable,
     );
 }
 
@@ -321,14 +325,66 @@ fn sharded_reconfigure_used_amount() {
     );
 }
 
+/// The admission the ABA bug (fixed) let through: a check at `NOW` decided under the
+/// old quota lands after the change (the change restored the same TAT, so
+/// the check's compare-and-swap succeeded), so it is never carried over,
+/// and a check 10 ns later is admitted although any sequential order
+/// charges the first admission 20 ns under the new quota (1 admission at
+/// most).
 #[test]
-fn heapless_reconfigure_used_amount() {
-    // The `no_std` table converts inside its critical section.
-    keyed_checks_racing_reconfigure(
-        km::heapless,
-        Inheritance::UsedAmount,
-        false,
+fn live_bucket_later_check_after_used_amount() {
+    let change = LiveOp::SetQuota {
+        quota: new_quota(),
+        how: Inheritance::UsedAmount,
+        now: NOW,
+    };
+    live_bucket(
+        old(),
+        vec![],
+        vec![
+            vec![live_check(1, NOW)],
+            vec![change, live_check(1, NOW + 10)],
+        ],
         1,
-        Assert::BoundAndLinearizable,
+        Assert::Bound,
     );
+}
+
+#[test]
+fn lock_free_later_check_after_used_amount() {
+    let next = Gcra::token_bucket(new_quota());
+    let setup = vec![KeyedOp::check(1, NOW - 50)];
+    let threads = vec![
+        vec![KeyedOp::check(1, NOW)],
+        vec![
+            KeyedOp::Reconfigure {
+                next,
+                how: Inheritance::UsedAmount,
+                now: NOW,
+            },
+            KeyedOp::check(1, NOW + 10),
+        ],
+    ];
+    let live_setup = vec![live_check(1, NOW - 50)];
+    let live_threads = vec![
+        vec![live_check(1, NOW)],
+        vec![
+            LiveOp::Reconfigure {
+                next,
+                how: Inheritance::UsedAmount,
+                now: NOW,
+            },
+            live_check(1, NOW + 10),
+        ],
+    ];
+    check_bound(old(), &live_setup, &live_threads, 1);
+    model::check(move || {
+        let table = Arc::new(km::lock_free(old(), 2, OverflowPolicy::SharedBucket));
+        let outcomes = km::run_keyed(&table, &setup, &threads);
+        let admitted: usize = outcomes.iter().flatten().filter(|o| o.is_allowed()).count();
+        assert!(
+            admitted <= 1,
+            "admitted {admitted} > 1, which neither quota explains: {outcomes:?}"
+        );
+    });
 }
