@@ -106,7 +106,7 @@ use crate::gcra::Gcra;
 use crate::keyed::{KeyedDecision, KeyedLimiter, KeyedPath, ShardedKeyedTable, TableBuilder};
 use crate::limiter::{Algorithm, Limiter};
 use crate::live::Inheritance;
-use crate::time::{duration_to_nanos, Timestamp};
+use crate::time::Timestamp;
 
 /// A policy's keyed store, with its type erased: what a [`Partitioned`]
 /// charges.
@@ -658,10 +658,7 @@ impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> Partitioned<R,
         if limit == 0 {
             return Err(crate::ConfigError::ZeroLimit);
         }
-        let alg = InFlight {
-            limit,
-            retry_hint: duration_to_nanos(crate::concurrency::DEFAULT_RETRY_HINT),
-        };
+        let alg = InFlight::with_limit(limit);
         let table: TableBuilder<ShardedKeyedTable<K, InFlight>, InFlight, _> =
             ShardedKeyedTable::builder(alg);
         Ok(InFlightTable(

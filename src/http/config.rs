@@ -52,11 +52,13 @@ use serde::Deserialize;
 
 use super::key::{ForwardedHeader, IpNet, KeySource};
 use super::layer::RateLimitLayer;
-use super::policy::{ConfigError, ConfigErrorKind, MissingKey, Policy};
+use super::policy::{
+    window_error, ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, Sliding,
+};
 use super::RateLimitLayerBuilder;
 use crate::error::ConfigError as QuotaError;
-use crate::gcra::BucketKind;
 use crate::quota::Quota;
+use crate::window::FixedWindow;
 
 /// A parsed configuration document (see the [module docs](self)).
 ///
@@ -121,14 +123,18 @@ pub struct RuleConfig {
     pub prefix: Option<String>,
     /// Only these methods.
     pub methods: Option<Vec<String>>,
-    /// `"token_bucket"` (default) or `"leaky_bucket"`.
+    /// `"token_bucket"` (default), `"leaky_bucket"`, `"fixed_window"`,
+    /// `"sliding_window"` or `"concurrency"`.
     pub algorithm: Option<String>,
-    /// Permits per period.
+    /// Permits per period (buckets and windows).
     pub rate: Option<u64>,
     /// Period (`"1s"` default).
     pub period: Option<String>,
-    /// Burst (default: `rate`).
+    /// Burst (default: `rate`; buckets only).
     pub burst: Option<u64>,
+    /// Requests in flight at once per key (`algorithm = "concurrency"`
+    /// only).
+    pub limit: Option<u64>,
     /// Partition key.
     pub key: Option<String>,
     /// Header name for `key = "header"`.
@@ -258,31 +264,55 @@ pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
     }
 }
 
-fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
+/// The rule's `algorithm` with its parameters, checked.
+fn algorithm(loc: &str, r: &RuleConfig) -> Result<PolicyAlgorithm, ConfigError> {
     let at = |field: &str| format!("{loc}.{field}");
-    let name = match (r.name.take(), global) {
-        (Some(n), _) => n,
-        (None, true) => "global".to_string(),
-        (None, false) => return Err(ConfigError::invalid(at("name"), "is required")),
-    };
-    let kind = match r.algorithm.as_deref() {
-        None | Some("token_bucket") => BucketKind::TokenBucket,
-        Some("leaky_bucket") => BucketKind::LeakyBucket,
-        Some(_) => {
-            return Err(ConfigError::invalid(
-                at("algorithm"),
-                "must be \"token_bucket\" or \"leaky_bucket\"",
-            ))
+    let name = r.algorithm.as_deref().unwrap_or("token_bucket");
+    if !matches!(
+        name,
+        "token_bucket" | "leaky_bucket" | "fixed_window" | "sliding_window" | "concurrency"
+    ) {
+        return Err(ConfigError::invalid(
+            at("algorithm"),
+            "must be one of \"token_bucket\", \"leaky_bucket\", \"fixed_window\", \"sliding_window\", \"concurrency\"",
+        ));
+    }
+    let u32_field = |field: &str, v: u64| {
+        if v == 0 {
+            return Err(ConfigError::invalid(at(field), "must be at least 1"));
         }
+        u32::try_from(v).map_err(|_| ConfigError::invalid(at(field), "must be at most 4294967295"))
     };
+    if name == "concurrency" {
+        for (field, set) in [
+            ("rate", r.rate.is_some()),
+            ("period", r.period.is_some()),
+            ("burst", r.burst.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError::invalid(
+                    at(field),
+                    "does not apply to algorithm = \"concurrency\" (it limits requests in flight: set limit)",
+                ));
+            }
+        }
+        let limit = r.limit.ok_or_else(|| {
+            ConfigError::invalid(at("limit"), "is required with algorithm = \"concurrency\"")
+        })?;
+        return Ok(PolicyAlgorithm::Concurrency {
+            limit: u32_field("limit", limit)?,
+        });
+    }
+    if r.limit.is_some() {
+        return Err(ConfigError::invalid(
+            at("limit"),
+            "only applies with algorithm = \"concurrency\" (rate limits use rate, period and burst)",
+        ));
+    }
     let rate = r
         .rate
         .ok_or_else(|| ConfigError::invalid(at("rate"), "is required"))?;
-    if rate == 0 {
-        return Err(ConfigError::invalid(at("rate"), "must be at least 1"));
-    }
-    let rate = u32::try_from(rate)
-        .map_err(|_| ConfigError::invalid(at("rate"), "must be at most 4294967295"))?;
+    let rate = u32_field("rate", rate)?;
     let period = match r.period.as_deref() {
         None => Duration::from_secs(1),
         Some(p) => parse_duration(p).filter(|d| !d.is_zero()).ok_or_else(|| {
@@ -292,16 +322,53 @@ fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigErro
             )
         })?,
     };
-    let mut quota = Quota::new(rate, period).map_err(|e| quota_error(loc, e))?;
-    if let Some(burst) = r.burst {
-        if burst == 0 {
-            return Err(ConfigError::invalid(at("burst"), "must be at least 1"));
+    match name {
+        "fixed_window" | "sliding_window" => {
+            if r.burst.is_some() {
+                return Err(ConfigError::invalid(
+                    at("burst"),
+                    "windows have no burst: they admit rate requests per period",
+                ));
+            }
+            if name == "fixed_window" {
+                FixedWindow::new(rate, period)
+                    .map_err(|e| window_error(loc, "rate", "period", e))?;
+                Ok(PolicyAlgorithm::FixedWindow {
+                    limit: rate,
+                    window: period,
+                })
+            } else {
+                Sliding::new(rate, period).map_err(|e| window_error(loc, "rate", "period", e))?;
+                Ok(PolicyAlgorithm::SlidingWindow {
+                    limit: rate,
+                    window: period,
+                })
+            }
         }
-        let burst = u32::try_from(burst)
-            .map_err(|_| ConfigError::invalid(at("burst"), "must be at most 4294967295"))?;
-        quota = quota.with_burst(burst).map_err(|e| quota_error(loc, e))?;
+        _ => {
+            let mut quota = Quota::new(rate, period).map_err(|e| quota_error(loc, e))?;
+            if let Some(burst) = r.burst {
+                let burst = u32_field("burst", burst)?;
+                quota = quota.with_burst(burst).map_err(|e| quota_error(loc, e))?;
+            }
+            Ok(if name == "leaky_bucket" {
+                PolicyAlgorithm::LeakyBucket(quota)
+            } else {
+                PolicyAlgorithm::TokenBucket(quota)
+            })
+        }
     }
-    let mut p = Policy::new(name, kind, quota).dry_run(r.dry_run);
+}
+
+fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
+    let at = |field: &str| format!("{loc}.{field}");
+    let name = match (r.name.take(), global) {
+        (Some(n), _) => n,
+        (None, true) => "global".to_string(),
+        (None, false) => return Err(ConfigError::invalid(at("name"), "is required")),
+    };
+    let algorithm = algorithm(loc, &r)?;
+    let mut p = Policy::from_algorithm(name, algorithm).dry_run(r.dry_run);
     match (r.prefix.take(), global) {
         (Some(prefix), false) => p = p.prefix(prefix),
         (None, false) => return Err(ConfigError::invalid(at("prefix"), "is required")),
@@ -414,9 +481,16 @@ fn redis_backend(loc: &str, p: Policy, r: &RuleConfig) -> Result<Policy, ConfigE
     let url = r.redis_url.as_deref().ok_or_else(|| {
         ConfigError::invalid(at("redis_url"), "is required with backend = \"redis\"")
     })?;
-    let mut config = match p.kind {
-        BucketKind::TokenBucket => RedisConfig::token_bucket(p.quota),
-        BucketKind::LeakyBucket => RedisConfig::leaky_bucket(p.quota),
+    let mut config = match *p.algorithm() {
+        PolicyAlgorithm::TokenBucket(q) => RedisConfig::token_bucket(q),
+        PolicyAlgorithm::LeakyBucket(q) => RedisConfig::leaky_bucket(q),
+        PolicyAlgorithm::FixedWindow { limit, window } => {
+            RedisConfig::fixed_window(Quota::new(limit, window).map_err(|e| quota_error(loc, e))?)
+        }
+        _ => return Err(ConfigError::invalid(
+            at("backend"),
+            "\"redis\" supports algorithm = \"token_bucket\", \"leaky_bucket\" or \"fixed_window\"",
+        )),
     };
     let prefix = match r.redis_prefix.as_deref() {
         Some(prefix) => prefix.to_string(),

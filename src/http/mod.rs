@@ -173,6 +173,7 @@
 //! every connection draws from the same buckets.
 
 mod backend;
+mod body;
 mod builder;
 pub mod config;
 mod headers;
@@ -185,6 +186,7 @@ mod reload;
 mod routing;
 
 pub use backend::{BoxFuture, PolicyBackend, StoreUnavailable};
+pub use body::RateLimitBody;
 pub use builder::RateLimitLayerBuilder;
 pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
@@ -193,7 +195,7 @@ pub use key::{
 };
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
 pub use policy::{
-    ConfigError, ConfigErrorKind, MissingKey, Policy, QueueMode, Rejection, RejectionHandler,
-    DEFAULT_MAX_KEYS,
+    ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, QueueMode, Rejection,
+    RejectionHandler, DEFAULT_MAX_KEYS, SLIDING_WINDOW_SEGMENTS,
 };
 pub use reload::ReloadReport;
