@@ -196,3 +196,26 @@ async fn route_layer_accepts_the_body_and_holds_the_permit() {
     assert_eq!(send(s.addr, Req::get("/stream")).await.status, 429);
     assert_eq!(send(s.addr, Req::get("/quick")).await.status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_in_flight_stay_held_across_a_reload() {
+    let rules = |limit: u32| {
+        LayerConfig::from_toml(&format!(
+            "[[rules]]\nname = \"streams\"\nprefix = \"/stream\"\nalgorithm = \"concurrency\"\nlimit = {limit}\nkey = \"peer_ip\"\n"
+        ))
+        .unwrap()
+        .into_builder()
+        .unwrap()
+        .peer_addr(connect_info)
+    };
+    let layer = rules(1).build().unwrap();
+    let s = serve(streaming(layer.clone(), 40, Duration::from_millis(50))).await;
+    let (_a, _) = start_stream(s.addr, [127, 0, 0, 1]).await;
+    let report = layer
+        .reload(rules(2), tollgate::Inheritance::UsedAmount)
+        .unwrap();
+    assert_eq!(report.reconfigured, ["streams"]);
+    // the stream started before the reload still holds one of the two
+    let (_b, _) = start_stream(s.addr, [127, 0, 0, 1]).await;
+    assert_eq!(send(s.addr, Req::get("/stream")).await.status, 429);
+}
