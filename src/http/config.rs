@@ -7,38 +7,85 @@
 //! exempt = ["/health"]              # neither global nor rules apply
 //! missing_key = "reject"            # or "allow"; missing_key_status = 500
 //!
-//! [global]                          # optional
+//! [global]                          # optional; any algorithm
 //! rate = 1000                       # permits…
 //! period = "1s"                     # …per period: "250ms", "1s", "1m", "1h"
 //!
 //! [[rules]]
 //! name = "api"
 //! prefix = "/api"
-//! algorithm = "token_bucket"        # or "leaky_bucket"
-//! rate = 100
+//! algorithm = "token_bucket"        # leaky_bucket | fixed_window | sliding_window | concurrency
+//! rate = 100                        # buckets and windows: permits per period
 //! period = "1m"
-//! burst = 20                        # default: rate
+//! burst = 20                        # buckets only (default: rate)
 //! key = "client_ip"                 # global | peer_ip | client_ip | forwarded_client_ip | header
 //! max_keys = 10000
 //! # header = "x-api-key"            # with key = "header"
 //! # methods = ["POST"]
 //! # dry_run = true
-//! # queue = { max_wait = "2s", limit = 10 }
+//! # queue = { max_wait = "2s", limit = 10 }   # buckets only; per key
 //! # backend = "redis"               # buckets shared in Redis (feature `redis`)
 //! # redis_url = "redis://127.0.0.1:6379/"
 //! # redis_prefix = "myapp:api:"     # default "tollgate:<name>:"
 //! # redis_timeout = "50ms"          # per call (default 50ms)
 //! # redis_failure = "open"          # or "closed": while Redis is unavailable
+//!
+//! [[rules]]                         # nginx limit_conn: 2 requests in flight per client
+//! name = "downloads"
+//! prefix = "/downloads"
+//! algorithm = "concurrency"
+//! limit = 2                         # instead of rate, period and burst
+//! key = "client_ip"
+//! ```
+//!
+//! **Algorithms.** `token_bucket` (the default) and `leaky_bucket` take
+//! `rate`, `period` and (token bucket) `burst`; `fixed_window` and
+//! `sliding_window` admit `rate` requests per window of `period` and have
+//! no burst (a sliding window counts in 10 segments, so `period` must be a
+//! whole number of nanoseconds per tenth); `concurrency` takes `limit`
+//! (requests in flight per key, held until the response body is sent) and
+//! none of `rate`, `period`, `burst`. A field that does not apply to the
+//! rule's algorithm is an error naming it (`rules[1].rate: does not apply
+//! to algorithm = "concurrency"`), as is a missing one (`rules[1].limit:
+//! is required with algorithm = "concurrency"`). `queue` is for buckets
+//! only.
+//!
+//! **nginx `limit_req`, one to one.** `queue` makes a bucket delay its
+//! excess instead of refusing it, in each key's own line, exactly as nginx
+//! does (same acceptances, same delays). For a zone of `rate=R` keyed like
+//! the rule:
+//!
+//! | nginx | tollgate rule (`rate = R`) |
+//! |---|---|
+//! | `limit_req zone=z burst=B nodelay` | `burst = B + 1` |
+//! | `limit_req zone=z burst=B` | `burst = 1`, `queue = { limit = B, max_wait = "…" }` |
+//! | `limit_req zone=z burst=B delay=D` | `burst = D + 1`, `queue = { limit = B - D, max_wait = "…" }` |
+//!
+//! The first `burst` requests pass at once, the next `queue.limit` each
+//! wait for their turn, one per interval (`period / rate`), and the rest
+//! are refused at once with `Retry-After`. nginx has no `max_wait`: set it
+//! at least `queue.limit` intervals to keep nginx's behaviour, or lower to
+//! refuse what would wait longer. For example, nginx's documented
+//! `limit_req zone=one burst=12 delay=8;` at `rate=5r/s`:
+//!
+//! ```toml
+//! [[rules]]
+//! name = "one"
+//! prefix = "/"
+//! rate = 5
+//! burst = 9                          # delay + 1: 9 at once
+//! queue = { limit = 4, max_wait = "1s" }  # burst - delay: 4 more, 200 ms apart
+//! key = "client_ip"
 //! ```
 //!
 //! A rule with `backend = "redis"` keeps its buckets in a
 //! [`RedisStore`](crate::redis::RedisStore) (same algorithm and quota as
-//! the rule), so every replica reading this file shares one limit per
-//! key. Building does not wait for the server (the connection is made on
-//! first use) but must happen within a tokio runtime; without feature
-//! `redis` the rule is refused with `rules[i].backend: "redis" needs
-//! tollgate built with feature "redis"`. The global limiter and queueing
-//! rules stay in process.
+//! the rule: token bucket, leaky bucket or fixed window), so every replica
+//! reading this file shares one limit per key. Building does not wait for
+//! the server (the connection is made on first use) but must happen within
+//! a tokio runtime; without feature `redis` the rule is refused with
+//! `rules[i].backend: "redis" needs tollgate built with feature "redis"`.
+//! The global limiter, queueing and in-flight rules stay in process.
 //!
 //! Errors name the rule and the field: `rules[2].burst: must be at least 1`.
 

@@ -1,7 +1,7 @@
 //! Async queued acquisition on tokio (feature `tokio`).
 //!
 //! A [`Queue`] puts an ordered, bounded waiting line in front of any
-//! [`Limiter`]: a server that would rather delay a request a little than
+//! [`Limiter`](crate::Limiter): a server that would rather delay a request a little than
 //! refuse it awaits [`Queue::acquire`]; a caller that must not wait uses
 //! [`Queue::try_acquire`].
 //!
@@ -47,7 +47,7 @@
 //!   estimated `retry_after`. The default is unbounded: set one in servers.
 //! - **Maximum wait.** A request whose estimated wait (from the limiter's
 //!   state and the permits queued ahead, see
-//!   [`Limiter::time_until_ready_after`]) exceeds `max_wait` is refused at
+//!   [`Limiter::time_until_ready_after`](crate::Limiter::time_until_ready_after)) exceeds `max_wait` is refused at
 //!   once ([`WaitError::MaxWaitExceeded`]), like nginx `limit_req burst`
 //!   without `nodelay`. `max_wait` is also a hard cap: a waiter that has
 //!   waited that long (possible under `NewestFirst`, when other code uses the
@@ -264,7 +264,7 @@ impl<L: QueueLimiter + Send + Sync + 'static> QueueBuilder<L> {
     }
 }
 
-/// An ordered, bounded waiting line in front of a [`Limiter`]; see the
+/// An ordered, bounded waiting line in front of a [`Limiter`](crate::Limiter); see the
 /// [module docs](self).
 ///
 /// `L` is any limiter: a [`Bucket`](crate::Bucket), an `Arc` of one, a
