@@ -241,3 +241,43 @@ async fn nginx_nodelay_admits_burst_plus_one_at_once() {
         assert!(*t < ms(300), "{got:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queueing_global_limiter_delays_before_any_route_policy() {
+    // the global limiter: 4 per second, burst 1, two may wait; a route
+    // policy whose buckets live in a (here in-memory) remote backend
+    let backend = tollgate::RateLimiter::token_bucket(
+        Quota::per_second(100).unwrap(),
+        tollgate::StdClock::new(),
+    )
+    .unwrap();
+    let layer = RateLimitLayer::builder()
+        .peer_addr(connect_info)
+        .global(
+            Policy::token_bucket(
+                "global",
+                Quota::per_second(4).unwrap().with_burst(1).unwrap(),
+            )
+            .queue(Duration::from_secs(5), 2),
+        )
+        .policy(
+            Policy::token_bucket("remote", Quota::per_second(100).unwrap())
+                .prefix("/remote")
+                .backend(std::sync::Arc::new(backend)),
+        )
+        .build()
+        .unwrap();
+    let s = serve(hello(layer)).await;
+    for path in ["/remote", "/local"] {
+        let got = burst(s.addr, path, [127, 0, 0, 1], 4).await;
+        let (ok, refused) = split(&got);
+        assert_eq!((ok.len(), refused.len()), (3, 1), "{path}: {got:?}");
+        assert!(ok[0] < ms(200), "{path}: {got:?}");
+        assert!(
+            ok[2] >= ms(450),
+            "{path}: the global turn was waited: {got:?}"
+        );
+        // the next burst starts on a spent bucket
+        tokio::time::sleep(ms(800)).await;
+    }
+}

@@ -24,7 +24,7 @@ use super::metrics::PolicyMetrics;
 use super::policy::{MissingKey, Plan, Policy, RejectionHandler};
 use super::routing::PathPrefix;
 use crate::clock::{Clock, StdClock};
-use crate::decision::{Decision, Snapshot};
+use crate::decision::Decision;
 use crate::partitioned::{Admission, Lease, Partitioned, PartitionedLimiter, PolicyStore};
 use crate::time::Timestamp;
 
@@ -381,9 +381,10 @@ enum Verdict<R> {
     Respond(Response<RateLimitBody<R>>),
     /// Admitted after a delay.
     Wait(Wait),
-    /// Ask route policy `usize`'s remote backend for this key; the global
-    /// admission (if any) is cancelled if it refuses.
-    Remote(usize, PartitionKey, Option<(HttpLease, Snapshot)>),
+    /// Ask route policy `usize`'s remote backend for this key (after the
+    /// global limiter's delay, if it queues); the global admission (if any)
+    /// is cancelled if it refuses.
+    Remote(usize, PartitionKey, Option<Admission<HttpLease>>),
 }
 
 /// Outcome of charging one in-process policy.
@@ -522,9 +523,7 @@ impl Shared {
         if let (Some(i), Some(c)) = (route, route_c) {
             let charge = if c.policy.backend.is_some() {
                 match self.key_of(c, &head) {
-                    Ok(k) => {
-                        return Verdict::Remote(i, k, global_adm.map(|a| (a.lease, a.snapshot)))
-                    }
+                    Ok(k) => return Verdict::Remote(i, k, global_adm),
                     Err(NoKey::Allow) => Charge::Admitted(None),
                     Err(NoKey::Reject(status)) => Charge::NoKey(status),
                 }
@@ -690,11 +689,15 @@ where
                 let shared = Arc::clone(&current);
                 Kind::Boxed {
                     fut: Box::pin(async move {
-                        let (global, global_snapshot) = match global {
-                            Some((l, s)) => (Some(l), Some(s)),
-                            None => (None, None),
+                        let (global, global_snapshot, delay) = match global {
+                            Some(a) => (Some(a.lease), Some(a.snapshot), a.delay),
+                            None => (None, None, Duration::ZERO),
                         };
                         let mut pending = Pending::new(shared, global, None);
+                        if !delay.is_zero() {
+                            // the global limiter queues: its turn first
+                            tokio::time::sleep(delay).await;
+                        }
                         let shared = Arc::clone(&pending.shared);
                         let c = &shared.policies[policy];
                         let bytes = super::backend::key_bytes(&key);
