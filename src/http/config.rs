@@ -214,7 +214,7 @@ pub struct RuleConfig {
 pub struct QueueConfig {
     /// Longest wait.
     pub max_wait: String,
-    /// Most requests waiting (default 100).
+    /// Most requests waiting per key (default 100).
     pub limit: Option<u64>,
 }
 
