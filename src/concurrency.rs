@@ -393,6 +393,14 @@ pub(crate) struct InFlightState(AtomicU32);
 
 #[cfg(feature = "std")]
 impl InFlight {
+    /// At most `limit` in flight, with the default retry hint.
+    pub(crate) const fn with_limit(limit: u32) -> Self {
+        Self {
+            limit,
+            retry_hint: duration_to_nanos(DEFAULT_RETRY_HINT),
+        }
+    }
+
     fn snapshot_of(&self, in_flight: u32) -> Snapshot {
         let reset = if in_flight == 0 { 0 } else { self.retry_hint };
         Snapshot::exact(self.limit, self.limit.saturating_sub(in_flight), reset)

@@ -58,6 +58,17 @@
 //! — is done). [`PartitionedLimiter::cancel`] gives back a lease's permits
 //! of either kind (work that never happened).
 //!
+//! # Stores: carried across reloads
+//!
+//! Each policy charges a [`PolicyStore`]: its keyed table and how it is
+//! charged. [`Partitioned::policy_store`] hands a running policy's store
+//! to [`PartitionedBuilder::store`] of the limiter that replaces it, so a
+//! configuration reload keeps every key's state; on the way,
+//! [`PolicyStore::reconfigure`] changes the table's algorithm (each key
+//! carrying over by an [`Inheritance`] rule) and
+//! [`PolicyStore::with_shaping`] its shaping. Leases taken before the
+//! switch give their permits back to the store they came from.
+//!
 //! # Shaping: delay instead of refusing (nginx `limit_req`)
 //!
 //! A token-bucket policy can *shape* instead of refuse:
@@ -79,6 +90,7 @@
 //! exceed [`Shaping::max_wait`] is refused at once; a waiter that goes away
 //! (its future dropped) gives its place back. Memory is the table's: fixed.
 
+use core::any::{Any, TypeId};
 use core::fmt;
 use core::future::Future;
 use core::time::Duration;
@@ -92,8 +104,9 @@ use crate::concurrency::InFlight;
 use crate::decision::{CapacityExceeded, Decision, Snapshot};
 use crate::gcra::Gcra;
 use crate::keyed::{KeyedDecision, KeyedLimiter, KeyedPath, ShardedKeyedTable, TableBuilder};
-use crate::limiter::Limiter;
-use crate::time::{duration_to_nanos, Timestamp};
+use crate::limiter::{Algorithm, Limiter};
+use crate::live::Inheritance;
+use crate::time::Timestamp;
 
 /// A policy's keyed store, with its type erased: what a [`Partitioned`]
 /// charges.
@@ -114,11 +127,26 @@ trait Store<K>: Send + Sync {
         n: u32,
         now: Timestamp,
     ) -> Result<Duration, CapacityExceeded>;
+    /// The keyed table's [`Algorithm`](crate::limiter::Algorithm) type
+    /// (`None`: not a keyed table).
+    fn algorithm_type(&self) -> Option<TypeId> {
+        None
+    }
+    /// Reconfigures the keyed table if `next` is an `Option<T::Algorithm>`
+    /// holding a value (which it takes); false otherwise.
+    fn reconfigure(&self, next: &mut dyn Any, how: Inheritance, now: Timestamp) -> bool {
+        let _ = (next, how, now);
+        false
+    }
 }
 
 struct Keyed<T>(T);
 
-impl<K, T: KeyedLimiter<K> + Send + Sync> Store<K> for Keyed<T> {
+impl<K, T> Store<K> for Keyed<T>
+where
+    T: KeyedLimiter<K> + Send + Sync,
+    T::Algorithm: 'static,
+{
     #[inline]
     fn check_n(
         &self,
@@ -145,6 +173,21 @@ impl<K, T: KeyedLimiter<K> + Send + Sync> Store<K> for Keyed<T> {
         match key {
             Some(key) => self.0.time_until_ready(key, n, now),
             None => Err(CapacityExceeded::new(n, 0)),
+        }
+    }
+    fn algorithm_type(&self) -> Option<TypeId> {
+        Some(TypeId::of::<T::Algorithm>())
+    }
+    fn reconfigure(&self, next: &mut dyn Any, how: Inheritance, now: Timestamp) -> bool {
+        match next
+            .downcast_mut::<Option<T::Algorithm>>()
+            .and_then(Option::take)
+        {
+            Some(alg) => {
+                self.0.reconfigure(alg, how, now);
+                true
+            }
+            None => false,
         }
     }
 }
@@ -207,10 +250,176 @@ type KeyFn<R, K> = Box<dyn Fn(&R) -> Option<K> + Send + Sync>;
 struct Policy<R, K> {
     name: String,
     key_of: KeyFn<R, K>,
+    store: PolicyStore<K>,
+}
+
+/// A policy's keyed store: the table that gives every key its limiter,
+/// with how the policy charges it (rate, shaped, or in flight). Cloning it
+/// shares the table.
+///
+/// Build one from a table ([`keyed`](Self::keyed), [`shaped`](Self::shaped),
+/// [`in_flight`](Self::in_flight)) and give it to
+/// [`PartitionedBuilder::store`]; take one from a running limiter with
+/// [`Partitioned::policy_store`] to carry a policy's buckets into the
+/// limiter that replaces it (a configuration reload), reconfigured or
+/// reshaped on the way:
+///
+/// ```
+/// use tollgate::keyed::ShardedKeyedTable;
+/// use tollgate::partitioned::{Partitioned, PartitionedLimiter, PolicyStore};
+/// use tollgate::{Gcra, Inheritance, Quota, Timestamp};
+///
+/// let table = ShardedKeyedTable::builder(Gcra::token_bucket(Quota::per_second(2)?)).build()?;
+/// let old = Partitioned::<u32, u32>::builder("jobs")
+///     .store("per_tenant", |t: &u32| Some(*t), PolicyStore::keyed(table))
+///     .build();
+/// let now = Timestamp::ZERO;
+/// assert!(old.try_acquire(&7, now).is_ok());
+/// assert!(old.try_acquire(&7, now).is_ok());
+/// assert!(old.try_acquire(&7, now).is_err());
+///
+/// // the next configuration keeps tenant 7's bucket, under a new quota
+/// let store = old.policy_store(0).expect("policy 0");
+/// let bigger = Gcra::token_bucket(Quota::per_second(4)?);
+/// assert!(store.reconfigure(bigger, Inheritance::UsedAmount, now).is_ok());
+/// let new = Partitioned::<u32, u32>::builder("jobs")
+///     .store("per_tenant", |t: &u32| Some(*t), store)
+///     .build();
+/// // 2 of 4 used: two more, then refused
+/// assert!(new.try_acquire(&7, now).is_ok());
+/// assert!(new.try_acquire(&7, now).is_ok());
+/// assert!(new.try_acquire(&7, now).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct PolicyStore<K> {
     store: Arc<dyn Store<K>>,
-    /// An in-flight limit: the lease gives the permits back on drop.
     releases: bool,
     shaping: Option<Shaping>,
+}
+
+impl<K> Clone for PolicyStore<K> {
+    fn clone(&self) -> Self {
+        Self {
+            store: Arc::clone(&self.store),
+            releases: self.releases,
+            shaping: self.shaping,
+        }
+    }
+}
+
+impl<K> fmt::Debug for PolicyStore<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PolicyStore")
+            .field("holds_in_flight", &self.releases)
+            .field("shaping", &self.shaping)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: 'static> PolicyStore<K> {
+    /// A rate policy's store: any keyed table, any algorithm; an admission
+    /// spends its permits.
+    pub fn keyed<T>(table: T) -> Self
+    where
+        T: KeyedLimiter<K> + Send + Sync + 'static,
+        T::Algorithm: 'static,
+    {
+        Self {
+            store: Arc::new(Keyed(table)),
+            releases: false,
+            shaping: None,
+        }
+    }
+
+    /// A token-bucket store that delays excess requests instead of
+    /// refusing them (see [`Shaping`] and the [module documentation](self)).
+    pub fn shaped<T>(table: T, shaping: Shaping) -> Self
+    where
+        T: KeyedLimiter<K, Algorithm = Gcra> + Send + Sync + 'static,
+    {
+        Self {
+            store: Arc::new(Keyed(table)),
+            releases: false,
+            shaping: Some(shaping),
+        }
+    }
+
+    /// An in-flight limit per key (nginx `limit_conn`): a lease holds its
+    /// permits until it drops. Build `table` with
+    /// [`Partitioned::in_flight_table`].
+    pub fn in_flight(table: InFlightTable<K>) -> Self
+    where
+        K: core::hash::Hash + Eq + Clone + Send + Sync,
+    {
+        Self {
+            store: Arc::new(Keyed(table.0)),
+            releases: true,
+            shaping: None,
+        }
+    }
+}
+
+impl<K> PolicyStore<K> {
+    /// True for an in-flight limit (its leases give permits back on drop).
+    #[must_use]
+    pub fn holds_in_flight(&self) -> bool {
+        self.releases
+    }
+
+    /// The store's shaping, if it delays instead of refusing.
+    #[must_use]
+    pub fn shaping(&self) -> Option<Shaping> {
+        self.shaping
+    }
+
+    /// True if both handles share one table.
+    #[must_use]
+    pub fn same_table(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.store, &other.store)
+    }
+
+    /// Reconfigures every key's limiter to `next` (the table's
+    /// [`KeyedLimiter::reconfigure`]: each key's state carries over by
+    /// `how`). Every limiter sharing this table sees the change at once.
+    ///
+    /// # Errors
+    /// `next` back, untouched, when the table does not run algorithm `A`
+    /// (or the store is not a keyed table).
+    pub fn reconfigure<A: Algorithm + 'static>(
+        &self,
+        next: A,
+        how: Inheritance,
+        now: Timestamp,
+    ) -> Result<(), A> {
+        let mut slot = Some(next);
+        self.store.reconfigure(&mut slot, how, now);
+        match slot {
+            Some(unused) => Err(unused),
+            None => Ok(()),
+        }
+    }
+
+    /// The same table, delaying instead of refusing by `shaping`
+    /// (replacing any shaping it had).
+    ///
+    /// # Errors
+    /// The store back, unchanged, when its table is not a [`Gcra`] table
+    /// (shaping needs a token bucket's reservations) or it holds in-flight
+    /// permits.
+    pub fn with_shaping(mut self, shaping: Shaping) -> Result<Self, Self> {
+        if self.releases || self.store.algorithm_type() != Some(TypeId::of::<Gcra>()) {
+            return Err(self);
+        }
+        self.shaping = Some(shaping);
+        Ok(self)
+    }
+
+    /// The same table, refusing instead of delaying.
+    #[must_use]
+    pub fn without_shaping(mut self) -> Self {
+        self.shaping = None;
+        self
+    }
 }
 
 /// Delay instead of refusing, for a token-bucket policy (see the [module
@@ -331,20 +540,19 @@ impl<R, K: Send + Sync + 'static> Partitioned<R, K> {
 }
 
 impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
-    fn push(
+    /// A policy charging `store` (see [`PolicyStore`]): resources for which
+    /// `key_of` returns a key are charged to that key's limiter. The other
+    /// policy methods are shorthands for this one.
+    pub fn store(
         mut self,
         name: impl Into<String>,
         key_of: impl Fn(&R) -> Option<K> + Send + Sync + 'static,
-        store: Arc<dyn Store<K>>,
-        releases: bool,
-        shaping: Option<Shaping>,
+        store: PolicyStore<K>,
     ) -> Self {
         self.inner.policies.push(Policy {
             name: name.into(),
             key_of: Box::new(key_of),
             store,
-            releases,
-            shaping,
         });
         self
     }
@@ -359,8 +567,9 @@ impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
     ) -> Self
     where
         T: KeyedLimiter<K> + Send + Sync + 'static,
+        T::Algorithm: 'static,
     {
-        self.push(name, key_of, Arc::new(Keyed(table)), false, None)
+        self.store(name, key_of, PolicyStore::keyed(table))
     }
 
     /// A token-bucket policy that delays excess requests instead of
@@ -375,7 +584,7 @@ impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
     where
         T: KeyedLimiter<K, Algorithm = Gcra> + Send + Sync + 'static,
     {
-        self.push(name, key_of, Arc::new(Keyed(table)), false, Some(shaping))
+        self.store(name, key_of, PolicyStore::shaped(table, shaping))
     }
 
     /// A policy without a limit: the resources it claims pass, and no
@@ -391,12 +600,14 @@ impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
     where
         K: Default,
     {
-        self.push(
+        self.store(
             name,
             move |r: &R| claims(r).then(K::default),
-            Arc::new(Unlimited),
-            false,
-            None,
+            PolicyStore {
+                store: Arc::new(Unlimited),
+                releases: false,
+                shaping: None,
+            },
         )
     }
 
@@ -424,7 +635,7 @@ impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> PartitionedBui
         key_of: impl Fn(&R) -> Option<K> + Send + Sync + 'static,
         table: InFlightTable<K>,
     ) -> Self {
-        self.push(name, key_of, Arc::new(Keyed(table.0)), true, None)
+        self.store(name, key_of, PolicyStore::in_flight(table))
     }
 }
 
@@ -447,10 +658,7 @@ impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> Partitioned<R,
         if limit == 0 {
             return Err(crate::ConfigError::ZeroLimit);
         }
-        let alg = InFlight {
-            limit,
-            retry_hint: duration_to_nanos(crate::concurrency::DEFAULT_RETRY_HINT),
-        };
+        let alg = InFlight::with_limit(limit);
         let table: TableBuilder<ShardedKeyedTable<K, InFlight>, InFlight, _> =
             ShardedKeyedTable::builder(alg);
         Ok(InFlightTable(
@@ -520,6 +728,22 @@ pub struct Admission<L> {
     pub lease: L,
     /// Wait this long before doing the work (its reserved turn).
     pub delay: Duration,
+    /// The admitting limiter's state for this key right after the
+    /// admission (for rate-limit headers). For a [`Chained`] admission, the
+    /// member with the fewest permits remaining (the later one on a tie);
+    /// for a resource no limiter charged, an unlimited snapshot.
+    pub snapshot: Snapshot,
+}
+
+impl<K> Admission<Lease<K>> {
+    /// An admission that charged nothing.
+    const fn free() -> Self {
+        Self {
+            lease: Lease::free(),
+            delay: Duration::ZERO,
+            snapshot: Snapshot::exact(u32::MAX, u32::MAX, 0),
+        }
+    }
 }
 
 /// A refused request: which limiter and policy refused, and when to retry.
@@ -748,6 +972,14 @@ impl<R, K> Partitioned<R, K> {
         self.policies.iter().map(|p| p.name.as_str())
     }
 
+    /// Policy `index`'s store, shared (see [`PolicyStore`]): to carry its
+    /// buckets into another partitioned limiter. `None` past the last
+    /// policy.
+    #[must_use]
+    pub fn policy_store(&self, index: usize) -> Option<PolicyStore<K>> {
+        self.policies.get(index).map(|p| p.store.clone())
+    }
+
     /// The policy claiming `resource` and its key, if any.
     #[inline]
     fn claim(&self, resource: &R) -> Option<(usize, K)> {
@@ -758,9 +990,9 @@ impl<R, K> Partitioned<R, K> {
     }
 
     /// Charges policy `index` (`None`: the default limiter) for `key`
-    /// directly, skipping
-    /// the key functions: for callers that route resources themselves (the
-    /// HTTP layer matches a path to a policy once).
+    /// directly, skipping the key functions: for callers that route
+    /// resources themselves (the HTTP layer matches a path to a policy
+    /// once). An index past the last policy charges nothing (a free lease).
     ///
     /// # Errors
     /// The [`Refusal`]; nothing was taken.
@@ -776,17 +1008,14 @@ impl<R, K> Partitioned<R, K> {
                 Some(p) => self.charge(
                     i,
                     &p.name,
-                    &p.store,
-                    p.releases,
-                    p.shaping,
+                    &p.store.store,
+                    p.store.releases,
+                    p.store.shaping,
                     Some(key),
                     n,
                     now,
                 ),
-                None => Ok(Admission {
-                    lease: Lease::free(),
-                    delay: Duration::ZERO,
-                }),
+                None => Ok(Admission::free()),
             },
             None => self.charge_default(Some(key), n, now),
         }
@@ -800,10 +1029,7 @@ impl<R, K> Partitioned<R, K> {
     ) -> Result<Admission<Lease<K>>, Refusal<'_>> {
         match &self.default {
             Some((name, store)) => self.charge(DEFAULT, name, store, false, None, key, n, now),
-            None => Ok(Admission {
-                lease: Lease::free(),
-                delay: Duration::ZERO,
-            }),
+            None => Ok(Admission::free()),
         }
     }
 
@@ -847,22 +1073,30 @@ impl<R, K> Partitioned<R, K> {
                         });
                     }
                 }
-                Ok(Admission { lease, delay })
+                Ok(Admission {
+                    lease,
+                    delay,
+                    snapshot: *after,
+                })
             }
             Decision::Denied(denied) => Err(refusal(&self.name, name, &d, denied.retry_after())),
         }
     }
 
     fn cancel_lease(&self, mut lease: Lease<K>, now: Timestamp) {
+        // taken here: the drop must not release again
+        if let Some(own) = lease.release.take() {
+            // an in-flight lease knows its store
+            own.refund(lease.key.as_ref(), lease.n, now);
+            return;
+        }
         let store = match lease.policy {
             DEFAULT => self.default.as_ref().map(|d| &d.1),
-            i => self.policies.get(i).map(|p| &p.store),
+            i => self.policies.get(i).map(|p| &p.store.store),
         };
         if let Some(store) = store {
             store.refund(lease.key.as_ref(), lease.n, now);
         }
-        // refunded here: the drop must not release again
-        lease.release = None;
     }
 }
 
@@ -899,7 +1133,7 @@ impl<R, K> PartitionedLimiter<R> for Partitioned<R, K> {
 
     fn time_until_ready(&self, resource: &R, n: u32, now: Timestamp) -> Duration {
         let (store, key) = match self.claim(resource) {
-            Some((i, key)) => (&self.policies[i].store, Some(key)),
+            Some((i, key)) => (&self.policies[i].store.store, Some(key)),
             None => match &self.default {
                 Some((_, store)) => (store, None),
                 None => return Duration::ZERO,
@@ -973,6 +1207,11 @@ where
         match self.second.try_acquire_n(resource, n, now) {
             Ok(b) => Ok(Admission {
                 delay: a.delay.max(b.delay),
+                snapshot: if a.snapshot.remaining() < b.snapshot.remaining() {
+                    a.snapshot
+                } else {
+                    b.snapshot
+                },
                 lease: (a.lease, b.lease),
             }),
             Err(mut r) => {

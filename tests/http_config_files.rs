@@ -108,7 +108,7 @@ fn each_kind_of_bad_document_names_rule_and_field() {
         ),
         (
             third("rate = 1\nalgorithm = \"fifo\"\n"),
-            "rules[2].algorithm: must be \"token_bucket\" or \"leaky_bucket\"",
+            "rules[2].algorithm: must be one of \"token_bucket\", \"leaky_bucket\", \"fixed_window\", \"sliding_window\", \"concurrency\"",
         ),
         (
             third("rate = 1\nkey = \"cookie\"\n"),
@@ -131,8 +131,48 @@ fn each_kind_of_bad_document_names_rule_and_field() {
             "rules[2].max_keys: must be at least 1",
         ),
         (
-            third("rate = 1\nkey = \"peer_ip\"\nqueue = { max_wait = \"1s\" }\n"),
-            "rules[2].queue: queueing needs key = \"global\"",
+            third("rate = 1\nalgorithm = \"fixed_window\"\nqueue = { max_wait = \"1s\" }\n"),
+            "rules[2].queue: queueing needs algorithm = \"token_bucket\" or \"leaky_bucket\"",
+        ),
+        (
+            third("algorithm = \"concurrency\"\nlimit = 2\nqueue = { max_wait = \"1s\" }\n"),
+            "rules[2].queue: queueing needs algorithm = \"token_bucket\" or \"leaky_bucket\"",
+        ),
+        (
+            third("algorithm = \"concurrency\"\n"),
+            "rules[2].limit: is required with algorithm = \"concurrency\"",
+        ),
+        (
+            third("algorithm = \"concurrency\"\nlimit = 0\n"),
+            "rules[2].limit: must be at least 1",
+        ),
+        (
+            third("algorithm = \"concurrency\"\nlimit = 2\nrate = 5\n"),
+            "rules[2].rate: does not apply to algorithm = \"concurrency\"",
+        ),
+        (
+            third("algorithm = \"concurrency\"\nlimit = 2\nperiod = \"1s\"\n"),
+            "rules[2].period: does not apply to algorithm = \"concurrency\"",
+        ),
+        (
+            third("rate = 5\nlimit = 2\n"),
+            "rules[2].limit: only applies with algorithm = \"concurrency\"",
+        ),
+        (
+            third("algorithm = \"sliding_window\"\nrate = 5\nburst = 2\n"),
+            "rules[2].burst: windows have no burst",
+        ),
+        (
+            third("algorithm = \"sliding_window\"\nrate = 5\nperiod = \"0s\"\n"),
+            "rules[2].period: must be a positive duration",
+        ),
+        (
+            third("algorithm = \"fixed_window\"\nrate = 0\n"),
+            "rules[2].rate: must be at least 1",
+        ),
+        (
+            third("rate = 4000000000\nperiod = \"1h\"\nburst = 4000000000\nqueue = { max_wait = \"1s\", limit = 1000000000 }\n"),
+            "rules[2].queue.limit: burst + queue limit is too large",
         ),
         (
             third("rate = 1\nqueue = { max_wait = \"never\" }\n"),

@@ -157,3 +157,84 @@ async fn a_route_layer_follows_its_policy_across_reloads() {
     assert_eq!(report.reconfigured, ["login"]);
     assert_eq!(statuses(s.addr, "/login", 3).await, [200, 200, 429]);
 }
+
+fn window_rule(algorithm: &str, rate: u32) -> String {
+    format!(
+        r#"
+[[rules]]
+name = "win"
+prefix = "/win"
+algorithm = "{algorithm}"
+rate = {rate}
+period = "1h"
+key = "peer_ip"
+"#
+    )
+}
+
+#[tokio::test]
+async fn a_window_rule_is_reconfigured_and_a_new_kind_starts_fresh() {
+    let layer = layer(&window_rule("fixed_window", 2));
+    let s = serve(hello(layer.clone())).await;
+    assert_eq!(statuses(s.addr, "/win", 3).await, [200, 200, 429]);
+    // a larger window limit: the 2 used stay used
+    let report = layer
+        .reload(
+            builder(&window_rule("fixed_window", 4)),
+            Inheritance::UsedAmount,
+        )
+        .unwrap();
+    assert_eq!(report.reconfigured, ["win"]);
+    assert_eq!(statuses(s.addr, "/win", 3).await, [200, 200, 429]);
+    let r = send(s.addr, Req::get("/win")).await;
+    assert_eq!(r.header("ratelimit-policy"), Some("\"win\";q=4;w=3600"));
+    // another kind of algorithm: fresh windows
+    let report = layer
+        .reload(
+            builder(&window_rule("sliding_window", 4)),
+            Inheritance::UsedAmount,
+        )
+        .unwrap();
+    assert_eq!(report.fresh, ["win"]);
+    assert_eq!(statuses(s.addr, "/win", 5).await, [200, 200, 200, 200, 429]);
+}
+
+#[tokio::test]
+async fn adding_a_queue_reconfigures_the_bucket_it_carries() {
+    let layer = layer(&rules(1, 1, ""));
+    let s = serve(hello(layer.clone())).await;
+    assert_eq!(statuses(s.addr, "/api/login", 2).await, [200, 429]);
+    let queued = rules(1, 1, "queue = { limit = 1, max_wait = \"10s\" }");
+    let report = layer
+        .reload(builder(&queued), Inheritance::UsedAmount)
+        .unwrap();
+    assert_eq!(report.reconfigured, ["login"]);
+    // still throttled: the next turn is 60 s away, past max_wait, so it is
+    // refused at once (a fresh bucket would have admitted it)
+    let r = send(s.addr, Req::get("/api/login")).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("retry-after"), Some("50"));
+    // the same rule again: kept, queue and all
+    let report = layer.reload(builder(&queued), Inheritance::Reset).unwrap();
+    assert_eq!(report.kept, ["login"]);
+    assert_eq!(statuses(s.addr, "/api/login", 1).await, [429]);
+}
+
+#[tokio::test]
+async fn an_in_flight_rule_keeps_its_store() {
+    let conc = |limit: u32| {
+        format!(
+            "[[rules]]\nname = \"inflight\"\nprefix = \"/c\"\nalgorithm = \"concurrency\"\nlimit = {limit}\nkey = \"peer_ip\"\n"
+        )
+    };
+    let layer = layer(&conc(1));
+    let s = serve(hello(layer.clone())).await;
+    assert_eq!(statuses(s.addr, "/c", 3).await, [200; 3]);
+    let report = layer.reload(builder(&conc(1)), Inheritance::Reset).unwrap();
+    assert_eq!(report.kept, ["inflight"]);
+    let report = layer
+        .reload(builder(&conc(3)), Inheritance::UsedAmount)
+        .unwrap();
+    assert_eq!(report.reconfigured, ["inflight"]);
+    assert_eq!(statuses(s.addr, "/c", 3).await, [200; 3]);
+}

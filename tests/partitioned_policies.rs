@@ -276,3 +276,65 @@ fn a_per_key_factory_gives_keys_different_kinds_of_limiter() {
     let r = p.try_acquire(&msg("x", 500), now).unwrap_err();
     assert_eq!(r.policy(), "everyone");
 }
+
+#[test]
+fn a_policy_store_carries_into_a_new_limiter_reconfigured_and_reshaped() {
+    use tollgate::partitioned::{PolicyStore, Shaping};
+    use tollgate::Inheritance;
+
+    let user = |m: &Msg| Some(m.user);
+    let old = Partitioned::<Msg, u64>::builder("old")
+        .store("per_user", user, PolicyStore::keyed(bucket(1, 2)))
+        .build();
+    assert_eq!(admitted(&old, &msg("a", 1), t(0), 5), 2);
+    let store = old.policy_store(0).unwrap();
+    assert!(old.policy_store(1).is_none());
+    assert!(store.same_table(&old.policy_store(0).unwrap()));
+    // the wrong algorithm comes back untouched
+    let window = FixedWindow::new(3, Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        store.reconfigure(window, Inheritance::Reset, t(0)),
+        Err(window)
+    );
+    // a bucket of 4: the 2 used stay used; shaped, the excess waits its turn
+    let four = Gcra::token_bucket(Quota::per_second(1).unwrap().with_burst(4).unwrap());
+    assert!(store
+        .reconfigure(four, Inheritance::UsedAmount, t(0))
+        .is_ok());
+    let shaped = store.with_shaping(Shaping::delay_after(2)).unwrap();
+    assert_eq!(shaped.shaping(), Some(Shaping::delay_after(2)));
+    let new = Partitioned::<Msg, u64>::builder("new")
+        .store("per_user", user, shaped.clone())
+        .build();
+    let delays: Vec<Duration> = (0..2)
+        .map(|_| new.try_acquire(&msg("a", 1), t(0)).unwrap().delay)
+        .collect();
+    assert_eq!(delays, [Duration::ZERO, Duration::from_secs(1)]);
+    assert!(new.try_acquire(&msg("a", 1), t(0)).is_err());
+    // the old limiter shares the table (and its own, unshaped, charging)
+    assert!(old.try_acquire(&msg("a", 1), t(0)).is_err());
+    // unshaped again
+    assert_eq!(shaped.without_shaping().shaping(), None);
+    // an in-flight store cannot be shaped
+    let in_flight = PolicyStore::in_flight(Partitioned::<Msg, u64>::in_flight_table(1, 8).unwrap());
+    assert!(in_flight.holds_in_flight());
+    assert!(in_flight.with_shaping(Shaping::delay_all()).is_err());
+    // a window store neither
+    let w = ShardedKeyedTable::<u64, _>::builder(window)
+        .build()
+        .unwrap();
+    assert!(PolicyStore::keyed(w)
+        .with_shaping(Shaping::delay_all())
+        .is_err());
+}
+
+#[test]
+fn an_admission_reports_the_state_it_left() {
+    let p = Partitioned::<Msg, u64>::builder("p")
+        .policy("per_user", |m: &Msg| Some(m.user), bucket(1, 3))
+        .build();
+    let a = p.try_acquire(&msg("a", 1), t(0)).unwrap();
+    assert_eq!((a.snapshot.limit(), a.snapshot.remaining()), (3, 2));
+    let b = p.try_acquire(&msg("a", 1), t(0)).unwrap();
+    assert_eq!(b.snapshot.remaining(), 1);
+}

@@ -7,15 +7,16 @@ use std::vec::Vec;
 use http::{Response, StatusCode};
 
 use super::headers::valid_policy_name;
-use super::key::{socket_addr_extension, IpNet, KeySource, PeerAddrFn};
-use super::layer::{LayerSettings, RateLimitLayer, Shared};
+use super::key::{socket_addr_extension, IpNet, KeySource, PartitionKey, PeerAddrFn};
+use super::layer::{HttpStore, LayerSettings, RateLimitLayer, Routed, Rule, Shared};
 use super::policy::{
-    ConfigError, ConfigErrorKind, MissingKey, Policy, Rejection, RejectionHandler,
+    ConfigError, ConfigErrorKind, MissingKey, Plan, Policy, Rejection, RejectionHandler, StoreAlg,
 };
 use super::reload::{Carrier, ReloadReport};
 use super::routing::PathPrefix;
 use crate::keyed::ShardedKeyedTable;
 use crate::live::Inheritance;
+use crate::partitioned::{Partitioned, PolicyStore};
 
 /// Builds a [`RateLimitLayer`]; see the [module docs](super).
 pub struct RateLimitLayerBuilder {
@@ -147,7 +148,9 @@ impl RateLimitLayerBuilder {
         self
     }
 
-    /// The layer's rejection handler; a policy's own handler overrides it.
+    /// The layer's rejection handler: it answers every refusal except
+    /// those of a policy with its own [`Policy::on_rejected`] (see the
+    /// precedence table in the [module docs](super)).
     #[must_use]
     pub fn on_rejected<F>(mut self, handler: F) -> Self
     where
@@ -186,8 +189,9 @@ impl RateLimitLayerBuilder {
                 ));
             }
         }
+        let mut plans = Vec::new();
         for (loc, p) in self.global.iter().chain(self.policies.iter()) {
-            validate(loc, p)?;
+            plans.push(validate(loc, p)?);
             if names.contains(&p.name.as_str()) {
                 return Err(ConfigError::new(
                     format!("{loc}.name"),
@@ -202,41 +206,42 @@ impl RateLimitLayerBuilder {
                 .map_err(|_| ConfigError::invalid(&loc, "must start with '/'"))?;
             exempt.push((loc, p));
         }
-        let capacity = |p: &Policy| {
-            if matches!(p.key, KeySource::Global) || p.backend.is_some() {
-                1
-            } else {
-                p.max_keys
-            }
-        };
-        let too_many = |loc: &str| ConfigError::invalid(format!("{loc}.max_keys"), "too many keys");
         // every rule is validated before any old bucket is touched
         for (loc, p) in self.global.iter().chain(self.policies.iter()) {
-            crate::keyed::shard_layout(capacity(p), None).map_err(|_| too_many(loc))?;
+            crate::keyed::shard_layout(max_keys(p), None).map_err(|_| too_many(loc))?;
         }
-        let table_for = |loc: &str, p: &Policy| {
-            ShardedKeyedTable::builder(crate::gcra::Gcra::new(p.kind, p.quota))
-                .max_keys(capacity(p))
-                .build()
-                .map_err(|_| too_many(loc))
-        };
         let names: Vec<String> = names.iter().map(|n| (*n).to_string()).collect();
         let mut carrier = Carrier {
             previous: previous.map(|(s, _)| s),
             how: previous.map_or(Inheritance::UsedAmount, |(_, how)| how),
             report: ReloadReport::default(),
         };
+        let mut plans = plans.into_iter();
+        let mut rule = |loc: &str, policy: Policy, plan: Plan| -> Result<Rule, ConfigError> {
+            let store = if policy.backend.is_some() {
+                carrier.remote(&policy);
+                None
+            } else {
+                Some(carrier.store(&policy, &plan, || fresh_store(loc, &policy, &plan))?)
+            };
+            Ok(Rule {
+                policy,
+                plan,
+                store,
+            })
+        };
         let global = match self.global {
-            Some((loc, p)) => {
-                let c = carrier.buckets(&p, || table_for(&loc, &p))?;
-                Some((p, c))
-            }
+            Some((loc, p)) => match plans.next() {
+                Some(plan) => Some(rule(&loc, p, plan)?),
+                None => None,
+            },
             None => None,
         };
         let mut policies = Vec::new();
         for (loc, p) in self.policies {
-            let c = carrier.buckets(&p, || table_for(&loc, &p))?;
-            policies.push((p, c));
+            if let Some(plan) = plans.next() {
+                policies.push(rule(&loc, p, plan)?);
+            }
         }
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let report = carrier.finish(&names);
@@ -255,7 +260,56 @@ impl RateLimitLayerBuilder {
     }
 }
 
-fn validate(loc: &str, p: &Policy) -> Result<(), ConfigError> {
+/// Keys a policy's table tracks: one for a policy without partition (or
+/// whose buckets live in a backend).
+fn max_keys(p: &Policy) -> usize {
+    if matches!(p.key, KeySource::Global) || p.backend.is_some() {
+        1
+    } else {
+        p.max_keys
+    }
+}
+
+fn too_many(loc: &str) -> ConfigError {
+    ConfigError::invalid(format!("{loc}.max_keys"), "too many keys")
+}
+
+/// A new store for `policy` running `plan`.
+fn fresh_store(loc: &str, policy: &Policy, plan: &Plan) -> Result<HttpStore, ConfigError> {
+    let keys = max_keys(policy);
+    let store = match plan.alg {
+        StoreAlg::Gcra(g) => {
+            let table = ShardedKeyedTable::builder(g)
+                .max_keys(keys)
+                .build()
+                .map_err(|_| too_many(loc))?;
+            match plan.shaping {
+                Some(s) => PolicyStore::shaped(table, s),
+                None => PolicyStore::keyed(table),
+            }
+        }
+        StoreAlg::Fixed(w) => PolicyStore::keyed(
+            ShardedKeyedTable::builder(w)
+                .max_keys(keys)
+                .build()
+                .map_err(|_| too_many(loc))?,
+        ),
+        StoreAlg::Sliding(w) => PolicyStore::keyed(
+            ShardedKeyedTable::builder(w)
+                .max_keys(keys)
+                .build()
+                .map_err(|_| too_many(loc))?,
+        ),
+        StoreAlg::InFlight(limit) => PolicyStore::in_flight(
+            Partitioned::<Routed, PartitionKey>::in_flight_table(limit, keys)
+                .map_err(|_| too_many(loc))?,
+        ),
+    };
+    Ok(store)
+}
+
+/// Checks `p`; the store it will run.
+fn validate(loc: &str, p: &Policy) -> Result<Plan, ConfigError> {
     if !valid_policy_name(&p.name) {
         return Err(ConfigError::invalid(
             format!("{loc}.name"),
@@ -278,24 +332,17 @@ fn validate(loc: &str, p: &Policy) -> Result<(), ConfigError> {
             "must be at least 1",
         ));
     }
-    if let Some(q) = p.queue {
-        if !matches!(p.key, KeySource::Global) {
-            return Err(ConfigError::invalid(
-                format!("{loc}.queue"),
-                "queueing needs key = \"global\" (one queue per policy)",
-            ));
-        }
-        if q.max_wait.is_zero() {
-            return Err(ConfigError::invalid(
-                format!("{loc}.queue.max_wait"),
-                "must be positive",
-            ));
-        }
-    }
+    let plan = p.plan(loc)?;
     if p.backend.is_some() && p.queue.is_some() {
         return Err(ConfigError::invalid(
             format!("{loc}.queue"),
             "queueing is in process only; a policy with a remote backend cannot queue",
+        ));
+    }
+    if p.backend.is_some() && p.is_concurrency() {
+        return Err(ConfigError::invalid(
+            format!("{loc}.backend"),
+            "an in-flight limit is held in process; it cannot use a remote backend",
         ));
     }
     if matches!(&p.methods, Some(m) if m.is_empty()) {
@@ -304,5 +351,5 @@ fn validate(loc: &str, p: &Policy) -> Result<(), ConfigError> {
             "must name at least one method",
         ));
     }
-    Ok(())
+    Ok(plan)
 }

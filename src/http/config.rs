@@ -7,38 +7,85 @@
 //! exempt = ["/health"]              # neither global nor rules apply
 //! missing_key = "reject"            # or "allow"; missing_key_status = 500
 //!
-//! [global]                          # optional
+//! [global]                          # optional; any algorithm
 //! rate = 1000                       # permits…
 //! period = "1s"                     # …per period: "250ms", "1s", "1m", "1h"
 //!
 //! [[rules]]
 //! name = "api"
 //! prefix = "/api"
-//! algorithm = "token_bucket"        # or "leaky_bucket"
-//! rate = 100
+//! algorithm = "token_bucket"        # leaky_bucket | fixed_window | sliding_window | concurrency
+//! rate = 100                        # buckets and windows: permits per period
 //! period = "1m"
-//! burst = 20                        # default: rate
+//! burst = 20                        # buckets only (default: rate)
 //! key = "client_ip"                 # global | peer_ip | client_ip | forwarded_client_ip | header
 //! max_keys = 10000
 //! # header = "x-api-key"            # with key = "header"
 //! # methods = ["POST"]
 //! # dry_run = true
-//! # queue = { max_wait = "2s", limit = 10 }
+//! # queue = { max_wait = "2s", limit = 10 }   # buckets only; per key
 //! # backend = "redis"               # buckets shared in Redis (feature `redis`)
 //! # redis_url = "redis://127.0.0.1:6379/"
 //! # redis_prefix = "myapp:api:"     # default "tollgate:<name>:"
 //! # redis_timeout = "50ms"          # per call (default 50ms)
 //! # redis_failure = "open"          # or "closed": while Redis is unavailable
+//!
+//! [[rules]]                         # nginx limit_conn: 2 requests in flight per client
+//! name = "downloads"
+//! prefix = "/downloads"
+//! algorithm = "concurrency"
+//! limit = 2                         # instead of rate, period and burst
+//! key = "client_ip"
+//! ```
+//!
+//! **Algorithms.** `token_bucket` (the default) and `leaky_bucket` take
+//! `rate`, `period` and (token bucket) `burst`; `fixed_window` and
+//! `sliding_window` admit `rate` requests per window of `period` and have
+//! no burst (a sliding window counts in 10 segments, so `period` must be a
+//! whole number of nanoseconds per tenth); `concurrency` takes `limit`
+//! (requests in flight per key, held until the response body is sent) and
+//! none of `rate`, `period`, `burst`. A field that does not apply to the
+//! rule's algorithm is an error naming it (`rules[1].rate: does not apply
+//! to algorithm = "concurrency"`), as is a missing one (`rules[1].limit:
+//! is required with algorithm = "concurrency"`). `queue` is for buckets
+//! only.
+//!
+//! **nginx `limit_req`, one to one.** `queue` makes a bucket delay its
+//! excess instead of refusing it, in each key's own line, exactly as nginx
+//! does (same acceptances, same delays). For a zone of `rate=R` keyed like
+//! the rule:
+//!
+//! | nginx | tollgate rule (`rate = R`) |
+//! |---|---|
+//! | `limit_req zone=z burst=B nodelay` | `burst = B + 1` |
+//! | `limit_req zone=z burst=B` | `burst = 1`, `queue = { limit = B, max_wait = "…" }` |
+//! | `limit_req zone=z burst=B delay=D` | `burst = D + 1`, `queue = { limit = B - D, max_wait = "…" }` |
+//!
+//! The first `burst` requests pass at once, the next `queue.limit` each
+//! wait for their turn, one per interval (`period / rate`), and the rest
+//! are refused at once with `Retry-After`. nginx has no `max_wait`: set it
+//! at least `queue.limit` intervals to keep nginx's behaviour, or lower to
+//! refuse what would wait longer. For example, nginx's documented
+//! `limit_req zone=one burst=12 delay=8;` at `rate=5r/s`:
+//!
+//! ```toml
+//! [[rules]]
+//! name = "one"
+//! prefix = "/"
+//! rate = 5
+//! burst = 9                          # delay + 1: 9 at once
+//! queue = { limit = 4, max_wait = "1s" }  # burst - delay: 4 more, 200 ms apart
+//! key = "client_ip"
 //! ```
 //!
 //! A rule with `backend = "redis"` keeps its buckets in a
 //! [`RedisStore`](crate::redis::RedisStore) (same algorithm and quota as
-//! the rule), so every replica reading this file shares one limit per
-//! key. Building does not wait for the server (the connection is made on
-//! first use) but must happen within a tokio runtime; without feature
-//! `redis` the rule is refused with `rules[i].backend: "redis" needs
-//! tollgate built with feature "redis"`. The global limiter and queueing
-//! rules stay in process.
+//! the rule: token bucket, leaky bucket or fixed window), so every replica
+//! reading this file shares one limit per key. Building does not wait for
+//! the server (the connection is made on first use) but must happen within
+//! a tokio runtime; without feature `redis` the rule is refused with
+//! `rules[i].backend: "redis" needs tollgate built with feature "redis"`.
+//! The global limiter, queueing and in-flight rules stay in process.
 //!
 //! Errors name the rule and the field: `rules[2].burst: must be at least 1`.
 
@@ -52,11 +99,13 @@ use serde::Deserialize;
 
 use super::key::{ForwardedHeader, IpNet, KeySource};
 use super::layer::RateLimitLayer;
-use super::policy::{ConfigError, ConfigErrorKind, MissingKey, Policy};
+use super::policy::{
+    window_error, ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, Sliding,
+};
 use super::RateLimitLayerBuilder;
 use crate::error::ConfigError as QuotaError;
-use crate::gcra::BucketKind;
 use crate::quota::Quota;
+use crate::window::FixedWindow;
 
 /// A parsed configuration document (see the [module docs](self)).
 ///
@@ -121,14 +170,18 @@ pub struct RuleConfig {
     pub prefix: Option<String>,
     /// Only these methods.
     pub methods: Option<Vec<String>>,
-    /// `"token_bucket"` (default) or `"leaky_bucket"`.
+    /// `"token_bucket"` (default), `"leaky_bucket"`, `"fixed_window"`,
+    /// `"sliding_window"` or `"concurrency"`.
     pub algorithm: Option<String>,
-    /// Permits per period.
+    /// Permits per period (buckets and windows).
     pub rate: Option<u64>,
     /// Period (`"1s"` default).
     pub period: Option<String>,
-    /// Burst (default: `rate`).
+    /// Burst (default: `rate`; buckets only).
     pub burst: Option<u64>,
+    /// Requests in flight at once per key (`algorithm = "concurrency"`
+    /// only).
+    pub limit: Option<u64>,
     /// Partition key.
     pub key: Option<String>,
     /// Header name for `key = "header"`.
@@ -161,7 +214,7 @@ pub struct RuleConfig {
 pub struct QueueConfig {
     /// Longest wait.
     pub max_wait: String,
-    /// Most requests waiting (default 100).
+    /// Most requests waiting per key (default 100).
     pub limit: Option<u64>,
 }
 
@@ -258,31 +311,55 @@ pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
     }
 }
 
-fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
+/// The rule's `algorithm` with its parameters, checked.
+fn algorithm(loc: &str, r: &RuleConfig) -> Result<PolicyAlgorithm, ConfigError> {
     let at = |field: &str| format!("{loc}.{field}");
-    let name = match (r.name.take(), global) {
-        (Some(n), _) => n,
-        (None, true) => "global".to_string(),
-        (None, false) => return Err(ConfigError::invalid(at("name"), "is required")),
-    };
-    let kind = match r.algorithm.as_deref() {
-        None | Some("token_bucket") => BucketKind::TokenBucket,
-        Some("leaky_bucket") => BucketKind::LeakyBucket,
-        Some(_) => {
-            return Err(ConfigError::invalid(
-                at("algorithm"),
-                "must be \"token_bucket\" or \"leaky_bucket\"",
-            ))
+    let name = r.algorithm.as_deref().unwrap_or("token_bucket");
+    if !matches!(
+        name,
+        "token_bucket" | "leaky_bucket" | "fixed_window" | "sliding_window" | "concurrency"
+    ) {
+        return Err(ConfigError::invalid(
+            at("algorithm"),
+            "must be one of \"token_bucket\", \"leaky_bucket\", \"fixed_window\", \"sliding_window\", \"concurrency\"",
+        ));
+    }
+    let u32_field = |field: &str, v: u64| {
+        if v == 0 {
+            return Err(ConfigError::invalid(at(field), "must be at least 1"));
         }
+        u32::try_from(v).map_err(|_| ConfigError::invalid(at(field), "must be at most 4294967295"))
     };
+    if name == "concurrency" {
+        for (field, set) in [
+            ("rate", r.rate.is_some()),
+            ("period", r.period.is_some()),
+            ("burst", r.burst.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError::invalid(
+                    at(field),
+                    "does not apply to algorithm = \"concurrency\" (it limits requests in flight: set limit)",
+                ));
+            }
+        }
+        let limit = r.limit.ok_or_else(|| {
+            ConfigError::invalid(at("limit"), "is required with algorithm = \"concurrency\"")
+        })?;
+        return Ok(PolicyAlgorithm::Concurrency {
+            limit: u32_field("limit", limit)?,
+        });
+    }
+    if r.limit.is_some() {
+        return Err(ConfigError::invalid(
+            at("limit"),
+            "only applies with algorithm = \"concurrency\" (rate limits use rate, period and burst)",
+        ));
+    }
     let rate = r
         .rate
         .ok_or_else(|| ConfigError::invalid(at("rate"), "is required"))?;
-    if rate == 0 {
-        return Err(ConfigError::invalid(at("rate"), "must be at least 1"));
-    }
-    let rate = u32::try_from(rate)
-        .map_err(|_| ConfigError::invalid(at("rate"), "must be at most 4294967295"))?;
+    let rate = u32_field("rate", rate)?;
     let period = match r.period.as_deref() {
         None => Duration::from_secs(1),
         Some(p) => parse_duration(p).filter(|d| !d.is_zero()).ok_or_else(|| {
@@ -292,16 +369,53 @@ fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigErro
             )
         })?,
     };
-    let mut quota = Quota::new(rate, period).map_err(|e| quota_error(loc, e))?;
-    if let Some(burst) = r.burst {
-        if burst == 0 {
-            return Err(ConfigError::invalid(at("burst"), "must be at least 1"));
+    match name {
+        "fixed_window" | "sliding_window" => {
+            if r.burst.is_some() {
+                return Err(ConfigError::invalid(
+                    at("burst"),
+                    "windows have no burst: they admit rate requests per period",
+                ));
+            }
+            if name == "fixed_window" {
+                FixedWindow::new(rate, period)
+                    .map_err(|e| window_error(loc, "rate", "period", e))?;
+                Ok(PolicyAlgorithm::FixedWindow {
+                    limit: rate,
+                    window: period,
+                })
+            } else {
+                Sliding::new(rate, period).map_err(|e| window_error(loc, "rate", "period", e))?;
+                Ok(PolicyAlgorithm::SlidingWindow {
+                    limit: rate,
+                    window: period,
+                })
+            }
         }
-        let burst = u32::try_from(burst)
-            .map_err(|_| ConfigError::invalid(at("burst"), "must be at most 4294967295"))?;
-        quota = quota.with_burst(burst).map_err(|e| quota_error(loc, e))?;
+        _ => {
+            let mut quota = Quota::new(rate, period).map_err(|e| quota_error(loc, e))?;
+            if let Some(burst) = r.burst {
+                let burst = u32_field("burst", burst)?;
+                quota = quota.with_burst(burst).map_err(|e| quota_error(loc, e))?;
+            }
+            Ok(if name == "leaky_bucket" {
+                PolicyAlgorithm::LeakyBucket(quota)
+            } else {
+                PolicyAlgorithm::TokenBucket(quota)
+            })
+        }
     }
-    let mut p = Policy::new(name, kind, quota).dry_run(r.dry_run);
+}
+
+fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
+    let at = |field: &str| format!("{loc}.{field}");
+    let name = match (r.name.take(), global) {
+        (Some(n), _) => n,
+        (None, true) => "global".to_string(),
+        (None, false) => return Err(ConfigError::invalid(at("name"), "is required")),
+    };
+    let algorithm = algorithm(loc, &r)?;
+    let mut p = Policy::from_algorithm(name, algorithm).dry_run(r.dry_run);
     match (r.prefix.take(), global) {
         (Some(prefix), false) => p = p.prefix(prefix),
         (None, false) => return Err(ConfigError::invalid(at("prefix"), "is required")),
@@ -414,9 +528,16 @@ fn redis_backend(loc: &str, p: Policy, r: &RuleConfig) -> Result<Policy, ConfigE
     let url = r.redis_url.as_deref().ok_or_else(|| {
         ConfigError::invalid(at("redis_url"), "is required with backend = \"redis\"")
     })?;
-    let mut config = match p.kind {
-        BucketKind::TokenBucket => RedisConfig::token_bucket(p.quota),
-        BucketKind::LeakyBucket => RedisConfig::leaky_bucket(p.quota),
+    let mut config = match *p.algorithm() {
+        PolicyAlgorithm::TokenBucket(q) => RedisConfig::token_bucket(q),
+        PolicyAlgorithm::LeakyBucket(q) => RedisConfig::leaky_bucket(q),
+        PolicyAlgorithm::FixedWindow { limit, window } => {
+            RedisConfig::fixed_window(Quota::new(limit, window).map_err(|e| quota_error(loc, e))?)
+        }
+        _ => return Err(ConfigError::invalid(
+            at("backend"),
+            "\"redis\" supports algorithm = \"token_bucket\", \"leaky_bucket\" or \"fixed_window\"",
+        )),
     };
     let prefix = match r.redis_prefix.as_deref() {
         Some(prefix) => prefix.to_string(),

@@ -7,6 +7,8 @@ use core::fmt::{self, Write};
 use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
 use http::HeaderMap;
 
+use super::policy::{Policy, PolicyAlgorithm};
+#[cfg(test)]
 use crate::quota::Quota;
 
 /// `RateLimit-Policy`.
@@ -70,13 +72,43 @@ pub(crate) fn valid_policy_name(name: &str) -> bool {
 /// the window is the quota's period rounded up to whole seconds (at least
 /// 1), and `q` the permits the rate grants in that window, rounded down
 /// (`100 per minute` → `q=100;w=60`; `1 per 300 ms` → `q=3;w=1`).
+#[cfg(test)]
 pub(crate) fn write_policy_item(out: &mut StackText, name: &str, quota: &Quota) -> fmt::Result {
-    let period = quota.period_nanos().max(1);
+    write_rate_item(out, name, quota.permits(), quota.period_nanos())
+}
+
+/// [`write_policy_item`] for `permits` per `period_nanos` (a quota, or a
+/// window's limit and length: a whole-second window reports
+/// `q=limit;w=window`).
+pub(crate) fn write_rate_item(
+    out: &mut StackText,
+    name: &str,
+    permits: u32,
+    period_nanos: u64,
+) -> fmt::Result {
+    let period = period_nanos.max(1);
     let w = secs_ceil(period).max(1);
-    let q = u128::from(quota.permits()) * u128::from(w) * u128::from(NANOS_PER_SEC)
-        / u128::from(period);
+    let q = u128::from(permits) * u128::from(w) * u128::from(NANOS_PER_SEC) / u128::from(period);
     let q = u64::try_from(q).unwrap_or(u64::MAX);
     write!(out, "\"{name}\";q={q};w={w}")
+}
+
+/// The `RateLimit-Policy` item of `policy` (`None` for an in-flight
+/// limit, which has no quota over time).
+pub(crate) fn policy_item(policy: &Policy) -> Option<HeaderValue> {
+    let (permits, period) = match policy.algorithm() {
+        PolicyAlgorithm::TokenBucket(q) | PolicyAlgorithm::LeakyBucket(q) => {
+            (q.permits(), q.period_nanos())
+        }
+        PolicyAlgorithm::FixedWindow { limit, window }
+        | PolicyAlgorithm::SlidingWindow { limit, window } => {
+            (*limit, crate::time::duration_to_nanos(*window))
+        }
+        _ => return None,
+    };
+    let mut item = StackText::new();
+    write_rate_item(&mut item, policy.name(), permits, period).ok()?;
+    item.header_value()
 }
 
 /// One `RateLimit` list member: `"name";r=<remaining>;t=<seconds>`.

@@ -4,7 +4,6 @@ use core::fmt;
 use core::net::{IpAddr, SocketAddr};
 use std::boxed::Box;
 use std::sync::Arc;
-use std::vec::Vec;
 
 use http::header::{HeaderName, FORWARDED};
 use http::{Extensions, HeaderMap, Method, Uri};
@@ -254,14 +253,9 @@ pub(crate) fn client_ip(
         ForwardedHeader::Forwarded => FORWARDED,
     };
     // Header instances in order, entries left to right; walk right to left.
-    let values: Vec<&[u8]> = headers
-        .get_all(&name)
-        .iter()
-        .map(|v| v.as_bytes())
-        .collect();
     let mut current = peer;
-    for value in values.iter().rev() {
-        let Ok(text) = core::str::from_utf8(value) else {
+    for value in headers.get_all(&name).iter().rev() {
+        let Ok(text) = core::str::from_utf8(value.as_bytes()) else {
             return current;
         };
         for entry in text.rsplit(',') {
@@ -321,6 +315,7 @@ fn parse_forwarded_element(element: &str) -> Option<IpAddr> {
 mod tests {
     use super::*;
     use http::HeaderValue;
+    use std::vec::Vec;
 
     fn nets(list: &[&str]) -> Vec<IpNet> {
         list.iter().map(|s| s.parse().unwrap()).collect()

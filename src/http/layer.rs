@@ -3,6 +3,7 @@
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
+use core::time::Duration;
 use std::boxed::Box;
 use std::string::String;
 use std::sync::Arc;
@@ -16,37 +17,57 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::backend::StoreUnavailable;
-use super::headers::{self, StackText, RATELIMIT, RATELIMIT_POLICY};
+use super::body::{Held, RateLimitBody};
+use super::headers::{self, RATELIMIT, RATELIMIT_POLICY};
 use super::key::{self, IpNet, PartitionKey, PeerAddrFn, RequestHead};
 use super::metrics::PolicyMetrics;
-use super::policy::{MissingKey, Policy, RejectionHandler};
-use super::reload::Carried;
+use super::policy::{MissingKey, Plan, Policy, RejectionHandler};
 use super::routing::PathPrefix;
 use crate::clock::{Clock, StdClock};
 use crate::decision::Decision;
-use crate::gcra::Gcra;
-use crate::keyed::{KeyedLimiter, ShardedKeyedTable};
-use crate::limiter::Bucket;
-use crate::queue::{Queue, TokioClock};
+use crate::partitioned::{Admission, Lease, Partitioned, PartitionedLimiter, PolicyStore};
 use crate::time::Timestamp;
 
-pub(crate) type Table = ShardedKeyedTable<PartitionKey, Gcra>;
+/// The resource type of the layer's partitioned stores: the layer routes
+/// a request itself (exemptions, prefix, method, key) and charges a policy
+/// by index ([`Partitioned::try_acquire_key`]).
+#[derive(Debug)]
+pub(crate) struct Routed;
+
+/// The policies' stores: one [`Partitioned`] for the global limiter, one
+/// for the route policies.
+pub(crate) type Stores = Partitioned<Routed, PartitionKey>;
+
+/// What a request holds from a policy store.
+pub(crate) type HttpLease = Lease<PartitionKey>;
+
+/// A policy's store as handed from one configuration to the next.
+pub(crate) type HttpStore = PolicyStore<PartitionKey>;
+
+/// The layer routes requests itself: a store's key function claims nothing.
+fn routed_by_the_layer(_: &Routed) -> Option<PartitionKey> {
+    None
+}
 
 /// One policy, ready to check.
 pub(crate) struct Compiled {
     pub(crate) name: String,
     pub(crate) policy: Policy,
-    /// Shared with the layer's next configuration when a reload keeps it.
-    pub(crate) table: Arc<Table>,
-    pub(crate) queue: Option<Arc<Queue<Bucket<Gcra>>>>,
+    /// What its store runs (compared by a reload).
+    pub(crate) plan: Plan,
+    /// Its index in its [`Stores`]; `None` for a remote backend.
+    pub(crate) slot: Option<usize>,
     missing_key: MissingKey,
-    pub(crate) policy_item: HeaderValue,
+    /// `None` for an in-flight limit (no rate to report).
+    pub(crate) policy_item: Option<HeaderValue>,
     pub(crate) metrics: PolicyMetrics,
 }
 
 pub(crate) struct Shared {
     pub(crate) global: Option<Compiled>,
+    pub(crate) global_store: Stores,
     pub(crate) policies: Vec<Compiled>,
+    pub(crate) route_store: Stores,
     /// (prefix, index into `policies`), longest prefix first.
     routes: Vec<(PathPrefix, usize)>,
     exempt: Vec<PathPrefix>,
@@ -55,19 +76,26 @@ pub(crate) struct Shared {
     pub(crate) status: StatusCode,
     pub(crate) on_rejected: Option<RejectionHandler>,
     headers_on_success: bool,
-    /// The clock of the keyed tables. Queued policies keep their own
-    /// bucket on the queue's `TokioClock`; the tables use the std clock,
-    /// which costs one `Instant::now()` (tokio's `Instant::now` is slower
-    /// when tokio's `test-util` is compiled in).
-    clock: StdClock,
+    /// The clock of every store (one `Instant::now()` a request; tokio's
+    /// `Instant::now` is slower when tokio's `test-util` is compiled in).
+    /// Delays are slept on tokio's timer.
+    pub(crate) clock: StdClock,
     no_policy_metrics: PolicyMetrics,
+}
+
+/// A policy with the store it starts with: fresh, or carried from the
+/// configuration a reload replaces (`None` for a remote backend).
+pub(crate) struct Rule {
+    pub(crate) policy: Policy,
+    pub(crate) plan: Plan,
+    pub(crate) store: Option<HttpStore>,
 }
 
 /// Settings shared by every policy of a layer (built by
 /// [`RateLimitLayerBuilder`](super::RateLimitLayerBuilder)).
 pub(crate) struct LayerSettings {
-    pub(crate) global: Option<(Policy, Carried)>,
-    pub(crate) policies: Vec<(Policy, Carried)>,
+    pub(crate) global: Option<Rule>,
+    pub(crate) policies: Vec<Rule>,
     pub(crate) exempt: Vec<(String, PathPrefix)>,
     pub(crate) trusted: Vec<IpNet>,
     pub(crate) peer: PeerAddrFn,
@@ -77,18 +105,31 @@ pub(crate) struct LayerSettings {
     pub(crate) headers_on_success: bool,
 }
 
+/// Adds `rules` to a store, compiling each.
+fn compile_all(name: &str, rules: Vec<Rule>, missing_key: MissingKey) -> (Stores, Vec<Compiled>) {
+    let mut stores = Partitioned::builder(name);
+    let mut slots = 0;
+    let mut compiled = Vec::with_capacity(rules.len());
+    for r in rules {
+        let slot = r.store.map(|store| {
+            stores = core::mem::replace(&mut stores, Partitioned::builder(name)).store(
+                r.policy.name.as_str(),
+                routed_by_the_layer,
+                store,
+            );
+            slots += 1;
+            slots - 1
+        });
+        compiled.push(Compiled::new(r.policy, r.plan, slot, missing_key));
+    }
+    (stores.build(), compiled)
+}
+
 impl Shared {
     pub(crate) fn build(s: LayerSettings) -> Self {
-        let clock = StdClock::new();
-        let queue_clock = TokioClock::new();
-        let global = s
-            .global
-            .map(|(p, c)| Compiled::new(p, c, s.missing_key, &queue_clock));
-        let policies: Vec<Compiled> = s
-            .policies
-            .into_iter()
-            .map(|(p, c)| Compiled::new(p, c, s.missing_key, &queue_clock))
-            .collect();
+        let (global_store, mut global) =
+            compile_all("global", s.global.into_iter().collect(), s.missing_key);
+        let (route_store, policies) = compile_all("routes", s.policies, s.missing_key);
         let mut routes = Vec::new();
         for (i, c) in policies.iter().enumerate() {
             for raw in &c.policy.prefixes {
@@ -100,8 +141,10 @@ impl Shared {
         // Longest first; stable, so equal lengths keep registration order.
         routes.sort_by_key(|r| core::cmp::Reverse(r.0.len()));
         Self {
-            global,
+            global: global.pop(),
+            global_store,
             policies,
+            route_store,
             routes,
             exempt: s.exempt.into_iter().map(|(_, p)| p).collect(),
             trusted: s.trusted,
@@ -109,47 +152,49 @@ impl Shared {
             status: s.status,
             on_rejected: s.on_rejected,
             headers_on_success: s.headers_on_success,
-            clock,
+            clock: StdClock::new(),
             no_policy_metrics: PolicyMetrics::new(""),
         }
+    }
+
+    /// The store of `c` (the global limiter or a route policy), shared.
+    pub(crate) fn store_of(&self, c: &Compiled, global: bool) -> Option<HttpStore> {
+        let stores = if global {
+            &self.global_store
+        } else {
+            &self.route_store
+        };
+        stores.policy_store(c.slot?)
+    }
+
+    fn metrics_of(&self, route: Option<usize>) -> &PolicyMetrics {
+        route
+            .and_then(|i| self.policies.get(i))
+            .map_or(&self.no_policy_metrics, |c| &c.metrics)
     }
 }
 
 impl Compiled {
     pub(crate) fn new(
         policy: Policy,
-        carried: Carried,
+        plan: Plan,
+        slot: Option<usize>,
         default_missing: MissingKey,
-        clock: &TokioClock,
     ) -> Self {
-        let gcra = Gcra::new(policy.kind, policy.quota);
-        let queue = match carried.queue {
-            Some(q) => Some(q),
-            None => policy.queue.map(|q| {
-                Arc::new(
-                    Queue::builder(Bucket::new(gcra))
-                        .clock(*clock)
-                        .max_wait(q.max_wait)
-                        .queue_limit(q.queue_limit)
-                        .build(),
-                )
-            }),
-        };
-        let table = carried.table;
-        let mut item = StackText::new();
-        let _ = headers::write_policy_item(&mut item, &policy.name, &policy.quota);
-        let policy_item = item
-            .header_value()
-            .unwrap_or_else(|| HeaderValue::from_static(""));
         Self {
             name: policy.name.clone(),
             missing_key: policy.missing_key.unwrap_or(default_missing),
             metrics: PolicyMetrics::new(&policy.name),
+            policy_item: headers::policy_item(&policy),
+            plan,
+            slot,
             policy,
-            table,
-            queue,
-            policy_item,
         }
+    }
+
+    /// True if the policy queues (its store delays instead of refusing).
+    fn queues(&self) -> bool {
+        self.plan.shaping.is_some()
     }
 }
 
@@ -253,6 +298,19 @@ pub(crate) struct SuccessHeaders {
     pub(crate) state: HeaderValue,
 }
 
+impl SuccessHeaders {
+    fn add_to<B>(self, res: &mut Response<B>) {
+        let map = res.headers_mut();
+        map.insert(RATELIMIT_POLICY, self.policy);
+        map.insert(RATELIMIT, self.state);
+    }
+}
+
+/// What the inner service's future resolves to, boxed (a request that
+/// waits its turn or asks a remote backend).
+type BoxedResponse<R, E> =
+    Pin<Box<dyn Future<Output = Result<Response<RateLimitBody<R>>, E>> + Send>>;
+
 pin_project! {
     /// The future of [`RateLimitService`].
     pub struct ResponseFuture<F, R, E> {
@@ -264,12 +322,14 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind<F, R, E> {
-        // Admitted: the inner service's future, then headers to add.
-        Inner { #[pin] fut: F, headers: Option<SuccessHeaders> },
+        // Admitted: the inner service's future, then headers to add and
+        // in-flight permits to hand to the body.
+        Inner { #[pin] fut: F, headers: Option<SuccessHeaders>, held: Option<Held> },
         // Refused (or no key): the response is ready.
-        Ready { response: Option<Response<R>> },
-        // Waiting in a policy's queue, then the inner service.
-        Queued { fut: Pin<Box<dyn Future<Output = Result<Response<R>, E>> + Send>> },
+        Ready { response: Option<Response<RateLimitBody<R>>> },
+        // Waiting its turn (a queueing policy) or a remote backend's
+        // decision, then the inner service.
+        Boxed { fut: BoxedResponse<R, E> },
     }
 }
 
@@ -283,45 +343,63 @@ impl<F, R, E> Future for ResponseFuture<F, R, E>
 where
     F: Future<Output = Result<Response<R>, E>>,
 {
-    type Output = Result<Response<R>, E>;
+    type Output = Result<Response<RateLimitBody<R>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            KindProj::Inner { fut, headers } => {
+            KindProj::Inner { fut, headers, held } => {
                 let mut res = core::task::ready!(fut.poll(cx))?;
                 if let Some(h) = headers.take() {
-                    let map = res.headers_mut();
-                    map.insert(RATELIMIT_POLICY, h.policy);
-                    map.insert(RATELIMIT, h.state);
+                    h.add_to(&mut res);
                 }
-                Poll::Ready(Ok(res))
+                let held = held.take().unwrap_or_default();
+                Poll::Ready(Ok(res.map(|b| RateLimitBody::holding(b, held))))
             }
             KindProj::Ready { response } => match response.take() {
                 Some(r) => Poll::Ready(Ok(r)),
                 None => Poll::Pending,
             },
-            KindProj::Queued { fut } => fut.as_mut().poll(cx),
+            KindProj::Boxed { fut } => fut.as_mut().poll(cx),
         }
     }
 }
 
-/// What the checks decided.
-enum Verdict<R> {
-    Pass(Option<SuccessHeaders>),
-    Respond(Response<R>),
-    /// Queue on policy `usize`; the global permit (if any) was charged to
-    /// this key.
-    Queue(usize, Option<PartitionKey>),
-    /// Ask policy `usize`'s remote backend for this key; the global charge
-    /// (if any) is refunded if it refuses.
-    Remote(usize, PartitionKey, Option<(PartitionKey, Decision)>),
+/// A request admitted with a delay (a queueing policy reserved its turn).
+struct Wait {
+    delay: Duration,
+    global: Option<HttpLease>,
+    route: Option<HttpLease>,
+    headers: Option<SuccessHeaders>,
+    /// The route policy (for its metrics).
+    route_index: Option<usize>,
 }
 
-/// Outcome of charging one compiled policy.
+/// What the checks decided.
+enum Verdict<R> {
+    /// Admitted now: headers to add, in-flight permits to hold.
+    Pass(Option<SuccessHeaders>, Held),
+    Respond(Response<RateLimitBody<R>>),
+    /// Admitted after a delay.
+    Wait(Wait),
+    /// Ask route policy `usize`'s remote backend for this key (after the
+    /// global limiter's delay, if it queues); the global admission (if any)
+    /// is cancelled if it refuses.
+    Remote(usize, PartitionKey, Option<Admission<HttpLease>>),
+}
+
+/// Outcome of charging one in-process policy.
 enum Charge {
-    Admitted(Option<(PartitionKey, Decision)>),
-    Refused(u64),
+    /// Admitted; `None` when the policy took nothing (its key was missing
+    /// and allowed, or a dry run that would have refused or delayed).
+    Admitted(Option<Admission<HttpLease>>),
+    Refused(Duration),
     NoKey(StatusCode),
+}
+
+/// A policy's key could not be extracted.
+enum NoKey {
+    Allow,
+    Reject(StatusCode),
 }
 
 impl Shared {
@@ -334,66 +412,81 @@ impl Shared {
         }
     }
 
-    /// The policy's key, or the charge to report when there is none.
-    fn key_of(&self, c: &Compiled, head: &RequestHead<'_>) -> Result<PartitionKey, Charge> {
+    /// The policy's key, or what to do without one.
+    fn key_of(&self, c: &Compiled, head: &RequestHead<'_>) -> Result<PartitionKey, NoKey> {
         key::extract(&c.policy.key, head, self.peer, &self.trusted).map_err(|e| {
             tracing::warn!(policy = %c.name, reason = e.as_str(), "rate limit key missing");
             match c.missing_key {
-                MissingKey::Allow => Charge::Admitted(None),
-                MissingKey::Reject(status) => Charge::NoKey(status),
+                MissingKey::Allow => NoKey::Allow,
+                MissingKey::Reject(status) => NoKey::Reject(status),
             }
         })
     }
 
-    fn charge(&self, c: &Compiled, head: &RequestHead<'_>, now: Timestamp) -> Charge {
+    /// Charges `c` in `stores`. A dry-run policy never refuses nor delays:
+    /// it logs and counts what it would do, gives any reservation back (its
+    /// store counts only what it admitted at once) and admits.
+    fn charge(
+        &self,
+        c: &Compiled,
+        stores: &Stores,
+        head: &RequestHead<'_>,
+        now: Timestamp,
+    ) -> Charge {
         let key = match self.key_of(c, head) {
             Ok(k) => k,
-            Err(charge) => return charge,
+            Err(NoKey::Allow) => return Charge::Admitted(None),
+            Err(NoKey::Reject(status)) => return Charge::NoKey(status),
         };
-        let d = c.table.check(&key, now);
-        match d.decision() {
-            Decision::Allowed(_) => Charge::Admitted(Some((key, *d.decision()))),
-            Decision::Denied(denied) if c.policy.dry_run => {
-                tracing::info!(policy = %c.name, retry_after_ms = denied.retry_after().as_millis() as u64, "dry run: would refuse");
+        match stores.try_acquire_key(c.slot, key, 1, now) {
+            Ok(a) if a.delay.is_zero() || !c.policy.dry_run => Charge::Admitted(Some(a)),
+            Ok(a) => {
+                tracing::info!(policy = %c.name, delay_ms = a.delay.as_millis() as u64, "dry run: would delay");
+                c.metrics.dry_run.increment(1);
+                stores.cancel(a.lease, now);
+                Charge::Admitted(None)
+            }
+            Err(refusal) if c.policy.dry_run => {
+                tracing::info!(policy = %c.name, retry_after_ms = refusal.retry_after().as_millis() as u64, "dry run: would refuse");
                 c.metrics.dry_run.increment(1);
                 Charge::Admitted(None)
             }
-            Decision::Denied(denied) => Charge::Refused(denied.retry_after_nanos()),
+            Err(refusal) => Charge::Refused(refusal.retry_after()),
         }
     }
 
-    fn decide<B, R: Default + From<String>>(
-        &self,
-        req: &Request<B>,
-        only: Option<&str>,
-    ) -> Verdict<R> {
-        let only = match only {
+    /// The route policy of `req` (`only`: a route layer's policy).
+    fn route_of<B>(&self, req: &Request<B>, only: Option<&str>) -> Result<Option<usize>, ()> {
+        if let Some(name) = only {
             // a route layer whose policy a reload removed lets requests through
-            Some(name) => match self.policies.iter().position(|c| c.name == name) {
-                Some(i) => Some(i),
-                None => return Verdict::Pass(None),
-            },
-            None => None,
-        };
-        let route = match only {
-            Some(i) => Some(i),
-            None => {
-                let path = req.uri().path();
-                if self.exempt.iter().any(|p| p.matches(path)) {
-                    return Verdict::Pass(None);
-                }
-                self.routes
-                    .iter()
-                    .find(|(p, i)| {
-                        p.matches(path)
-                            && self.policies[*i]
-                                .policy
-                                .methods
-                                .as_ref()
-                                .is_none_or(|m| m.contains(req.method()))
-                    })
-                    .map(|(_, i)| *i)
-            }
+            return self
+                .policies
+                .iter()
+                .position(|c| c.name == name)
+                .map(Some)
+                .ok_or(());
+        }
+        let path = req.uri().path();
+        if self.exempt.iter().any(|p| p.matches(path)) {
+            return Err(());
+        }
+        Ok(self
+            .routes
+            .iter()
+            .find(|(p, i)| {
+                p.matches(path)
+                    && self.policies[*i]
+                        .policy
+                        .methods
+                        .as_ref()
+                        .is_none_or(|m| m.contains(req.method()))
+            })
+            .map(|(_, i)| *i))
+    }
+
+    fn decide<B, R>(&self, req: &Request<B>, only: Option<&str>) -> Verdict<R> {
+        let Ok(route) = self.route_of(req, only) else {
+            return Verdict::Pass(None, Held::default());
         };
         let global = if only.is_some() {
             None
@@ -401,107 +494,140 @@ impl Shared {
             self.global.as_ref()
         };
         let route_c = route.map(|i| &self.policies[i]);
-        let metrics = route_c.map_or(&self.no_policy_metrics, |c| &c.metrics);
         if global.is_none() && route_c.is_none() {
-            return Verdict::Pass(None);
+            return Verdict::Pass(None, Held::default());
         }
+        let metrics = self.metrics_of(route);
         let head = Self::head_of(req);
         let now = self.clock.now();
-        let mut global_charge = None;
+        let mut global_adm = None;
         if let Some(g) = global {
-            match self.charge(g, &head, now) {
-                Charge::Admitted(k) => global_charge = k,
+            match self.charge(g, &self.global_store, &head, now) {
+                Charge::Admitted(a) => global_adm = a,
                 Charge::Refused(wait) => {
                     metrics.global_limiter.increment(1);
-                    return Verdict::Respond(self.reject(g, route_c, true, wait));
+                    return Verdict::Respond(self.reject(g, true, wait));
                 }
                 Charge::NoKey(status) => {
                     return Verdict::Respond(super::rejection::status_only(status))
                 }
             }
         }
-        let refund_global = || {
-            if let (Some(g), Some((k, _))) = (global, global_charge.as_ref()) {
-                g.table.refund(k, 1, now);
+        // the route refused: the global admission is given back
+        let cancel_global = |a: Option<Admission<HttpLease>>| {
+            if let Some(a) = a {
+                self.global_store.cancel(a.lease, now);
             }
         };
-        let mut route_charge = None;
-        if let Some(c) = route_c {
-            if c.queue.is_some() {
-                let key = global_charge.map(|(k, _)| k);
-                return Verdict::Queue(route.unwrap_or(0), key);
-            }
+        let mut route_adm = None;
+        if let (Some(i), Some(c)) = (route, route_c) {
             let charge = if c.policy.backend.is_some() {
                 match self.key_of(c, &head) {
-                    Ok(k) => return Verdict::Remote(route.unwrap_or(0), k, global_charge),
-                    Err(charge) => charge,
+                    Ok(k) => return Verdict::Remote(i, k, global_adm),
+                    Err(NoKey::Allow) => Charge::Admitted(None),
+                    Err(NoKey::Reject(status)) => Charge::NoKey(status),
                 }
             } else {
-                self.charge(c, &head, now)
+                self.charge(c, &self.route_store, &head, now)
             };
             match charge {
-                Charge::Admitted(k) => route_charge = k,
+                Charge::Admitted(a) => route_adm = a,
                 Charge::Refused(wait) => {
-                    refund_global();
+                    cancel_global(global_adm);
                     metrics.endpoint_limiter.increment(1);
-                    return Verdict::Respond(self.reject(c, Some(c), false, wait));
+                    return Verdict::Respond(self.reject(c, false, wait));
                 }
                 Charge::NoKey(status) => {
-                    refund_global();
+                    cancel_global(global_adm);
                     return Verdict::Respond(super::rejection::status_only(status));
                 }
             }
         }
+        let headers = if self.headers_on_success {
+            self.success_headers(
+                global.zip(global_adm.as_ref().map(|a| &a.snapshot)),
+                route_c.zip(route_adm.as_ref().map(|a| &a.snapshot)),
+            )
+        } else {
+            None
+        };
+        let delay = global_adm
+            .as_ref()
+            .map_or(Duration::ZERO, |a| a.delay)
+            .max(route_adm.as_ref().map_or(Duration::ZERO, |a| a.delay));
+        if !delay.is_zero() {
+            return Verdict::Wait(Wait {
+                delay,
+                global: global_adm.map(|a| a.lease),
+                route: route_adm.map(|a| a.lease),
+                headers,
+                route_index: route,
+            });
+        }
+        if global.is_some_and(Compiled::queues) || route_c.is_some_and(Compiled::queues) {
+            // admitted at once under a queueing policy: no time in its queue
+            metrics.time_in_queue.record(0.0);
+        }
         metrics.acquired.increment(1);
-        if !self.headers_on_success {
-            return Verdict::Pass(None);
-        }
-        Verdict::Pass(self.success_headers(
-            global.zip(global_charge.as_ref()),
-            route_c.zip(route_charge.as_ref()),
-        ))
+        Verdict::Pass(
+            headers,
+            Held {
+                global: Held::keep(global_adm.map(|a| a.lease)),
+                route: Held::keep(route_adm.map(|a| a.lease)),
+            },
+        )
     }
 }
 
-/// Refunds the global permit unless disarmed: a request whose client went
-/// away while its remote backend was being asked (its future dropped).
-struct GlobalRefund {
+/// What a request that waits (its turn, or a remote backend) holds: its
+/// leases are cancelled (their permits given back) unless it is admitted,
+/// for a client that goes away meanwhile (its future dropped).
+struct Pending {
     shared: Arc<Shared>,
-    key: Option<PartitionKey>,
-    armed: bool,
+    global: Option<HttpLease>,
+    route: Option<HttpLease>,
+    /// Counted in the queue gauge of this route policy's metrics.
+    waiting: Option<Option<usize>>,
 }
 
-impl GlobalRefund {
-    fn refund(&self) {
-        if let (Some(g), Some(k)) = (self.shared.global.as_ref(), self.key.as_ref()) {
-            g.table.refund(k, 1, self.shared.clock.now());
+impl Pending {
+    fn new(shared: Arc<Shared>, global: Option<HttpLease>, route: Option<HttpLease>) -> Self {
+        Self {
+            shared,
+            global,
+            route,
+            waiting: None,
+        }
+    }
+
+    /// Gives every permit back (the request was refused or went away).
+    fn cancel(&mut self) {
+        let now = self.shared.clock.now();
+        if let Some(l) = self.global.take() {
+            self.shared.global_store.cancel(l, now);
+        }
+        if let Some(l) = self.route.take() {
+            self.shared.route_store.cancel(l, now);
+        }
+    }
+
+    /// The request goes on: the in-flight permits to hold.
+    fn admit(&mut self) -> Held {
+        Held {
+            global: Held::keep(self.global.take()),
+            route: Held::keep(self.route.take()),
         }
     }
 }
 
-impl Drop for GlobalRefund {
+impl Drop for Pending {
     fn drop(&mut self) {
-        if self.armed {
-            self.refund();
-        }
-    }
-}
-
-/// A [`GlobalRefund`] for a queued request that also counts the
-/// cancellation when its client went away (its future dropped).
-struct QueueGuard {
-    refund: GlobalRefund,
-    policy: usize,
-}
-
-impl Drop for QueueGuard {
-    fn drop(&mut self) {
-        // the global permit itself is refunded by `self.refund`'s own drop
-        if self.refund.armed {
-            let m = &self.refund.shared.policies[self.policy].metrics;
+        if let Some(route) = self.waiting.take() {
+            let m = self.shared.metrics_of(route);
             m.request_canceled.increment(1);
             m.queued.decrement(1.0);
         }
+        self.cancel();
     }
 }
 
@@ -511,9 +637,9 @@ where
     S::Future: Send + 'static,
     S::Error: Send + 'static,
     B: Send + 'static,
-    R: Default + From<String> + Send + 'static,
+    R: Send + 'static,
 {
-    type Response = Response<R>;
+    type Response = Response<RateLimitBody<R>>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future, R, S::Error>;
 
@@ -523,139 +649,114 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let current = self.cell.load();
-        match current.decide::<B, R>(&req, self.only.as_deref()) {
-            Verdict::Pass(headers) => ResponseFuture {
-                kind: Kind::Inner {
-                    fut: self.inner.call(req),
-                    headers,
-                },
+        let kind = match current.decide::<B, R>(&req, self.only.as_deref()) {
+            Verdict::Pass(headers, held) => Kind::Inner {
+                fut: self.inner.call(req),
+                headers,
+                held: Some(held),
             },
-            Verdict::Respond(r) => ResponseFuture {
-                kind: Kind::Ready { response: Some(r) },
-            },
-            Verdict::Remote(policy, key, global_charge) => {
+            Verdict::Respond(r) => Kind::Ready { response: Some(r) },
+            Verdict::Wait(wait) => {
                 let clone = self.inner.clone();
                 let mut inner = core::mem::replace(&mut self.inner, clone);
                 let shared = Arc::clone(&current);
-                ResponseFuture {
-                    kind: Kind::Queued {
-                        fut: Box::pin(async move {
-                            let mut guard = GlobalRefund {
-                                shared,
-                                key: global_charge.as_ref().map(|(k, _)| k.clone()),
-                                armed: true,
-                            };
-                            let shared = &guard.shared;
-                            let c = &shared.policies[policy];
-                            let bytes = super::backend::key_bytes(&key);
-                            let result = match c.policy.backend.as_ref() {
-                                Some(b) => b.check_n(&bytes, 1).await,
-                                None => Err(crate::decision::CapacityExceeded {
-                                    requested: 1,
-                                    capacity: 0,
-                                }),
-                            };
-                            let unavailable = matches!(&result, Ok(d) if d.store_unavailable());
-                            let admitted = match result {
-                                Ok(d) => match d.into_decision() {
-                                    Decision::Allowed(s) => Ok(Decision::Allowed(s)),
-                                    Decision::Denied(denied) if c.policy.dry_run => {
-                                        tracing::info!(policy = %c.name, retry_after_ms = denied.retry_after().as_millis() as u64, "dry run: would refuse");
-                                        c.metrics.dry_run.increment(1);
-                                        Ok(Decision::Denied(denied))
-                                    }
-                                    Decision::Denied(denied) => Err(denied.retry_after_nanos()),
-                                },
-                                // n = 1 exceeds only a zero capacity: never admissible
-                                Err(_) => Err(c.policy.quota.interval_nanos()),
-                            };
-                            guard.armed = false;
-                            let mut res = match admitted {
-                                Ok(decision) => {
-                                    c.metrics.acquired.increment(1);
-                                    let headers = if shared.headers_on_success {
-                                        let route = (key, decision);
-                                        shared.success_headers(
-                                            shared.global.as_ref().zip(global_charge.as_ref()),
-                                            Some((c, &route)),
-                                        )
-                                    } else {
-                                        None
-                                    };
-                                    let mut res = inner.call(req).await?;
-                                    if let Some(h) = headers {
-                                        res.headers_mut().insert(RATELIMIT_POLICY, h.policy);
-                                        res.headers_mut().insert(RATELIMIT, h.state);
-                                    }
-                                    res
-                                }
-                                Err(wait) => {
-                                    guard.refund();
-                                    c.metrics.endpoint_limiter.increment(1);
-                                    shared.reject(c, Some(c), false, wait.max(1))
-                                }
-                            };
-                            if unavailable {
-                                res.extensions_mut().insert(StoreUnavailable {
-                                    policy: c.name.clone(),
-                                });
-                            }
-                            Ok(res)
-                        }),
-                    },
+                Kind::Boxed {
+                    fut: Box::pin(async move {
+                        let mut pending = Pending::new(shared, wait.global, wait.route);
+                        let m = pending.shared.metrics_of(wait.route_index);
+                        m.queued.increment(1.0);
+                        pending.waiting = Some(wait.route_index);
+                        let started = std::time::Instant::now();
+                        tokio::time::sleep(wait.delay).await;
+                        pending.waiting = None;
+                        let m = pending.shared.metrics_of(wait.route_index);
+                        m.queued.decrement(1.0);
+                        m.time_in_queue.record(started.elapsed().as_secs_f64());
+                        m.acquired.increment(1);
+                        let held = pending.admit();
+                        drop(pending);
+                        let mut res = inner.call(req).await?;
+                        if let Some(h) = wait.headers {
+                            h.add_to(&mut res);
+                        }
+                        Ok(res.map(|b| RateLimitBody::holding(b, held)))
+                    }),
                 }
             }
-            Verdict::Queue(policy, global_key) => {
+            Verdict::Remote(policy, key, global) => {
                 let clone = self.inner.clone();
                 let mut inner = core::mem::replace(&mut self.inner, clone);
                 let shared = Arc::clone(&current);
-                ResponseFuture {
-                    kind: Kind::Queued {
-                        fut: Box::pin(async move {
-                            let mut guard = QueueGuard {
-                                refund: GlobalRefund {
-                                    shared,
-                                    key: global_key,
-                                    armed: true,
-                                },
-                                policy,
-                            };
-                            let c = &guard.refund.shared.policies[policy];
-                            let started = std::time::Instant::now();
-                            c.metrics.queued.increment(1.0);
-                            let result = match c.queue.as_ref() {
-                                Some(q) => q.acquire(1).await.map(drop),
-                                None => Ok(()),
-                            };
-                            c.metrics.queued.decrement(1.0);
-                            c.metrics
-                                .time_in_queue
-                                .record(started.elapsed().as_secs_f64());
-                            guard.refund.armed = false;
-                            match result {
-                                Ok(()) => {
-                                    c.metrics.acquired.increment(1);
-                                    inner.call(req).await
-                                }
-                                Err(e) if c.policy.dry_run => {
-                                    tracing::info!(policy = %c.name, error = %e, "dry run: would refuse");
+                Kind::Boxed {
+                    fut: Box::pin(async move {
+                        let (global, global_snapshot, delay) = match global {
+                            Some(a) => (Some(a.lease), Some(a.snapshot), a.delay),
+                            None => (None, None, Duration::ZERO),
+                        };
+                        let mut pending = Pending::new(shared, global, None);
+                        if !delay.is_zero() {
+                            // the global limiter queues: its turn first
+                            tokio::time::sleep(delay).await;
+                        }
+                        let shared = Arc::clone(&pending.shared);
+                        let c = &shared.policies[policy];
+                        let bytes = super::backend::key_bytes(&key);
+                        let result = match c.policy.backend.as_ref() {
+                            Some(b) => b.check_n(&bytes, 1).await,
+                            None => Err(crate::decision::CapacityExceeded::new(1, 0)),
+                        };
+                        let unavailable = matches!(&result, Ok(d) if d.store_unavailable());
+                        let admitted = match result {
+                            Ok(d) => match d.into_decision() {
+                                Decision::Allowed(s) => Ok(Some(s)),
+                                Decision::Denied(denied) if c.policy.dry_run => {
+                                    tracing::info!(policy = %c.name, retry_after_ms = denied.retry_after().as_millis() as u64, "dry run: would refuse");
                                     c.metrics.dry_run.increment(1);
-                                    inner.call(req).await
+                                    Ok(None)
                                 }
-                                Err(e) => {
-                                    guard.refund.refund();
-                                    c.metrics.endpoint_limiter.increment(1);
-                                    let wait = e.retry_after().map_or(
-                                        c.policy.quota.interval_nanos(),
-                                        crate::time::duration_to_nanos,
-                                    );
-                                    Ok(guard.refund.shared.reject(c, Some(c), false, wait.max(1)))
+                                Decision::Denied(denied) => Err(denied.retry_after()),
+                            },
+                            // n = 1 exceeds only a zero capacity: never admissible
+                            Err(_) => Err(c
+                                .policy
+                                .quota()
+                                .map_or(Duration::from_secs(1), |q| q.interval())),
+                        };
+                        let mut res = match admitted {
+                            Ok(route_snapshot) => {
+                                c.metrics.acquired.increment(1);
+                                let headers = if shared.headers_on_success {
+                                    shared.success_headers(
+                                        shared.global.as_ref().zip(global_snapshot.as_ref()),
+                                        Some(c).zip(route_snapshot.as_ref()),
+                                    )
+                                } else {
+                                    None
+                                };
+                                let held = pending.admit();
+                                drop(pending);
+                                let mut res = inner.call(req).await?;
+                                if let Some(h) = headers {
+                                    h.add_to(&mut res);
                                 }
+                                res.map(|b| RateLimitBody::holding(b, held))
                             }
-                        }),
-                    },
+                            Err(wait) => {
+                                pending.cancel();
+                                c.metrics.endpoint_limiter.increment(1);
+                                shared.reject(c, false, wait.max(Duration::from_nanos(1)))
+                            }
+                        };
+                        if unavailable {
+                            res.extensions_mut().insert(StoreUnavailable {
+                                policy: c.name.clone(),
+                            });
+                        }
+                        Ok(res)
+                    }),
                 }
             }
-        }
+        };
+        ResponseFuture { kind }
     }
 }

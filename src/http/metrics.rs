@@ -8,8 +8,13 @@
 //! | `tollgate.rate_limiting.request.time_in_queue` | histogram (seconds) | `policy` |
 //!
 //! `policy` is the route policy that matched (empty when only the global
-//! limiter applied). The handles are registered when the layer is built:
-//! install the recorder first.
+//! limiter applied); `dry_run` is counted on the shadow policy itself, once
+//! for each request it would have refused or delayed. A request admitted
+//! under a queueing policy records its time in the queue (zero when it
+//! passed at once); `queued_requests` counts the requests waiting their
+//! turn, and `request_canceled` those whose client went away meanwhile.
+//! The handles are registered when the layer is built: install the
+//! recorder first.
 
 use metrics::{Counter, Gauge, Histogram};
 use std::string::ToString;

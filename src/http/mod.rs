@@ -1,6 +1,8 @@
 //! HTTP middleware (feature `http`): a tower [`Layer`](tower_layer::Layer)
-//! for axum, hyper and tonic, with a global limiter, per-route policies,
-//! partition keys, standard headers, queueing and metrics.
+//! for axum, hyper and tonic, with a global limiter, per-route policies of
+//! any algorithm (token and leaky buckets, fixed and sliding windows,
+//! in-flight limits), partition keys, standard headers, queueing per key
+//! and metrics.
 //!
 //! ```
 //! use std::net::SocketAddr;
@@ -53,9 +55,40 @@
 //! As in ASP.NET Core: the **global** limiter
 //! ([`RateLimitLayerBuilder::global`]) charges every non-exempt request;
 //! the **route policy** that matches charges it too. When the global
-//! limiter admits and the route policy refuses, the global permit is
-//! refunded, so refused requests cost no global quota. A request under no
-//! policy with no global limiter passes untouched (no headers added).
+//! limiter admits and the route policy refuses, the global admission is
+//! cancelled (its permit refunded, its in-flight slot freed), so refused
+//! requests cost no global quota. A request under no policy with no global
+//! limiter passes untouched (no headers added).
+//!
+//! Both are [`Partitioned`](crate::partitioned::Partitioned) limiters: the
+//! layer routes a request itself (exemptions, path prefix, method filter,
+//! partition key) and charges the chosen policy's keyed store with
+//! [`try_acquire_key`](crate::partitioned::Partitioned::try_acquire_key).
+//!
+//! # Algorithms
+//!
+//! Every policy (the global limiter too) runs one algorithm per key:
+//!
+//! | constructor | config `algorithm` | limits | `RateLimit-Policy` |
+//! |---|---|---|---|
+//! | [`Policy::token_bucket`] | `"token_bucket"` (default) | `rate` per `period`, bursts of `burst` | `q=<rate>;w=<period>` |
+//! | [`Policy::leaky_bucket`] | `"leaky_bucket"` | `rate` per `period`, strictly paced | `q=<rate>;w=<period>` |
+//! | [`Policy::fixed_window`] | `"fixed_window"` | `rate` per window of `period` | `q=<limit>;w=<window>` |
+//! | [`Policy::sliding_window`] | `"sliding_window"` | `rate` in any `period`, in [`SLIDING_WINDOW_SEGMENTS`] (10) segments | `q=<limit>;w=<window>` |
+//! | [`Policy::concurrency`] | `"concurrency"` (`limit = N`) | `N` requests in flight | none |
+//!
+//! (`w` is in whole seconds rounded up, and `q` is scaled to it when the
+//! period is not a whole number of seconds.)
+//!
+//! **In-flight limits** (nginx `limit_conn`, ASP.NET's concurrency
+//! limiter) hold a request's permit until its response **body** has been
+//! sent: the layer's response body, [`RateLimitBody`], carries the permit
+//! and gives it back when the body's last frame has been read, when it
+//! fails, or when it is dropped (a client that disconnects mid-stream).
+//! A streaming response keeps its client's slot busy until the last chunk.
+//! An in-flight limit has no rate: it sends no `RateLimit-Policy` or
+//! `RateLimit` item (a refusal still says `Retry-After: 1`), cannot queue
+//! and cannot use a remote backend.
 //!
 //! # Routing
 //!
@@ -86,7 +119,8 @@
 //! [`ShardedKeyedTable`](crate::keyed::ShardedKeyedTable) of
 //! [`Policy::max_keys`] slots: memory is fixed, refilled keys are evicted
 //! losslessly, throttled keys are never evicted, and when every slot is
-//! busy new keys share one overflow bucket.
+//! busy new keys share one overflow bucket (an in-flight limit refuses
+//! them instead: their permits could not be counted).
 //!
 //! **Client IP behind proxies.** Forwarding headers (`X-Forwarded-For`, or
 //! RFC 7239 `Forwarded` with [`ForwardedHeader::Forwarded`]) are read only
@@ -113,66 +147,121 @@
 //! (remaining, seconds until it could succeed).
 //! [`RateLimitLayerBuilder::headers_on_success`] adds both to admitted
 //! responses, one list member per limiter charged (`"global"…, "api"…`,
-//! with `t` the time until the bucket is full again).
+//! with `t` the time until the bucket is full again; a queueing policy's
+//! `r` counts only the permits free at once, not its queue's slots).
 //!
-//! A rejection handler ([`RateLimitLayerBuilder::on_rejected`]) builds a
-//! custom response; a policy's own [`Policy::on_rejected`] overrides it
-//! (ASP.NET's `OnRejected` precedence). The layer adds the standard
-//! headers the handler did not set. The default path (no handler) builds
-//! the response with an empty body (`Default` of the response body type)
-//! and no `String`; the header values are formatted on the stack. (The
-//! `http` crate's `HeaderMap` and `HeaderValue` still allocate their own
-//! storage when a header is inserted: that is outside tollgate's hands.)
+//! **Which rejection handler answers** (ASP.NET Core's precedence: an
+//! endpoint policy's `OnRejected` is used only when that policy refused).
+//! A handler is a policy's [`Policy::on_rejected`] or the layer's
+//! [`RateLimitLayerBuilder::on_rejected`]:
 //!
-//! # Queueing
+//! | who refused | route handler set? | layer handler set? | answered by |
+//! |---|---|---|---|
+//! | global limiter | yes | yes | the layer's handler |
+//! | global limiter | yes | no | the default 429 |
+//! | global limiter | no | yes | the layer's handler |
+//! | global limiter | no | no | the default 429 |
+//! | route policy | yes | yes | the route policy's handler |
+//! | route policy | yes | no | the route policy's handler |
+//! | route policy | no | yes | the layer's handler |
+//! | route policy | no | no | the default 429 |
 //!
-//! [`Policy::queue`]`(max_wait, queue_limit)`: a request over the limit
-//! waits in a [`Queue`](crate::queue::Queue) (FIFO) instead of being
-//! refused at once, like nginx `limit_req burst=…` without `nodelay`. A
-//! request whose estimated wait exceeds `max_wait`, or that finds
-//! `queue_limit` requests waiting, is refused at once. A client that
-//! disconnects while queued (its response future is dropped) leaves the
-//! queue with no capacity lost, and its global permit is refunded.
-//! Queueing needs [`KeySource::Global`] (one queue per policy).
+//! A route policy's handler never answers a global refusal (a handler
+//! answering 404 cannot turn a global refusal into a 404). The global
+//! limiter's own [`Policy::on_rejected`], if set, answers its refusals
+//! before the layer's. The "default 429" is the configured status with an
+//! empty body. Whoever answers, the layer adds the standard headers
+//! (`Retry-After`, `RateLimit-Policy`, `RateLimit` of the refusing policy)
+//! the response does not already have. The default path builds no
+//! `String`: the header values are formatted on the stack. (The `http`
+//! crate's `HeaderMap` and `HeaderValue` still allocate their own storage
+//! when a header is inserted: that is outside tollgate's hands.)
+//!
+//! # Queueing (per key)
+//!
+//! [`Policy::queue`]`(max_wait, queue_limit)` delays a request over the
+//! limit instead of refusing it, like nginx `limit_req` without
+//! `nodelay`, **in its own key's line**: a queueing policy keyed by client
+//! IP gives every client its own FIFO line, so one client's flood never
+//! delays another. It is a shaped token bucket
+//! ([`Shaping`](crate::partitioned::Shaping)): on a token bucket of burst
+//! `B`, the bucket holds `B + queue_limit` and the first `B` requests pass
+//! at once (`Shaping::delay_after(B - 1)`), the next `queue_limit` each
+//! reserve the next turn, one per interval; on a leaky bucket, `1 +
+//! queue_limit` with every request after the first waiting its turn
+//! (`Shaping::delay_all()`). A request that finds its key's line full, or
+//! whose turn is more than `max_wait` away, is refused at once. Lines are
+//! bounded per key by `queue_limit` and in total by the table's
+//! [`Policy::max_keys`]. A client that disconnects while waiting (its
+//! response future dropped) gives its turn back, and its global admission
+//! too. Queueing works with every key source, on the global limiter too,
+//! and only on token and leaky buckets. The config file maps nginx's
+//! `limit_req` one to one (see [`config`]).
 //!
 //! # Observability
 //!
-//! `tracing` events: refusals at `debug`, dry-run refusals at `info`,
+//! `tracing` events: refusals at `debug`, dry-run decisions at `info`,
 //! missing keys (a misconfiguration) at `warn`. Counters through the
 //! `metrics` facade, named like ASP.NET Core's (see [`metrics`]),
-//! labelled with the policy name. **Dry run** ([`Policy::dry_run`]):
-//! a shadow policy counts (`result = "dry_run"`) and logs what it would
-//! refuse and refuses nothing (nginx `limit_req_dry_run`, Envoy shadow
-//! mode).
+//! labelled with the policy name.
+//!
+//! **Dry run** ([`Policy::dry_run`]): a shadow policy never changes what a
+//! client sees (nginx `limit_req_dry_run`, Envoy shadow mode). Where it
+//! would refuse it logs "dry run: would refuse"; where its queue would
+//! delay it logs "dry run: would delay" and gives its reservation back;
+//! both count `result = "dry_run"`, and the request passes at once. Its
+//! store counts only the requests it would have admitted at once.
 //!
 //! # Remote backends (Redis)
 //!
 //! [`Policy::backend`] keeps a route policy's buckets in a shared store:
 //! any [`AsyncKeyedLimiter`](crate::remote::AsyncKeyedLimiter), such as
 //! `tollgate::redis::RedisStore` (feature `redis`), or `backend = "redis"`
-//! with `redis_url` in a config file. The layer awaits the store's
-//! decision for the policy's key (sent as `global`, `ip:<address>` or
-//! `k:<bytes>`), refunds the global permit when it refuses, and marks a
-//! decision made by the store's failure policy (store down or too slow)
-//! with the [`StoreUnavailable`] **response extension**. The global
-//! limiter and queueing policies stay in process.
+//! with `redis_url` in a config file (token bucket, leaky bucket or fixed
+//! window). The layer awaits the store's decision for the policy's key
+//! (sent as `global`, `ip:<address>` or `k:<bytes>`), cancels the global
+//! admission when it refuses, and marks a decision made by the store's
+//! failure policy (store down or too slow) with the [`StoreUnavailable`]
+//! **response extension**. The global limiter, queueing and in-flight
+//! limits stay in process.
+//!
+//! # Reloading
+//!
+//! [`RateLimitLayer::reload`] swaps the rules of a running layer: a rule
+//! whose partitioning is unchanged keeps its store (its keys' buckets,
+//! windows, queued turns and permits in flight), reconfigured when only
+//! its limit changed; see [`ReloadReport`].
 //!
 //! # Configuration files
 //!
 //! [`LayerConfig`] reads the same settings from TOML or JSON; errors name
-//! the rule and the field (`rules[2].burst: must be at least 1`). See
-//! [`config`] for the format, and `examples/tollgate.toml`.
+//! the rule and the field (`rules[2].burst: must be at least 1`,
+//! `rules[1].limit: is required with algorithm = "concurrency"`). See
+//! [`config`] for the format and the nginx mapping, and
+//! `examples/tollgate.toml`.
 //!
-//! # Service requirements
+//! # Service requirements and per-request cost
 //!
 //! The wrapped service must be `Clone + Send + 'static` (axum's `Router`
-//! and tonic's services are) and its response body must implement
-//! `Default` (for the empty refusal body) and `From<String>` (for handler
-//! bodies): axum's `Body`, `http_body_util::Full` and `String` do. The
-//! layer and its services are `Clone` and share one state: every clone and
-//! every connection draws from the same buckets.
+//! and tonic's services are). Its responses come back as
+//! `Response<`[`RateLimitBody`]`<B>>`, which implements
+//! [`http_body::Body`] when `B` does and `B::Data: From<Bytes>` (axum's
+//! `Body`, hyper's and tonic's bodies, `String`, `Full<Bytes>`): axum's
+//! `Router::layer` and `route_layer` accept it. A refusal's body is the
+//! handler's text, or empty. The layer and its services are `Clone` and
+//! share one state: every clone and every connection draws from the same
+//! buckets.
+//!
+//! An admitted request costs one clock read, the routing, the key
+//! extraction (a header or custom key copies its bytes; an IP or the
+//! global key allocates nothing) and one store check per limiter; no
+//! boxed future and no `Arc` clone: the response future and body are
+//! stack types, and an in-flight lease (which must outlive the call)
+//! clones its store's `Arc`. Only a request that waits its turn or asks a
+//! remote backend is boxed (and holds the configuration's `Arc`).
 
 mod backend;
+mod body;
 mod builder;
 pub mod config;
 mod headers;
@@ -185,6 +274,7 @@ mod reload;
 mod routing;
 
 pub use backend::{BoxFuture, PolicyBackend, StoreUnavailable};
+pub use body::RateLimitBody;
 pub use builder::RateLimitLayerBuilder;
 pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
@@ -193,7 +283,7 @@ pub use key::{
 };
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
 pub use policy::{
-    ConfigError, ConfigErrorKind, MissingKey, Policy, QueueMode, Rejection, RejectionHandler,
-    DEFAULT_MAX_KEYS,
+    ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, QueueMode, Rejection,
+    RejectionHandler, DEFAULT_MAX_KEYS, SLIDING_WINDOW_SEGMENTS,
 };
 pub use reload::ReloadReport;

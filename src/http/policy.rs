@@ -2,6 +2,7 @@
 
 use core::fmt;
 use core::time::Duration;
+use std::format;
 use std::string::{String, ToString};
 use std::sync::Arc;
 use std::vec::Vec;
@@ -10,8 +11,10 @@ use http::{Method, Response, StatusCode};
 
 use super::backend::PolicyBackend;
 use super::key::KeySource;
-use crate::gcra::BucketKind;
+use crate::gcra::{BucketKind, Gcra};
+use crate::partitioned::Shaping;
 use crate::quota::Quota;
+use crate::window::{FixedWindow, SlidingWindow};
 
 /// What the layer does with a request whose partition key cannot be
 /// extracted (no peer address, no key header, a custom function returning
@@ -56,8 +59,96 @@ pub type RejectionHandler = Arc<dyn Fn(&Rejection<'_>) -> Response<String> + Sen
 pub struct QueueMode {
     /// Longest a request may wait.
     pub max_wait: Duration,
-    /// Most requests waiting at once (each counts one permit).
+    /// Most requests waiting at once per key (each counts one permit).
     pub queue_limit: u64,
+}
+
+/// Segments of a [`Policy::sliding_window`]: the window slides in steps
+/// of a tenth of its length (a permit counts until the segment it was
+/// taken in leaves the window).
+pub const SLIDING_WINDOW_SEGMENTS: usize = 10;
+
+/// The sliding window the layer runs.
+pub(crate) type Sliding = SlidingWindow<SLIDING_WINDOW_SEGMENTS>;
+
+/// What a policy enforces per key (see the constructors of [`Policy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PolicyAlgorithm {
+    /// A token bucket: bursts of `quota.burst()`, refilled at the rate.
+    TokenBucket(Quota),
+    /// A strict-pacing leaky bucket at the quota's rate.
+    LeakyBucket(Quota),
+    /// At most `limit` requests per fixed window of `window`.
+    FixedWindow {
+        /// Requests per window.
+        limit: u32,
+        /// The window's length.
+        window: Duration,
+    },
+    /// At most `limit` requests in any `window`, sliding by a tenth of it
+    /// ([`SLIDING_WINDOW_SEGMENTS`]).
+    SlidingWindow {
+        /// Requests per window.
+        limit: u32,
+        /// The window's length.
+        window: Duration,
+    },
+    /// At most `limit` requests in flight (nginx `limit_conn`): a request
+    /// holds its permit until its response body has been sent or dropped.
+    Concurrency {
+        /// Requests in flight at once.
+        limit: u32,
+    },
+}
+
+/// What a policy's in-process store runs: its keyed table's algorithm,
+/// its shaping (queueing), and the queue's slots (not free permits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub(crate) alg: StoreAlg,
+    pub(crate) shaping: Option<Shaping>,
+    pub(crate) queue_slots: u32,
+}
+
+/// The algorithm of a policy's keyed table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StoreAlg {
+    Gcra(Gcra),
+    Fixed(FixedWindow),
+    Sliding(Sliding),
+    InFlight(u32),
+}
+
+impl StoreAlg {
+    /// Same kind of table (the buckets can carry over).
+    pub(crate) fn same_family(&self, other: &Self) -> bool {
+        core::mem::discriminant(self) == core::mem::discriminant(other)
+    }
+}
+
+/// The error of a window's parameters, naming `limit_field` or
+/// `window_field` of `loc`.
+pub(crate) fn window_error(
+    loc: &str,
+    limit_field: &str,
+    window_field: &str,
+    e: crate::error::ConfigError,
+) -> ConfigError {
+    use crate::error::ConfigError as E;
+    match e {
+        E::ZeroLimit => ConfigError::invalid(format!("{loc}.{limit_field}"), "must be at least 1"),
+        E::ZeroWindow => ConfigError::invalid(format!("{loc}.{window_field}"), "must be positive"),
+        E::WindowNotDivisible { .. } => ConfigError::invalid(
+            format!("{loc}.{window_field}"),
+            "must be a whole number of nanoseconds per segment (10 segments)",
+        ),
+        E::WindowTooShort { .. } => ConfigError::invalid(
+            format!("{loc}.{window_field}"),
+            "too short for the limit (more than about one request per nanosecond)",
+        ),
+        _ => ConfigError::invalid(loc, "invalid window"),
+    }
 }
 
 /// A rate-limiting policy: a quota, a partition key and the requests it
@@ -79,8 +170,7 @@ pub struct QueueMode {
 #[derive(Clone)]
 pub struct Policy {
     pub(crate) name: String,
-    pub(crate) kind: BucketKind,
-    pub(crate) quota: Quota,
+    pub(crate) algorithm: PolicyAlgorithm,
     pub(crate) prefixes: Vec<String>,
     pub(crate) methods: Option<Vec<Method>>,
     pub(crate) key: KeySource,
@@ -96,8 +186,7 @@ impl fmt::Debug for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Policy")
             .field("name", &self.name)
-            .field("kind", &self.kind)
-            .field("quota", &self.quota)
+            .field("algorithm", &self.algorithm)
             .field("prefixes", &self.prefixes)
             .field("methods", &self.methods)
             .field("key", &self.key)
@@ -115,14 +204,26 @@ impl fmt::Debug for Policy {
 pub const DEFAULT_MAX_KEYS: usize = 10_000;
 
 impl Policy {
-    /// A policy named `name` running `kind` with `quota`: no prefix (attach
-    /// one with [`prefix`](Self::prefix)), one shared bucket
+    /// A policy named `name` running a bucket of `kind` with `quota`: no
+    /// prefix (attach one with [`prefix`](Self::prefix)), one shared bucket
     /// ([`KeySource::Global`]).
     pub fn new(name: impl Into<String>, kind: BucketKind, quota: Quota) -> Self {
+        Self::from_algorithm(
+            name,
+            match kind {
+                BucketKind::TokenBucket => PolicyAlgorithm::TokenBucket(quota),
+                BucketKind::LeakyBucket => PolicyAlgorithm::LeakyBucket(quota),
+            },
+        )
+    }
+
+    /// A policy named `name` enforcing `algorithm`: no prefix, one shared
+    /// limiter ([`KeySource::Global`]). Its parameters are checked when the
+    /// layer is built (errors name `policies[i].limit`, `.window`, …).
+    pub fn from_algorithm(name: impl Into<String>, algorithm: PolicyAlgorithm) -> Self {
         Self {
             name: name.into(),
-            kind,
-            quota,
+            algorithm,
             prefixes: Vec::new(),
             methods: None,
             key: KeySource::Global,
@@ -143,6 +244,32 @@ impl Policy {
     /// A leaky-bucket policy (strict pacing).
     pub fn leaky_bucket(name: impl Into<String>, quota: Quota) -> Self {
         Self::new(name, BucketKind::LeakyBucket, quota)
+    }
+
+    /// A fixed-window policy: at most `limit` requests per `window`
+    /// (windows start at multiples of `window` on the layer's clock).
+    /// `RateLimit-Policy` reports `q=limit;w=<window in seconds>`.
+    pub fn fixed_window(name: impl Into<String>, limit: u32, window: Duration) -> Self {
+        Self::from_algorithm(name, PolicyAlgorithm::FixedWindow { limit, window })
+    }
+
+    /// A sliding-window policy: at most `limit` requests in any `window`,
+    /// counted in [`SLIDING_WINDOW_SEGMENTS`] (10) segments, so the window
+    /// slides in steps of a tenth of its length; `window` must be a whole
+    /// number of nanoseconds per segment. `RateLimit-Policy` reports
+    /// `q=limit;w=<window in seconds>`.
+    pub fn sliding_window(name: impl Into<String>, limit: u32, window: Duration) -> Self {
+        Self::from_algorithm(name, PolicyAlgorithm::SlidingWindow { limit, window })
+    }
+
+    /// An in-flight limit (nginx `limit_conn`, ASP.NET's concurrency
+    /// limiter): at most `limit` requests per key at once; a request holds
+    /// its permit until its response body has been sent or dropped (a
+    /// client that disconnects frees it). A refusal says `Retry-After: 1`.
+    /// It has no rate, so it sends no `RateLimit-Policy` or `RateLimit`
+    /// item, and it cannot queue.
+    pub fn concurrency(name: impl Into<String>, limit: u32) -> Self {
+        Self::from_algorithm(name, PolicyAlgorithm::Concurrency { limit })
     }
 
     /// Applies the policy to paths under `prefix` (segment-bounded, ASCII
@@ -177,9 +304,17 @@ impl Policy {
         self
     }
 
-    /// Queueing mode: a request over the limit waits up to `max_wait` (with
-    /// at most `queue_limit` waiting) instead of being refused at once.
-    /// Only for policies with [`KeySource::Global`].
+    /// Queueing mode (nginx `limit_req` without `nodelay`): a request over
+    /// the limit waits its turn instead of being refused, in its own key's
+    /// line (FIFO per key; one client's flood never delays another), with
+    /// at most `queue_limit` waiting per key, none longer than `max_wait`.
+    ///
+    /// On a token bucket of burst `B`, the first `B` requests pass at once
+    /// and up to `queue_limit` more wait, one per interval; on a leaky
+    /// bucket, the first passes and up to `queue_limit` more wait, one per
+    /// interval. A request that would wait past `max_wait`, or finds its
+    /// key's line full, is refused at once. A client that disconnects while
+    /// waiting gives its place back. Token and leaky buckets only.
     #[must_use]
     pub fn queue(mut self, max_wait: Duration, queue_limit: u64) -> Self {
         self.queue = Some(QueueMode {
@@ -220,8 +355,9 @@ impl Policy {
     /// decision for the request's partition key, so every replica pointing
     /// at the same store shares one limit. The policy's own quota still
     /// names the `RateLimit-Policy` header; give the backend the same
-    /// quota. Not combinable with [`queue`](Self::queue) nor usable on the
-    /// global limiter. When the backend reports that its store was
+    /// quota (or window). Not combinable with [`queue`](Self::queue) nor
+    /// with an in-flight limit ([`concurrency`](Self::concurrency)), and not
+    /// usable on the global limiter. When the backend reports that its store was
     /// unavailable, the response carries a
     /// [`StoreUnavailable`](super::StoreUnavailable) extension.
     ///
@@ -254,9 +390,105 @@ impl Policy {
         &self.name
     }
 
-    /// The policy's quota.
-    pub fn quota(&self) -> &Quota {
-        &self.quota
+    /// The policy's quota (token and leaky buckets; `None` for windows and
+    /// in-flight limits).
+    pub fn quota(&self) -> Option<&Quota> {
+        match &self.algorithm {
+            PolicyAlgorithm::TokenBucket(q) | PolicyAlgorithm::LeakyBucket(q) => Some(q),
+            _ => None,
+        }
+    }
+
+    /// What the policy enforces.
+    pub fn algorithm(&self) -> &PolicyAlgorithm {
+        &self.algorithm
+    }
+
+    /// True for an in-flight limit.
+    pub(crate) fn is_concurrency(&self) -> bool {
+        matches!(self.algorithm, PolicyAlgorithm::Concurrency { .. })
+    }
+
+    /// The in-process store this policy runs, checked; errors name the
+    /// field at `loc` (`policies[1].limit`, `rules[0].queue.limit`).
+    pub(crate) fn plan(&self, loc: &str) -> Result<Plan, ConfigError> {
+        let at = |field: &str| format!("{loc}.{field}");
+        let no_queue = |alg| {
+            if self.queue.is_some() {
+                return Err(ConfigError::invalid(
+                    at("queue"),
+                    "queueing needs algorithm = \"token_bucket\" or \"leaky_bucket\"",
+                ));
+            }
+            Ok(Plan {
+                alg,
+                shaping: None,
+                queue_slots: 0,
+            })
+        };
+        match self.algorithm {
+            PolicyAlgorithm::TokenBucket(q) | PolicyAlgorithm::LeakyBucket(q) => {
+                let leaky = matches!(self.algorithm, PolicyAlgorithm::LeakyBucket(_));
+                let Some(mode) = self.queue else {
+                    let kind = if leaky {
+                        BucketKind::LeakyBucket
+                    } else {
+                        BucketKind::TokenBucket
+                    };
+                    return Ok(Plan {
+                        alg: StoreAlg::Gcra(Gcra::new(kind, q)),
+                        shaping: None,
+                        queue_slots: 0,
+                    });
+                };
+                if mode.max_wait.is_zero() {
+                    return Err(ConfigError::invalid(
+                        at("queue.max_wait"),
+                        "must be positive",
+                    ));
+                }
+                if mode.queue_limit == 0 {
+                    return Err(ConfigError::invalid(
+                        at("queue.limit"),
+                        "must be at least 1",
+                    ));
+                }
+                let too_long = || {
+                    ConfigError::invalid(
+                        at("queue.limit"),
+                        "burst + queue limit is too large (at most 4294967295 permits, and their time must fit in 584 years)",
+                    )
+                };
+                let slots = u32::try_from(mode.queue_limit).map_err(|_| too_long())?;
+                // the first `immediate` pass at once, the queue's slots wait
+                let immediate = if leaky { 1 } else { q.burst() };
+                let burst = immediate.checked_add(slots).ok_or_else(too_long)?;
+                let shaped = q.with_burst(burst).map_err(|_| too_long())?;
+                let shaping = if leaky {
+                    Shaping::delay_all()
+                } else {
+                    Shaping::delay_after(immediate - 1)
+                };
+                Ok(Plan {
+                    alg: StoreAlg::Gcra(Gcra::token_bucket(shaped)),
+                    shaping: Some(shaping.max_wait(mode.max_wait)),
+                    queue_slots: slots,
+                })
+            }
+            PolicyAlgorithm::FixedWindow { limit, window } => no_queue(StoreAlg::Fixed(
+                FixedWindow::new(limit, window)
+                    .map_err(|e| window_error(loc, "limit", "window", e))?,
+            )),
+            PolicyAlgorithm::SlidingWindow { limit, window } => no_queue(StoreAlg::Sliding(
+                Sliding::new(limit, window).map_err(|e| window_error(loc, "limit", "window", e))?,
+            )),
+            PolicyAlgorithm::Concurrency { limit } => {
+                if limit == 0 {
+                    return Err(ConfigError::invalid(at("limit"), "must be at least 1"));
+                }
+                no_queue(StoreAlg::InFlight(limit))
+            }
+        }
     }
 }
 

@@ -2,34 +2,45 @@
 //! `RateLimit` headers) and the headers added to admitted responses.
 
 use core::fmt::Write;
-use std::string::String;
+use core::time::Duration;
 
+use bytes::Bytes;
 use http::{Response, StatusCode};
 
+use super::body::RateLimitBody;
 use super::headers::{self, StackText, RATELIMIT, RATELIMIT_POLICY};
-use super::key::PartitionKey;
 use super::layer::{Compiled, Shared, SuccessHeaders};
 use super::policy::Rejection;
-use crate::decision::Decision;
+use crate::decision::Snapshot;
+use crate::time::duration_to_nanos;
 
 impl Shared {
+    /// `RateLimit-Policy` and `RateLimit` for an admitted request: one item
+    /// per policy charged (in-flight limits have none). A queueing
+    /// policy's `r` counts only the permits free at once, not its queue's
+    /// slots.
     pub(crate) fn success_headers(
         &self,
-        global: Option<(&Compiled, &(PartitionKey, Decision))>,
-        route: Option<(&Compiled, &(PartitionKey, Decision))>,
+        global: Option<(&Compiled, &Snapshot)>,
+        route: Option<(&Compiled, &Snapshot)>,
     ) -> Option<SuccessHeaders> {
         let mut policy = StackText::new();
         let mut state = StackText::new();
         let mut first = true;
-        for (c, (_, d)) in global.into_iter().chain(route) {
+        for (c, s) in global.into_iter().chain(route) {
+            let Some(item) = c.policy_item.as_ref() else {
+                continue;
+            };
             if !first {
                 policy.write_str(", ").ok()?;
                 state.write_str(", ").ok()?;
             }
             first = false;
-            headers::write_policy_item(&mut policy, &c.name, &c.policy.quota).ok()?;
-            let s = d.snapshot();
-            headers::write_state_item(&mut state, &c.name, s.remaining(), s.reset_after_nanos())
+            policy
+                .write_str(core::str::from_utf8(item.as_bytes()).ok()?)
+                .ok()?;
+            let remaining = s.remaining().saturating_sub(c.plan.queue_slots);
+            headers::write_state_item(&mut state, &c.name, remaining, s.reset_after_nanos())
                 .ok()?;
         }
         if first {
@@ -41,50 +52,50 @@ impl Shared {
         })
     }
 
-    /// The refusal response: the refusing policy's handler, else the
-    /// route policy's, else the layer's, else an empty body with `status`.
-    pub(crate) fn reject<R: Default + From<String>>(
+    /// The refusal response of `refusing` (the global limiter when
+    /// `global`): the refusing policy's own handler, else the layer's, else
+    /// an empty body with `status`. A route policy's handler never answers
+    /// for the global limiter. The standard headers the handler did not set
+    /// are added (none of `RateLimit*` for an in-flight limit).
+    pub(crate) fn reject<R>(
         &self,
         refusing: &Compiled,
-        route: Option<&Compiled>,
         global: bool,
-        wait_nanos: u64,
-    ) -> Response<R> {
+        wait: Duration,
+    ) -> Response<RateLimitBody<R>> {
+        let wait_nanos = duration_to_nanos(wait);
         tracing::debug!(policy = %refusing.name, global, retry_after_ms = wait_nanos / 1_000_000, "request rate limited");
         let handler = refusing
             .policy
             .on_rejected
             .as_ref()
-            .or_else(|| route.and_then(|r| r.policy.on_rejected.as_ref()))
             .or(self.on_rejected.as_ref());
         let mut res = match handler {
             Some(h) => {
                 let rej = Rejection {
                     policy: &refusing.name,
                     global,
-                    retry_after: core::time::Duration::from_nanos(wait_nanos),
+                    retry_after: wait,
                     status: self.status,
                 };
-                h(&rej).map(R::from)
+                h(&rej).map(|text| RateLimitBody::full(Bytes::from(text)))
             }
-            None => {
-                let mut r = Response::new(R::default());
-                *r.status_mut() = self.status;
-                r
-            }
+            None => status_only(self.status),
         };
         let map = res.headers_mut();
         if !map.contains_key(http::header::RETRY_AFTER) {
             headers::set_retry_after(map, wait_nanos);
         }
-        if !map.contains_key(RATELIMIT_POLICY) {
-            map.insert(RATELIMIT_POLICY, refusing.policy_item.clone());
-        }
-        if !map.contains_key(RATELIMIT) {
-            let mut t = StackText::new();
-            if headers::write_state_item(&mut t, &refusing.name, 0, wait_nanos).is_ok() {
-                if let Some(v) = t.header_value() {
-                    map.insert(RATELIMIT, v);
+        if let Some(item) = refusing.policy_item.as_ref() {
+            if !map.contains_key(RATELIMIT_POLICY) {
+                map.insert(RATELIMIT_POLICY, item.clone());
+            }
+            if !map.contains_key(RATELIMIT) {
+                let mut t = StackText::new();
+                if headers::write_state_item(&mut t, &refusing.name, 0, wait_nanos).is_ok() {
+                    if let Some(v) = t.header_value() {
+                        map.insert(RATELIMIT, v);
+                    }
                 }
             }
         }
@@ -92,8 +103,9 @@ impl Shared {
     }
 }
 
-pub(crate) fn status_only<R: Default>(status: StatusCode) -> Response<R> {
-    let mut r = Response::new(R::default());
+/// An empty response with `status`.
+pub(crate) fn status_only<R>(status: StatusCode) -> Response<RateLimitBody<R>> {
+    let mut r = Response::new(RateLimitBody::empty());
     *r.status_mut() = status;
     r
 }

@@ -7,35 +7,28 @@ use std::vec::Vec;
 
 use super::builder::RateLimitLayerBuilder;
 use super::key::KeySource;
-use super::layer::{Compiled, RateLimitLayer, Shared, Table};
-use super::policy::{ConfigError, Policy};
-use crate::clock::{Clock, StdClock};
-use crate::gcra::Gcra;
-use crate::keyed::KeyedLimiter;
-use crate::limiter::Bucket;
+use super::layer::{Compiled, HttpStore, RateLimitLayer, Shared};
+use super::policy::{ConfigError, Plan, Policy, StoreAlg};
+use crate::clock::Clock;
+use crate::concurrency::InFlight;
 use crate::live::Inheritance;
-use crate::queue::Queue;
-
-/// The buckets a rule starts with: fresh, or carried from the configuration
-/// a reload replaces.
-pub(crate) struct Carried {
-    pub(crate) table: Arc<Table>,
-    pub(crate) queue: Option<Arc<Queue<Bucket<Gcra>>>>,
-}
 
 /// What a [`RateLimitLayer::reload`] did with each rule, by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ReloadReport {
-    /// Rules that did not change: their buckets (and queues) carry on as
+    /// Rules whose limit did not change: their buckets (and the requests
+    /// waiting in their queues, and the permits in flight) carry on as
     /// they were.
     pub kept: Vec<String>,
-    /// Rules whose quota or bucket kind changed but whose partitioning did
-    /// not: every key's bucket carries on under the new quota, by the
-    /// reload's [`Inheritance`] rule.
+    /// Rules whose quota, bucket kind, window, in-flight limit or queueing
+    /// changed but whose partitioning did not: every key's state carries on
+    /// under the new limit, by the reload's [`Inheritance`] rule (permits
+    /// in flight stay in flight).
     pub reconfigured: Vec<String>,
     /// Rules that start with fresh buckets: new names, or rules whose key,
-    /// `max_keys`, queueing or backend changed.
+    /// `max_keys`, kind of algorithm (bucket, fixed window, sliding window,
+    /// in-flight limit) or backend changed.
     pub fresh: Vec<String>,
     /// Rules of the old configuration that are gone.
     pub removed: Vec<String>,
@@ -52,7 +45,7 @@ fn same_key(a: &KeySource, b: &KeySource) -> bool {
     }
 }
 
-/// Decides, for a rule of the new configuration, which buckets it starts
+/// Decides, for a rule of the new configuration, which store it starts
 /// with; records it in the report.
 pub(crate) struct Carrier<'a> {
     pub(crate) previous: Option<&'a Shared>,
@@ -61,46 +54,79 @@ pub(crate) struct Carrier<'a> {
 }
 
 impl Carrier<'_> {
-    /// The buckets for `p`: carried from the previous rule of the same
-    /// name when its partitioning is the same, else from `fresh`.
-    pub(crate) fn buckets(
+    /// The previous rule named like `p`, with its store.
+    fn old(&self, p: &Policy) -> Option<(&Compiled, Option<HttpStore>)> {
+        let s = self.previous?;
+        if let Some(g) = s.global.as_ref().filter(|c| c.name == p.name) {
+            return Some((g, s.store_of(g, true)));
+        }
+        let c = s.policies.iter().find(|c| c.name == p.name)?;
+        Some((c, s.store_of(c, false)))
+    }
+
+    /// A rule whose buckets live in a remote backend: nothing to carry.
+    pub(crate) fn remote(&mut self, p: &Policy) {
+        if self.previous.is_some() {
+            self.report.fresh.push(p.name.clone());
+        }
+    }
+
+    /// The store for `p` running `plan`: the previous rule's of the same
+    /// name when its partitioning is the same (reconfigured and reshaped
+    /// to `plan`), else from `fresh`.
+    pub(crate) fn store(
         &mut self,
         p: &Policy,
-        fresh: impl FnOnce() -> Result<Table, ConfigError>,
-    ) -> Result<Carried, ConfigError> {
-        let old = self.previous.and_then(|s| {
-            s.global
-                .iter()
-                .chain(s.policies.iter())
-                .find(|c| c.name == p.name)
+        plan: &Plan,
+        fresh: impl FnOnce() -> Result<HttpStore, ConfigError>,
+    ) -> Result<HttpStore, ConfigError> {
+        let carried = self.old(p).and_then(|(old, store)| {
+            let store = store?;
+            partitioned_alike(&old.policy, &old.plan, p, plan).then_some((old, store))
         });
-        let Some(old) = old.filter(|c| partitioned_alike(&c.policy, p)) else {
+        let Some((old, store)) = carried else {
             if self.previous.is_some() {
                 self.report.fresh.push(p.name.clone());
             }
-            return Ok(Carried {
-                table: Arc::new(fresh()?),
-                queue: None,
-            });
+            return fresh();
         };
-        let unchanged = old.policy.kind == p.kind && old.policy.quota == p.quota;
+        let unchanged = old.policy.algorithm == p.algorithm && old.policy.queue == p.queue;
+        if old.plan.alg != plan.alg {
+            let now = self
+                .previous
+                .map_or(crate::time::Timestamp::ZERO, |s| s.clock.now());
+            let done = match plan.alg {
+                StoreAlg::Gcra(a) => store.reconfigure(a, self.how, now).is_ok(),
+                StoreAlg::Fixed(a) => store.reconfigure(a, self.how, now).is_ok(),
+                StoreAlg::Sliding(a) => store.reconfigure(a, self.how, now).is_ok(),
+                StoreAlg::InFlight(limit) => store
+                    .reconfigure(InFlight::with_limit(limit), self.how, now)
+                    .is_ok(),
+            };
+            if !done {
+                // cannot happen (same family); start afresh rather than lie
+                self.report.fresh.push(p.name.clone());
+                return fresh();
+            }
+        }
         if unchanged {
             self.report.kept.push(p.name.clone());
-            return Ok(carried(old));
+        } else {
+            self.report.reconfigured.push(p.name.clone());
         }
-        if old.policy.queue.is_some() {
-            // a queue's bucket belongs to the queue: start afresh
-            self.report.fresh.push(p.name.clone());
-            return Ok(Carried {
-                table: Arc::new(fresh()?),
-                queue: None,
-            });
-        }
-        let now = StdClock::new().now();
-        old.table
-            .reconfigure(Gcra::new(p.kind, p.quota), self.how, now);
-        self.report.reconfigured.push(p.name.clone());
-        Ok(carried(old))
+        let store = match plan.shaping {
+            Some(s) => match store.with_shaping(s) {
+                Ok(store) => store,
+                Err(_) => {
+                    self.report.reconfigured.retain(|n| *n != p.name);
+                    self.report.kept.retain(|n| *n != p.name);
+                    self.report.fresh.push(p.name.clone());
+                    return fresh();
+                }
+            },
+            None => store.without_shaping(),
+        };
+        Ok(store)
     }
 
     /// Records the rules of the previous configuration that are gone.
@@ -116,19 +142,12 @@ impl Carrier<'_> {
     }
 }
 
-fn carried(old: &Compiled) -> Carried {
-    Carried {
-        table: Arc::clone(&old.table),
-        queue: old.queue.clone(),
-    }
-}
-
-/// Same name aside: the same keys, table size, queueing and backend, so the
-/// buckets mean the same thing under the new rule.
-fn partitioned_alike(old: &Policy, new: &Policy) -> bool {
+/// Same name aside: the same keys, table size, kind of algorithm and no
+/// backend, so the buckets mean the same thing under the new rule.
+fn partitioned_alike(old: &Policy, old_plan: &Plan, new: &Policy, new_plan: &Plan) -> bool {
     same_key(&old.key, &new.key)
         && old.max_keys == new.max_keys
-        && old.queue == new.queue
+        && old_plan.alg.same_family(&new_plan.alg)
         && old.backend.is_none()
         && new.backend.is_none()
 }
@@ -138,10 +157,14 @@ impl RateLimitLayer {
     /// layer and every service made from it, keeping the buckets of the
     /// rules that stay (matched by name):
     ///
-    /// - a rule with the same key source, `max_keys`, queueing and no
-    ///   backend keeps its buckets; if its quota or bucket kind changed,
-    ///   each key's bucket carries over by `how` (see [`crate::live`]);
-    /// - any other rule starts with fresh buckets (a remote backend's state
+    /// - a rule with the same key source, `max_keys`, kind of algorithm
+    ///   (token and leaky buckets, queueing or not, are one kind; fixed
+    ///   windows, sliding windows and in-flight limits are one each) and no
+    ///   backend keeps its store; if its quota, bucket kind, window, limit
+    ///   or queueing changed, each key's state carries over by `how` (see
+    ///   [`crate::live`]), requests waiting in its queue keep their turn
+    ///   and permits in flight stay held;
+    /// - any other rule starts with a fresh store (a remote backend's state
     ///   lives in its store anyway).
     ///
     /// Requests in flight finish under the configuration they started
