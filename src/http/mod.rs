@@ -279,7 +279,8 @@ pub use builder::RateLimitLayerBuilder;
 pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use key::{
-    ForwardedHeader, IpNet, IpNetError, KeyFn, KeySource, PartitionKey, PeerAddrFn, RequestHead,
+    ForwardedHeader, IpNet, KeyFn, KeySource, PartitionKey, PeerAddrFn, RequestHead,
+    DEFAULT_IPV6_PREFIX,
 };
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
 pub use policy::{
