@@ -551,6 +551,9 @@ pub mod quota;
 pub mod rate_limiter;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod remote;
 pub mod stats;
 pub mod time;

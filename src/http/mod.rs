@@ -265,13 +265,13 @@ mod body;
 mod builder;
 pub mod config;
 mod headers;
-mod key;
+pub(crate) mod key;
 mod layer;
 pub mod metrics;
 mod policy;
 mod rejection;
 mod reload;
-mod routing;
+pub(crate) mod routing;
 
 pub use backend::{BoxFuture, PolicyBackend, StoreUnavailable};
 pub use body::RateLimitBody;

@@ -72,7 +72,7 @@
 mod cache;
 mod config;
 pub mod script;
-mod store;
+pub(crate) mod store;
 
 pub use config::{
     CircuitBreaker, ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm, KEY_DIGEST_LEN,
