@@ -555,12 +555,14 @@ pub mod remote;
 pub mod stats;
 pub mod time;
 pub mod window;
+pub mod wrapping_clock;
 
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod sync;
 #[cfg(not(loom))]
 mod sync;
+mod ticks;
 mod wakers;
 
 pub use chain::Chain;
@@ -585,6 +587,7 @@ pub use rate_limiter::{KeyedRateLimiter, RateLimiter};
 pub use stats::{Statistics, WithStats};
 pub use time::Timestamp;
 pub use window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState};
+pub use wrapping_clock::WrappingClock;
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.
 #[cfg(doctest)]
