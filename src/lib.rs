@@ -534,6 +534,7 @@ pub mod chain;
 pub mod clock;
 pub mod concurrency;
 pub mod decision;
+pub mod duty_cycle;
 #[cfg(feature = "embassy")]
 pub mod embassy;
 pub mod error;
