@@ -553,6 +553,8 @@ pub mod rate_limiter;
 #[cfg(feature = "redis")]
 pub mod redis;
 pub mod remote;
+#[cfg(feature = "rtic")]
+pub mod rtic;
 pub mod stats;
 pub mod time;
 pub mod window;

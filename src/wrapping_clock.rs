@@ -262,7 +262,6 @@ pub struct WrappingClock<C> {
     /// by `2^s`; [`ENDED`] once the count reached its end.
     state: AtomicU32,
     ratio: Ratio,
-    hz: NonZeroU64,
 }
 
 impl<C: WrappingCounter> WrappingClock<C> {
@@ -274,11 +273,17 @@ impl<C: WrappingCounter> WrappingClock<C> {
         /// the counter: `WrappingClock<fn() -> u32>`).
         #[must_use]
         pub fn new(counter: C, hz: NonZeroU64) -> Self {
+            Self::with_ratio(counter, Ratio::from_hz(hz.get()))
+        }
+    }
+
+    crate::sync::const_fn_unless_loom! {
+        /// A clock on `counter` whose tick lasts `ratio`.
+        pub(crate) fn with_ratio(counter: C, ratio: Ratio) -> Self {
             Self {
                 counter,
                 state: AtomicU32::new(0),
-                ratio: Ratio::from_hz(hz.get()),
-                hz,
+                ratio,
             }
         }
     }
@@ -348,10 +353,12 @@ impl<C: WrappingCounter> WrappingClock<C> {
         (ENDED as u64) << Self::SHIFT
     }
 
-    /// The counter's frequency.
+    /// The length of `n` ticks (rounded down to the nanosecond,
+    /// saturating): `tick_length(1)` is one tick exactly where a tick is a
+    /// whole number of nanoseconds.
     #[must_use]
-    pub const fn hz(&self) -> NonZeroU64 {
-        self.hz
+    pub const fn tick_length(&self, n: u64) -> Duration {
+        Duration::from_nanos(self.ratio.ticks_to_nanos(n))
     }
 
     /// The timestamp of a tick count of this clock (rounded down to the
@@ -389,7 +396,7 @@ impl<C: WrappingCounter> Clock for WrappingClock<C> {
 impl<C> fmt::Debug for WrappingClock<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WrappingClock")
-            .field("hz", &self.hz)
+            .field("ns_per_tick", &self.ratio)
             .field("state", &self.state.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
@@ -456,7 +463,8 @@ mod tests {
         assert_eq!(lptim.wrap_period(), Duration::from_secs(2));
         assert_eq!(lptim.max_read_gap(), Duration::from_millis(1_500));
         assert_eq!(lptim.resolution(), Duration::from_nanos(30_518));
-        assert_eq!(lptim.hz().get(), 32_768);
+        assert_eq!(lptim.tick_length(32_768), Duration::from_secs(1));
+        assert_eq!(lptim.tick_length(1), Duration::from_nanos(30_517));
         assert_eq!(lptim.ticks_at(Timestamp::from_secs(1)), 32_768);
         assert_eq!(lptim.ticks_at(Timestamp::from_nanos(1)), 1);
     }
@@ -588,10 +596,11 @@ mod tests {
     }
 
     #[test]
-    fn debug_shows_the_frequency() {
+    fn debug_shows_the_tick() {
         let clock = WrappingClock::new(|| 0u32, hz(48_000_000));
         let text = std::format!("{clock:?}");
-        assert!(text.contains("48000000"), "{text}");
+        // 48 MHz: 125 ns per 6 ticks
+        assert!(text.contains("num: 125, den: 6"), "{text}");
     }
 
     /// A step of the simulation: advance the hardware by some ticks, then
