@@ -63,6 +63,9 @@
 //! | `http` (feature `http`) | `RateLimitLayer`: tower middleware for axum/hyper/tonic |
 //! | `redis` (feature `redis`) | `RedisStore`: the same GCRA for a fleet |
 //! | `embassy` (feature `embassy`) | `EmbassyClock` and `acquire(n).await` on firmware |
+//! | [`wrapping_clock`] | [`WrappingClock`]: a 16- or 32-bit hardware counter that wraps, extended to a `Timestamp` (lock-free, interrupt-safe, with a documented read rule) |
+//! | [`duty_cycle`] | [`DutyCycleLimiter`](duty_cycle::DutyCycleLimiter): radio airtime per sub-band (ETSI EN 300 220, the EU868 table), saved and restored across resets |
+//! | `rtic` (feature `rtic`) | `RticClock`: an RTIC monotonic as a `Clock` |
 //!
 //! ## Time is a type
 //!
@@ -482,6 +485,7 @@
 //! | `tokio` | no | `queue`: async queued acquisition; `TokioClock` (implies `std`) |
 //! | `http` | no | `http::RateLimitLayer`: tower middleware (global + per-route policies, keys, 429 + `Retry-After` + IETF `RateLimit` headers, queueing, metrics, TOML/JSON rules, reload) (implies `std`, `tokio`) |
 //! | `redis` | no | `redis::RedisStore`: distributed GCRA and fixed window on Redis/Valkey, with tokio (implies `std`) |
+//! | `rtic` | no | `rtic::RticClock`: any `rtic_time::Monotonic` (rtic-time 3) as a [`Clock`], exact tick conversion; `rtic::RticCounter`: a wrapping RTIC timebase for [`WrappingClock`] (`no_std`) |
 //!
 //! Without default features the crate is `no_std` and allocation-free. On
 //! targets without native 64-bit atomics (thumbv6m, riscv32imc) the final
