@@ -694,8 +694,8 @@ impl<const N: usize> DutyCycleLimiter<N> {
         Ok(Timestamp::from_nanos(slot.load(Ordering::Relaxed)) - now)
     }
 
-    /// When sub-band `band`'s time-off ends (a time not after the last
-    /// frame's start means it is free).
+    /// When sub-band `band`'s time-off ends: a frame may start at or after
+    /// this time (a time at or before `now` means the sub-band is free).
     ///
     /// # Errors
     /// [`TransmitError::UnknownBand`] for an index out of range.
