@@ -63,6 +63,9 @@
 //! | `http` (feature `http`) | `RateLimitLayer`: tower middleware for axum/hyper/tonic |
 //! | `redis` (feature `redis`) | `RedisStore`: the same GCRA for a fleet |
 //! | `embassy` (feature `embassy`) | `EmbassyClock` and `acquire(n).await` on firmware |
+//! | [`wrapping_clock`] | [`WrappingClock`]: a 16- or 32-bit hardware counter that wraps, extended to a `Timestamp` (lock-free, interrupt-safe, with a documented read rule) |
+//! | [`duty_cycle`] | [`DutyCycleLimiter`](duty_cycle::DutyCycleLimiter): radio airtime per sub-band (ETSI EN 300 220, the EU868 table), saved and restored across resets |
+//! | `rtic` (feature `rtic`) | `RticClock`: an RTIC monotonic as a `Clock` |
 //!
 //! ## Time is a type
 //!
@@ -482,6 +485,7 @@
 //! | `tokio` | no | `queue`: async queued acquisition; `TokioClock` (implies `std`) |
 //! | `http` | no | `http::RateLimitLayer`: tower middleware (global + per-route policies, keys, 429 + `Retry-After` + IETF `RateLimit` headers, queueing, metrics, TOML/JSON rules, reload) (implies `std`, `tokio`) |
 //! | `redis` | no | `redis::RedisStore`: distributed GCRA and fixed window on Redis/Valkey, with tokio (implies `std`) |
+//! | `rtic` | no | `rtic::RticClock`: any `rtic_time::Monotonic` (rtic-time 3) as a [`Clock`], exact tick conversion; `rtic::RticCounter`: a wrapping RTIC timebase for [`WrappingClock`] (`no_std`) |
 //!
 //! Without default features the crate is `no_std` and allocation-free. On
 //! targets without native 64-bit atomics (thumbv6m, riscv32imc) the final
@@ -534,6 +538,7 @@ pub mod chain;
 pub mod clock;
 pub mod concurrency;
 pub mod decision;
+pub mod duty_cycle;
 #[cfg(feature = "embassy")]
 pub mod embassy;
 pub mod error;
@@ -552,15 +557,19 @@ pub mod rate_limiter;
 #[cfg(feature = "redis")]
 pub mod redis;
 pub mod remote;
+#[cfg(feature = "rtic")]
+pub mod rtic;
 pub mod stats;
 pub mod time;
 pub mod window;
+pub mod wrapping_clock;
 
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod sync;
 #[cfg(not(loom))]
 mod sync;
+mod ticks;
 mod wakers;
 
 pub use chain::Chain;
@@ -585,6 +594,7 @@ pub use rate_limiter::{KeyedRateLimiter, RateLimiter};
 pub use stats::{Statistics, WithStats};
 pub use time::Timestamp;
 pub use window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState};
+pub use wrapping_clock::WrappingClock;
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.
 #[cfg(doctest)]

@@ -64,4 +64,53 @@ for target in thumbv7m-none-eabi thumbv6m-none-eabi thumbv7em-none-eabihf; do
     status=1
   fi
 done
+
+# The duty-cycle image (src/bin/duty-cycle.rs), on the same three machines:
+# the EU868 duty-cycle limiter (the regulation's arithmetic on a manual
+# clock, save -> reset -> restore, bad input, live frames) and a
+# WrappingClock on SysTick as a 16-bit counter, read from thread mode and
+# from the SysTick handler across tens of wraps.
+duty_expected=(
+  "exact and monotonic PASS"
+  "duty-cycle: 1% sub-band M: 36 frames of 1000 ms back to back in one hour = 36000 ms of airtime PASS"
+  "duty-cycle: 0.1% sub-band N: 36 frames of 100 ms back to back in one hour = 3600 ms of airtime PASS"
+  "duty-cycle: 10% sub-band P: 360 frames of 1000 ms back to back in one hour = 360000 ms of airtime PASS"
+  "duty-cycle: save 36 bytes -> reset -> restore: M waits 150 s, N waits 2950 s, P free after 0 s PASS"
+  "duty-cycle: bad input -> UnknownBand, AirtimeTooLong, NoSubBand, Checksum, Version PASS"
+  "duty-cycle live: sub-band P (10%) 10 frames of 2 ms on the 16-bit SysTick clock, starts >= 20 ms apart"
+  "ALL PASS"
+)
+for target in thumbv7m-none-eabi thumbv6m-none-eabi thumbv7em-none-eabihf; do
+  case "$target" in
+    thumbv7em-*) machine=(-cpu cortex-m4 -machine mps2-an386) ;;
+    *) machine=(-cpu cortex-m3 -machine lm3s6965evb) ;;
+  esac
+  echo "--- duty-cycle $target on ${machine[*]}"
+  cargo build --release --target "$target" --bin duty-cycle
+  elf="target/$target/release/duty-cycle"
+  set +e
+  out=$(timeout "$TIMEOUT" qemu-system-arm "${machine[@]}" \
+    -icount shift=1,align=off,sleep=off \
+    -semihosting-config enable=on,target=native -nographic -kernel "$elf" 2>&1)
+  rc=$?
+  set -e
+  echo "$out"
+  if [ "$rc" -ne 0 ]; then
+    echo "FAIL duty-cycle $target: QEMU exited with $rc (124: timed out)" >&2
+    status=1
+    continue
+  fi
+  for line in "${duty_expected[@]}" "tollgate duty-cycle firmware on $target:"; do
+    if ! grep -qF -- "$line" <<<"$out"; then
+      echo "FAIL duty-cycle $target: missing output line: $line" >&2
+      status=1
+    fi
+  done
+  if grep -qE "FAIL|PANIC" <<<"$out"; then
+    echo "FAIL duty-cycle $target: a check failed" >&2
+    status=1
+  else
+    echo "--- duty-cycle $target: ok"
+  fi
+done
 exit "$status"
