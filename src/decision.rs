@@ -13,8 +13,10 @@
 //!   (`n` larger than the burst, the largest weight or the limit), so a
 //!   caller never waits for the impossible.
 //!
-//! Building a decision is cheap: the snapshot stores raw nanosecond figures
-//! and computes `remaining` (a division) only when asked.
+//! Building a decision is cheap: the snapshot stores the bucket's raw
+//! figures (for an exact GCRA quota, in its units of `1/d` ns; see
+//! [`crate::gcra`]) and computes `remaining` and the nanoseconds of
+//! `reset_after` (divisions) only when asked.
 
 use core::fmt;
 use core::time::Duration;
@@ -23,6 +25,9 @@ use core::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Snapshot {
     limit: u32,
+    /// The unit of `reset_after`, `slack` and `per_permit`: `1/scale` ns
+    /// (1 except for a GCRA bucket with an exact fractional interval).
+    scale: u32,
     reset_after: u64,
     // remaining = min(slack / per_permit, limit), computed on demand
     slack: u64,
@@ -46,39 +51,45 @@ impl Snapshot {
     pub(crate) const fn exact(limit: u32, remaining: u32, reset_after_nanos: u64) -> Self {
         Self {
             limit,
+            scale: 1,
             reset_after: reset_after_nanos,
             slack: remaining as u64,
             per_permit: 1,
         }
     }
 
-    /// A snapshot whose `remaining` is `slack_nanos / per_permit_nanos`
-    /// (capped at `limit`), computed lazily. Used by time-based buckets.
+    /// A snapshot whose `remaining` is `slack / per_permit` (capped at
+    /// `limit`), computed lazily. Used by time-based buckets. All three
+    /// times are in units of `1/scale` ns (`scale ≥ 1`); `reset_after` is
+    /// reported in nanoseconds rounded up.
     #[inline]
     pub(crate) const fn from_slack(
         limit: u32,
-        slack_nanos: u64,
-        per_permit_nanos: u64,
-        reset_after_nanos: u64,
+        slack: u64,
+        per_permit: u64,
+        reset_after: u64,
+        scale: u32,
     ) -> Self {
         Self {
             limit,
-            reset_after: reset_after_nanos,
-            slack: slack_nanos,
-            per_permit: if per_permit_nanos == 0 {
-                1
-            } else {
-                per_permit_nanos
-            },
+            scale,
+            reset_after,
+            slack,
+            per_permit: if per_permit == 0 { 1 } else { per_permit },
         }
     }
 
-    /// The time one permit takes to come back (a GCRA bucket's emission
-    /// interval), or 1 for a snapshot with an exact count.
+    /// [`reset_after`](Self::reset_after) less the time `permits` permits
+    /// take to come back (a GCRA bucket's `permits × T`), in nanoseconds
+    /// rounded up: when the work queued ahead of the last `permits` ends.
+    /// For a snapshot with an exact count, a permit takes 1 ns.
     #[cfg(feature = "std")]
     #[inline]
-    pub(crate) const fn per_permit_nanos(&self) -> u64 {
-        self.per_permit
+    pub(crate) const fn reset_after_less_permits_nanos(&self, permits: u64) -> u64 {
+        let left = self
+            .reset_after
+            .saturating_sub(self.per_permit.saturating_mul(permits));
+        units_to_nanos_ceil(left, self.scale)
     }
 
     /// The most permits this limiter can ever hold (burst, largest weight,
@@ -102,19 +113,32 @@ impl Snapshot {
     /// Time until the limiter is back to full capacity (zero when full).
     #[must_use]
     pub const fn reset_after(&self) -> Duration {
-        Duration::from_nanos(self.reset_after)
+        Duration::from_nanos(self.reset_after_nanos())
     }
 
-    /// [`reset_after`](Self::reset_after) in nanoseconds.
+    /// [`reset_after`](Self::reset_after) in nanoseconds (rounded up for a
+    /// bucket whose exact time falls between two nanoseconds: at `now +
+    /// reset_after` it is full, a nanosecond earlier it is not).
     #[must_use]
+    #[inline]
     pub const fn reset_after_nanos(&self) -> u64 {
-        self.reset_after
+        units_to_nanos_ceil(self.reset_after, self.scale)
     }
 
     /// [`reset_after`](Self::reset_after) in whole seconds, rounded up.
     #[must_use]
     pub const fn reset_after_secs_ceil(&self) -> u64 {
-        nanos_to_secs_ceil(self.reset_after)
+        nanos_to_secs_ceil(self.reset_after_nanos())
+    }
+}
+
+/// `units` of `1/scale` ns in whole nanoseconds, rounded up.
+#[inline]
+pub(crate) const fn units_to_nanos_ceil(units: u64, scale: u32) -> u64 {
+    if scale <= 1 {
+        units
+    } else {
+        units.div_ceil(scale as u64)
     }
 }
 
@@ -301,9 +325,13 @@ mod tests {
 
     #[test]
     fn lazy_remaining_is_capped_at_limit() {
-        assert_eq!(Snapshot::from_slack(5, 1_000, 100, 0).remaining(), 5);
-        assert_eq!(Snapshot::from_slack(5, 399, 100, 0).remaining(), 3);
-        assert_eq!(Snapshot::from_slack(5, 0, 0, 0).remaining(), 0);
+        assert_eq!(Snapshot::from_slack(5, 1_000, 100, 0, 1).remaining(), 5);
+        assert_eq!(Snapshot::from_slack(5, 399, 100, 0, 1).remaining(), 3);
+        assert_eq!(Snapshot::from_slack(5, 0, 0, 0, 1).remaining(), 0);
+        // in thirds of a nanosecond: 10/3 ns until full reports 4 ns
+        let s = Snapshot::from_slack(5, 399, 100, 10, 3);
+        assert_eq!((s.remaining(), s.reset_after_nanos()), (3, 4));
+        assert_eq!(Snapshot::from_slack(5, 0, 1, 9, 3).reset_after_nanos(), 3);
         let s = Snapshot::new(5, 2, Duration::from_nanos(7));
         assert_eq!(s.remaining(), 2);
         assert_eq!(s.reset_after_nanos(), 7);

@@ -97,8 +97,10 @@ pub enum Inheritance {
 }
 
 /// A [`Gcra`] configuration in atomics, for readers that do not lock: six
-/// words stored with `Release` and loaded with `Acquire` by a protocol
-/// that detects a torn read (see [`LiveBucket`]).
+/// words (the last packs kind, capacity and the unit of time, so a TAT is
+/// never read with another configuration's units) stored with `Release`
+/// and loaded with `Acquire` by a protocol that detects a torn read (see
+/// [`LiveBucket`]).
 #[derive(Debug)]
 pub(crate) struct GcraCell {
     words: [AtomicU64; 6],
@@ -379,7 +381,7 @@ impl Limiter for LiveBucket {
     }
 
     fn is_idle(&self, now: Timestamp) -> bool {
-        self.read(|_, tat| tat <= now.as_nanos())
+        self.read(|g, tat| g.is_idle_at(tat, now.as_nanos()))
     }
 
     fn required_resolution(&self) -> Duration {
@@ -387,10 +389,8 @@ impl Limiter for LiveBucket {
     }
 
     fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
-        self.read(|g, tat| {
-            let state = crate::gcra::GcraState::from_tat(tat);
-            g.time_until_ready_after(&state, ahead, n, now)
-        })
+        self.read(|g, tat| g.wait_after_of(tat, ahead, n, now.as_nanos()))
+            .map(Duration::from_nanos)
     }
 }
 
