@@ -97,10 +97,10 @@ pub enum Inheritance {
 }
 
 /// A [`Gcra`] configuration in atomics, for readers that do not lock: six
-/// words (the last packs kind, capacity and the unit of time, so a TAT is
-/// never read with another configuration's units) stored with `Release`
-/// and loaded with `Acquire` by a protocol that detects a torn read (see
-/// [`LiveBucket`]).
+/// words (the last packs the kind, the capacity and the unit of time the
+/// TAT is kept in) stored with `Release` and loaded with `Acquire` by a
+/// protocol that detects a torn read (see [`LiveBucket`]): a TAT is never
+/// read with another configuration's units.
 #[derive(Debug)]
 pub(crate) struct GcraCell {
     words: [AtomicU64; 6],

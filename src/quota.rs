@@ -46,7 +46,7 @@
 //! **Horizon.** An exact quota with `d > 1` serves clock readings up to
 //! `(2^64 − burst × P) / d` nanoseconds after the clock's origin: at least
 //! 34 years (`d = 16`), 194 years for `per_second(3)`. The clocks of the
-//! crate count from process start ([`StdClock`](crate::StdClock)), boot
+//! crate count from process start (`StdClock`, feature `std`), boot
 //! (embassy) or wherever a [`ManualClock`](crate::ManualClock) starts. A
 //! bucket driven past its horizon stops refilling (it never admits more
 //! than it did at the horizon), so it fails closed, never open. A clock

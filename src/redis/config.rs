@@ -24,8 +24,8 @@ pub enum RemoteAlgorithm {
     /// the store runs [`Gcra::rounded`], the emission interval rounded up
     /// to whole nanoseconds, for every quota. (An in-process bucket keeps
     /// a fractional interval such as `per_second(3)`'s exactly; the store
-    /// keeps the TAT format every replica of a fleet already shares, and
-    /// gives at most one permit a period less for such quotas.)
+    /// keeps the TAT format every replica of a fleet already shares, each
+    /// interval under a nanosecond longer for such quotas.)
     Gcra(Gcra),
     /// A fixed window: at most `quota.permits()` per window of
     /// `quota.period()`, windows aligned on multiples of the period on the
