@@ -13,10 +13,8 @@
 //!   (`n` larger than the burst, the largest weight or the limit), so a
 //!   caller never waits for the impossible.
 //!
-//! Building a decision is cheap: the snapshot stores the bucket's raw
-//! figures (for an exact GCRA quota, in its units of `1/d` ns; see
-//! [`crate::gcra`]) and computes `remaining` and the nanoseconds of
-//! `reset_after` (divisions) only when asked.
+//! Building a decision is cheap: the snapshot stores raw figures and
+//! computes `remaining` (a division) only when asked.
 
 use core::fmt;
 use core::time::Duration;
@@ -25,9 +23,10 @@ use core::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Snapshot {
     limit: u32,
-    /// The unit of `reset_after`, `slack` and `per_permit`: `1/scale` ns
-    /// (1 except for a GCRA bucket with an exact fractional interval).
+    /// The unit of `slack` and `per_permit`: `1/scale` ns (1 except for a
+    /// GCRA bucket with an exact fractional interval, see [`crate::gcra`]).
     scale: u32,
+    /// In nanoseconds.
     reset_after: u64,
     // remaining = min(slack / per_permit, limit), computed on demand
     slack: u64,
@@ -59,37 +58,49 @@ impl Snapshot {
     }
 
     /// A snapshot whose `remaining` is `slack / per_permit` (capped at
-    /// `limit`), computed lazily. Used by time-based buckets. All three
-    /// times are in units of `1/scale` ns (`scale ≥ 1`); `reset_after` is
-    /// reported in nanoseconds rounded up.
+    /// `limit`), computed lazily. Used by time-based buckets: `slack` and
+    /// `per_permit` in units of `1/scale` ns (`scale ≥ 1`), `reset_after`
+    /// in nanoseconds.
     #[inline]
     pub(crate) const fn from_slack(
         limit: u32,
         slack: u64,
         per_permit: u64,
-        reset_after: u64,
+        reset_after_nanos: u64,
         scale: u32,
     ) -> Self {
         Self {
             limit,
             scale,
-            reset_after,
+            reset_after: reset_after_nanos,
             slack,
             per_permit: if per_permit == 0 { 1 } else { per_permit },
         }
     }
 
     /// [`reset_after`](Self::reset_after) less the time `permits` permits
-    /// take to come back (a GCRA bucket's `permits × T`), in nanoseconds
+    /// take to come back (a token bucket's `permits × T`), in nanoseconds
     /// rounded up: when the work queued ahead of the last `permits` ends.
     /// For a snapshot with an exact count, a permit takes 1 ns.
     #[cfg(feature = "std")]
     #[inline]
     pub(crate) const fn reset_after_less_permits_nanos(&self, permits: u64) -> u64 {
-        let left = self
-            .reset_after
-            .saturating_sub(self.per_permit.saturating_mul(permits));
-        units_to_nanos_ceil(left, self.scale)
+        let cost = self.per_permit.saturating_mul(permits);
+        if self.scale <= 1 {
+            return self.reset_after.saturating_sub(cost);
+        }
+        // The lead in units: a token bucket's exactly (its slack is the
+        // largest lead, limit × T, less the lead); `reset_after` in units
+        // bounds it within a nanosecond for any snapshot.
+        let scale = self.scale as u64;
+        let by_slack = (self.limit as u64 * self.per_permit).saturating_sub(self.slack);
+        let by_reset = self.reset_after.saturating_mul(scale);
+        let lead = if by_slack < by_reset {
+            by_slack
+        } else {
+            by_reset
+        };
+        units_to_nanos_ceil(lead.saturating_sub(cost), self.scale)
     }
 
     /// The most permits this limiter can ever hold (burst, largest weight,
@@ -120,15 +131,14 @@ impl Snapshot {
     /// bucket whose exact time falls between two nanoseconds: at `now +
     /// reset_after` it is full, a nanosecond earlier it is not).
     #[must_use]
-    #[inline]
     pub const fn reset_after_nanos(&self) -> u64 {
-        units_to_nanos_ceil(self.reset_after, self.scale)
+        self.reset_after
     }
 
     /// [`reset_after`](Self::reset_after) in whole seconds, rounded up.
     #[must_use]
     pub const fn reset_after_secs_ceil(&self) -> u64 {
-        nanos_to_secs_ceil(self.reset_after_nanos())
+        nanos_to_secs_ceil(self.reset_after)
     }
 }
 
@@ -328,10 +338,15 @@ mod tests {
         assert_eq!(Snapshot::from_slack(5, 1_000, 100, 0, 1).remaining(), 5);
         assert_eq!(Snapshot::from_slack(5, 399, 100, 0, 1).remaining(), 3);
         assert_eq!(Snapshot::from_slack(5, 0, 0, 0, 1).remaining(), 0);
-        // in thirds of a nanosecond: 10/3 ns until full reports 4 ns
-        let s = Snapshot::from_slack(5, 399, 100, 10, 3);
+        // slack and per permit in thirds of a nanosecond
+        let s = Snapshot::from_slack(5, 399, 100, 4, 3);
         assert_eq!((s.remaining(), s.reset_after_nanos()), (3, 4));
-        assert_eq!(Snapshot::from_slack(5, 0, 1, 9, 3).reset_after_nanos(), 3);
+        for scale in 0..=40 {
+            for units in [0, 1, 2, 15, 16, 17, 1_000_000_007, u64::MAX - 1, u64::MAX] {
+                let want = units.div_ceil(u64::from(scale.max(1)));
+                assert_eq!(units_to_nanos_ceil(units, scale), want, "{units}/{scale}");
+            }
+        }
         let s = Snapshot::new(5, 2, Duration::from_nanos(7));
         assert_eq!(s.remaining(), 2);
         assert_eq!(s.reset_after_nanos(), 7);

@@ -335,6 +335,27 @@ impl Gcra {
         units_to_nanos_ceil(units, self.scale as u32)
     }
 
+    /// [`Gcra::units`] for a scale known to be 1 (`SCALED` false) or not.
+    #[inline(always)]
+    const fn units_in<const SCALED: bool>(&self, now: u64) -> u64 {
+        if SCALED {
+            self.scaled(now)
+        } else {
+            now
+        }
+    }
+
+    /// [`Gcra::nanos_ceil`] for a scale known to be 1 (`SCALED` false) or
+    /// not.
+    #[inline(always)]
+    const fn nanos_in<const SCALED: bool>(&self, units: u64) -> u64 {
+        if SCALED {
+            units.div_ceil(self.scale as u64)
+        } else {
+            units
+        }
+    }
+
     /// True if a bucket with stored `tat` is full at `now` (ns): `TAT ≤
     /// now`, in the bucket's units. Such a bucket is indistinguishable from
     /// a fresh one (eviction is lossless).
@@ -363,23 +384,25 @@ impl Gcra {
     #[inline]
     #[must_use]
     pub(crate) fn snapshot_for_lead(&self, lead: u64) -> Snapshot {
+        if self.scale == 1 {
+            self.snapshot_in::<false>(lead)
+        } else {
+            self.snapshot_in::<true>(lead)
+        }
+    }
+
+    /// [`Gcra::snapshot_for_lead`]; `SCALED` is false exactly when the
+    /// scale is 1 (then nothing is converted).
+    #[inline(always)]
+    fn snapshot_in<const SCALED: bool>(&self, lead: u64) -> Snapshot {
         let slack = match self.kind {
             BucketKind::TokenBucket => self.max_lead.saturating_sub(lead),
             BucketKind::LeakyBucket if lead == 0 => self.max_lead,
             BucketKind::LeakyBucket => 0,
         };
-        Snapshot::from_slack(self.capacity, slack, self.interval, lead, self.scale as u32)
-    }
-
-    /// A refusal whose exact wait is `retry` units: reported in whole
-    /// nanoseconds rounded up, the first instant at which the retry
-    /// succeeds.
-    #[inline]
-    fn denied(&self, retry: u64, lead: u64) -> Decision {
-        Decision::Denied(Denied::from_nanos(
-            self.nanos_ceil(retry),
-            self.snapshot_for_lead(lead),
-        ))
+        let scale = if SCALED { self.scale as u32 } else { 1 };
+        let reset_after = self.nanos_in::<SCALED>(lead);
+        Snapshot::from_slack(self.capacity, slack, self.interval, reset_after, scale)
     }
 
     #[inline]
@@ -416,19 +439,54 @@ impl Gcra {
         n: u32,
         now: u64,
     ) -> Result<(Decision, Option<u64>), CapacityExceeded> {
+        // The one branch a whole-nanosecond quota pays: it then runs the
+        // unscaled code with the scale a constant 1, inline; a scaled
+        // bucket calls the scaled code (out of line, so that callers stay
+        // small enough to inline the unscaled path).
+        if self.scale != 1 {
+            return self.step_scaled(tat, n, now);
+        }
+        self.step_in::<false>(tat, n, now)
+    }
+
+    /// [`Gcra::step`] of a bucket in units of `1/d` ns, `d > 1`.
+    #[inline(never)]
+    fn step_scaled(
+        &self,
+        tat: u64,
+        n: u32,
+        now: u64,
+    ) -> Result<(Decision, Option<u64>), CapacityExceeded> {
+        self.step_in::<true>(tat, n, self.scaled(now))
+    }
+
+    /// [`Gcra::step`] with `now` already in the bucket's units; `SCALED`
+    /// is false exactly when the scale is 1.
+    #[inline(always)]
+    fn step_in<const SCALED: bool>(
+        &self,
+        tat: u64,
+        n: u32,
+        now: u64,
+    ) -> Result<(Decision, Option<u64>), CapacityExceeded> {
         if n > self.capacity {
             return Err(self.exceeded(n));
         }
-        let now = self.units(now);
         let raw_lead = tat.saturating_sub(now);
         let healed = raw_lead > self.heal_limit;
         let lead = if healed { self.empty_lead } else { raw_lead };
         if n == 0 {
-            return Ok((Decision::Allowed(self.snapshot_for_lead(lead)), None));
+            return Ok((Decision::Allowed(self.snapshot_in::<SCALED>(lead)), None));
         }
         let admit_lead = self.admit_lead(n);
         if lead > admit_lead {
-            let decision = self.denied(lead - admit_lead, lead);
+            // the exact wait in whole nanoseconds rounded up: the first
+            // instant at which the retry succeeds
+            let retry = lead - admit_lead;
+            let decision = Decision::Denied(Denied::from_nanos(
+                self.nanos_in::<SCALED>(retry),
+                self.snapshot_in::<SCALED>(lead),
+            ));
             // Persist a heal so the bucket recovers instead of re-healing
             // forever.
             let store = healed.then(|| now.saturating_add(self.empty_lead));
@@ -436,7 +494,7 @@ impl Gcra {
         }
         let new_lead = lead + (n as u64) * self.interval; // ≤ max_lead
         Ok((
-            Decision::Allowed(self.snapshot_for_lead(new_lead)),
+            Decision::Allowed(self.snapshot_in::<SCALED>(new_lead)),
             Some(now.saturating_add(new_lead)),
         ))
     }
@@ -459,7 +517,20 @@ impl Gcra {
     #[inline]
     #[must_use]
     pub(crate) fn snapshot_of(&self, tat: u64, now: u64) -> Snapshot {
-        self.snapshot_for_lead(self.lead_at(tat, self.units(now)))
+        if self.scale != 1 {
+            return self.snapshot_scaled(tat, now);
+        }
+        self.snapshot_of_in::<false>(tat, now)
+    }
+
+    #[inline(never)]
+    fn snapshot_scaled(&self, tat: u64, now: u64) -> Snapshot {
+        self.snapshot_of_in::<true>(tat, now)
+    }
+
+    #[inline(always)]
+    fn snapshot_of_in<const SCALED: bool>(&self, tat: u64, now: u64) -> Snapshot {
+        self.snapshot_in::<SCALED>(self.lead_at(tat, self.units_in::<SCALED>(now)))
     }
 
     /// Nanoseconds (rounded up) until `n` permits would be admitted by a
@@ -475,10 +546,23 @@ impl Gcra {
         if n == 0 {
             return Ok(0);
         }
+        if self.scale != 1 {
+            return Ok(self.wait_scaled(tat, n, now));
+        }
+        Ok(self.wait_in::<false>(tat, n, now))
+    }
+
+    #[inline(never)]
+    fn wait_scaled(&self, tat: u64, n: u32, now: u64) -> u64 {
+        self.wait_in::<true>(tat, n, now)
+    }
+
+    #[inline(always)]
+    fn wait_in<const SCALED: bool>(&self, tat: u64, n: u32, now: u64) -> u64 {
         let wait = self
-            .lead_at(tat, self.units(now))
+            .lead_at(tat, self.units_in::<SCALED>(now))
             .saturating_sub(self.admit_lead(n));
-        Ok(self.nanos_ceil(wait))
+        self.nanos_in::<SCALED>(wait)
     }
 
     /// Nanoseconds (rounded up) until a bucket with stored `tat` could
@@ -579,6 +663,47 @@ impl Gcra {
     }
 }
 
+impl Gcra {
+    /// [`Algorithm::check_n`] of a bucket in units of `1/d` ns, `d > 1`.
+    #[inline(never)]
+    fn check_n_scaled(
+        &self,
+        state: &GcraState,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Decision, CapacityExceeded> {
+        self.check_n_in::<true>(state, n, self.scaled(now.as_nanos()))
+    }
+
+    /// [`Algorithm::check_n`] with `now` in the bucket's units.
+    #[inline(always)]
+    fn check_n_in<const SCALED: bool>(
+        &self,
+        state: &GcraState,
+        n: u32,
+        now: u64,
+    ) -> Result<Decision, CapacityExceeded> {
+        let mut tat = state.tat.load(Ordering::Relaxed);
+        loop {
+            let (decision, store) = self.step_in::<SCALED>(tat, n, now)?;
+            let Some(new_tat) = store else {
+                return Ok(decision);
+            };
+            // A lost race means someone else moved the TAT: decide again on
+            // their value.
+            match state.tat.compare_exchange_weak(
+                tat,
+                new_tat,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(decision),
+                Err(current) => tat = current,
+            }
+        }
+    }
+}
+
 /// A GCRA bucket's state: one atomic `u64` theoretical arrival time.
 ///
 /// 8 bytes, `const`-constructible (so it can be a `static`), `Default` is a
@@ -632,25 +757,13 @@ impl Algorithm for Gcra {
         n: u32,
         now: Timestamp,
     ) -> Result<Decision, CapacityExceeded> {
-        let now = now.as_nanos();
-        let mut tat = state.tat.load(Ordering::Relaxed);
-        loop {
-            let (decision, store) = self.step(tat, n, now)?;
-            let Some(new_tat) = store else {
-                return Ok(decision);
-            };
-            // A lost race means someone else moved the TAT: decide again on
-            // their value.
-            match state.tat.compare_exchange_weak(
-                tat,
-                new_tat,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok(decision),
-                Err(current) => tat = current,
-            }
+        // the one flag: whole nanoseconds run inline as before; a scaled
+        // bucket continues out of line (a tail call, so the whole-nanosecond
+        // path pays no stack frame for it)
+        if self.scale != 1 {
+            return self.check_n_scaled(state, n, now);
         }
+        self.check_n_in::<false>(state, n, now.as_nanos())
     }
 
     #[inline]

@@ -398,3 +398,25 @@ fn past_the_horizon_an_exact_bucket_fails_closed() {
     assert!(b.check_n(10, t(horizon)).unwrap().is_allowed());
     assert!(b.check_n(10, t(horizon + SEC)).unwrap().is_allowed());
 }
+
+/// A shaped policy (nginx `limit_req` without `nodelay`) delays each
+/// excess request to its exact turn, rounded up to the nanosecond: at 3 per
+/// second, `⌈k/3⌉` s for the `k`-th (rounding `T` up made them 333_333_334,
+/// 666_666_668 and 1_000_000_002 ns).
+#[test]
+fn shaped_delays_are_the_exact_turns() {
+    use tollgate::partitioned::{Partitioned, PartitionedLimiter, Shaping};
+    let bucket = Gcra::token_bucket(burst(Quota::per_second(3).unwrap(), 4));
+    let table = ShardedKeyedTable::<u8, _>::builder(bucket).build().unwrap();
+    let shaped = Partitioned::<u8, u8>::builder("exact")
+        .shaped("zone", |k: &u8| Some(*k), table, Shaping::delay_all())
+        .build();
+    let delays: Vec<u64> = (0..4)
+        .map(|_| {
+            let admission = shaped.try_acquire(&1, t(T0)).unwrap();
+            u64::try_from(admission.delay.as_nanos()).unwrap()
+        })
+        .collect();
+    assert_eq!(delays, [0, 333_333_334, 666_666_667, 1_000_000_000]);
+    assert!(shaped.try_acquire(&1, t(T0)).is_err());
+}
