@@ -64,10 +64,12 @@
 //! a nanosecond earlier does not (`r = ⌈exact wait⌉`); `reset_after` and
 //! [`GcraState::tat`] likewise. `remaining` is exact (`⌊slack / P⌋`).
 //!
-//! The cost, for `d > 1` only: one multiplication and one minimum per call
-//! to scale `now`, and divisions by `d` when a `retry_after`, a wait or a
-//! snapshot's `reset_after` is read in nanoseconds. Quotas with `d = 1`
-//! take one predictable branch more and nothing else.
+//! The cost: a quota with `d = 1` pays one predictable branch per
+//! operation, on a flag in the configuration; its code is otherwise the
+//! whole-nanosecond GCRA, unchanged. A quota with `d > 1` continues out of
+//! line: one multiplication and one comparison to scale `now`, and one
+//! division by `d` for each time reported in nanoseconds (`reset_after` on
+//! every decision, `retry_after` on a refusal).
 //!
 //! The units shrink the clock range a bucket serves from 584 years to
 //! `(2^64 − 2 − c·P) / d` ns, its **horizon** (at least 34 years; 194 years

@@ -38,10 +38,16 @@
 //!   than promised, never more (`per_second(17)` gives 16 permits back after
 //!   exactly one second, the 17th 10 ns later).
 //!
-//! Either way, over any span of length `t` a bucket admits at most
-//! `burst + ⌊t / T⌋` permits with the exact `T`; [`Quota::is_exact`] says
-//! which regime a quota is in. [`Quota::interval`] reports `T` rounded up
-//! to whole nanoseconds in both.
+//! Which quotas are exact: `per_second(n)` when `d = n / gcd(n, 10^9)`
+//! (`n` without the factors 2 and 5 it shares with 10^9) is at most 16:
+//! every `n ≤ 16`, and 18, 20, 22, 24, 25, 26, 28, 30, …; rounded for 17,
+//! 19, 21, 23, 27, 29, …. `per_minute(n)` and `per_hour(n)` likewise with
+//! `gcd(n, 60 × 10^9)` and `gcd(n, 3600 × 10^9)`: `per_minute(7)`,
+//! `per_minute(48)`, `per_hour(7)` exact, `per_minute(17)` rounded. [`Quota::is_exact`] says which regime a
+//! quota is in; [`Quota::interval`] reports `T` rounded up to whole
+//! nanoseconds in both. Either way, on a monotonic clock a bucket admits
+//! at most `burst + ⌊t / T⌋` permits over any span of length `t`, with the
+//! exact `T`.
 //!
 //! **Horizon.** An exact quota with `d > 1` serves clock readings up to
 //! `(2^64 − burst × P) / d` nanoseconds after the clock's origin: at least
@@ -387,6 +393,16 @@ mod tests {
         assert!(!huge.is_exact());
         assert_eq!(huge.scaled_interval(), (514_285_714_286, 1));
         assert_eq!(huge.with_burst(7).unwrap(), q);
+        // the lists of the module documentation
+        for n in 1..=30 {
+            let rounded = [17, 19, 21, 23, 27, 29].contains(&n);
+            assert_eq!(Quota::per_second(n).unwrap().is_exact(), !rounded, "{n}/s");
+        }
+        for (n, exact) in [(7, true), (48, true), (17, false)] {
+            assert_eq!(Quota::per_minute(n).unwrap().is_exact(), exact, "{n}/min");
+        }
+        assert!(Quota::per_hour(7).unwrap().is_exact());
+        assert!(!Quota::per_minute(7_001).unwrap().is_exact());
     }
 
     #[test]
