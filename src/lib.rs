@@ -400,7 +400,9 @@
 //! window) atomically inside Redis, Valkey or a Redis Cluster, in one Lua
 //! script on the server's clock: every replica pointing at the same server
 //! and key prefix shares one limit per key, with the same [`Decision`]
-//! fields as an in-process bucket. One round trip per decision; a key
+//! fields as an in-process bucket (the store keeps TATs in whole
+//! nanoseconds: a fractional interval is rounded up there, see
+//! [`Gcra::rounded`]). One round trip per decision; a key
 //! expires once its bucket has refilled; each call has a timeout (50 ms by
 //! default) after which a `redis::FailurePolicy` decides
 //! (fail-open, fail-open under a local ceiling, or fail-closed), flagged in
