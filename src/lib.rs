@@ -49,6 +49,8 @@
 //! | [`quota`] | [`Quota`]: permits per period and a burst |
 //! | [`error`] | [`ConfigError`] (cannot build) and [`AcquireError`] (not now); the [`valid!`] macro for `static`s |
 //! | [`gcra`] | [`Gcra`] + [`GcraState`]: the token and leaky buckets |
+//! | [`tick`] | [`TickGcra`] + [`TickState`]: the same buckets in 32-bit ticks of your timer, lock-free on Armv7-M and RISC-V `A`, interrupt-safe everywhere |
+//! | [`lock_freedom`] | [`LockFreedom`]: which types are lock-free / interrupt-safe on the target you build for |
 //! | [`decision`] | [`Decision`], [`Snapshot`], [`Denied`], [`CapacityExceeded`] |
 //! | [`limiter`] | the [`Algorithm`] and [`Limiter`] traits, [`Bucket`], [`BucketRef`] |
 //! | [`rate_limiter`] | [`RateLimiter`] and [`KeyedRateLimiter`]: a limiter or a keyed table bundled with its clock |
@@ -543,6 +545,7 @@ pub mod http;
 pub mod keyed;
 pub mod limiter;
 pub mod live;
+pub mod lock_freedom;
 #[cfg(feature = "std")]
 pub mod partitioned;
 #[cfg(feature = "tokio")]
@@ -553,6 +556,7 @@ pub mod rate_limiter;
 pub mod redis;
 pub mod remote;
 pub mod stats;
+pub mod tick;
 pub mod time;
 pub mod window;
 
@@ -578,11 +582,13 @@ pub use gcra::{BucketKind, Gcra, GcraState};
 pub use keyed::{KeyedDecision, KeyedLimiter};
 pub use limiter::{Algorithm, Bucket, BucketRef, Limiter};
 pub use live::{Inheritance, LiveBucket};
+pub use lock_freedom::LockFreedom;
 #[cfg(feature = "tokio")]
 pub use queue::TokioClock;
 pub use quota::Quota;
 pub use rate_limiter::{KeyedRateLimiter, RateLimiter};
 pub use stats::{Statistics, WithStats};
+pub use tick::{TickDecision, TickGcra, TickState};
 pub use time::Timestamp;
 pub use window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState};
 
