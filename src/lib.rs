@@ -96,6 +96,27 @@
 //! assert!(RADIO.check(now + core::time::Duration::from_millis(20)).is_allowed());
 //! ```
 //!
+//! ## Interrupt handlers
+//!
+//! A limiter checked from an interrupt handler *and* from the code it
+//! interrupts must never wait for a lock that code holds. [`TickGcra`] with
+//! a [`TickState`] ([`tick`]) is a token or leaky bucket in 32-bit ticks of
+//! your timer, with 32-bit arithmetic only; `const` asserts on
+//! [`LockFreedom`] turn a build that could deadlock into a compile error:
+//!
+//! ```
+//! use tollgate::tick::{TickGcra, TickState};
+//! use tollgate::{valid, LockFreedom, Quota};
+//!
+//! static LIMIT: TickGcra = valid!(TickGcra::token_bucket(valid!(Quota::per_second(100)), 32_768));
+//! static STATE: TickState = TickState::new(); // 4 bytes
+//! const _: () = assert!(TickState::IS_INTERRUPT_SAFE);
+//!
+//! // in the handler, `now` straight from a wrapping 32-bit timer
+//! let now: u32 = 0xFFFF_FFF0;
+//! assert!(LIMIT.check_ticks(&STATE, now).is_allowed());
+//! ```
+//!
 //! ## Token bucket or leaky bucket
 //!
 //! - A **token bucket** admits up to `burst` permits at once from a full
@@ -485,13 +506,28 @@
 //! | `http` | no | `http::RateLimitLayer`: tower middleware (global + per-route policies, keys, 429 + `Retry-After` + IETF `RateLimit` headers, queueing, metrics, TOML/JSON rules, reload) (implies `std`, `tokio`) |
 //! | `redis` | no | `redis::RedisStore`: distributed GCRA and fixed window on Redis/Valkey, with tokio (implies `std`) |
 //!
-//! Without default features the crate is `no_std` and allocation-free. On
-//! targets without native 64-bit atomics (thumbv6m, riscv32imc) the final
-//! binary chooses how `portable-atomic` emulates them: enable its
-//! `critical-section` feature (and provide a critical-section
-//! implementation, e.g. cortex-m's `critical-section-single-core`) or build
-//! with `--cfg portable_atomic_unsafe_assume_single_core` on a single-core
-//! chip. tollgate never picks for you.
+//! Without default features the crate is `no_std` and allocation-free.
+//! The 64-bit states use `portable-atomic`'s `AtomicU64` (tollgate enables
+//! only its `fallback` feature); on chips without native 64-bit atomics
+//! the final binary chooses how it is provided, and tollgate never picks
+//! for you:
+//!
+//! - thumbv6m, riscv32imc (no compare-and-swap): one of portable-atomic's
+//!   `critical-section` feature (plus an implementation, e.g. cortex-m's
+//!   `critical-section-single-core`) or `unsafe-assume-single-core` (the
+//!   feature, or `--cfg portable_atomic_unsafe_assume_single_core`) is
+//!   required; either is interrupt-safe.
+//! - thumbv7m, thumbv7em, riscv32imac (32-bit compare-and-swap): nothing is
+//!   required, and by default portable-atomic uses a global spin-lock
+//!   table, which is **not** interrupt-safe. Its `critical-section` feature
+//!   does not change that on these targets; `unsafe-assume-single-core` or
+//!   `unsafe-assume-privileged` does.
+//!
+//! For a bucket shared with an interrupt handler use [`tick`]: one `u32`,
+//! native compare-and-swap where the chip has it and a critical section
+//! (which the firmware provides) where not, interrupt-safe on every
+//! target. [`LockFreedom`] says, per type, what the build at hand gives;
+//! [`lock_freedom`] has the table for every target.
 //!
 //! ## Verification
 //!

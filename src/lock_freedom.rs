@@ -48,7 +48,7 @@
 //! is none (thumbv6m, riscv32imc). So on a Cortex-M3/M4 the 64-bit states
 //! stay on the lock table unless the firmware enables
 //! `unsafe-assume-single-core` (single core, privileged code) or
-//! `unsafe-assume-privileged`: use a [`TickState`](crate::tick::TickState)
+//! `unsafe-assume-privileged`: use a [`TickState`]
 //! wherever an interrupt handler checks a bucket. (The *feature*
 //! `unsafe-assume-privileged` is invisible to this crate, so with it the
 //! constants say "not interrupt-safe" although the lock table then masks
@@ -59,12 +59,12 @@
 //!
 //! | type | LF / IS |
 //! |---|---|
-//! | [`SlidingWindowState`](crate::SlidingWindowState), `Bucket<SlidingWindow<N>>` | no / no (a spin lock) |
-//! | [`HeaplessKeyedTable`](crate::keyed::HeaplessKeyedTable) | no / as its algorithm (a critical section around the map; the states inside are still the algorithm's atomics) |
+//! | [`SlidingWindowState`], `Bucket<SlidingWindow<N>>` | no / no (a spin lock) |
+//! | [`HeaplessKeyedTable`] | no / as its algorithm (a critical section around the map; the states inside are still the algorithm's atomics) |
 //! | `ShardedKeyedTable` (`std`) | no / no (reader-writer locks) |
 //! | `LockFreeGcraTable` (`std`) | checks of tracked keys: as `AtomicU128` (yes on aarch64; on x86_64 decided at run time by `cmpxchg16b`, so the constant says no unless built with `-C target-feature=+cmpxchg16b` and [`LockFreedom::is_lock_free`] says yes on almost every CPU; **no** on i686, wasm32, 32-bit Arm and RISC-V, where `portable-atomic` falls back to its lock table) / no (inserts lock a mutex) |
-//! | [`LiveBucket`](crate::LiveBucket) | no (a check that meets a quota change waits for it) / without `std`, as `AtomicU64` (changes run in a critical section); with `std`, no |
-//! | [`ConcurrencyLimiter`](crate::ConcurrencyLimiter) | no (releases wake async waiters under a lock) / without `std`, yes (a critical section); with `std`, no |
+//! | [`LiveBucket`] | no (a check that meets a quota change waits for it) / without `std`, as `AtomicU64` (changes run in a critical section); with `std`, no |
+//! | [`ConcurrencyLimiter`] | no (releases wake async waiters under a lock) / without `std`, yes (a critical section); with `std`, no |
 //! | `Bucket<A>`, `BucketRef<A>`, `RateLimiter<C, L>`, `KeyedRateLimiter<T, C>`, `&L`, `Arc<L>`, `Box<L>` | as what they hold |
 //! | [`Chain<A, B>`](crate::Chain) | both members |
 //! | [`WithStats<L>`](crate::WithStats) | `L` and `AtomicU64` (its counters) |

@@ -825,6 +825,10 @@ impl TickGcra {
 
     /// Gives back `n` permits of an earlier admission at tick `now` (the TAT
     /// moves back by `n·T`, never before `now`, so never above the burst).
+    /// A refund that leaves the bucket full stores `now` as its TAT, so a
+    /// caller whose `now` is older still sees the permits as taken; at tick
+    /// 0 itself that would be the sentinel, so it stores 1 (one tick less
+    /// room).
     ///
     /// ```
     /// use tollgate::tick::{TickGcra, TickState};
@@ -1153,9 +1157,9 @@ impl Bucket<TickGcra> {
     /// use tollgate::tick::TickGcra;
     /// use tollgate::{Bucket, BucketKind};
     /// let bucket = Bucket::new(TickGcra::from_ticks(BucketKind::TokenBucket, 8, 1, 1_000)?);
-    /// assert!(bucket.check_ticks(0).is_allowed());
-    /// bucket.refund_ticks(1, 0);
-    /// assert!(bucket.check_ticks(0).is_allowed());
+    /// assert!(bucket.check_ticks(5).is_allowed());
+    /// bucket.refund_ticks(1, 5);
+    /// assert!(bucket.check_ticks(5).is_allowed());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]
@@ -1209,9 +1213,9 @@ impl BucketRef<'_, TickGcra> {
     /// let config = TickGcra::from_ticks(BucketKind::TokenBucket, 8, 1, 1_000)?;
     /// let state = TickState::new();
     /// let bucket = BucketRef::new(&config, &state);
-    /// assert!(bucket.check_ticks(0).is_allowed());
-    /// bucket.refund_ticks(1, 0);
-    /// assert!(bucket.check_ticks(0).is_allowed());
+    /// assert!(bucket.check_ticks(5).is_allowed());
+    /// bucket.refund_ticks(1, 5);
+    /// assert!(bucket.check_ticks(5).is_allowed());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]
