@@ -538,7 +538,12 @@
 //! interleaving admits more than `capacity + ⌊span / T⌋`, that concurrent
 //! checks and refunds always equal some sequential order, that a refund
 //! never lifts a bucket above its burst, and that a stale `now` under the
-//! heal threshold grants nothing. For the fixed and sliding windows they
+//! heal threshold grants nothing. For the 32-bit tick buckets they show
+//! that checks and refunds racing across the 2³² wrap, callers stale
+//! within the heal threshold and reads at the edge of the idle horizon
+//! always equal a sequential run of a wrapping reference model and never
+//! admit more than `capacity + ⌊span / T⌋` of the unwrapped clock. For the
+//! fixed and sliding windows they
 //! show that the window of the latest reading never admits more than its
 //! limit across boundary races, stale callers and refunds, and that every
 //! run equals some sequential order; for the concurrency limiter, that the
