@@ -41,8 +41,8 @@
 //!   same rate that rounds its timestamps down (embassy's `EmbassyClock`)
 //!   maps back to its exact ticks (for `tick_hz` up to 1 GHz; above, a
 //!   nanosecond holds several ticks and is read as the last), and any other
-//!   clock is read at most 1 ns early. A `retry_after` is the exact time until the start of the tick
-//!   at which the request would be admitted.
+//!   clock is read at most 1 ns early. A `retry_after` is the exact time
+//!   until the start of the tick at which the request would be admitted.
 //!
 //! ```
 //! use tollgate::tick::{TickDecision, TickGcra, TickState};
@@ -108,7 +108,9 @@
 //!    (no wrap: `L < 2³¹`), so `lead = L`. Under a monotonic clock `L ≤
 //!    max_lead`; a reader whose `now` is stale by `s ≤ heal_threshold`
 //!    ticks sees `L ≤ max_lead + s ≤ H`: only a fuller bucket than there is
-//!    (it refuses, and it never stores a smaller TAT).
+//!    (it refuses, and it never stores a smaller TAT). (Right after the
+//!    once-in-2³² nudge of a TAT from 0 to 1, `L` can be `max_lead + 1`:
+//!    keep the threshold a tick above the staleness.)
 //! 2. *An idle bucket reads full for `2³² − H` ticks after its last write,
 //!    and forever once it holds the sentinel.* If `L ≤ 0` and `e < 2³² −
 //!    H`, then `−L = e − L₀ < 2³² − H`, so `ahead = 2³² + L` lies in `(H,
