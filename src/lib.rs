@@ -2,8 +2,9 @@
 //!
 //! Rate limiting that runs the same admission logic on a Cortex-M, on a
 //! multi-core server and across a fleet that shares one Redis. The core is
-//! `#![no_std]`, allocation-free and lock-free: one atomic word per bucket,
-//! no timers, no background task.
+//! `#![no_std]` and allocation-free: one atomic word per bucket, no timers,
+//! no background task, lock-free wherever the chip's atomics are
+//! ([`lock_freedom`] says which, per type and target).
 //!
 //! ## Quick start
 //!
