@@ -20,11 +20,19 @@ struct Input {
 const METHODS: [Method; 4] = [Method::GET, Method::POST, Method::PUT, Method::DELETE];
 
 fn normalise(raw: &str) -> Option<String> {
-    if !raw.starts_with('/') || !raw.bytes().all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#') {
+    if !raw.starts_with('/')
+        || !raw
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#')
+    {
         return None;
     }
     let t = raw.trim_end_matches('/');
-    Some(if t.is_empty() { "/".into() } else { t.to_ascii_lowercase() })
+    Some(if t.is_empty() {
+        "/".into()
+    } else {
+        t.to_ascii_lowercase()
+    })
 }
 
 fn model_matches(prefix: &str, path: &str) -> bool {
@@ -32,7 +40,10 @@ fn model_matches(prefix: &str, path: &str) -> bool {
         return true;
     }
     let lower = path.to_ascii_lowercase();
-    lower == prefix || lower.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('/'))
+    lower == prefix
+        || lower
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 fuzz_target!(|input: Input| {
@@ -93,7 +104,9 @@ fuzz_target!(|input: Input| {
         if http::Uri::try_from(path.as_str()).is_err() {
             continue;
         }
-        let uri_path = http::Uri::try_from(path.as_str()).map(|u| u.path().to_string()).unwrap_or_default();
+        let uri_path = http::Uri::try_from(path.as_str())
+            .map(|u| u.path().to_string())
+            .unwrap_or_default();
         let want = table
             .iter()
             .filter(|(p, _, ms)| {
@@ -101,6 +114,10 @@ fuzz_target!(|input: Input| {
             })
             .max_by(|a, b| a.0.len().cmp(&b.0.len()).then(b.1.cmp(&a.1)))
             .map(|(_, i, _)| *i);
-        assert_eq!(routes.route(method.clone(), path), want, "{method} {path:?}");
+        assert_eq!(
+            routes.route(method.clone(), path),
+            want,
+            "{method} {path:?}"
+        );
     }
 });

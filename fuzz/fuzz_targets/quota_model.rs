@@ -55,7 +55,10 @@ fuzz_target!(|input: Input| {
         Bucket::token_bucket(quota)
     };
     let burst = u128::from(quota.burst());
-    let (permits, period) = (u128::from(quota.permits()), u128::from(quota.period_nanos()));
+    let (permits, period) = (
+        u128::from(quota.permits()),
+        u128::from(quota.period_nanos()),
+    );
     let mut now = input.start;
     let mut held: u64 = 0;
     let mut events: Vec<Event> = Vec::new();
@@ -68,7 +71,11 @@ fuzz_target!(|input: Input| {
             let give = u64::from(n).min(held);
             bucket.refund(give as u32, t);
             held -= give;
-            events.push(Event { at: now, admitted: 0, refunded: give });
+            events.push(Event {
+                at: now,
+                admitted: 0,
+                refunded: give,
+            });
             continue;
         }
         match bucket.check_n(n, t) {
@@ -76,7 +83,11 @@ fuzz_target!(|input: Input| {
             Ok(Decision::Allowed(s)) => {
                 assert!(s.remaining() <= s.limit(), "{s:?}");
                 held += u64::from(n);
-                events.push(Event { at: now, admitted: u64::from(n), refunded: 0 });
+                events.push(Event {
+                    at: now,
+                    admitted: u64::from(n),
+                    refunded: 0,
+                });
                 // the bound over every span ending here
                 let (mut admitted, mut refunded) = (0u128, 0u128);
                 for e in events.iter().rev() {

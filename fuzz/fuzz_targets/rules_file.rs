@@ -21,7 +21,10 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if let Some(d) = fuzzing::parse_duration(text) {
-        assert!(text.bytes().any(|b| b.is_ascii_alphabetic()), "{text:?} -> {d:?}");
+        assert!(
+            text.bytes().any(|b| b.is_ascii_alphabetic()),
+            "{text:?} -> {d:?}"
+        );
     }
 });
 
