@@ -417,6 +417,12 @@ mod tests {
     use http::HeaderValue;
     use std::vec::Vec;
 
+    #[test]
+    fn a_table_key_is_fixed_size() {
+        // the bound the `http` module docs state
+        assert!(core::mem::size_of::<TableKey>() <= 32);
+    }
+
     fn nets(list: &[&str]) -> Vec<IpNet> {
         list.iter().map(|s| s.parse().unwrap()).collect()
     }

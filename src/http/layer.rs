@@ -463,7 +463,11 @@ impl Shared {
     }
 
     /// The route policy of `req` (`only`: a route layer's policy).
-    pub(crate) fn route_of<B>(&self, req: &Request<B>, only: Option<&str>) -> Result<Option<usize>, ()> {
+    pub(crate) fn route_of<B>(
+        &self,
+        req: &Request<B>,
+        only: Option<&str>,
+    ) -> Result<Option<usize>, ()> {
         if let Some(name) = only {
             // a route layer whose policy a reload removed lets requests through
             return self
