@@ -236,3 +236,69 @@ fn creating_a_store_outside_a_tokio_runtime_is_an_error_not_a_panic() {
         ),
     }
 }
+
+/// The `q`-quantile of `sorted` latencies.
+fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i]
+}
+
+/// Issue 19: with Redis dead (connection refused), every call used to wait
+/// the whole timeout. Now, once the breaker opens (3 failed calls), the
+/// failure policy answers at once, and a background probe closes the
+/// breaker after the server is restarted. The timeout here is 500 ms, so
+/// "at once" (under a tenth of it) cannot be confused with "timed out".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_server_opens_the_breaker_then_answers_at_once_and_recovers() {
+    const LONG: Duration = Duration::from_millis(500);
+    let mut server = RedisServer::start();
+    let store = RedisStore::connect(
+        server.url(),
+        config(FailurePolicy::fail_closed(Duration::from_secs(2))).timeout(LONG),
+    )
+    .await
+    .unwrap();
+    assert_eq!(store.check(b"k").await.source(), DecisionSource::Store);
+    server.stop();
+    // until the breaker opens: a few calls, each bounded by the timeout
+    let mut before = Vec::new();
+    while !store.circuit_open() {
+        let start = Instant::now();
+        let d = store.check(b"k").await;
+        before.push(start.elapsed());
+        assert!(d.is_denied() && d.store_unavailable());
+        assert!(before.len() <= 3, "the breaker opens after 3 failed calls");
+    }
+    assert_eq!(store.circuit_openings(), 1);
+    let mut open = Vec::new();
+    for _ in 0..200 {
+        let start = Instant::now();
+        let d = store.check(b"k").await;
+        open.push(start.elapsed());
+        assert!(
+            d.is_denied() && d.store_unavailable(),
+            "fail-closed answers"
+        );
+        assert_eq!(d.decision().retry_after(), Duration::from_secs(2));
+    }
+    open.sort();
+    let (p50, p99, max) = (quantile(&open, 0.5), quantile(&open, 0.99), open[199]);
+    eprintln!(
+        "dead Redis, timeout {LONG:?}: {} calls before the breaker opened took {before:?}; \
+         with the breaker open, 200 calls: p50 {p50:?}, p99 {p99:?}, max {max:?}",
+        before.len()
+    );
+    assert!(
+        max < LONG / 10,
+        "an open breaker answers well under the timeout: max {max:?}"
+    );
+
+    server.restart();
+    let took = until_store_answers(&store, b"k").await;
+    eprintln!("the breaker closed and the store answered {took:?} after the restart");
+    assert!(!store.circuit_open());
+    assert_eq!(store.circuit_openings(), 1, "it stayed closed");
+    let d = store.check(b"k").await;
+    assert_eq!(d.source(), DecisionSource::Store);
+    assert!(d.is_allowed(), "a fresh server has a full bucket");
+}
