@@ -320,3 +320,68 @@ async fn dropped_request_waiting_on_redis_refunds_the_global_permit() {
     let res = app.call(request("/other")).await.unwrap();
     assert_eq!(res.status(), 429, "and only one: the limit still holds");
 }
+
+/// Issue 19: rule names may contain `:`, and Redis keys used to be
+/// `tollgate:<rule>:<tagged key>`, so rule `keys` charged for header value
+/// `global` (`k:global`) and rule `keys:k` keyed globally (`global`) both
+/// used `tollgate:keys:k:global`. Keys are now the prefix and a fixed-length
+/// digest, so two rules with different prefixes can never share one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_names_with_colons_never_share_redis_keys() {
+    let redis = RedisServer::start();
+    let toml = format!(
+        r#"
+        [[rules]]
+        name = "keys"
+        prefix = "/a"
+        rate = 1
+        period = "1h"
+        key = "header"
+        header = "x-k"
+        backend = "redis"
+        redis_url = "{url}"
+
+        [[rules]]
+        name = "keys:k"
+        prefix = "/b"
+        rate = 1
+        period = "1h"
+        key = "global"
+        backend = "redis"
+        redis_url = "{url}"
+        "#,
+        url = redis.url()
+    );
+    let layer = LayerConfig::from_toml(&toml)
+        .unwrap()
+        .into_builder()
+        .unwrap()
+        .peer_addr(connect_info)
+        .build()
+        .unwrap();
+    let s = serve(hello(layer)).await;
+    // rule `keys:k` (one bucket for everyone) is spent
+    assert_eq!(send(s.addr, Req::get("/b")).await.status, 200);
+    assert_eq!(send(s.addr, Req::get("/b")).await.status, 429);
+    // rule `keys`, header value `global`: its own fresh bucket
+    let a = || Req::get("/a").header("x-k", "global");
+    assert_eq!(send(s.addr, a()).await.status, 200);
+    assert_eq!(send(s.addr, a()).await.status, 429);
+    let mut names: Vec<String> = redis::cmd("KEYS")
+        .arg("tollgate:*")
+        .query(&mut redis.admin())
+        .unwrap();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let digest = |name: &str, prefix: &str| {
+        let rest = name.strip_prefix(prefix)?;
+        (rest.len() == 32 && rest.bytes().all(|b| b.is_ascii_hexdigit())).then_some(())
+    };
+    assert!(
+        names.iter().any(|n| digest(n, "tollgate:keys:").is_some())
+            && names
+                .iter()
+                .any(|n| digest(n, "tollgate:keys:k:").is_some()),
+        "each rule's key is its prefix and 32 hex digits: {names:?}"
+    );
+}
