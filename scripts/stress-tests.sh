@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Runs the whole test suite (`cargo test --workspace --all-features`) N
+# times in a row (default 20) while CPU-burning processes (default 2) load
+# the machine, the way a busy 2-core CI runner does. Reports each run's
+# result, time and failing tests, then a summary; exits non-zero if any run
+# failed.
+#
+#   scripts/stress-tests.sh            # 20 runs, 2 burners
+#   scripts/stress-tests.sh 5          # 5 runs
+#   STRESS_BURNERS=4 scripts/stress-tests.sh 3
+#   scripts/stress-tests.sh 10 --test http_queueing   # extra args go to cargo test
+#
+# Logs: target/stress/run-<k>.log. A run that takes longer than
+# STRESS_RUN_TIMEOUT seconds (default 1800) is killed and counted as failed
+# (a hung test).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+runs="${1:-20}"
+shift || true
+burners="${STRESS_BURNERS:-2}"
+run_timeout="${STRESS_RUN_TIMEOUT:-1800}"
+logs=target/stress
+mkdir -p "$logs"
+
+echo "building the test binaries first (not timed)"
+cargo test --workspace --all-features --no-run "$@" >"$logs/build.log" 2>&1 || {
+  tail -50 "$logs/build.log" >&2
+  echo "build failed" >&2
+  exit 2
+}
+
+burner_pids=()
+stop_burners() {
+  for pid in "${burner_pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${burner_pids[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  burner_pids=()
+}
+trap stop_burners EXIT
+trap 'stop_burners; exit 130' INT TERM
+
+for _ in $(seq "$burners"); do
+  # a busy loop in its own shell: one CPU's worth of load each
+  bash -c 'while :; do :; done' &
+  burner_pids+=("$!")
+done
+echo "$burners CPU burners running (pids ${burner_pids[*]}); $runs runs"
+
+failed_runs=0
+declare -A failures_by_test=()
+suite_start=$SECONDS
+for k in $(seq "$runs"); do
+  log="$logs/run-$k.log"
+  start=$SECONDS
+  timeout --signal=KILL "$run_timeout" \
+    cargo test --workspace --all-features --no-fail-fast "$@" >"$log" 2>&1
+  rc=$?
+  took=$((SECONDS - start))
+  if [ "$rc" -eq 0 ]; then
+    printf 'run %2d/%d: ok      %4ds\n' "$k" "$runs" "$took"
+    continue
+  fi
+  failed_runs=$((failed_runs + 1))
+  # "test some::name ... FAILED" lines; a killed run may have none
+  mapfile -t failed < <(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$log" | sort -u)
+  if [ "$rc" -eq 137 ]; then
+    failed+=("(run killed after ${run_timeout}s: a test hung)")
+  elif [ "${#failed[@]}" -eq 0 ]; then
+    failed+=("(exit $rc without a failing test line: see $log)")
+  fi
+  printf 'run %2d/%d: FAILED  %4ds  %s\n' "$k" "$runs" "$took" "${failed[*]}"
+  for t in "${failed[@]}"; do
+    failures_by_test["$t"]=$((${failures_by_test["$t"]:-0} + 1))
+  done
+done
+total=$((SECONDS - suite_start))
+
+stop_burners
+echo
+echo "summary: $runs runs, $failed_runs failed, ${total}s in all ($((total / runs))s a run), $burners burners"
+for t in "${!failures_by_test[@]}"; do
+  printf '  %3d x %s\n' "${failures_by_test[$t]}" "$t"
+done | sort -rn
+[ "$failed_runs" -eq 0 ]
