@@ -31,7 +31,15 @@ cargo test --workspace --all-features --no-run "$@" >"$logs/build.log" 2>&1 || {
 }
 
 burner_pids=()
+run_pid=
 stop_burners() {
+  # the running suite: `timeout` leads its own process group (cargo and the
+  # test binaries)
+  if [ -n "$run_pid" ]; then
+    kill -TERM -- "-$run_pid" 2>/dev/null || true
+    wait "$run_pid" 2>/dev/null || true
+    run_pid=
+  fi
   for pid in "${burner_pids[@]}"; do
     kill "$pid" 2>/dev/null || true
   done
@@ -57,8 +65,11 @@ for k in $(seq "$runs"); do
   log="$logs/run-$k.log"
   start=$SECONDS
   timeout --signal=KILL "$run_timeout" \
-    cargo test --workspace --all-features --no-fail-fast "$@" >"$log" 2>&1
+    cargo test --workspace --all-features --no-fail-fast "$@" >"$log" 2>&1 &
+  run_pid=$!
+  wait "$run_pid"
   rc=$?
+  run_pid=
   took=$((SECONDS - start))
   if [ "$rc" -eq 0 ]; then
     printf 'run %2d/%d: ok      %4ds\n' "$k" "$runs" "$took"
