@@ -13,8 +13,8 @@
 //!   (`n` larger than the burst, the largest weight or the limit), so a
 //!   caller never waits for the impossible.
 //!
-//! Building a decision is cheap: the snapshot stores raw nanosecond figures
-//! and computes `remaining` (a division) only when asked.
+//! Building a decision is cheap: the snapshot stores raw figures and
+//! computes `remaining` (a division) only when asked.
 
 use core::fmt;
 use core::time::Duration;
@@ -23,6 +23,10 @@ use core::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Snapshot {
     limit: u32,
+    /// The unit of `slack` and `per_permit`: `1/scale` ns (1 except for a
+    /// GCRA bucket with an exact fractional interval, see [`crate::gcra`]).
+    scale: u32,
+    /// In nanoseconds.
     reset_after: u64,
     // remaining = min(slack / per_permit, limit), computed on demand
     slack: u64,
@@ -46,39 +50,57 @@ impl Snapshot {
     pub(crate) const fn exact(limit: u32, remaining: u32, reset_after_nanos: u64) -> Self {
         Self {
             limit,
+            scale: 1,
             reset_after: reset_after_nanos,
             slack: remaining as u64,
             per_permit: 1,
         }
     }
 
-    /// A snapshot whose `remaining` is `slack_nanos / per_permit_nanos`
-    /// (capped at `limit`), computed lazily. Used by time-based buckets.
+    /// A snapshot whose `remaining` is `slack / per_permit` (capped at
+    /// `limit`), computed lazily. Used by time-based buckets: `slack` and
+    /// `per_permit` in units of `1/scale` ns (`scale ≥ 1`), `reset_after`
+    /// in nanoseconds.
     #[inline]
     pub(crate) const fn from_slack(
         limit: u32,
-        slack_nanos: u64,
-        per_permit_nanos: u64,
+        slack: u64,
+        per_permit: u64,
         reset_after_nanos: u64,
+        scale: u32,
     ) -> Self {
         Self {
             limit,
+            scale,
             reset_after: reset_after_nanos,
-            slack: slack_nanos,
-            per_permit: if per_permit_nanos == 0 {
-                1
-            } else {
-                per_permit_nanos
-            },
+            slack,
+            per_permit: if per_permit == 0 { 1 } else { per_permit },
         }
     }
 
-    /// The time one permit takes to come back (a GCRA bucket's emission
-    /// interval), or 1 for a snapshot with an exact count.
+    /// [`reset_after`](Self::reset_after) less the time `permits` permits
+    /// take to come back (a token bucket's `permits × T`), in nanoseconds
+    /// rounded up: when the work queued ahead of the last `permits` ends.
+    /// For a snapshot with an exact count, a permit takes 1 ns.
     #[cfg(feature = "std")]
     #[inline]
-    pub(crate) const fn per_permit_nanos(&self) -> u64 {
-        self.per_permit
+    pub(crate) const fn reset_after_less_permits_nanos(&self, permits: u64) -> u64 {
+        let cost = self.per_permit.saturating_mul(permits);
+        if self.scale <= 1 {
+            return self.reset_after.saturating_sub(cost);
+        }
+        // The lead in units: a token bucket's exactly (its slack is the
+        // largest lead, limit × T, less the lead); `reset_after` in units
+        // bounds it within a nanosecond for any snapshot.
+        let scale = self.scale as u64;
+        let by_slack = (self.limit as u64 * self.per_permit).saturating_sub(self.slack);
+        let by_reset = self.reset_after.saturating_mul(scale);
+        let lead = if by_slack < by_reset {
+            by_slack
+        } else {
+            by_reset
+        };
+        units_to_nanos_ceil(lead.saturating_sub(cost), self.scale)
     }
 
     /// The most permits this limiter can ever hold (burst, largest weight,
@@ -102,10 +124,12 @@ impl Snapshot {
     /// Time until the limiter is back to full capacity (zero when full).
     #[must_use]
     pub const fn reset_after(&self) -> Duration {
-        Duration::from_nanos(self.reset_after)
+        Duration::from_nanos(self.reset_after_nanos())
     }
 
-    /// [`reset_after`](Self::reset_after) in nanoseconds.
+    /// [`reset_after`](Self::reset_after) in nanoseconds (rounded up for a
+    /// bucket whose exact time falls between two nanoseconds: at `now +
+    /// reset_after` it is full, a nanosecond earlier it is not).
     #[must_use]
     pub const fn reset_after_nanos(&self) -> u64 {
         self.reset_after
@@ -115,6 +139,16 @@ impl Snapshot {
     #[must_use]
     pub const fn reset_after_secs_ceil(&self) -> u64 {
         nanos_to_secs_ceil(self.reset_after)
+    }
+}
+
+/// `units` of `1/scale` ns in whole nanoseconds, rounded up.
+#[inline]
+pub(crate) const fn units_to_nanos_ceil(units: u64, scale: u32) -> u64 {
+    if scale <= 1 {
+        units
+    } else {
+        units.div_ceil(scale as u64)
     }
 }
 
@@ -301,9 +335,18 @@ mod tests {
 
     #[test]
     fn lazy_remaining_is_capped_at_limit() {
-        assert_eq!(Snapshot::from_slack(5, 1_000, 100, 0).remaining(), 5);
-        assert_eq!(Snapshot::from_slack(5, 399, 100, 0).remaining(), 3);
-        assert_eq!(Snapshot::from_slack(5, 0, 0, 0).remaining(), 0);
+        assert_eq!(Snapshot::from_slack(5, 1_000, 100, 0, 1).remaining(), 5);
+        assert_eq!(Snapshot::from_slack(5, 399, 100, 0, 1).remaining(), 3);
+        assert_eq!(Snapshot::from_slack(5, 0, 0, 0, 1).remaining(), 0);
+        // slack and per permit in thirds of a nanosecond
+        let s = Snapshot::from_slack(5, 399, 100, 4, 3);
+        assert_eq!((s.remaining(), s.reset_after_nanos()), (3, 4));
+        for scale in 0..=40 {
+            for units in [0, 1, 2, 15, 16, 17, 1_000_000_007, u64::MAX - 1, u64::MAX] {
+                let want = units.div_ceil(u64::from(scale.max(1)));
+                assert_eq!(units_to_nanos_ceil(units, scale), want, "{units}/{scale}");
+            }
+        }
         let s = Snapshot::new(5, 2, Duration::from_nanos(7));
         assert_eq!(s.remaining(), 2);
         assert_eq!(s.reset_after_nanos(), 7);

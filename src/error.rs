@@ -106,6 +106,18 @@ pub enum ConfigError {
         /// The largest shard count.
         max: usize,
     },
+    /// A tick bucket ([`crate::tick`]) on a clock of 0 ticks per second.
+    ZeroTickRate,
+    /// A 32-bit tick bucket's largest lead (`burst × interval`) plus its
+    /// heal threshold, in ticks, does not stay under 2³¹ ticks: beyond that
+    /// a wrapping `u32` could not tell a throttled bucket from an idle one
+    /// (see [`crate::tick`]).
+    TickHorizonExceeded {
+        /// `burst × interval + heal threshold`, in ticks.
+        ticks: u64,
+        /// The most accepted: 2³¹ − 1 ticks.
+        max: u32,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -151,6 +163,11 @@ impl fmt::Display for ConfigError {
             Self::InvalidShards { requested, max } => write!(
                 f,
                 "keyed table shard count {requested} must be a power of two between 1 and {max}"
+            ),
+            Self::ZeroTickRate => f.write_str("a tick clock must run at 1 tick per second or more"),
+            Self::TickHorizonExceeded { ticks, max } => write!(
+                f,
+                "burst x interval + heal threshold is {ticks} ticks, beyond the 32-bit tick horizon of {max}"
             ),
         }
     }
@@ -272,7 +289,7 @@ mod tests {
     #[test]
     fn every_config_error_names_the_problem() {
         let ms = Duration::from_millis;
-        let cases: [(ConfigError, &str); 15] = [
+        let cases: [(ConfigError, &str); 17] = [
             (
                 ConfigError::BurstNotSupported {
                     burst: 5,
@@ -337,6 +354,14 @@ mod tests {
                 "shard count 3",
             ),
             (ConfigError::ZeroLimit, "limit"),
+            (ConfigError::ZeroTickRate, "1 tick per second"),
+            (
+                ConfigError::TickHorizonExceeded {
+                    ticks: 1 << 31,
+                    max: (1 << 31) - 1,
+                },
+                "2147483648 ticks, beyond the 32-bit tick horizon of 2147483647",
+            ),
         ];
         for (error, text) in cases {
             assert!(error.to_string().contains(text), "{error}: {text}");

@@ -4,8 +4,8 @@
 //! the instant at which the bucket would be full again. Nothing runs in the
 //! background; every operation computes from the TAT and `now`.
 //!
-//! With emission interval `T` (rounded up) and capacity `c` (the burst for
-//! a token bucket, the largest weight for a leaky bucket), let
+//! With emission interval `T` and capacity `c` (the burst for a token
+//! bucket, the largest weight for a leaky bucket), let
 //! `lead = max(TAT − now, 0)`, the work still queued ahead of `now`:
 //!
 //! - **token bucket** (tolerance `τ = (burst − 1)·T`): `n` permits are
@@ -47,10 +47,44 @@
 //! threshold, a stale `now` only sees the bucket as fuller than it is.
 //!
 //! All arithmetic saturates: no input panics or wraps.
+//!
+//! # Exact arithmetic
+//!
+//! `T = period / permits` is a rational number of nanoseconds, `P / d` in
+//! lowest terms (see [`crate::quota`]). A bucket whose `T` is a whole
+//! number of nanoseconds (`d = 1`) keeps its TAT in nanoseconds. A bucket
+//! with `2 ≤ d ≤ 16` (and a largest lead `c·T` under `2^60/d` ns) keeps it
+//! in **units of `1/d` ns**: `now` is multiplied by `d` on the way in,
+//! every admission adds exactly `n·P` units (`n·T` exactly), and the TAT,
+//! the lead, `τ + T`, the heal limit and the refund are all whole numbers
+//! of units. So every decision is the exact rational GCRA: after exactly
+//! `k` periods exactly `k · permits` permits are back, and an admission is
+//! never a unit early or late. Times reported in nanoseconds are rounded
+//! up: a `retry_after` of `r` means the retry at `now + r` succeeds and one
+//! a nanosecond earlier does not (`r = ⌈exact wait⌉`); `reset_after` and
+//! [`GcraState::tat`] likewise. `remaining` is exact (`⌊slack / P⌋`).
+//!
+//! The cost: a quota with `d = 1` pays one predictable branch per
+//! operation, on a flag in the configuration; its code is otherwise the
+//! whole-nanosecond GCRA, unchanged. A quota with `d > 1` continues out of
+//! line: one multiplication and one comparison to scale `now`, and one
+//! division by `d` for each time reported in nanoseconds (`reset_after` on
+//! every decision, `retry_after` on a refusal).
+//!
+//! The units shrink the clock range a bucket serves from 584 years to
+//! `(2^64 − 2 − c·P) / d` ns, its **horizon** (at least 34 years; 194 years
+//! for `per_second(3)`). Past it, `now` stops at the horizon: the bucket no
+//! longer refills, so it never admits more than promised (it fails closed).
+//! Quotas with `d > 16`, or a larger lead, use `T` rounded **up** to whole
+//! nanoseconds, as before: they never admit more than promised, and may
+//! admit a permit later than the exact rate would (`per_second(17)` has 16
+//! permits back after exactly one second, the 17th 10 ns later).
+//! Reconfiguration between quotas of different `d` converts the TAT
+//! exactly and rounds so the bucket never gains room.
 
 use core::time::Duration;
 
-use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
+use crate::decision::{units_to_nanos_ceil, CapacityExceeded, Decision, Denied, Snapshot};
 use crate::limiter::{Algorithm, Bucket};
 use crate::live::Inheritance;
 use crate::quota::Quota;
@@ -79,6 +113,9 @@ pub enum BucketKind {
 /// together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Gcra {
+    /// `T`, in the bucket's units of `1/scale` ns (exactly `P` for an
+    /// exact quota with `d > 1`). Every time below is in these units except
+    /// `heal_threshold`.
     interval: u64,
     /// `capacity × interval`: the largest lead a monotonic clock can leave.
     max_lead: u64,
@@ -86,9 +123,12 @@ pub struct Gcra {
     heal_limit: u64,
     /// Lead of a bucket that is "empty at now": `τ + T`.
     empty_lead: u64,
+    /// In nanoseconds, as configured.
     heal_threshold: u64,
     capacity: u32,
     kind: BucketKind,
+    /// Units per nanosecond: `d` for an exact quota with `d > 1`, else 1.
+    scale: u8,
 }
 
 impl Gcra {
@@ -108,8 +148,25 @@ impl Gcra {
     /// A bucket of the given kind.
     #[must_use]
     pub const fn new(kind: BucketKind, quota: Quota) -> Self {
-        let interval = quota.interval_nanos();
-        let capacity = quota.burst();
+        let (interval, scale) = quota.scaled_interval();
+        Self::build(
+            kind,
+            interval,
+            scale as u8,
+            quota.burst(),
+            DEFAULT_HEAL_THRESHOLD_NANOS,
+        )
+    }
+
+    /// Every field from the interval (in units of `1/scale` ns), the
+    /// capacity and the heal threshold (ns).
+    const fn build(
+        kind: BucketKind,
+        interval: u64,
+        scale: u8,
+        capacity: u32,
+        heal_threshold: u64,
+    ) -> Self {
         // A validated quota guarantees capacity × interval fits; saturate anyway.
         let max_lead = interval.saturating_mul(capacity as u64);
         let empty_lead = match kind {
@@ -119,11 +176,12 @@ impl Gcra {
         Self {
             interval,
             max_lead,
-            heal_limit: max_lead.saturating_add(DEFAULT_HEAL_THRESHOLD_NANOS),
+            heal_limit: max_lead.saturating_add(heal_threshold.saturating_mul(scale as u64)),
             empty_lead,
-            heal_threshold: DEFAULT_HEAL_THRESHOLD_NANOS,
+            heal_threshold,
             capacity,
             kind,
+            scale,
         }
     }
 
@@ -135,31 +193,68 @@ impl Gcra {
     /// fresher one's TAT downward.
     #[must_use]
     pub const fn with_heal_threshold(self, threshold: Duration) -> Self {
-        let threshold_nanos = duration_to_nanos(threshold);
-        Self {
-            heal_threshold: threshold_nanos,
-            heal_limit: self.max_lead.saturating_add(threshold_nanos),
-            ..self
-        }
+        Self::build(
+            self.kind,
+            self.interval,
+            self.scale,
+            self.capacity,
+            duration_to_nanos(threshold),
+        )
     }
 
-    /// The emission interval `T`.
+    /// The same bucket with its emission interval rounded **up** to whole
+    /// nanoseconds (the rounded regime of [`crate::quota`]), whatever its
+    /// quota. Unchanged if the interval already is whole nanoseconds.
+    ///
+    /// This is what the Redis store (`tollgate::redis::RedisStore`, feature
+    /// `redis`) enforces, its Lua script keeping TATs in nanoseconds: build
+    /// an in-process bucket with it to decide exactly as the store does.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, Quota};
+    ///
+    /// let exact = Gcra::token_bucket(Quota::per_second(3)?);
+    /// assert_eq!(exact.interval_nanos(), 333_333_334); // reported rounded up
+    /// assert_ne!(exact.rounded(), exact); // enforced exactly
+    /// let ten = Gcra::token_bucket(Quota::per_second(10)?);
+    /// assert_eq!(ten.rounded(), ten);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub const fn rounded(self) -> Self {
+        if self.scale == 1 {
+            return self;
+        }
+        Self::build(
+            self.kind,
+            self.interval_nanos(),
+            1,
+            self.capacity,
+            self.heal_threshold,
+        )
+    }
+
+    /// The emission interval `T`, rounded up to whole nanoseconds (the
+    /// bucket itself may keep it exactly; see the [module docs](self)).
     #[must_use]
     pub const fn interval(&self) -> Duration {
-        Duration::from_nanos(self.interval)
+        Duration::from_nanos(self.interval_nanos())
     }
 
-    /// The emission interval `T` in nanoseconds.
+    /// The emission interval `T` in nanoseconds, rounded up.
     #[must_use]
     pub const fn interval_nanos(&self) -> u64 {
-        self.interval
+        units_to_nanos_ceil(self.interval, self.scale as u32)
     }
 
-    /// The tolerance `τ` (zero for a leaky bucket).
+    /// The tolerance `τ` (zero for a leaky bucket), rounded up to whole
+    /// nanoseconds.
     #[must_use]
     pub const fn tolerance(&self) -> Duration {
         Duration::from_nanos(match self.kind {
-            BucketKind::TokenBucket => self.max_lead - self.interval,
+            BucketKind::TokenBucket => {
+                units_to_nanos_ceil(self.max_lead - self.interval, self.scale as u32)
+            }
             BucketKind::LeakyBucket => 0,
         })
     }
@@ -176,7 +271,8 @@ impl Gcra {
         self.kind
     }
 
-    /// The configuration as six words, for [`crate::live`]'s atomic cell.
+    /// The configuration as six words, for [`crate::live`]'s atomic cell
+    /// (the last one packs the kind, the capacity and the scale).
     pub(crate) const fn to_words(self) -> [u64; 6] {
         let kind = match self.kind {
             BucketKind::TokenBucket => 0,
@@ -188,7 +284,7 @@ impl Gcra {
             self.heal_limit,
             self.empty_lead,
             self.heal_threshold,
-            (self.capacity as u64) << 1 | kind,
+            (self.scale as u64) << 40 | (self.capacity as u64) << 1 | kind,
         ]
     }
 
@@ -207,7 +303,67 @@ impl Gcra {
             } else {
                 BucketKind::LeakyBucket
             },
+            scale: (w[5] >> 40) as u8,
         }
+    }
+
+    /// `now` (ns) in the bucket's units. For `d = 1` it is `now` itself;
+    /// else `now × d`, stopped at the horizon `u64::MAX − 2 − max_lead`
+    /// so that every TAT the bucket stores (at most `now + max_lead`) fits,
+    /// below the values the keyed tables and [`crate::live`] reserve.
+    #[inline(always)]
+    pub(crate) const fn units(&self, now: u64) -> u64 {
+        if self.scale == 1 {
+            now
+        } else {
+            self.scaled(now)
+        }
+    }
+
+    #[inline]
+    const fn scaled(&self, now: u64) -> u64 {
+        let horizon = (u64::MAX - 2).saturating_sub(self.max_lead);
+        let units = now.saturating_mul(self.scale as u64);
+        if units < horizon {
+            units
+        } else {
+            horizon
+        }
+    }
+
+    /// `units` of the bucket in whole nanoseconds, rounded up.
+    #[inline(always)]
+    const fn nanos_ceil(&self, units: u64) -> u64 {
+        units_to_nanos_ceil(units, self.scale as u32)
+    }
+
+    /// [`Gcra::units`] for a scale known to be 1 (`SCALED` false) or not.
+    #[inline(always)]
+    const fn units_in<const SCALED: bool>(&self, now: u64) -> u64 {
+        if SCALED {
+            self.scaled(now)
+        } else {
+            now
+        }
+    }
+
+    /// [`Gcra::nanos_ceil`] for a scale known to be 1 (`SCALED` false) or
+    /// not.
+    #[inline(always)]
+    const fn nanos_in<const SCALED: bool>(&self, units: u64) -> u64 {
+        if SCALED {
+            units.div_ceil(self.scale as u64)
+        } else {
+            units
+        }
+    }
+
+    /// True if a bucket with stored `tat` is full at `now` (ns): `TAT ≤
+    /// now`, in the bucket's units. Such a bucket is indistinguishable from
+    /// a fresh one (eviction is lossless).
+    #[inline]
+    pub(crate) const fn is_idle_at(&self, tat: u64, now: u64) -> bool {
+        tat <= self.units(now)
     }
 
     /// The largest lead with which `n` permits are still admitted.
@@ -222,19 +378,34 @@ impl Gcra {
         }
     }
 
-    /// The snapshot of a bucket whose TAT is `lead` nanoseconds ahead of
-    /// `now` (0 for a full bucket). This is how a bucket stored elsewhere
-    /// (the Redis store runs the same step in a Lua script and returns the
-    /// lead) reports exactly the fields an in-process bucket would.
+    /// The snapshot of a bucket whose TAT is `lead` units ahead of `now`
+    /// (0 for a full bucket). This is how a bucket stored elsewhere (the
+    /// Redis store runs the same step in a Lua script, in nanoseconds, and
+    /// returns the lead) reports exactly the fields an in-process bucket
+    /// would.
+    #[cfg(feature = "redis")]
     #[inline]
     #[must_use]
     pub(crate) fn snapshot_for_lead(&self, lead: u64) -> Snapshot {
+        if self.scale == 1 {
+            self.snapshot_in::<false>(lead)
+        } else {
+            self.snapshot_in::<true>(lead)
+        }
+    }
+
+    /// [`Gcra::snapshot_for_lead`]; `SCALED` is false exactly when the
+    /// scale is 1 (then nothing is converted).
+    #[inline(always)]
+    fn snapshot_in<const SCALED: bool>(&self, lead: u64) -> Snapshot {
         let slack = match self.kind {
             BucketKind::TokenBucket => self.max_lead.saturating_sub(lead),
             BucketKind::LeakyBucket if lead == 0 => self.max_lead,
             BucketKind::LeakyBucket => 0,
         };
-        Snapshot::from_slack(self.capacity, slack, self.interval, lead)
+        let scale = if SCALED { self.scale as u32 } else { 1 };
+        let reset_after = self.nanos_in::<SCALED>(lead);
+        Snapshot::from_slack(self.capacity, slack, self.interval, reset_after, scale)
     }
 
     #[inline]
@@ -245,8 +416,8 @@ impl Gcra {
         }
     }
 
-    /// The lead of a stored TAT at `now`, healed if it is beyond what a
-    /// monotonic clock can leave.
+    /// The lead of a stored TAT at `now` (both in the bucket's units),
+    /// healed if it is beyond what a monotonic clock can leave.
     #[inline]
     fn lead_at(&self, tat: u64, now: u64) -> u64 {
         let lead = tat.saturating_sub(now);
@@ -258,13 +429,44 @@ impl Gcra {
     }
 
     /// GCRA as a pure function of a stored TAT: the decision for `n`
-    /// permits at `now`, and the TAT to store (`None`: leave it unchanged).
+    /// permits at `now` (ns), and the TAT to store (`None`: leave it
+    /// unchanged). TATs are in the bucket's units.
     ///
     /// This is [`Algorithm::check_n`] without the atomic: for stores that
     /// keep the TAT elsewhere (a lock-free keyed slot) and install the new
     /// value with their own compare-and-swap. `n = 0` is a peek.
     #[inline]
     pub(crate) fn step(
+        &self,
+        tat: u64,
+        n: u32,
+        now: u64,
+    ) -> Result<(Decision, Option<u64>), CapacityExceeded> {
+        // The one branch a whole-nanosecond quota pays: it then runs the
+        // unscaled code with the scale a constant 1, inline; a scaled
+        // bucket calls the scaled code (out of line, so that callers stay
+        // small enough to inline the unscaled path).
+        if self.scale != 1 {
+            return self.step_scaled(tat, n, now);
+        }
+        self.step_in::<false>(tat, n, now)
+    }
+
+    /// [`Gcra::step`] of a bucket in units of `1/d` ns, `d > 1`.
+    #[inline(never)]
+    fn step_scaled(
+        &self,
+        tat: u64,
+        n: u32,
+        now: u64,
+    ) -> Result<(Decision, Option<u64>), CapacityExceeded> {
+        self.step_in::<true>(tat, n, self.scaled(now))
+    }
+
+    /// [`Gcra::step`] with `now` already in the bucket's units; `SCALED`
+    /// is false exactly when the scale is 1.
+    #[inline(always)]
+    fn step_in<const SCALED: bool>(
         &self,
         tat: u64,
         n: u32,
@@ -277,13 +479,17 @@ impl Gcra {
         let healed = raw_lead > self.heal_limit;
         let lead = if healed { self.empty_lead } else { raw_lead };
         if n == 0 {
-            return Ok((Decision::Allowed(self.snapshot_for_lead(lead)), None));
+            return Ok((Decision::Allowed(self.snapshot_in::<SCALED>(lead)), None));
         }
         let admit_lead = self.admit_lead(n);
         if lead > admit_lead {
+            // the exact wait in whole nanoseconds rounded up: the first
+            // instant at which the retry succeeds
             let retry = lead - admit_lead;
-            let decision =
-                Decision::Denied(Denied::from_nanos(retry, self.snapshot_for_lead(lead)));
+            let decision = Decision::Denied(Denied::from_nanos(
+                self.nanos_in::<SCALED>(retry),
+                self.snapshot_in::<SCALED>(lead),
+            ));
             // Persist a heal so the bucket recovers instead of re-healing
             // forever.
             let store = healed.then(|| now.saturating_add(self.empty_lead));
@@ -291,16 +497,18 @@ impl Gcra {
         }
         let new_lead = lead + (n as u64) * self.interval; // ≤ max_lead
         Ok((
-            Decision::Allowed(self.snapshot_for_lead(new_lead)),
+            Decision::Allowed(self.snapshot_in::<SCALED>(new_lead)),
             Some(now.saturating_add(new_lead)),
         ))
     }
 
-    /// The TAT after refunding `n` permits at `now` (`None`: unchanged).
-    /// Never before `now`, so a refund cannot lift capacity above the burst.
+    /// The TAT after refunding `n` permits at `now` (ns; `None`:
+    /// unchanged). Never before `now`, so a refund cannot lift capacity
+    /// above the burst.
     #[inline]
     #[must_use]
     pub(crate) fn refunded(&self, tat: u64, n: u32, now: u64) -> Option<u64> {
+        let now = self.units(now);
         let give_back = (n as u64).saturating_mul(self.interval);
         if give_back == 0 || tat <= now {
             return None;
@@ -308,15 +516,28 @@ impl Gcra {
         Some(core::cmp::max(tat.saturating_sub(give_back), now))
     }
 
-    /// The snapshot of a bucket with stored `tat` at `now`.
+    /// The snapshot of a bucket with stored `tat` at `now` (ns).
     #[inline]
     #[must_use]
     pub(crate) fn snapshot_of(&self, tat: u64, now: u64) -> Snapshot {
-        self.snapshot_for_lead(self.lead_at(tat, now))
+        if self.scale != 1 {
+            return self.snapshot_scaled(tat, now);
+        }
+        self.snapshot_of_in::<false>(tat, now)
     }
 
-    /// Nanoseconds until `n` permits would be admitted by a bucket with
-    /// stored `tat` (0 if now).
+    #[inline(never)]
+    fn snapshot_scaled(&self, tat: u64, now: u64) -> Snapshot {
+        self.snapshot_of_in::<true>(tat, now)
+    }
+
+    #[inline(always)]
+    fn snapshot_of_in<const SCALED: bool>(&self, tat: u64, now: u64) -> Snapshot {
+        self.snapshot_in::<SCALED>(self.lead_at(tat, self.units_in::<SCALED>(now)))
+    }
+
+    /// Nanoseconds (rounded up) until `n` permits would be admitted by a
+    /// bucket with stored `tat` (0 if now).
     ///
     /// # Errors
     /// [`CapacityExceeded`] if `n` can never be granted.
@@ -328,48 +549,118 @@ impl Gcra {
         if n == 0 {
             return Ok(0);
         }
-        Ok(self.lead_at(tat, now).saturating_sub(self.admit_lead(n)))
+        if self.scale != 1 {
+            return Ok(self.wait_scaled(tat, n, now));
+        }
+        Ok(self.wait_in::<false>(tat, n, now))
+    }
+
+    #[inline(never)]
+    fn wait_scaled(&self, tat: u64, n: u32, now: u64) -> u64 {
+        self.wait_in::<true>(tat, n, now)
+    }
+
+    #[inline(always)]
+    fn wait_in<const SCALED: bool>(&self, tat: u64, n: u32, now: u64) -> u64 {
+        let wait = self
+            .lead_at(tat, self.units_in::<SCALED>(now))
+            .saturating_sub(self.admit_lead(n));
+        self.nanos_in::<SCALED>(wait)
+    }
+
+    /// Nanoseconds (rounded up) until a bucket with stored `tat` could
+    /// admit the last of `ahead + n` permits, `ahead` of them queued first
+    /// in requests of at most the capacity each (see
+    /// [`Algorithm::time_until_ready_after`]). `None` if `n` can never be
+    /// granted.
+    pub(crate) fn wait_after_of(&self, tat: u64, ahead: u64, n: u32, now: u64) -> Option<u64> {
+        if n > self.capacity {
+            return None;
+        }
+        let lead = self.lead_at(tat, self.units(now));
+        let ahead_cost = ahead.saturating_mul(self.interval);
+        let wait = match self.kind {
+            BucketKind::TokenBucket => lead
+                .saturating_add(ahead_cost)
+                .saturating_add((n as u64) * self.interval)
+                .saturating_sub(self.max_lead),
+            BucketKind::LeakyBucket if n == 0 && ahead == 0 => 0,
+            BucketKind::LeakyBucket => lead.saturating_add(ahead_cost),
+        };
+        Some(self.nanos_ceil(wait))
+    }
+
+    /// A stored TAT as a time in nanoseconds, rounded up (the first
+    /// nanosecond at which the bucket is full).
+    #[inline]
+    pub(crate) const fn tat_nanos(&self, tat: u64) -> u64 {
+        self.nanos_ceil(tat)
     }
 }
 
-/// `carried`, moved off `tat` where that changes nothing: a lock-free check
-/// that read `tat` before a conversion froze it must not be able to install
-/// its result over the converted value (its compare-and-swap expects
-/// `tat`). A full bucket (`tat ≤ now`) moves to another TAT that is just as
-/// full. A busy bucket keeps its exact TAT (any other value would change
-/// its room); for it the check's last look at the change counter just
-/// before its swap is what keeps the old quota out (see [`crate::live`]).
+/// `carried` (a TAT in the new quota's units, `now_new` is `now` in them),
+/// moved off `tat` (the stored word) where that changes nothing: a
+/// lock-free check that read `tat` before a conversion froze it must not be
+/// able to install its result over the converted value (its
+/// compare-and-swap expects `tat`). A bucket full since before `now`
+/// (`before_now`) moves one unit later: still full at `now` and after, and
+/// one unit less room for a caller stale before it — never more room (an
+/// earlier value would give a stale caller credit). A busy bucket, or one
+/// whose TAT is exactly `now`, keeps its exact TAT (any other value would
+/// change its room at `now`); for it the check's last look at the change
+/// counter just before its swap is what keeps the old quota out (see
+/// [`crate::live`]).
 #[inline]
-const fn distinct_from(tat: u64, now: u64, carried: u64) -> u64 {
-    if carried != tat || tat > now {
-        carried
-    } else if tat > 0 {
-        tat - 1
-    } else if now > 0 {
-        1
+const fn distinct_from(tat: u64, before_now: bool, carried: u64) -> u64 {
+    if carried == tat && before_now {
+        carried.saturating_add(1)
     } else {
-        tat // the clock's origin: no other full value exists
+        carried
     }
 }
 
 impl Gcra {
     /// The TAT that carries a bucket kept under `old` over to `self`, per
-    /// `how`, at `now`: the whole of a live reconfiguration for one bucket
-    /// (see [`crate::live`]). Exact arithmetic in `u128`, rounded so that
-    /// the bucket never ends up with more room than the inheritance rule
-    /// gives it.
+    /// `how`, at `now` (ns): the whole of a live reconfiguration for one
+    /// bucket (see [`crate::live`]). `tat` is in `old`'s units, the result
+    /// in `self`'s. Exact arithmetic in `u128`, rounded so that the bucket
+    /// never ends up with more room than the inheritance rule gives it.
+    ///
+    /// For a word that lock-free checks compare-and-swap on (a
+    /// [`LiveBucket`](crate::LiveBucket), the lock-free table's slot): never
+    /// the very word it replaces when that can be avoided (see
+    /// [`distinct_from`]). Tables that convert under a lock use
+    /// [`Gcra::inherit_tat_exact`].
     pub(crate) fn inherit_tat(&self, old: &Gcra, tat: u64, now: u64, how: Inheritance) -> u64 {
-        distinct_from(tat, now, self.inherit_tat_exact(old, tat, now, how))
+        let before_now = tat < old.units(now);
+        let carried = self.inherit_tat_exact(old, tat, now, how);
+        distinct_from(tat, before_now, carried)
     }
 
-    /// [`Gcra::inherit_tat`] before [`distinct_from`].
-    fn inherit_tat_exact(&self, old: &Gcra, tat: u64, now: u64, how: Inheritance) -> u64 {
-        let lead = old.lead_at(tat, now);
+    /// The carried-over TAT, exactly (see [`Gcra::inherit_tat`]).
+    pub(crate) fn inherit_tat_exact(
+        &self,
+        old: &Gcra,
+        tat: u64,
+        now: u64,
+        how: Inheritance,
+    ) -> u64 {
+        let now_old = old.units(now);
+        let now_new = self.units(now);
+        let lead = old.lead_at(tat, now_old);
         if lead == 0 {
-            return tat; // full under any quota: nothing to carry
+            // full under any quota: nothing to carry; the same instant in
+            // the new units, rounded down (still full at now)
+            let same = if old.scale == self.scale {
+                tat
+            } else {
+                let same = u128::from(tat) * u128::from(self.scale) / u128::from(old.scale);
+                u64::try_from(same).unwrap_or(u64::MAX)
+            };
+            return same.min(now_new);
         }
         let new_lead: u128 = match how {
-            Inheritance::Reset => return now,
+            Inheritance::Reset => return now_new,
             // permits used = lead / T_old, charged again at T_new
             Inheritance::UsedAmount => {
                 (u128::from(lead) * u128::from(self.interval)).div_ceil(u128::from(old.interval))
@@ -382,7 +673,48 @@ impl Gcra {
         let new_lead = u64::try_from(new_lead)
             .unwrap_or(u64::MAX)
             .min(self.max_lead);
-        now.saturating_add(new_lead)
+        now_new.saturating_add(new_lead)
+    }
+}
+
+impl Gcra {
+    /// [`Algorithm::check_n`] of a bucket in units of `1/d` ns, `d > 1`.
+    #[inline(never)]
+    fn check_n_scaled(
+        &self,
+        state: &GcraState,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Decision, CapacityExceeded> {
+        self.check_n_in::<true>(state, n, self.scaled(now.as_nanos()))
+    }
+
+    /// [`Algorithm::check_n`] with `now` in the bucket's units.
+    #[inline(always)]
+    fn check_n_in<const SCALED: bool>(
+        &self,
+        state: &GcraState,
+        n: u32,
+        now: u64,
+    ) -> Result<Decision, CapacityExceeded> {
+        let mut tat = state.tat.load(Ordering::Relaxed);
+        loop {
+            let (decision, store) = self.step_in::<SCALED>(tat, n, now)?;
+            let Some(new_tat) = store else {
+                return Ok(decision);
+            };
+            // A lost race means someone else moved the TAT: decide again on
+            // their value.
+            match state.tat.compare_exchange_weak(
+                tat,
+                new_tat,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(decision),
+                Err(current) => tat = current,
+            }
+        }
     }
 }
 
@@ -405,17 +737,13 @@ impl GcraState {
         }
     }
 
-    /// A state holding `tat` (for computing on a TAT stored elsewhere).
-    pub(crate) fn from_tat(tat: u64) -> Self {
-        Self {
-            tat: AtomicU64::new(tat),
-        }
-    }
-
-    /// The theoretical arrival time: when the bucket is full again.
+    /// The theoretical arrival time of this state under `gcra` (the
+    /// configuration that keeps it): when the bucket is full again, in
+    /// nanoseconds rounded up (an exact bucket keeps it in units of `1/d`
+    /// ns; see the [module docs](self)).
     #[must_use]
-    pub fn tat(&self) -> Timestamp {
-        Timestamp::from_nanos(self.tat.load(Ordering::Relaxed))
+    pub fn tat(&self, gcra: &Gcra) -> Timestamp {
+        Timestamp::from_nanos(gcra.tat_nanos(self.tat.load(Ordering::Relaxed)))
     }
 }
 
@@ -443,25 +771,13 @@ impl Algorithm for Gcra {
         n: u32,
         now: Timestamp,
     ) -> Result<Decision, CapacityExceeded> {
-        let now = now.as_nanos();
-        let mut tat = state.tat.load(Ordering::Relaxed);
-        loop {
-            let (decision, store) = self.step(tat, n, now)?;
-            let Some(new_tat) = store else {
-                return Ok(decision);
-            };
-            // A lost race means someone else moved the TAT: decide again on
-            // their value.
-            match state.tat.compare_exchange_weak(
-                tat,
-                new_tat,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok(decision),
-                Err(current) => tat = current,
-            }
+        // the one flag: whole nanoseconds run inline as before; a scaled
+        // bucket continues out of line (a tail call, so the whole-nanosecond
+        // path pays no stack frame for it)
+        if self.scale != 1 {
+            return self.check_n_scaled(state, n, now);
         }
+        self.check_n_in::<false>(state, n, now.as_nanos())
     }
 
     #[inline]
@@ -499,17 +815,17 @@ impl Algorithm for Gcra {
 
     #[inline]
     fn is_idle(&self, state: &GcraState, now: Timestamp) -> bool {
-        state.tat.load(Ordering::Relaxed) <= now.as_nanos()
+        self.is_idle_at(state.tat.load(Ordering::Relaxed), now.as_nanos())
     }
 
     #[inline]
     fn required_resolution(&self) -> Duration {
-        Duration::from_nanos(self.interval)
+        self.interval()
     }
 
     fn carry_over(&self, next: &Self, state: &GcraState, how: Inheritance, now: Timestamp) {
         let tat = state.tat.load(Ordering::Relaxed);
-        let carried = next.inherit_tat(self, tat, now.as_nanos(), how);
+        let carried = next.inherit_tat_exact(self, tat, now.as_nanos(), how);
         state.tat.store(carried, Ordering::Relaxed);
     }
 
@@ -525,27 +841,8 @@ impl Algorithm for Gcra {
         n: u32,
         now: Timestamp,
     ) -> Option<Duration> {
-        if n > self.capacity {
-            return None;
-        }
-        let lead = state
-            .tat
-            .load(Ordering::Relaxed)
-            .saturating_sub(now.as_nanos());
-        let lead = if lead > self.heal_limit {
-            self.empty_lead
-        } else {
-            lead
-        };
-        let ahead_cost = ahead.saturating_mul(self.interval);
-        Some(Duration::from_nanos(match self.kind {
-            BucketKind::TokenBucket => lead
-                .saturating_add(ahead_cost)
-                .saturating_add((n as u64) * self.interval)
-                .saturating_sub(self.max_lead),
-            BucketKind::LeakyBucket if n == 0 && ahead == 0 => 0,
-            BucketKind::LeakyBucket => lead.saturating_add(ahead_cost),
-        }))
+        self.wait_after_of(state.tat.load(Ordering::Relaxed), ahead, n, now.as_nanos())
+            .map(Duration::from_nanos)
     }
 }
 

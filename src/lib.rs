@@ -2,8 +2,9 @@
 //!
 //! Rate limiting that runs the same admission logic on a Cortex-M, on a
 //! multi-core server and across a fleet that shares one Redis. The core is
-//! `#![no_std]`, allocation-free and lock-free: one atomic word per bucket,
-//! no timers, no background task.
+//! `#![no_std]` and allocation-free: one atomic word per bucket, no timers,
+//! no background task, lock-free wherever the chip's atomics are
+//! ([`lock_freedom`] says which, per type and target).
 //!
 //! ## Quick start
 //!
@@ -49,6 +50,8 @@
 //! | [`quota`] | [`Quota`]: permits per period and a burst |
 //! | [`error`] | [`ConfigError`] (cannot build) and [`AcquireError`] (not now); the [`valid!`] macro for `static`s |
 //! | [`gcra`] | [`Gcra`] + [`GcraState`]: the token and leaky buckets |
+//! | [`tick`] | [`TickGcra`] + [`TickState`]: the same buckets in 32-bit ticks of your timer, lock-free on Armv7-M and RISC-V `A`, interrupt-safe everywhere |
+//! | [`lock_freedom`] | [`LockFreedom`]: which types are lock-free / interrupt-safe on the target you build for |
 //! | [`decision`] | [`Decision`], [`Snapshot`], [`Denied`], [`CapacityExceeded`] |
 //! | [`limiter`] | the [`Algorithm`] and [`Limiter`] traits, [`Bucket`], [`BucketRef`] |
 //! | [`rate_limiter`] | [`RateLimiter`] and [`KeyedRateLimiter`]: a limiter or a keyed table bundled with its clock |
@@ -63,6 +66,9 @@
 //! | `http` (feature `http`) | `RateLimitLayer`: tower middleware for axum/hyper/tonic |
 //! | `redis` (feature `redis`) | `RedisStore`: the same GCRA for a fleet |
 //! | `embassy` (feature `embassy`) | `EmbassyClock` and `acquire(n).await` on firmware |
+//! | [`wrapping_clock`] | [`WrappingClock`]: a 16- or 32-bit hardware counter that wraps, extended to a `Timestamp` (lock-free, interrupt-safe, with a documented read rule) |
+//! | [`duty_cycle`] | [`DutyCycleLimiter`](duty_cycle::DutyCycleLimiter): radio airtime per sub-band (ETSI EN 300 220, the EU868 table), saved and restored across resets |
+//! | `rtic` (feature `rtic`) | `RticClock`: an RTIC monotonic as a `Clock` |
 //!
 //! ## Time is a type
 //!
@@ -92,6 +98,27 @@
 //! assert!(RADIO.check(now).is_allowed());
 //! assert!(RADIO.check(now).is_denied()); // strict pacing: 20 ms apart
 //! assert!(RADIO.check(now + core::time::Duration::from_millis(20)).is_allowed());
+//! ```
+//!
+//! ## Interrupt handlers
+//!
+//! A limiter checked from an interrupt handler *and* from the code it
+//! interrupts must never wait for a lock that code holds. [`TickGcra`] with
+//! a [`TickState`] ([`tick`]) is a token or leaky bucket in 32-bit ticks of
+//! your timer, with 32-bit arithmetic only; `const` asserts on
+//! [`LockFreedom`] turn a build that could deadlock into a compile error:
+//!
+//! ```
+//! use tollgate::tick::{TickGcra, TickState};
+//! use tollgate::{valid, LockFreedom, Quota};
+//!
+//! static LIMIT: TickGcra = valid!(TickGcra::token_bucket(valid!(Quota::per_second(100)), 32_768));
+//! static STATE: TickState = TickState::new(); // 4 bytes
+//! const _: () = assert!(TickState::IS_INTERRUPT_SAFE);
+//!
+//! // in the handler, `now` straight from a wrapping 32-bit timer
+//! let now: u32 = 0xFFFF_FFF0;
+//! assert!(LIMIT.check_ticks(&STATE, now).is_allowed());
 //! ```
 //!
 //! ## Token bucket or leaky bucket
@@ -397,7 +424,9 @@
 //! window) atomically inside Redis, Valkey or a Redis Cluster, in one Lua
 //! script on the server's clock: every replica pointing at the same server
 //! and key prefix shares one limit per key, with the same [`Decision`]
-//! fields as an in-process bucket. One round trip per decision; a key
+//! fields as an in-process bucket (the store keeps TATs in whole
+//! nanoseconds: a fractional interval is rounded up there, see
+//! [`Gcra::rounded`]). One round trip per decision; a key
 //! expires once its bucket has refilled; each call has a timeout (50 ms by
 //! default) after which a `redis::FailurePolicy` decides
 //! (fail-open, fail-open under a local ceiling, or fail-closed), flagged in
@@ -482,14 +511,30 @@
 //! | `tokio` | no | `queue`: async queued acquisition; `TokioClock` (implies `std`) |
 //! | `http` | no | `http::RateLimitLayer`: tower middleware (global + per-route policies, keys, 429 + `Retry-After` + IETF `RateLimit` headers, queueing, metrics, TOML/JSON rules, reload) (implies `std`, `tokio`) |
 //! | `redis` | no | `redis::RedisStore`: distributed GCRA and fixed window on Redis/Valkey, with tokio (implies `std`) |
+//! | `rtic` | no | `rtic::RticClock`: any `rtic_time::Monotonic` (rtic-time 3) as a [`Clock`], exact tick conversion; `rtic::RticCounter`: a wrapping RTIC timebase for [`WrappingClock`] (`no_std`) |
 //!
-//! Without default features the crate is `no_std` and allocation-free. On
-//! targets without native 64-bit atomics (thumbv6m, riscv32imc) the final
-//! binary chooses how `portable-atomic` emulates them: enable its
-//! `critical-section` feature (and provide a critical-section
-//! implementation, e.g. cortex-m's `critical-section-single-core`) or build
-//! with `--cfg portable_atomic_unsafe_assume_single_core` on a single-core
-//! chip. tollgate never picks for you.
+//! Without default features the crate is `no_std` and allocation-free.
+//! The 64-bit states use `portable-atomic`'s `AtomicU64` (tollgate enables
+//! only its `fallback` feature); on chips without native 64-bit atomics
+//! the final binary chooses how it is provided, and tollgate never picks
+//! for you:
+//!
+//! - thumbv6m, riscv32imc (no compare-and-swap): one of portable-atomic's
+//!   `critical-section` feature (plus an implementation, e.g. cortex-m's
+//!   `critical-section-single-core`) or `unsafe-assume-single-core` (the
+//!   feature, or `--cfg portable_atomic_unsafe_assume_single_core`) is
+//!   required; either is interrupt-safe.
+//! - thumbv7m, thumbv7em, riscv32imac (32-bit compare-and-swap): nothing is
+//!   required, and by default portable-atomic uses a global spin-lock
+//!   table, which is **not** interrupt-safe. Its `critical-section` feature
+//!   does not change that on these targets; `unsafe-assume-single-core` or
+//!   `unsafe-assume-privileged` does.
+//!
+//! For a bucket shared with an interrupt handler use [`tick`]: one `u32`,
+//! native compare-and-swap where the chip has it and a critical section
+//! (which the firmware provides) where not, interrupt-safe on every
+//! target. [`LockFreedom`] says, per type, what the build at hand gives;
+//! [`lock_freedom`] has the table for every target.
 //!
 //! ## Verification
 //!
@@ -500,7 +545,12 @@
 //! interleaving admits more than `capacity + ⌊span / T⌋`, that concurrent
 //! checks and refunds always equal some sequential order, that a refund
 //! never lifts a bucket above its burst, and that a stale `now` under the
-//! heal threshold grants nothing. For the fixed and sliding windows they
+//! heal threshold grants nothing. For the 32-bit tick buckets they show
+//! that checks and refunds racing across the 2³² wrap, callers stale
+//! within the heal threshold and reads at the edge of the idle horizon
+//! always equal a sequential run of a wrapping reference model and never
+//! admit more than `capacity + ⌊span / T⌋` of the unwrapped clock. For the
+//! fixed and sliding windows they
 //! show that the window of the latest reading never admits more than its
 //! limit across boundary races, stale callers and refunds, and that every
 //! run equals some sequential order; for the concurrency limiter, that the
@@ -534,6 +584,7 @@ pub mod chain;
 pub mod clock;
 pub mod concurrency;
 pub mod decision;
+pub mod duty_cycle;
 #[cfg(feature = "embassy")]
 pub mod embassy;
 pub mod error;
@@ -543,6 +594,7 @@ pub mod http;
 pub mod keyed;
 pub mod limiter;
 pub mod live;
+pub mod lock_freedom;
 #[cfg(feature = "std")]
 pub mod partitioned;
 #[cfg(feature = "tokio")]
@@ -552,15 +604,20 @@ pub mod rate_limiter;
 #[cfg(feature = "redis")]
 pub mod redis;
 pub mod remote;
+#[cfg(feature = "rtic")]
+pub mod rtic;
 pub mod stats;
+pub mod tick;
 pub mod time;
 pub mod window;
+pub mod wrapping_clock;
 
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod sync;
 #[cfg(not(loom))]
 mod sync;
+mod ticks;
 mod wakers;
 
 pub use chain::Chain;
@@ -578,13 +635,16 @@ pub use gcra::{BucketKind, Gcra, GcraState};
 pub use keyed::{KeyedDecision, KeyedLimiter};
 pub use limiter::{Algorithm, Bucket, BucketRef, Limiter};
 pub use live::{Inheritance, LiveBucket};
+pub use lock_freedom::LockFreedom;
 #[cfg(feature = "tokio")]
 pub use queue::TokioClock;
 pub use quota::Quota;
 pub use rate_limiter::{KeyedRateLimiter, RateLimiter};
 pub use stats::{Statistics, WithStats};
+pub use tick::{TickDecision, TickGcra, TickState};
 pub use time::Timestamp;
 pub use window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState};
+pub use wrapping_clock::WrappingClock;
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.
 #[cfg(doctest)]

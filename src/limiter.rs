@@ -12,7 +12,9 @@
 //!
 //! Both traits take `now` as a [`Timestamp`] on the caller's monotonic
 //! [`Clock`](crate::Clock); waits are [`Duration`]s. Every operation is
-//! lock-free unless the implementing type documents otherwise.
+//! lock-free unless the implementing type documents otherwise, or the
+//! target has no lock-free atomics of its width
+//! ([`LockFreedom`](crate::LockFreedom) tells, per type and target).
 //!
 //! Permits of these limiters come back with *time* (or a
 //! [`refund`](Limiter::refund) of a request that a later stage refused): a

@@ -45,14 +45,17 @@
 //! A lock-free check (a [`LiveBucket`] or the
 //! [`LockFreeGcraTable`](crate::keyed::LockFreeGcraTable)) is validated
 //! against the change counter before it decides and just before it swaps,
-//! and a conversion never writes back the exact TAT it froze, so a check
+//! and a conversion of a full bucket whose TAT is behind `now` stamps it one
+//! unit later (never earlier, which would credit stale callers), so a check
 //! decided under the old quota cannot install its result over a converted
-//! one. The one window left is a check preempted between that last look
-//! and its swap while *two or more* complete changes run and carry the TAT
-//! back to exactly the value it had read; its admission is then decided
-//! under the quota before those changes. Reconfigurations are
-//! configuration reloads, far apart, so this is not a practical concern;
-//! the tables with locks (sharded, heapless) have no such window.
+//! one. Two windows are left, both needing a check preempted between its
+//! last look and its swap: (a) *two or more* complete changes run and carry
+//! the TAT back to exactly the value it had read; (b) one change converts a
+//! full bucket whose TAT equals the change's `now` and so writes it back
+//! unchanged. Either way that admission is decided under the quota before
+//! the change(s), once. Reconfigurations are configuration reloads, far
+//! apart, so this is not a practical concern; the tables with locks
+//! (sharded, heapless) have no such window.
 //!
 //! ```
 //! use core::time::Duration;
@@ -97,8 +100,10 @@ pub enum Inheritance {
 }
 
 /// A [`Gcra`] configuration in atomics, for readers that do not lock: six
-/// words stored with `Release` and loaded with `Acquire` by a protocol
-/// that detects a torn read (see [`LiveBucket`]).
+/// words (the last packs the kind, the capacity and the unit of time the
+/// TAT is kept in) stored with `Release` and loaded with `Acquire` by a
+/// protocol that detects a torn read (see [`LiveBucket`]): a TAT is never
+/// read with another configuration's units.
 #[derive(Debug)]
 pub(crate) struct GcraCell {
     words: [AtomicU64; 6],
@@ -379,7 +384,7 @@ impl Limiter for LiveBucket {
     }
 
     fn is_idle(&self, now: Timestamp) -> bool {
-        self.read(|_, tat| tat <= now.as_nanos())
+        self.read(|g, tat| g.is_idle_at(tat, now.as_nanos()))
     }
 
     fn required_resolution(&self) -> Duration {
@@ -387,10 +392,8 @@ impl Limiter for LiveBucket {
     }
 
     fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
-        self.read(|g, tat| {
-            let state = crate::gcra::GcraState::from_tat(tat);
-            g.time_until_ready_after(&state, ahead, n, now)
-        })
+        self.read(|g, tat| g.wait_after_of(tat, ahead, n, now.as_nanos()))
+            .map(Duration::from_nanos)
     }
 }
 

@@ -478,12 +478,10 @@ impl Shaping {
     /// The wait for an admission whose snapshot (after taking `n`) is
     /// `after`: the work queued ahead of it beyond the free excess.
     fn delay(&self, after: &Snapshot, n: u32) -> Duration {
-        let interval = after.per_permit_nanos();
-        let lead_before = after
-            .reset_after_nanos()
-            .saturating_sub(interval.saturating_mul(u64::from(n)));
+        // the lead before this admission (reset_after less its n permits),
+        // less the free excess; exact in the bucket's units, rounded up
         Duration::from_nanos(
-            lead_before.saturating_sub(interval.saturating_mul(u64::from(self.delay_after))),
+            after.reset_after_less_permits_nanos(u64::from(n) + u64::from(self.delay_after)),
         )
     }
 }

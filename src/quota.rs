@@ -14,8 +14,50 @@
 //!   request heavier than one permit.
 //!
 //! Every setting applies to both, so no setting is ever silently ignored.
-//! The emission interval `T = period / permits` is rounded **up** to whole
-//! nanoseconds, so rounding can only admit less than promised, never more.
+//!
+//! # Exact rates
+//!
+//! The emission interval is `T = period / permits`, a rational number of
+//! nanoseconds. Write it reduced, `T = P / d` with `g = gcd(period, permits)`,
+//! `P = period / g` and `d = permits / g` (the denominator of `T` in
+//! nanoseconds). A bucket enforces it in one of two regimes:
+//!
+//! - **exact** — `d = 1` (`per_second(10)`, `per_minute(60)`, `per_hour(1)`:
+//!   `T` is a whole number of nanoseconds), or `2 ≤ d ≤ 16` and the bucket's
+//!   largest lead `burst × T` is under 2^60 / d ns (`per_second(3)`, `(6)`,
+//!   `(7)`, `(12)`, `per_minute(7)`): every admission costs exactly `n × T`,
+//!   so after exactly `k` periods exactly `k × permits` permits are back —
+//!   `per_second(3)` gives 3 permits back after one second, as .NET's
+//!   `TokenBucketRateLimiter`, nginx and a person expect. For `d > 1` the
+//!   bucket keeps its time in units of `1/d` ns (see [`crate::gcra`]), which
+//!   shrinks the clock range it can serve from 584 years to `584 / d` years
+//!   (at least 34 years): see *horizon* below.
+//! - **rounded** — `d > 16` (`per_second(17)`, `per_second(999)`,
+//!   `per_minute(7_001)`) or a largest lead beyond the bound above: `T` is
+//!   rounded **up** to whole nanoseconds, so rounding can only admit less
+//!   than promised, never more (`per_second(17)` gives 16 permits back after
+//!   exactly one second, the 17th 10 ns later).
+//!
+//! Which quotas are exact: `per_second(n)` when `d = n / gcd(n, 10^9)`
+//! (`n` without the factors 2 and 5 it shares with 10^9) is at most 16:
+//! every `n ≤ 16`, and 18, 20, 22, 24, 25, 26, 28, 30, …; rounded for 17,
+//! 19, 21, 23, 27, 29, …. `per_minute(n)` and `per_hour(n)` likewise with
+//! `gcd(n, 60 × 10^9)` and `gcd(n, 3600 × 10^9)`: `per_minute(7)`,
+//! `per_minute(48)`, `per_hour(7)` exact, `per_minute(17)` rounded. [`Quota::is_exact`] says which regime a
+//! quota is in; [`Quota::interval`] reports `T` rounded up to whole
+//! nanoseconds in both. Either way, on a monotonic clock a bucket admits
+//! at most `burst + ⌊t / T⌋` permits over any span of length `t`, with the
+//! exact `T`.
+//!
+//! **Horizon.** An exact quota with `d > 1` serves clock readings up to
+//! `(2^64 − burst × P) / d` nanoseconds after the clock's origin: at least
+//! 34 years (`d = 16`), 194 years for `per_second(3)`. The clocks of the
+//! crate count from process start (`StdClock`, feature `std`), boot
+//! (embassy) or wherever a [`ManualClock`](crate::ManualClock) starts. A
+//! bucket driven past its horizon stops refilling (it never admits more
+//! than it did at the horizon), so it fails closed, never open. A clock
+//! counting from the Unix epoch (about 56 years ago) is beyond the horizon
+//! of `d ≥ 11` today: give such a clock a recent origin.
 //!
 //! Every constructor is a `const fn` returning a `Result`; a `static` quota
 //! is unwrapped at compile time by [`valid!`](crate::valid), so a bad one
@@ -54,9 +96,33 @@ const NANOS_PER_SEC: u64 = 1_000_000_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Quota {
     period: u64,
-    permits: u32,
+    /// The emission interval in the bucket's unit of time, `1/scale` ns:
+    /// exactly `period × scale / permits` in the exact regime, else the
+    /// interval rounded up to whole nanoseconds (`scale` 1).
     interval: u64,
+    permits: u32,
     burst: u32,
+    /// `d`, the denominator of `T` in nanoseconds, for an exact quota with
+    /// `d > 1`; 1 otherwise (see the [module documentation](self)).
+    scale: u8,
+}
+
+/// The largest denominator `d` of `T` (in nanoseconds) kept exact: time in
+/// units of `1/d` ns shrinks a `u64` clock from 584 years to 584/d years.
+pub(crate) const MAX_EXACT_SCALE: u64 = 16;
+
+/// The largest lead (`burst × T`, in units of `1/d` ns) of an exact bucket
+/// with `d > 1`: it keeps the horizon above `(2^64 − 2^60) / 16` ns, 34
+/// years.
+pub(crate) const MAX_EXACT_LEAD: u64 = 1 << 60;
+
+const fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        let r = a % b;
+        a = b;
+        b = r;
+    }
+    a
 }
 
 impl Quota {
@@ -84,15 +150,48 @@ impl Quota {
                 period: Duration::from_nanos(period_nanos),
             });
         }
-        // Round up: the bucket may admit less than promised, never more.
-        let interval = period_nanos.div_ceil(permits as u64);
-        let quota = Self {
-            period: period_nanos,
-            permits,
-            interval,
-            burst: permits,
+        Self::build(period_nanos, permits, permits)
+    }
+
+    /// The quota of `permits` per `period_nanos` with `burst`, in its
+    /// regime (see the [module documentation](self)). `period_nanos ≥
+    /// permits ≥ 1`.
+    const fn build(period_nanos: u64, permits: u32, burst: u32) -> Result<Self, ConfigError> {
+        if burst == 0 {
+            return Err(ConfigError::ZeroBurst);
+        }
+        // T rounded up: what the rounded regime enforces, and the bound
+        // every quota must fit
+        let rounded = period_nanos.div_ceil(permits as u64);
+        if rounded.checked_mul(burst as u64).is_none() {
+            return Err(ConfigError::ToleranceOverflow {
+                burst,
+                interval: Duration::from_nanos(rounded),
+            });
+        }
+        let g = gcd(period_nanos, permits as u64);
+        let d = permits as u64 / g;
+        let p = period_nanos / g; // T × d, a whole number
+        let exact = d > 1
+            && d <= MAX_EXACT_SCALE
+            && match p.checked_mul(burst as u64) {
+                Some(lead) => lead <= MAX_EXACT_LEAD,
+                None => false,
+            };
+        let (interval, scale) = if exact {
+            (p, d as u8)
+        } else {
+            // d = 1: p = rounded, exact in whole nanoseconds. Otherwise
+            // round up: the bucket may admit less than promised, never more.
+            (rounded, 1)
         };
-        quota.with_burst(permits)
+        Ok(Self {
+            period: period_nanos,
+            interval,
+            permits,
+            burst,
+            scale,
+        })
     }
 
     /// `permits` per second (ten per second for `per_second(10)`).
@@ -134,17 +233,12 @@ impl Quota {
     /// # Errors
     /// [`ConfigError::ZeroBurst`] for 0; [`ConfigError::ToleranceOverflow`]
     /// if `burst × interval` does not fit in `u64` nanoseconds.
+    ///
+    /// The burst can move a quota between the exact and the rounded regime
+    /// (an exact bucket's largest lead is bounded; see the
+    /// [module documentation](self)).
     pub const fn with_burst(self, burst: u32) -> Result<Self, ConfigError> {
-        if burst == 0 {
-            return Err(ConfigError::ZeroBurst);
-        }
-        if self.interval.checked_mul(burst as u64).is_none() {
-            return Err(ConfigError::ToleranceOverflow {
-                burst,
-                interval: Duration::from_nanos(self.interval),
-            });
-        }
-        Ok(Self { burst, ..self })
+        Self::build(self.period, self.permits, burst)
     }
 
     /// Checks that a clock of `resolution` can enforce this quota: its
@@ -154,22 +248,52 @@ impl Quota {
     /// [`ConfigError::ClockTooCoarse`] if the interval is finer than the
     /// clock.
     pub const fn check_resolution(self, resolution: Duration) -> Result<Self, ConfigError> {
-        match crate::error::check_clock(Duration::from_nanos(self.interval), resolution) {
+        match crate::error::check_clock(self.interval(), resolution) {
             Ok(()) => Ok(self),
             Err(e) => Err(e),
         }
     }
 
-    /// The emission interval `T` (period / permits, rounded up).
+    /// The emission interval `T` (period / permits), rounded up to whole
+    /// nanoseconds. Whether buckets enforce it exactly or rounded is
+    /// [`is_exact`](Self::is_exact).
     #[must_use]
     pub const fn interval(&self) -> Duration {
-        Duration::from_nanos(self.interval)
+        Duration::from_nanos(self.interval_nanos())
     }
 
-    /// The emission interval `T` in nanoseconds.
+    /// The emission interval `T` in nanoseconds, rounded up.
     #[must_use]
     pub const fn interval_nanos(&self) -> u64 {
-        self.interval
+        if self.scale == 1 {
+            self.interval
+        } else {
+            self.interval.div_ceil(self.scale as u64)
+        }
+    }
+
+    /// True if buckets enforcing this quota refill at exactly `permits` per
+    /// `period` (the exact regime); false if they use the interval rounded
+    /// up to whole nanoseconds. See the [module documentation](self).
+    ///
+    /// ```
+    /// use tollgate::Quota;
+    ///
+    /// assert!(Quota::per_second(10)?.is_exact()); // T = 100 ms
+    /// assert!(Quota::per_second(3)?.is_exact()); // T = 333,333,333⅓ ns
+    /// assert!(!Quota::per_second(17)?.is_exact()); // T = 58,823,529 + 7/17 ns
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub const fn is_exact(&self) -> bool {
+        self.scale > 1 || self.period.is_multiple_of(self.permits as u64)
+    }
+
+    /// The emission interval in the bucket's unit of time (`1/scale` ns)
+    /// and that scale: `(T × d, d)` for an exact quota with `d > 1`, else
+    /// `(T rounded up, 1)`.
+    pub(crate) const fn scaled_interval(&self) -> (u64, u64) {
+        (self.interval, self.scale as u64)
     }
 
     /// The permits of the rate as given (`10` for `per_second(10)`).
@@ -230,10 +354,55 @@ mod tests {
     }
 
     #[test]
-    fn interval_rounds_up() {
+    fn interval_is_reported_rounded_up_and_kept_exact_where_it_can() {
+        // T = 333,333,333⅓ ns: reported rounded up, enforced exactly in
+        // units of 1/3 ns (3 × T = 1 s, to the unit)
         let q = Quota::per_second(3).unwrap();
         assert_eq!(q.interval_nanos(), 333_333_334);
         assert!(q.interval_nanos() * 3 >= NANOS_PER_SEC);
+        assert!(q.is_exact());
+        assert_eq!(q.scaled_interval(), (NANOS_PER_SEC, 3));
+        // reduced: 12 per second is T = 250,000,000/3 ns (d = 3, not 12)
+        let q = Quota::per_second(12).unwrap();
+        assert_eq!(q.scaled_interval(), (250_000_000, 3));
+        assert_eq!(q.interval_nanos(), 83_333_334);
+        assert_eq!(
+            Quota::per_minute(7).unwrap().scaled_interval(),
+            (60 * NANOS_PER_SEC, 7)
+        );
+        assert_eq!(
+            Quota::per_second(16).unwrap().scaled_interval(),
+            (62_500_000, 1)
+        );
+        // whole nanoseconds: exact, unscaled
+        let q = Quota::per_second(10).unwrap();
+        assert!(q.is_exact());
+        assert_eq!(q.scaled_interval(), (100_000_000, 1));
+        // d = 17 and d = 999: rounded up
+        for permits in [17, 999] {
+            let q = Quota::per_second(permits).unwrap();
+            assert!(!q.is_exact(), "{permits}");
+            let t = NANOS_PER_SEC.div_ceil(u64::from(permits));
+            assert_eq!(q.scaled_interval(), (t, 1));
+            assert_eq!(q.interval_nanos(), t);
+        }
+        // an exact quota whose largest lead would pass 2^60 units: rounded
+        let q = Quota::per_hour(7).unwrap();
+        assert_eq!(q.scaled_interval(), (3600 * NANOS_PER_SEC, 7));
+        let huge = q.with_burst(1_000_000).unwrap();
+        assert!(!huge.is_exact());
+        assert_eq!(huge.scaled_interval(), (514_285_714_286, 1));
+        assert_eq!(huge.with_burst(7).unwrap(), q);
+        // the lists of the module documentation
+        for n in 1..=30 {
+            let rounded = [17, 19, 21, 23, 27, 29].contains(&n);
+            assert_eq!(Quota::per_second(n).unwrap().is_exact(), !rounded, "{n}/s");
+        }
+        for (n, exact) in [(7, true), (48, true), (17, false)] {
+            assert_eq!(Quota::per_minute(n).unwrap().is_exact(), exact, "{n}/min");
+        }
+        assert!(Quota::per_hour(7).unwrap().is_exact());
+        assert!(!Quota::per_minute(7_001).unwrap().is_exact());
     }
 
     #[test]

@@ -9,6 +9,14 @@
 //! native 64-bit atomics (through its `fallback` feature; the final binary
 //! picks `critical-section` or `unsafe-assume-single-core`, never this crate).
 //!
+//! The 32-bit tick buckets ([`crate::tick`]) keep their state in an
+//! [`RmwU32`]: native compare-and-swap on this module's `AtomicU32` where
+//! the target has it (`cfg(target_has_atomic = "32")`), a
+//! `critical_section::with` around a plain cell where it does not
+//! (thumbv6m, riscv32imc), never portable-atomic's emulation. The
+//! `*_LOCK_FREE` / `*_INTERRUPT_SAFE` flags below say what each atomic is
+//! on the build at hand; [`crate::lock_freedom`] publishes them per type.
+//!
 //! Memory ordering: each limiter keeps all of its state in one atomic word
 //! and publishes no other data through it, so read-modify-write operations on
 //! that word are totally ordered by themselves and `Relaxed` is sufficient.
@@ -43,6 +51,191 @@ pub use loom::sync::atomic::fence;
 #[cfg(not(loom))]
 #[allow(unused_imports)]
 pub use portable_atomic::fence;
+
+// ---------------------------------------------------------------------------
+// What the atomics above are on this build (see `crate::lock_freedom`).
+//
+// portable-atomic 1.15 (`src/imp/mod.rs`, "64-bit atomics" `cfg_sel!`)
+// picks, for `AtomicU64` on a target without native 64-bit atomics:
+// - its interrupt module (`src/imp/interrupt/`) when the target has no
+//   compare-and-swap at all (`not(target_has_atomic = "ptr")`, e.g.
+//   thumbv6m, riscv32imc) and the `critical-section` feature is on, or
+//   whenever `portable_atomic_unsafe_assume_single_core` is set (feature or
+//   cfg): a critical section, or interrupts masked;
+// - otherwise, with the `fallback` feature (which tollgate enables) and
+//   `target_has_atomic = "ptr"` (thumbv7m, thumbv7em, riscv32imac, ...):
+//   its global seqlock table (`src/imp/fallback/`), whose writers spin
+//   (`seq_lock_common.rs`, `SeqLock::write`) without masking interrupts
+//   unless `portable_atomic_unsafe_assume_privileged` is set. Its `load`
+//   also takes that lock when an optimistic read fails. An interrupt that
+//   meets the lock held by the code it interrupted spins forever.
+// portable-atomic's own `is_always_lock_free()` is `true` for native
+// atomics and for masked interrupts without `critical-section`, `false`
+// for a critical section and for the lock table: the `*_LOCK_FREE` flags
+// are that answer, for the features this build unified. Interrupt-safe is
+// "not the lock table": lock-free, or a target without compare-and-swap
+// (where the lock table does not exist), or the lock table with interrupts
+// masked (`portable_atomic_unsafe_assume_privileged`, visible here only as
+// a cfg: its feature form is invisible to this crate, so the flag then
+// errs on the safe side and says `false`).
+
+/// `AtomicU64` (every 64-bit bucket, window and counter) never waits for
+/// another context, in portable-atomic's sense.
+#[allow(dead_code)]
+pub(crate) const U64_LOCK_FREE: bool = portable_atomic::AtomicU64::is_always_lock_free();
+/// `AtomicU64` may be used from an interrupt handler and from the code it
+/// interrupts (it is not portable-atomic's spinning lock table).
+#[allow(dead_code)]
+pub(crate) const U64_INTERRUPT_SAFE: bool = U64_LOCK_FREE
+    || !cfg!(target_has_atomic = "ptr")
+    || cfg!(portable_atomic_unsafe_assume_privileged);
+/// `AtomicU32` never waits for another context: native on every target with
+/// compare-and-swap; on thumbv6m / riscv32imc portable-atomic's interrupt
+/// module (lock-free only with `unsafe-assume-single-core`).
+#[allow(dead_code)]
+pub(crate) const U32_LOCK_FREE: bool = portable_atomic::AtomicU32::is_always_lock_free();
+/// `AtomicU32` may be used from an interrupt handler and from the code it
+/// interrupts: 32-bit atomics are never on the lock table.
+#[allow(dead_code)]
+pub(crate) const U32_INTERRUPT_SAFE: bool = U32_LOCK_FREE || !cfg!(target_has_atomic = "ptr");
+/// `AtomicU128` (the lock-free keyed table's slots) is lock-free on every
+/// CPU this build can run on (x86_64 without a compile-time `cmpxchg16b`
+/// says `false` here and decides at run time: [`u128_is_lock_free`]).
+#[cfg(feature = "std")]
+#[allow(dead_code)]
+pub(crate) const U128_LOCK_FREE: bool = portable_atomic::AtomicU128::is_always_lock_free();
+/// Whether `AtomicU128` is lock-free on this CPU (run-time detection where
+/// portable-atomic has it).
+#[cfg(feature = "std")]
+#[allow(dead_code)]
+pub(crate) fn u128_is_lock_free() -> bool {
+    portable_atomic::AtomicU128::is_lock_free()
+}
+/// [`RmwU32`] is native compare-and-swap (not a critical section).
+#[allow(dead_code)]
+pub(crate) const RMW_U32_LOCK_FREE: bool = cfg!(target_has_atomic = "32");
+
+// ---------------------------------------------------------------------------
+// A 32-bit word updated by read-modify-write, never through portable-atomic's
+// emulation: native compare-and-swap where the target has it (LDREX/STREX on
+// Armv7-M, LR/SC on RISC-V "A", a locked CMPXCHG on x86), otherwise a
+// `critical_section::with` around a plain cell (thumbv6m, riscv32imc: loads
+// and stores only). Under loom it is loom's `AtomicU32`.
+
+#[cfg(target_has_atomic = "32")]
+mod rmw32 {
+    use super::{AtomicU32, Ordering};
+
+    /// A `u32` changed only by [`update`](RmwU32::update): a
+    /// compare-and-swap loop on one atomic word (`Relaxed`: the word
+    /// publishes no other data).
+    #[derive(Debug, Default)]
+    #[repr(transparent)]
+    pub(crate) struct RmwU32(AtomicU32);
+
+    impl RmwU32 {
+        crate::sync::const_fn_unless_loom! {
+            /// A word holding `value`.
+            pub(crate) fn new(value: u32) -> Self {
+                Self(AtomicU32::new(value))
+            }
+        }
+
+        /// The current value.
+        #[inline]
+        pub(crate) fn load(&self) -> u32 {
+            self.0.load(Ordering::Relaxed)
+        }
+
+        /// Replaces the value (only for a caller that excludes every other
+        /// operation, such as a keyed table converting under its lock).
+        #[inline]
+        pub(crate) fn store(&self, value: u32) {
+            self.0.store(value, Ordering::Relaxed);
+        }
+
+        /// Applies `f` to the current value: `f` returns its answer and the
+        /// value to store (`None`: leave it). If another context changed
+        /// the word meanwhile, `f` runs again on the new value, so the
+        /// answer returned is always the one whose store took effect.
+        #[inline]
+        pub(crate) fn update<R>(&self, mut f: impl FnMut(u32) -> (R, Option<u32>)) -> R {
+            let mut current = self.0.load(Ordering::Relaxed);
+            loop {
+                let (answer, store) = f(current);
+                let Some(new) = store else {
+                    return answer;
+                };
+                match self.0.compare_exchange_weak(
+                    current,
+                    new,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return answer,
+                    Err(found) => current = found,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(not(target_has_atomic = "32"))]
+mod rmw32 {
+    use core::cell::Cell;
+
+    use critical_section::Mutex;
+
+    /// A `u32` changed only inside `critical_section::with`: for targets
+    /// without compare-and-swap. The final binary provides the critical
+    /// section (on a single-core Cortex-M, cortex-m's
+    /// `critical-section-single-core`: interrupts masked for the few
+    /// instructions of one update).
+    #[derive(Debug)]
+    pub(crate) struct RmwU32(Mutex<Cell<u32>>);
+
+    impl Default for RmwU32 {
+        fn default() -> Self {
+            Self::new(0)
+        }
+    }
+
+    impl RmwU32 {
+        /// A word holding `value`.
+        pub(crate) const fn new(value: u32) -> Self {
+            Self(Mutex::new(Cell::new(value)))
+        }
+
+        /// The current value.
+        #[inline]
+        pub(crate) fn load(&self) -> u32 {
+            critical_section::with(|cs| self.0.borrow(cs).get())
+        }
+
+        /// Replaces the value.
+        #[inline]
+        pub(crate) fn store(&self, value: u32) {
+            critical_section::with(|cs| self.0.borrow(cs).set(value));
+        }
+
+        /// Applies `f` to the current value inside one critical section and
+        /// stores what it returns (`None`: leave it).
+        #[inline]
+        pub(crate) fn update<R>(&self, mut f: impl FnMut(u32) -> (R, Option<u32>)) -> R {
+            critical_section::with(|cs| {
+                let cell = self.0.borrow(cs);
+                let (answer, store) = f(cell.get());
+                if let Some(new) = store {
+                    cell.set(new);
+                }
+                answer
+            })
+        }
+    }
+}
+
+#[allow(unused_imports)]
+pub(crate) use rmw32::RmwU32;
 
 // The locks of the `std` keyed tables: std's, or loom's under loom so that
 // a model sees their synchronisation. Both return `LockResult`; loom's

@@ -5,20 +5,29 @@
 //! key set (so eviction and the overflow policies take part), compared
 //! step by step with an independent model of the definition.
 //!
-//! The model keeps two TATs per bucket:
+//! The model keeps two TATs per bucket, both rationals (nanoseconds):
 //!
-//! - a *rounded* one, in whole nanoseconds: GCRA, and at each change of
-//!   quota the lead carried over by the rule — used amount: `lead / T_old`
-//!   permits, charged again at `T_new`; used fraction: `lead / (burst_old ×
-//!   T_old)` of the new `burst × T`; reset: nothing — capped at the new
+//! - the *table's* one: GCRA with the interval the quota documents it
+//!   enforces — `T = period / permits` exactly in the exact regime (its
+//!   denominator `d` at most 16, see `tollgate::quota`), `T` rounded up to
+//!   whole nanoseconds otherwise — and at each change of quota the lead
+//!   carried over by the rule — used amount: `lead / T_old` permits,
+//!   charged again at `T_new`; used fraction: `lead / (burst_old × T_old)`
+//!   of the new `burst × T`; reset: nothing — capped at the new
 //!   `burst × T_new` (more used than the new quota holds is an empty
-//!   bucket, no debt), rounded up to the next nanosecond (rounding leaves
-//!   less room, never more). Every decision, snapshot and `retry_after` of
-//!   the table must equal this model's.
-//! - an *exact* one, a rational with no rounding at all: every admission
-//!   the table makes must also be admissible there, that is within the old
-//!   quota before a change and within the new one after it (the exact
-//!   model only ever leaves as much room as the rules give, or more).
+//!   bucket, no debt), rounded up to the new quota's grid, the next
+//!   `1/d_new` of a nanosecond (rounding leaves less room, never more).
+//!   Every decision, snapshot and `retry_after` of the table must equal
+//!   this model's, times reported in whole nanoseconds rounded up.
+//! - an *exact* one, with no rounding at all and every quota's exact
+//!   `T = period / permits`: every admission the table makes must also be
+//!   admissible there, that is within the old quota before a change and
+//!   within the new one after it (the exact model only ever leaves as much
+//!   room as the rules give, or more).
+//!
+//! Quotas are drawn from whole-nanosecond intervals (with a period), from
+//! fractional exact ones (`3 per 7 ms`) and from rounded ones (`17 per
+//! 5 ms`), so changes cross between units and regimes.
 //!
 //! Which keys hold a slot is modelled too: a new key takes a free slot; a
 //! full table first evicts every refilled key (TAT ≤ now), and a key that
@@ -32,7 +41,7 @@ use std::time::Duration;
 use keyed_support::{t, QuotaMap, Quotas, Spec};
 use proptest::prelude::*;
 use tollgate::keyed::{KeyedLimiter, KeyedPath, OverflowPolicy};
-use tollgate::{Algorithm, BucketKind, Decision, Gcra, Inheritance, Quota, Snapshot};
+use tollgate::{BucketKind, Decision, Gcra, Inheritance, Quota, Snapshot};
 
 /// Keys 0..KEYS, for a table of MAX_KEYS.
 const KEYS: u64 = 8;
@@ -40,49 +49,6 @@ const MAX_KEYS: usize = 4;
 /// Exact TATs whose denominator grows past this are rounded down (more
 /// room: the exact model stays an upper bound on what may be admitted).
 const MAX_DENOMINATOR: i128 = 1 << 62;
-
-/// A quota as the model sees it.
-#[derive(Debug, Clone, Copy)]
-struct Rule {
-    /// The emission interval T, in nanoseconds.
-    t: i128,
-    burst: i128,
-    leaky: bool,
-}
-
-impl Rule {
-    fn of(gcra: &Gcra) -> Self {
-        Self {
-            t: i128::from(gcra.interval_nanos()),
-            burst: i128::from(gcra.capacity()),
-            leaky: gcra.kind() == BucketKind::LeakyBucket,
-        }
-    }
-
-    /// `burst × T`: the lead of an empty bucket.
-    fn max_lead(&self) -> i128 {
-        self.burst * self.t
-    }
-
-    /// The snapshot of a bucket `lead` ns ahead: (limit, remaining,
-    /// reset_after).
-    fn snapshot(&self, lead: i128) -> (u32, u32, u64) {
-        let remaining = if self.leaky {
-            if lead == 0 {
-                self.burst
-            } else {
-                0
-            }
-        } else {
-            ((self.max_lead() - lead).max(0) / self.t).min(self.burst)
-        };
-        (
-            self.burst as u32,
-            remaining as u32,
-            u64::try_from(lead).expect("lead"),
-        )
-    }
-}
 
 fn gcd(a: i128, b: i128) -> i128 {
     let (mut a, mut b) = (a.abs(), b.abs());
@@ -100,6 +66,8 @@ struct Ratio {
 }
 
 impl Ratio {
+    const ZERO: Self = Self::int(0);
+
     const fn int(x: i128) -> Self {
         Self { p: x, q: 1 }
     }
@@ -109,90 +77,218 @@ impl Ratio {
         Self { p: p / g, q: q / g }
     }
 
-    fn mul(x: i128, y: i128) -> i128 {
+    fn mul_int(x: i128, y: i128) -> i128 {
         x.checked_mul(y).expect("the model's rationals fit i128")
     }
 
-    /// `self ≤ x`
-    fn le(self, x: i128) -> bool {
-        self.p <= Self::mul(x, self.q)
+    fn add(self, x: Self) -> Self {
+        Self::new(
+            Self::mul_int(self.p, x.q) + Self::mul_int(x.p, self.q),
+            Self::mul_int(self.q, x.q),
+        )
     }
 
-    fn add(self, x: i128) -> Self {
-        Self::new(self.p + Self::mul(x, self.q), self.q)
+    fn sub(self, x: Self) -> Self {
+        self.add(Self { p: -x.p, q: x.q })
+    }
+
+    fn times(self, x: i128) -> Self {
+        Self::new(Self::mul_int(self.p, x), self.q)
     }
 
     /// `self × num / den`
-    fn scale(self, num: i128, den: i128) -> Self {
-        Self::new(Self::mul(self.p, num), Self::mul(self.q, den))
+    fn scale(self, num: Self, den: Self) -> Self {
+        Self::new(
+            Self::mul_int(Self::mul_int(self.p, num.p), den.q),
+            Self::mul_int(Self::mul_int(self.q, num.q), den.p),
+        )
     }
 
-    fn max(self, x: i128) -> Self {
+    /// `⌊self / x⌋`, `x > 0`
+    fn div_floor(self, x: Self) -> i128 {
+        Self::mul_int(self.p, x.q).div_euclid(Self::mul_int(self.q, x.p))
+    }
+
+    fn le(self, x: Self) -> bool {
+        Self::mul_int(self.p, x.q) <= Self::mul_int(x.p, self.q)
+    }
+
+    fn is_zero(self) -> bool {
+        self.p == 0
+    }
+
+    fn max(self, x: Self) -> Self {
         if self.le(x) {
-            Self::int(x)
+            x
         } else {
             self
         }
     }
 
-    fn min(self, x: i128) -> Self {
+    fn min(self, x: Self) -> Self {
         if self.le(x) {
             self
         } else {
-            Self::int(x)
+            x
         }
     }
 
     fn floor(self) -> i128 {
         self.p.div_euclid(self.q)
     }
+
+    /// Rounded up to a whole number of `1/grid` ns.
+    fn ceil_to(self, grid: i128) -> Self {
+        Self::new(-(-Self::mul_int(self.p, grid)).div_euclid(self.q), grid)
+    }
+
+    /// Whole nanoseconds, rounded up.
+    fn ceil_nanos(self) -> u64 {
+        u64::try_from(self.ceil_to(1).p).expect("whole nanoseconds")
+    }
 }
 
-/// A bucket of the model: its rounded and exact TATs.
+/// A quota as the model sees it.
+#[derive(Debug, Clone, Copy)]
+struct Rule {
+    /// The emission interval the table enforces: exact, or rounded up.
+    t: Ratio,
+    /// The table's unit of time, `1/grid` ns: `T`'s denominator if exact,
+    /// else 1.
+    grid: i128,
+    /// `period / permits`, with no rounding.
+    exact_t: Ratio,
+    burst: i128,
+    leaky: bool,
+}
+
+/// The regime the quota documentation promises: `T = P/d` in lowest terms
+/// is exact for `d = 1`, or `d ≤ 16` with `burst × P ≤ 2^60`.
+fn documented_exact(quota: &Quota) -> bool {
+    let exact = Ratio::new(
+        i128::from(quota.period_nanos()),
+        i128::from(quota.permits()),
+    );
+    exact.q == 1 || (exact.q <= 16 && exact.p * i128::from(quota.burst()) <= 1 << 60)
+}
+
+impl Rule {
+    fn new(quota: &Quota, leaky: bool) -> Self {
+        assert_eq!(quota.is_exact(), documented_exact(quota), "{quota:?}");
+        let exact_t = Ratio::new(
+            i128::from(quota.period_nanos()),
+            i128::from(quota.permits()),
+        );
+        let (t, grid) = if documented_exact(quota) {
+            (exact_t, exact_t.q)
+        } else {
+            (Ratio::int(i128::from(quota.interval_nanos())), 1)
+        };
+        Self {
+            t,
+            grid,
+            exact_t,
+            burst: i128::from(quota.burst()),
+            leaky,
+        }
+    }
+
+    /// `burst × T`: the lead of an empty bucket.
+    fn max_lead(&self) -> Ratio {
+        self.t.times(self.burst)
+    }
+
+    fn exact_max_lead(&self) -> Ratio {
+        self.exact_t.times(self.burst)
+    }
+
+    /// The snapshot of a bucket `lead` ahead: (limit, remaining,
+    /// reset_after in ns rounded up).
+    fn snapshot(&self, lead: Ratio) -> (u32, u32, u64) {
+        let remaining = if self.leaky {
+            if lead.is_zero() {
+                self.burst
+            } else {
+                0
+            }
+        } else {
+            self.max_lead()
+                .sub(lead)
+                .max(Ratio::ZERO)
+                .div_floor(self.t)
+                .min(self.burst)
+        };
+        (self.burst as u32, remaining as u32, lead.ceil_nanos())
+    }
+}
+
+/// A table's bucket configuration and the rule the model applies to it.
+#[derive(Debug, Clone, Copy)]
+struct Algo {
+    gcra: Gcra,
+    rule: Rule,
+}
+
+impl Algo {
+    fn new(quota: Quota, leaky: bool) -> Self {
+        let gcra = if leaky {
+            Gcra::leaky_bucket(quota)
+        } else {
+            Gcra::token_bucket(quota)
+        };
+        assert_eq!(gcra.kind() == BucketKind::LeakyBucket, leaky);
+        Self {
+            gcra,
+            rule: Rule::new(&quota, leaky),
+        }
+    }
+}
+
+/// A bucket of the model: the table's TAT and the exact one.
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
-    rounded: i128,
+    table: Ratio,
     exact: Ratio,
 }
 
 impl Bucket {
     const FRESH: Self = Self {
-        rounded: 0,
-        exact: Ratio::int(0),
+        table: Ratio::ZERO,
+        exact: Ratio::ZERO,
     };
 
-    fn lead(&self, now: i128) -> i128 {
-        (self.rounded - now).max(0)
+    fn lead(&self, now: i128) -> Ratio {
+        self.table.sub(Ratio::int(now)).max(Ratio::ZERO)
     }
 
     fn idle(&self, now: i128) -> bool {
-        self.rounded <= now
+        self.table.le(Ratio::int(now))
     }
 
-    /// GCRA on the rounded TAT: what the table must answer.
+    /// GCRA on the table's TAT: what the table must answer.
     fn decide(&self, rule: Rule, n: u32, now: i128) -> Seen {
         let lead = self.lead(now);
-        let cost = i128::from(n) * rule.t;
+        let cost = rule.t.times(i128::from(n));
         if n == 0 {
             return Seen::allowed(rule.snapshot(lead));
         }
         let admitted = if rule.leaky {
-            lead == 0
+            lead.is_zero()
         } else {
-            lead + cost <= rule.max_lead()
+            lead.add(cost).le(rule.max_lead())
         };
         if admitted {
-            Seen::allowed(rule.snapshot(lead + cost))
+            Seen::allowed(rule.snapshot(lead.add(cost)))
         } else {
             let retry = if rule.leaky {
                 lead
             } else {
-                lead + cost - rule.max_lead()
+                lead.add(cost).sub(rule.max_lead())
             };
             Seen {
                 allowed: false,
                 snapshot: rule.snapshot(lead),
-                retry_after: Some(u64::try_from(retry).expect("retry")),
+                retry_after: Some(retry.ceil_nanos()),
             }
         }
     }
@@ -200,12 +296,13 @@ impl Bucket {
     /// Records an admission of `n` the table made, after checking that the
     /// exact bucket admits it too.
     fn admit(&mut self, rule: Rule, n: u32, now: i128) -> Result<(), TestCaseError> {
-        let cost = i128::from(n) * rule.t;
-        let exact_lead = self.exact.add(-now).max(0);
+        let now = Ratio::int(now);
+        let exact_cost = rule.exact_t.times(i128::from(n));
+        let exact_lead = self.exact.sub(now).max(Ratio::ZERO);
         let admissible = if rule.leaky {
-            exact_lead.le(0)
+            exact_lead.is_zero()
         } else {
-            exact_lead.add(cost).le(rule.max_lead())
+            exact_lead.add(exact_cost).le(rule.exact_max_lead())
         };
         prop_assert!(
             admissible,
@@ -214,19 +311,19 @@ impl Bucket {
             rule,
             exact_lead
         );
-        self.rounded = self.rounded.max(now) + cost;
-        self.exact = self.exact.max(now).add(cost);
+        self.table = self.table.max(now).add(rule.t.times(i128::from(n)));
+        self.exact = self.exact.max(now).add(exact_cost);
         Ok(())
     }
 
     /// Gives `n` permits back (never before `now`).
     fn refund(&mut self, rule: Rule, n: u32, now: i128) {
-        let back = i128::from(n) * rule.t;
-        if back > 0 && self.rounded > now {
-            self.rounded = (self.rounded - back).max(now);
+        let now = Ratio::int(now);
+        if n > 0 && !self.table.le(now) {
+            self.table = self.table.sub(rule.t.times(i128::from(n))).max(now);
         }
-        if back > 0 && !self.exact.le(now) {
-            self.exact = self.exact.add(-back).max(now);
+        if n > 0 && !self.exact.le(now) {
+            self.exact = self.exact.sub(rule.exact_t.times(i128::from(n))).max(now);
         }
     }
 
@@ -234,24 +331,27 @@ impl Bucket {
     /// if the exact TAT had to be rounded down (see `MAX_DENOMINATOR`).
     fn convert(&mut self, old: Rule, new: Rule, how: Inheritance, now: i128) -> bool {
         let lead = self.lead(now);
-        if lead > 0 {
+        if !lead.is_zero() {
             let carried = match how {
-                Inheritance::UsedAmount => div_ceil(lead * new.t, old.t),
-                Inheritance::UsedFraction => div_ceil(lead * new.max_lead(), old.max_lead()),
-                _ => 0,
+                Inheritance::UsedAmount => lead.scale(new.t, old.t),
+                Inheritance::UsedFraction => lead.scale(new.max_lead(), old.max_lead()),
+                _ => Ratio::ZERO,
             };
-            self.rounded = now + carried.min(new.max_lead());
+            // on the new quota's grid, rounded up; no debt beyond empty
+            self.table = Ratio::int(now).add(carried.ceil_to(new.grid).min(new.max_lead()));
         }
-        let exact_lead = self.exact.add(-now);
-        if exact_lead.le(0) {
+        let exact_lead = self.exact.sub(Ratio::int(now));
+        if exact_lead.le(Ratio::ZERO) {
             return false;
         }
         let carried = match how {
-            Inheritance::UsedAmount => exact_lead.scale(new.t, old.t),
-            Inheritance::UsedFraction => exact_lead.scale(new.max_lead(), old.max_lead()),
-            _ => Ratio::int(0),
+            Inheritance::UsedAmount => exact_lead.scale(new.exact_t, old.exact_t),
+            Inheritance::UsedFraction => {
+                exact_lead.scale(new.exact_max_lead(), old.exact_max_lead())
+            }
+            _ => Ratio::ZERO,
         };
-        self.exact = carried.min(new.max_lead()).add(now);
+        self.exact = carried.min(new.exact_max_lead()).add(Ratio::int(now));
         if self.exact.q > MAX_DENOMINATOR {
             self.exact = Ratio::int(self.exact.floor());
             return true;
@@ -260,14 +360,10 @@ impl Bucket {
     }
 
     /// The model's own invariant: the exact TAT never leaves less room
-    /// than the rounded one.
+    /// than the table's.
     fn consistent(&self) -> bool {
-        self.exact.le(self.rounded)
+        self.exact.le(self.table)
     }
-}
-
-fn div_ceil(a: i128, b: i128) -> i128 {
-    (a + b - 1).div_euclid(b)
 }
 
 /// What a decision shows.
@@ -305,8 +401,8 @@ fn fields(s: &Snapshot) -> (u32, u32, u64) {
 
 /// The reference model of one table.
 struct Model {
-    default: Gcra,
-    per_key: BTreeMap<u64, Gcra>,
+    default: Algo,
+    per_key: BTreeMap<u64, Algo>,
     tracked: BTreeMap<u64, Bucket>,
     shared: Bucket,
     policy: OverflowPolicy,
@@ -315,7 +411,7 @@ struct Model {
 }
 
 impl Model {
-    fn algorithm(&self, key: u64) -> Gcra {
+    fn algorithm(&self, key: u64) -> Algo {
         self.per_key.get(&key).copied().unwrap_or(self.default)
     }
 
@@ -338,12 +434,12 @@ enum Op {
     },
     Sweep,
     Reconfigure {
-        next: Gcra,
+        next: Algo,
         how: Inheritance,
     },
     UpdateKey {
         key: u64,
-        quota: Option<Gcra>,
+        quota: Option<Algo>,
         how: Inheritance,
     },
 }
@@ -358,7 +454,7 @@ fn check<T: KeyedLimiter<u64, Algorithm = Gcra>>(
 ) -> Result<(), TestCaseError> {
     let at = t(u64::try_from(now).expect("now"));
     let algorithm = model.algorithm(key);
-    let rule = Rule::of(&algorithm);
+    let rule = algorithm.rule;
     let got = table.check_n(&key, n, at);
     if i128::from(n) > rule.burst {
         prop_assert!(got.is_err(), "n {} above the burst of key {}", n, key);
@@ -382,20 +478,20 @@ fn check<T: KeyedLimiter<u64, Algorithm = Gcra>>(
             prop_assert_eq!(seen, Bucket::FRESH.decide(rule, 0, now), "{}", context);
             return Ok(());
         }
-        // full of busy keys: the earliest a slot frees up
+        // full of busy keys: the earliest a slot frees up (the first whole
+        // nanosecond)
         let first_free = model
             .tracked
             .values()
-            .map(|b| b.lead(now))
+            .map(|b| b.lead(now).ceil_nanos())
             .min()
             .expect("a full table");
-        let within_first_free = |retry: Option<u64>| {
-            retry.is_some_and(|r| r >= 1 && i128::from(r) <= first_free.max(1))
-        };
+        let within_first_free =
+            |retry: Option<u64>| retry.is_some_and(|r| r >= 1 && r <= first_free.max(1));
         match model.policy {
             OverflowPolicy::SharedBucket => {
                 prop_assert_eq!(got.path(), KeyedPath::SharedOverflow, "{}", context);
-                let default = Rule::of(&model.default);
+                let default = model.default.rule;
                 if i128::from(n) > default.burst {
                     // the key's quota allows n, the default never does
                     prop_assert!(!seen.allowed, "{}", context);
@@ -439,9 +535,9 @@ fn matches_model<T: KeyedLimiter<u64, Algorithm = Gcra>>(
     make: impl Fn(Spec) -> T,
     case: &Case,
 ) -> Result<usize, TestCaseError> {
-    let quotas = QuotaMap::leak(case.per_key.iter().copied());
+    let quotas = QuotaMap::leak(case.per_key.iter().map(|&(key, algo)| (key, algo.gcra)));
     let table = make(
-        Spec::new(case.default, MAX_KEYS)
+        Spec::new(case.default.gcra, MAX_KEYS)
             .overflow(case.policy)
             .quotas(Quotas::Map(quotas)),
     );
@@ -462,8 +558,8 @@ fn matches_model<T: KeyedLimiter<u64, Algorithm = Gcra>>(
             Op::Check { key, n } => check(&table, &mut model, key, n, now)?,
             Op::Refund { key, n } => {
                 table.refund(&key, n, at);
-                let rule = Rule::of(&model.algorithm(key));
-                let default = Rule::of(&model.default);
+                let rule = model.algorithm(key).rule;
+                let default = model.default.rule;
                 match model.tracked.get_mut(&key) {
                     Some(bucket) => bucket.refund(rule, n, now),
                     None if model.policy == OverflowPolicy::SharedBucket => {
@@ -477,8 +573,8 @@ fn matches_model<T: KeyedLimiter<u64, Algorithm = Gcra>>(
                 prop_assert_eq!(evicted, model.evict_idle(now), "step {}", step);
             }
             Op::Reconfigure { next, how } => {
-                table.reconfigure(next, how, at);
-                let (old, new) = (Rule::of(&model.default), Rule::of(&next));
+                table.reconfigure(next.gcra, how, at);
+                let (old, new) = (model.default.rule, next.rule);
                 for (key, bucket) in &mut model.tracked {
                     if !model.per_key.contains_key(key) && bucket.convert(old, new, how, now) {
                         model.relaxed += 1;
@@ -490,18 +586,18 @@ fn matches_model<T: KeyedLimiter<u64, Algorithm = Gcra>>(
                 model.default = next;
             }
             Op::UpdateKey { key, quota, how } => {
-                let old = Rule::of(&model.algorithm(key));
+                let old = model.algorithm(key).rule;
                 let mut calls = 0;
                 table.update_key_quota(&key, how, at, &mut || {
                     calls += 1;
-                    quotas.set(key, quota);
+                    quotas.set(key, quota.map(|algo| algo.gcra));
                 });
                 prop_assert_eq!(calls, 1);
                 match quota {
-                    Some(gcra) => model.per_key.insert(key, gcra),
+                    Some(algo) => model.per_key.insert(key, algo),
                     None => model.per_key.remove(&key),
                 };
-                let new = Rule::of(&model.algorithm(key));
+                let new = model.algorithm(key).rule;
                 if let Some(bucket) = model.tracked.get_mut(&key) {
                     if bucket.convert(old, new, how, now) {
                         model.relaxed += 1;
@@ -510,9 +606,14 @@ fn matches_model<T: KeyedLimiter<u64, Algorithm = Gcra>>(
             }
         }
         // after every step, everything observable agrees
-        prop_assert_eq!(table.default_algorithm(), model.default, "step {}", step);
+        prop_assert_eq!(
+            table.default_algorithm(),
+            model.default.gcra,
+            "step {}",
+            step
+        );
         prop_assert_eq!(table.len(), model.tracked.len(), "step {} {:?}", step, op);
-        let default = Rule::of(&model.default);
+        let default = model.default.rule;
         prop_assert_eq!(
             fields(&table.shared_snapshot(at)),
             default.snapshot(model.shared.lead(now)),
@@ -521,7 +622,7 @@ fn matches_model<T: KeyedLimiter<u64, Algorithm = Gcra>>(
         );
         prop_assert!(model.shared.consistent());
         for key in 0..KEYS {
-            let rule = Rule::of(&model.algorithm(key));
+            let rule = model.algorithm(key).rule;
             let tracked = model.tracked.get(&key);
             prop_assert_eq!(
                 table.contains(&key),
@@ -531,7 +632,7 @@ fn matches_model<T: KeyedLimiter<u64, Algorithm = Gcra>>(
                 key
             );
             prop_assert_eq!(table.capacity_of(&key), rule.burst as u32);
-            let lead = tracked.map_or(0, |b| b.lead(now));
+            let lead = tracked.map_or(Ratio::ZERO, |b| b.lead(now));
             prop_assert_eq!(
                 fields(&table.snapshot(&key, at)),
                 rule.snapshot(lead),
@@ -548,28 +649,27 @@ fn matches_model<T: KeyedLimiter<u64, Algorithm = Gcra>>(
 
 #[derive(Debug, Clone)]
 struct Case {
-    default: Gcra,
-    per_key: Vec<(u64, Gcra)>,
+    default: Algo,
+    per_key: Vec<(u64, Algo)>,
     policy: OverflowPolicy,
     ops: Vec<(Op, u64)>,
 }
 
-/// A token bucket (three in four) or a leaky one, burst 1..=4, interval a
-/// whole number of milliseconds (three in four) or any 0.1..25 ms.
-fn gcra() -> impl Strategy<Value = Gcra> {
-    let interval = prop_oneof![
-        3 => (1u64..=25).prop_map(|ms| ms * 1_000_000),
-        1 => 100_000u64..=25_000_000,
+/// A token bucket (three in four) or a leaky one, burst 1..=4, with an
+/// interval of a whole number of milliseconds, any 0.1..25 ms in whole
+/// nanoseconds, or 2..=24 permits per 1..=25 ms: fractions of a nanosecond
+/// kept exact (`3 per 7 ms`, `d` ≤ 16) or rounded up (`17 per 5 ms`).
+fn algo() -> impl Strategy<Value = Algo> {
+    let quota = prop_oneof![
+        3 => (1u64..=25).prop_map(|ms| Quota::with_period(Duration::from_millis(ms))),
+        1 => (100_000u64..=25_000_000).prop_map(|ns| Quota::with_period(Duration::from_nanos(ns))),
+        2 => (2u32..=24, 1u64..=25).prop_map(|(permits, ms)| Quota::new(permits, Duration::from_millis(ms))),
     ];
-    (interval, 1u32..=4, prop::bool::weighted(0.25)).prop_map(|(ns, burst, leaky)| {
-        let quota = Quota::with_period(Duration::from_nanos(ns))
+    (quota, 1u32..=4, prop::bool::weighted(0.25)).prop_map(|(quota, burst, leaky)| {
+        let quota = quota
             .and_then(|q| q.with_burst(burst))
             .expect("valid quota");
-        if leaky {
-            Gcra::leaky_bucket(quota)
-        } else {
-            Gcra::token_bucket(quota)
-        }
+        Algo::new(quota, leaky)
     })
 }
 
@@ -586,8 +686,8 @@ fn op() -> impl Strategy<Value = Op> {
         12 => (0..KEYS, 0u32..=3).prop_map(|(key, n)| Op::Check { key, n }),
         1 => (0..KEYS, 1u32..=3).prop_map(|(key, n)| Op::Refund { key, n }),
         1 => Just(Op::Sweep),
-        2 => (gcra(), inheritance()).prop_map(|(next, how)| Op::Reconfigure { next, how }),
-        2 => (0..KEYS, prop::option::weighted(0.7, gcra()), inheritance())
+        2 => (algo(), inheritance()).prop_map(|(next, how)| Op::Reconfigure { next, how }),
+        2 => (0..KEYS, prop::option::weighted(0.7, algo()), inheritance())
             .prop_map(|(key, quota, how)| Op::UpdateKey { key, quota, how }),
     ]
 }
@@ -607,14 +707,14 @@ fn case() -> impl Strategy<Value = Case> {
         ),
         0..150,
     );
-    let per_key = prop::collection::vec(prop::option::weighted(0.3, gcra()), KEYS as usize)
+    let per_key = prop::collection::vec(prop::option::weighted(0.3, algo()), KEYS as usize)
         .prop_map(|quotas| {
             (0..KEYS)
                 .zip(quotas)
                 .filter_map(|(key, quota)| quota.map(|q| (key, q)))
                 .collect::<Vec<_>>()
         });
-    (gcra(), per_key, policy, ops).prop_map(|(default, per_key, policy, ops)| Case {
+    (algo(), per_key, policy, ops).prop_map(|(default, per_key, policy, ops)| Case {
         default,
         per_key,
         policy,
@@ -647,8 +747,12 @@ proptest! {
 /// the rounded and the exact TAT alike.
 #[test]
 fn the_model_keeps_what_each_rule_says() {
-    let ten = Rule::of(&keyed_support::per_second(10, 10));
-    let twenty = Rule::of(&keyed_support::per_second(20, 20));
+    let per_second = |permits, burst| {
+        let quota = Quota::per_second(permits).and_then(|q| q.with_burst(burst));
+        Rule::new(&quota.expect("valid quota"), false)
+    };
+    let ten = per_second(10, 10);
+    let twenty = per_second(20, 20);
     let now = 5_000_000_000;
     for (how, remaining) in [
         (Inheritance::UsedAmount, 14),
@@ -660,24 +764,42 @@ fn the_model_keeps_what_each_rule_says() {
         assert!(!bucket.convert(ten, twenty, how, now));
         assert_eq!(twenty.snapshot(bucket.lead(now)).1, remaining, "{how:?}");
         assert!(bucket.consistent());
-        assert_eq!(bucket.exact.p, bucket.rounded, "{how:?}: exact here");
+        let (exact, table) = (bucket.exact, bucket.table);
+        assert_eq!(
+            (exact.p, exact.q),
+            (table.p, table.q),
+            "{how:?}: exact here"
+        );
     }
-    // a third of a nanosecond: rounded up, exactly a third in the exact TAT
-    let three = Rule {
-        t: 3,
-        burst: 4,
-        leaky: false,
+    let quota = |permits, ns| {
+        let quota = Quota::new(permits, Duration::from_nanos(ns)).and_then(|q| q.with_burst(4));
+        Rule::new(&quota.expect("valid quota"), false)
     };
-    let one = Rule {
-        t: 1,
-        burst: 4,
-        leaky: false,
-    };
+    // a third of a nanosecond: rounded up on a whole-nanosecond grid,
+    // exactly a third in the exact TAT
+    let three = quota(1, 3);
+    let one = quota(1, 1);
     let mut bucket = Bucket::FRESH;
     bucket.admit(three, 1, 10).expect("fresh");
     bucket.convert(three, one, Inheritance::UsedFraction, 11);
     // lead 2 of 12 → 2/12 of 4 = 2/3 ns
-    assert_eq!(bucket.rounded, 12);
+    assert_eq!((bucket.table.p, bucket.table.q), (12, 1));
     assert_eq!((bucket.exact.p, bucket.exact.q), (35, 3));
     assert!(bucket.consistent());
+    // onto a grid of thirds (T = 7/3 ns): 2/12 of 28/3 = 14/9 ns, rounded
+    // up to 5/3 ns; the snapshot reports 2 ns
+    let sevenths = quota(3, 7);
+    assert_eq!((sevenths.t.p, sevenths.t.q, sevenths.grid), (7, 3, 3));
+    let mut bucket = Bucket::FRESH;
+    bucket.admit(three, 1, 10).expect("fresh");
+    bucket.convert(three, sevenths, Inheritance::UsedFraction, 11);
+    assert_eq!((bucket.table.p, bucket.table.q), (38, 3));
+    assert_eq!((bucket.exact.p, bucket.exact.q), (113, 9));
+    assert_eq!(sevenths.snapshot(bucket.lead(11)), (4, 3, 2));
+    assert!(bucket.consistent());
+    // a rounded quota: the table charges T rounded up, the exact TAT the
+    // exact 7/17 ns fraction
+    let rounded = quota(17, 1_000);
+    assert_eq!((rounded.t.p, rounded.t.q, rounded.grid), (59, 1, 1));
+    assert_eq!((rounded.exact_t.p, rounded.exact_t.q), (1_000, 17));
 }

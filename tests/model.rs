@@ -7,6 +7,12 @@
 //! theoretical arrival time in a saturating `u64`. Equal decisions mean the
 //! GCRA formulation, its rounding and its heal rule are what the contract
 //! (DESIGN.md §2) says.
+//!
+//! Rates are exact where the quota documents it: the model counts time in
+//! units of `1/permits` ns, so that `T = period / permits` is exactly
+//! `period` units, and reports waits in whole nanoseconds rounded up. For
+//! a quota in the rounded regime (the denominator of `T` above 16, see
+//! `tollgate::quota`) it uses `T` rounded up to whole nanoseconds instead.
 
 use core::time::Duration;
 
@@ -17,9 +23,38 @@ fn t(ns: u64) -> Timestamp {
     Timestamp::from_nanos(ns)
 }
 
+/// Whether the quota is in the exact regime, decided from the quota's
+/// documentation: `T = P / d` in lowest terms is kept exact if `d = 1`, or
+/// `d ≤ 16` with `burst × P ≤ 2^60`.
+fn documented_exact(quota: &Quota) -> bool {
+    let period = quota.period_nanos();
+    let permits = u64::from(quota.permits());
+    let (mut a, mut b) = (period, permits);
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    let (p, d) = (period / a, permits / a);
+    d == 1 || (d <= 16 && u128::from(p) * u128::from(quota.burst()) <= 1 << 60)
+}
+
+/// `T` as a fraction `(num, den)` of nanoseconds: exactly `period /
+/// permits` in the exact regime, else the interval rounded up.
+fn interval_fraction(quota: &Quota) -> (i128, i128) {
+    if documented_exact(quota) {
+        (
+            i128::from(quota.period_nanos()),
+            i128::from(quota.permits()),
+        )
+    } else {
+        (i128::from(quota.interval_nanos()), 1)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Model {
     kind: BucketKind,
+    /// Units of time per nanosecond: every time below is in units.
+    unit: i128,
     interval: i128,
     capacity: u32,
     heal_threshold: i128,
@@ -46,12 +81,14 @@ impl Model {
         // the most permits one request can take: the burst, for both kinds
         // (a leaky bucket's largest request is its burst since API 13)
         let capacity = quota.burst();
-        let interval = i128::from(quota.interval_nanos());
+        let (interval, unit) = interval_fraction(&quota);
+        assert_eq!(quota.is_exact(), documented_exact(&quota), "{quota:?}");
         Self {
             kind,
+            unit,
             interval,
             capacity,
-            heal_threshold: i128::from(heal_threshold),
+            heal_threshold: i128::from(heal_threshold) * unit,
             // a fresh bucket is full at any time: bank "infinitely" old credit
             credit: i128::from(capacity) * interval,
             last: 0,
@@ -83,6 +120,11 @@ impl Model {
         }
     }
 
+    /// `units` in whole nanoseconds, rounded up.
+    fn nanos(&self, units: i128) -> u64 {
+        u64::try_from((units + self.unit - 1).div_euclid(self.unit)).expect("a wait")
+    }
+
     fn remaining(&self, avail: i128) -> u32 {
         match self.kind {
             BucketKind::TokenBucket => {
@@ -98,12 +140,12 @@ impl Model {
         if n > self.capacity {
             return Outcome::TooLarge;
         }
-        let now = i128::from(now);
+        let now = i128::from(now) * self.unit;
         let (avail, healed) = self.healed(now);
         if n == 0 {
             return Outcome::Allowed {
                 remaining: self.remaining(avail),
-                reset_after: (self.full() - avail) as u64,
+                reset_after: self.nanos(self.full() - avail),
             };
         }
         let cost = i128::from(n) * self.interval;
@@ -116,7 +158,7 @@ impl Model {
             self.last = now;
             Outcome::Allowed {
                 remaining: self.remaining(self.credit),
-                reset_after: (self.full() - self.credit) as u64,
+                reset_after: self.nanos(self.full() - self.credit),
             }
         } else {
             if healed {
@@ -124,15 +166,15 @@ impl Model {
                 self.last = now;
             }
             Outcome::Denied {
-                retry_after: (needed - avail) as u64,
+                retry_after: self.nanos(needed - avail),
                 remaining: self.remaining(avail),
-                reset_after: (self.full() - avail) as u64,
+                reset_after: self.nanos(self.full() - avail),
             }
         }
     }
 
     fn refund(&mut self, n: u32, now: u64) {
-        let now = i128::from(now);
+        let now = i128::from(now) * self.unit;
         let avail = self.available(now);
         if avail >= self.full() {
             return;
@@ -148,12 +190,12 @@ impl Model {
         if n == 0 {
             return Some(0);
         }
-        let (avail, _) = self.healed(i128::from(now));
+        let (avail, _) = self.healed(i128::from(now) * self.unit);
         let needed = match self.kind {
             BucketKind::TokenBucket => i128::from(n) * self.interval,
             BucketKind::LeakyBucket => self.full(),
         };
-        Some((needed - avail).max(0) as u64)
+        Some(self.nanos((needed - avail).max(0)))
     }
 }
 
@@ -283,7 +325,9 @@ proptest! {
         let gcra = Gcra::new(kind, quota);
         let state = GcraState::new();
         let capacity = i128::from(gcra.capacity());
-        let interval = i128::from(quota.interval_nanos());
+        // T = interval / per_ns nanoseconds: exact, or rounded up in the
+        // rounded regime (a stronger bound than the exact T)
+        let (interval, per_ns) = interval_fraction(&quota);
         let mut true_now = start;
         // (true time, presented time, permits)
         let mut admitted: Vec<(i128, i128, i128)> = Vec::new();
@@ -303,15 +347,15 @@ proptest! {
                 sum += admitted[j].2;
                 let presented = admitted[j].1 - admitted[i].1;
                 prop_assert!(
-                    sum * interval <= presented + capacity * interval,
-                    "{} permits over presented {} ns (capacity {}, T {})",
-                    sum, presented, capacity, interval
+                    sum * interval <= presented * per_ns + capacity * interval,
+                    "{} permits over presented {} ns (capacity {}, T {}/{})",
+                    sum, presented, capacity, interval, per_ns
                 );
                 let t = admitted[j].0 - admitted[i].0;
                 prop_assert!(
-                    sum <= capacity + (t + stale_slack) / interval,
-                    "{} permits in {} ns true time (capacity {}, T {}, stale < {})",
-                    sum, t, capacity, interval, stale_max
+                    sum <= capacity + ((t + stale_slack) * per_ns) / interval,
+                    "{} permits in {} ns true time (capacity {}, T {}/{}, stale < {})",
+                    sum, t, capacity, interval, per_ns, stale_max
                 );
             }
         }

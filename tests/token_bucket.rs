@@ -43,7 +43,9 @@ fn fresh_bucket_admits_exactly_burst_at_once_then_rate() {
 
 #[test]
 fn retry_after_is_exact_to_the_nanosecond() {
-    let b = Bucket::token_bucket(quota(3, 1)); // T = 333_333_334 ns
+    // T = 333_333_333⅓ ns, kept exact: the wait is reported in whole
+    // nanoseconds rounded up
+    let b = Bucket::token_bucket(quota(3, 1));
     assert!(b.check(t(1_000)).is_allowed());
     let d = b.check(t(1_000 + 7)).denied().copied().unwrap();
     assert_eq!(d.retry_after_nanos(), 333_333_334 - 7);
@@ -51,6 +53,26 @@ fn retry_after_is_exact_to_the_nanosecond() {
     // one nanosecond before is refused, at the instant is admitted
     assert!(b.check(t(1_000 + 333_333_333)).is_denied());
     assert!(b.check(t(1_000 + 333_333_334)).is_allowed());
+    // a burst of 1 cannot bank the ⅔ ns it was admitted late: the next
+    // permit is a whole T after that admission, ⌈T⌉ from now
+    let d = b.check(t(1_000 + 333_333_334)).denied().copied().unwrap();
+    assert_eq!(d.retry_after_nanos(), 333_333_334);
+
+    // drained at once, a burst of 3 gets its permits back at ⌈T⌉, ⌈2T⌉ and
+    // exactly 3T = 1 s (with T rounded up: 333_333_334, 666_666_668 and
+    // 1_000_000_002), each refused a nanosecond before
+    let b = Bucket::token_bucket(quota(3, 3));
+    assert!(b.check_n(3, t(1_000)).unwrap().is_allowed());
+    for (k, at) in [(1, 333_333_334), (2, 666_666_667), (3, 1_000_000_000)] {
+        assert_eq!(
+            b.time_until_ready(k, t(1_000)),
+            Ok(Duration::from_nanos(at))
+        );
+        let before = b.check_n(k, t(1_000 + at - 1)).unwrap();
+        assert_eq!(before.retry_after(), Duration::from_nanos(1), "{k} permits");
+        assert_eq!(b.snapshot(t(1_000 + at)).remaining(), k);
+    }
+    assert!(b.check_n(3, t(1_001_000_000)).unwrap().is_allowed());
 }
 
 #[test]
@@ -88,12 +110,12 @@ fn n_above_burst_can_never_succeed() {
 fn n_zero_is_a_peek_that_changes_nothing() {
     let b = Bucket::token_bucket(quota(10, 5));
     assert!(b.check_n(2, t(0)).unwrap().is_allowed());
-    let tat = b.state().tat();
+    let tat = b.state().tat(b.algorithm());
     let peek = b.check_n(0, t(50 * MS)).unwrap();
     assert!(peek.is_allowed());
     assert_eq!(peek.snapshot().remaining(), 3);
     assert_eq!(peek.snapshot().reset_after_nanos(), 150 * MS);
-    assert_eq!(b.state().tat(), tat);
+    assert_eq!(b.state().tat(b.algorithm()), tat);
 }
 
 #[test]

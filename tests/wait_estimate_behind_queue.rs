@@ -12,7 +12,9 @@ fn t(ns: u64) -> Timestamp {
     Timestamp::from_nanos(ns)
 }
 
-/// Token bucket as a credit counter in nanoseconds of refill.
+/// Token bucket as a credit counter of refill time, in units of `1/u` ns
+/// (`u` = permits per period, so that `T = period / permits` is a whole
+/// number of units: exact, no rounding).
 struct Credit {
     full: u64,
     credit: u64,
@@ -83,28 +85,33 @@ proptest! {
         permits in 1u32..=6, burst in 1u32..=6, hist in history(),
         queued in prop::collection::vec(1u32..=6, 0..8), n in 1u32..=6,
     ) {
-        // permits per 10 µs: T = 10_000 / permits ns (rounded up).
+        // permits per 10 µs: T = 10_000 / permits ns, exactly (3 and 6 per
+        // 10 µs are fractions of a nanosecond; the bucket keeps them exact)
         let quota = Quota::new(permits, Duration::from_nanos(10_000)).unwrap().with_burst(burst).unwrap();
-        let per = quota.interval_nanos();
+        prop_assert!(quota.is_exact());
+        // the model counts in units of 1/permits ns: T = 10_000 units
+        let u = u64::from(permits);
+        let per = 10_000;
         let bucket = Bucket::token_bucket(quota);
         let mut model = Credit { full: u64::from(burst) * per, credit: u64::from(burst) * per, at: 0, per };
         let mut now = 1_000_000;
-        model.at = now;
+        model.at = now * u;
         for (dt, k) in hist {
             now += dt;
             let k = k.min(burst);
-            prop_assert_eq!(bucket.check_n(k, t(now)).unwrap().is_allowed(), model.try_take(u64::from(k), now));
+            prop_assert_eq!(bucket.check_n(k, t(now)).unwrap().is_allowed(), model.try_take(u64::from(k), now * u));
         }
         let queued: Vec<u32> = queued.into_iter().map(|k| k.min(burst)).collect();
         let n = n.min(burst);
         let ahead: u64 = queued.iter().map(|&k| u64::from(k)).sum();
         let estimate = bucket.time_until_ready_after(ahead, n, t(now)).unwrap();
-        let mut at = now;
+        let mut at = now * u;
         for k in queued {
             at = model.take_waiting(u64::from(k), at);
         }
         let granted = model.take_waiting(u64::from(n), at);
-        prop_assert_eq!(estimate, Duration::from_nanos(granted - now));
+        // the first whole nanosecond at which the last permit is granted
+        prop_assert_eq!(estimate, Duration::from_nanos((granted - now * u).div_ceil(u)));
     }
 
     #[test]

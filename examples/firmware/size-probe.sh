@@ -7,6 +7,7 @@
 #   ./size-probe.sh thumbv7m-none-eabi   (portable-atomic fallback lock table)
 #   ./size-probe.sh thumbv7em-none-eabihf acquire   (price acquire(1).await)
 #   ./size-probe.sh thumbv7em-none-eabihf keyed     (price a HeaplessKeyedTable of 8 keys)
+#   ./size-probe.sh thumbv7em-none-eabihf tick      (price the 32-bit tick bucket, check_ticks)
 set -euo pipefail
 cd "$(dirname "$0")"
 T=${1:-thumbv7em-none-eabihf}
@@ -15,6 +16,7 @@ WHAT="token bucket"
 case "${2:-}" in
   acquire) EXTRA=(--features probe-acquire) ;;
   keyed) EXTRA=(--features probe-keyed); WHAT="keyed table (8 keys)" ;;
+  tick) EXTRA=(--features probe-tick); WHAT="tick bucket (32-bit)" ;;
 esac
 
 if command -v llvm-size >/dev/null; then SIZE=llvm-size
@@ -53,3 +55,14 @@ printf '%-28s %8d %8d %8d\n' "with $WHAT" "$t1" "$d1" "$b1"
 printf '%-28s %8d %8d %8d\n' "no-op limiter (baseline)" "$t0" "$d0" "$b0"
 printf '%-28s %8d %8d %8d\n' "tollgate $WHAT" "$((t1 - t0))" "$((d1 - d0))" "$((b1 - b0))"
 echo "RAM added (.data + .bss): $(( (d1 + b1) - (d0 + b0) )) bytes"
+# the limiter's own statics (a section total can hide a small one in what
+# was alignment padding)
+if command -v llvm-nm >/dev/null; then
+  llvm-nm -S -C "target/size-with/$T/release/size-probe" | while read -r _ size kind name; do
+    case "$name" in
+      size_probe::limiter::*)
+        case "$kind" in b | B) where=.bss ;; d | D) where=.data ;; *) where=flash ;; esac
+        echo "  $name: $((16#$size)) bytes ($where)" ;;
+    esac
+  done
+fi

@@ -16,6 +16,8 @@
 //! - [`orders`]: every sequential order of the threads' operations, and the
 //!   outcomes the reference model gives for each, so a model can assert
 //!   that what it observed is one of them (linearizability);
+//! - [`tick_spec`]: the same for the 32-bit tick bucket, on the circle of
+//!   ticks modulo 2³² (the models run it at 1 GHz: ticks are nanoseconds);
 //! - [`live_spec`]: checks and live changes of quota ([`LiveOp`]) and every
 //!   result a sequential order of them gives on the reference model;
 //! - [`ops`]: one vocabulary ([`Op`], [`Outcome`]) for driving the real
@@ -36,6 +38,7 @@ pub mod live_spec;
 pub mod ops;
 pub mod orders;
 pub mod spec;
+pub mod tick_spec;
 pub mod window_spec;
 
 #[cfg(loom)]
@@ -55,6 +58,7 @@ pub use ops::{
 };
 pub use orders::{interleavings, sequential_outcomes, sequential_runs, Observed, Run, SpecLimiter};
 pub use spec::SpecBucket;
+pub use tick_spec::SpecTick;
 pub use window_spec::{SpecFixedWindow, SpecSlidingWindow};
 
 use core::time::Duration;

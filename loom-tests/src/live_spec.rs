@@ -86,17 +86,22 @@ pub fn with_quota(current: &Gcra, quota: Quota) -> Gcra {
 
 /// Applies `op` to the reference bucket `spec` (whose configuration is
 /// `current`, updated by a change) and returns what it returns.
-pub fn apply_live(spec: &mut SpecBucket, current: &mut Gcra, op: LiveOp) -> Outcome {
+pub fn apply_live(
+    spec: &mut SpecBucket,
+    current: &mut Gcra,
+    op: LiveOp,
+    stamps_full: bool,
+) -> Outcome {
     match op {
         LiveOp::Check { n, now } => spec.apply(Op::Check { n, now }, None),
         LiveOp::SetQuota { quota, how, now } => {
             let next = with_quota(current, quota);
-            spec.reconfigure(&next, true, how, now);
+            spec.reconfigure(&next, true, how, now, stamps_full);
             *current = next;
             Outcome::Reconfigured
         }
         LiveOp::Reconfigure { next, how, now } => {
-            spec.reconfigure(&next, false, how, now);
+            spec.reconfigure(&next, false, how, now, stamps_full);
             *current = next;
             Outcome::Reconfigured
         }
@@ -109,18 +114,20 @@ pub type LiveRun = (Vec<Vec<Outcome>>, (u32, u64));
 
 /// Every result a sequential order of `threads` gives, starting from a
 /// fresh bucket running `start` after the sequential `setup`, with the
-/// end state read at `probe` (no earlier than any `now`).
+/// end state read at `probe` (no earlier than any `now`). `stamps_full`:
+/// see [`SpecBucket::reconfigure`].
 #[must_use]
 pub fn live_runs(
     start: Gcra,
     setup: &[LiveOp],
     threads: &[Vec<LiveOp>],
     probe: u64,
+    stamps_full: bool,
 ) -> HashSet<LiveRun> {
     let mut spec = SpecBucket::like(&start);
     let mut current = start;
     for &op in setup {
-        let _ = apply_live(&mut spec, &mut current, op);
+        let _ = apply_live(&mut spec, &mut current, op, stamps_full);
     }
     interleavings(threads)
         .into_iter()
@@ -131,7 +138,7 @@ pub fn live_runs(
                 .map(|ops| vec![Outcome::Reconfigured; ops.len()])
                 .collect();
             for (t, i) in order {
-                outcomes[t][i] = apply_live(&mut spec, &mut current, threads[t][i]);
+                outcomes[t][i] = apply_live(&mut spec, &mut current, threads[t][i], stamps_full);
             }
             (outcomes, spec.snapshot(probe))
         })
@@ -228,7 +235,7 @@ mod tests {
                         Outcome::Reconfigured
                     }
                 };
-                let expected = apply_live(&mut spec, &mut current, op);
+                let expected = apply_live(&mut spec, &mut current, op, true);
                 prop_assert_eq!(real, expected, "op {:?}", op);
                 prop_assert_eq!(bucket.algorithm(), current, "configuration after {:?}", op);
                 // the end state, read where no heal applies

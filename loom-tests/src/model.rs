@@ -53,7 +53,7 @@ pub fn run_gcra(gcra: Gcra, setup: &[Op], threads: &[Vec<Op>]) -> (Observed, Arc
     }
     let observed = Observed {
         outcomes,
-        tat: u128::from(state.tat().as_nanos()),
+        tat: u128::from(state.tat(&gcra).as_nanos()),
     };
     (observed, state)
 }

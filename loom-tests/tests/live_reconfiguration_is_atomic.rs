@@ -55,8 +55,14 @@ fn new_quota() -> Quota {
 /// gives on the reference model; asserts that it is `most` (the bound
 /// the contract states) and that the scenario asks for more, so an
 /// over-admitting implementation could be caught.
-fn check_bound(start: Gcra, setup: &[LiveOp], threads: &[Vec<LiveOp>], most: u64) {
-    let runs = live_runs(start, setup, threads, latest(setup, threads));
+fn check_bound(
+    start: Gcra,
+    setup: &[LiveOp],
+    threads: &[Vec<LiveOp>],
+    most: u64,
+    stamps_full: bool,
+) {
+    let runs = live_runs(start, setup, threads, latest(setup, threads), stamps_full);
     let sequential_most = runs
         .iter()
         .map(|(outcomes, _)| live_admitted(threads, outcomes))
@@ -109,9 +115,9 @@ fn live_bucket(
     most: u64,
     what: Assert,
 ) {
-    check_bound(start, &setup, &threads, most);
+    check_bound(start, &setup, &threads, most, true);
     let probe = latest(&setup, &threads);
-    let allowed = live_runs(start, &setup, &threads, probe);
+    let allowed = live_runs(start, &setup, &threads, probe, true);
     model::check(move || {
         let bucket = Arc::new(LiveBucket::new(start));
         for &op in &setup {
@@ -216,6 +222,7 @@ fn keyed_checks_racing_reconfigure<T, M>(
     check_after: bool,
     most: u64,
     what: Assert,
+    stamps_full: bool,
 ) where
     T: KeyedTable,
     M: Fn(Gcra, usize, OverflowPolicy) -> T + Send + Sync + 'static,
@@ -245,9 +252,9 @@ fn keyed_checks_racing_reconfigure<T, M>(
     };
     let live_setup = as_live(&setup);
     let live_threads: Vec<Vec<LiveOp>> = threads.iter().map(|ops| as_live(ops)).collect();
-    check_bound(old(), &live_setup, &live_threads, most);
+    check_bound(old(), &live_setup, &live_threads, most, stamps_full);
     let probe = latest(&live_setup, &live_threads);
-    let allowed = live_runs(old(), &live_setup, &live_threads, probe);
+    let allowed = live_runs(old(), &live_setup, &live_threads, probe, stamps_full);
     model::check(move || {
         let table = Arc::new(make(old(), 2, OverflowPolicy::SharedBucket));
         let outcomes = km::run_keyed(&table, &setup, &threads);
@@ -289,6 +296,7 @@ fn lock_free_reconfigure_reset() {
         true,
         2,
         Assert::BoundAndLinearizable,
+        true,
     );
 }
 
@@ -300,6 +308,7 @@ fn lock_free_reconfigure_used_amount() {
         false,
         1,
         Assert::BoundAndLinearizable,
+        true,
     );
 }
 
@@ -311,6 +320,7 @@ fn sharded_reconfigure_reset() {
         true,
         2,
         Assert::BoundAndLinearizable,
+        false,
     );
 }
 
@@ -322,6 +332,7 @@ fn sharded_reconfigure_used_amount() {
         false,
         1,
         Assert::BoundAndLinearizable,
+        false,
     );
 }
 
@@ -377,7 +388,7 @@ fn lock_free_later_check_after_used_amount() {
             live_check(1, NOW + 10),
         ],
     ];
-    check_bound(old(), &live_setup, &live_threads, 1);
+    check_bound(old(), &live_setup, &live_threads, 1, true);
     model::check(move || {
         let table = Arc::new(km::lock_free(old(), 2, OverflowPolicy::SharedBucket));
         let outcomes = km::run_keyed(&table, &setup, &threads);

@@ -29,7 +29,12 @@ struct Slots<K, A: Algorithm, const N: usize> {
 /// A keyed limiter for `no_std`: up to `N` keys (`N` a power of two, at
 /// least 2), each with its own limiter state, in a fixed-size
 /// [`heapless`](::heapless) index map protected by a
-/// [`critical_section`] (so it can be shared with interrupt handlers).
+/// [`critical_section`], so it can be shared with interrupt handlers
+/// wherever its algorithm's state is interrupt-safe
+/// ([`LockFreedom::IS_INTERRUPT_SAFE`](crate::LockFreedom::IS_INTERRUPT_SAFE):
+/// always for tick buckets; for 64-bit states not on thumbv7m/thumbv7em
+/// with portable-atomic's default lock table, whose locks are shared with
+/// every other 64-bit atomic of the program).
 ///
 /// No allocation ever; the whole table can be a `static`, built by the
 /// `const` [`TableBuilder::build`]. Eviction, overflow, per-key quotas and

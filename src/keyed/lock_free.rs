@@ -551,9 +551,10 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
         for i in 0..shard.slots.len() {
             let mut word = shard.load(i);
             while let Slot::Live(key, tat) = unpack(word) {
-                // GCRA: idle (indistinguishable from fresh) iff TAT ≤ now
-                if tat > now {
-                    let alg = self.algorithm(shard, K::from_word(key));
+                // GCRA: idle (indistinguishable from fresh) iff TAT ≤ now,
+                // in the units of the key's configuration
+                let alg = self.algorithm(shard, K::from_word(key));
+                if !alg.is_idle_at(tat, now) {
                     hint.lower(now, alg.snapshot_of(tat, now).reset_after_nanos());
                     break;
                 }

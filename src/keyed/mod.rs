@@ -124,7 +124,7 @@ pub use hash::{RandomSeed, SeededHasher};
 pub use heapless_table::HeaplessKeyedTable;
 #[cfg(feature = "std")]
 pub use lock_free::{LockFreeGcraTable, WordKey};
-#[cfg(feature = "std")]
+#[cfg(feature = "http")]
 pub(crate) use sharded::shard_layout;
 #[cfg(feature = "std")]
 pub use sharded::ShardedKeyedTable;

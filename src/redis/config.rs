@@ -20,7 +20,12 @@ pub(crate) const MAX_LEAD_NANOS: u64 = 1 << 53;
 pub enum RemoteAlgorithm {
     /// A GCRA token or leaky bucket, with exactly the rules of [`Gcra`]
     /// (including its heal threshold, which here protects against a server
-    /// clock that goes back, e.g. after a failover).
+    /// clock that goes back, e.g. after a failover), in the rounded regime:
+    /// the store runs [`Gcra::rounded`], the emission interval rounded up
+    /// to whole nanoseconds, for every quota. (An in-process bucket keeps
+    /// a fractional interval such as `per_second(3)`'s exactly; the store
+    /// keeps the TAT format every replica of a fleet already shares, each
+    /// interval under a nanosecond longer for such quotas.)
     Gcra(Gcra),
     /// A fixed window: at most `quota.permits()` per window of
     /// `quota.period()`, windows aligned on multiples of the period on the
@@ -246,6 +251,7 @@ impl RedisConfig {
         }
         match self.algorithm {
             RemoteAlgorithm::Gcra(gcra) => {
+                let gcra = gcra.rounded(); // what the store runs
                 if let Err(e) = crate::error::check_clock(
                     gcra.interval(),
                     core::time::Duration::from_nanos(SERVER_RESOLUTION_NANOS),
@@ -283,7 +289,8 @@ impl RedisConfig {
     }
 }
 
-/// `capacity × T`: the largest lead a bucket can have.
+/// `capacity × T`: the largest lead a bucket can have (`gcra` in the
+/// rounded regime, as the store runs it).
 pub(crate) fn gcra_max_lead(gcra: &Gcra) -> u64 {
     use crate::limiter::Algorithm;
     gcra.interval_nanos()

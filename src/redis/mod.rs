@@ -6,6 +6,11 @@
 //! no server module needed. Every replica of a service that points at the
 //! same server and prefix shares one limit per key.
 //!
+//! The store keeps TATs in whole nanoseconds: a quota whose emission
+//! interval is not a whole number of nanoseconds (`per_second(3)`) runs
+//! with it rounded up ([`Gcra::rounded`](crate::Gcra::rounded)), where an
+//! in-process bucket keeps it exact (see [`crate::quota`]).
+//!
 //! - **Server time.** The script reads the server's `TIME`, so application
 //!   clocks never matter. Decisions carry the same fields as in-process:
 //!   `remaining`, `reset_after`, exact `retry_after` in nanoseconds.

@@ -14,6 +14,14 @@
 //! computes *leads* (`TAT − now`), which the store keeps below 2^53 ns by
 //! refusing configurations whose largest lead is longer (about 104 days).
 //!
+//! The TAT is in whole nanoseconds for every quota: the store runs its
+//! bucket in the rounded regime ([`Gcra::rounded`]), never in the `1/d` ns
+//! units an exact in-process bucket uses. So the stored value keeps one
+//! meaning across versions and quotas (replicas of a fleet upgraded one at
+//! a time read each other's TATs), and leads keep the full 2^53 ns range.
+//!
+//! [`Gcra::rounded`]: crate::Gcra::rounded
+//!
 //! [`GcraState`]: crate::GcraState
 
 /// GCRA (token and leaky bucket) step: check `n` (0 = peek) or refund `n`.

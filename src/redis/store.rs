@@ -116,6 +116,8 @@ pub struct RedisStore {
     /// Algorithm arguments after op and n, as decimal strings.
     args: Vec<String>,
     capacity: u32,
+    /// The bucket the script runs: the configured one,
+    /// [`rounded`](Gcra::rounded) to whole nanoseconds.
     gcra: Option<Gcra>,
     cache: Option<RefusalCache>,
     ceiling: Option<Bucket<Gcra>>,
@@ -225,6 +227,8 @@ impl RedisStore {
     fn with_connection(connection: Connection, config: RedisConfig) -> Self {
         let (script, args, capacity, gcra) = match config.algorithm {
             RemoteAlgorithm::Gcra(gcra) => {
+                // the script keeps TATs in nanoseconds: the rounded regime
+                let gcra = gcra.rounded();
                 let max_lead = gcra_max_lead(&gcra);
                 let empty_lead = match gcra.kind() {
                     BucketKind::TokenBucket => max_lead,

@@ -257,9 +257,17 @@ impl<const S: usize> Counts<S> {
 ///
 /// **Interrupts:** like any spin lock, a `SlidingWindowState` must not be
 /// used both by an interrupt handler and by the code it interrupts on the
-/// same core (the handler would spin on a lock its victim holds). Use a
-/// [`FixedWindow`](crate::FixedWindow) or a GCRA bucket there (lock-free),
-/// or call the sliding window inside `critical_section::with`.
+/// same core (the handler would spin on a lock its victim holds; its
+/// [`LockFreedom::IS_INTERRUPT_SAFE`](crate::LockFreedom::IS_INTERRUPT_SAFE)
+/// is `false` on every target). In an interrupt handler use a tick bucket
+/// ([`crate::tick`]: one `u32`, interrupt-safe on every target). The 64-bit
+/// limiters (a [`FixedWindow`](crate::FixedWindow), a [`Gcra`](crate::Gcra)
+/// bucket) are interrupt-safe only where their `AtomicU64` is: not on
+/// thumbv7m/thumbv7em/riscv32imac with portable-atomic's default lock
+/// table (see [`crate::lock_freedom`]). Calling the sliding window inside
+/// `critical_section::with` on both sides avoids its own lock's deadlock,
+/// but its `head` is an `AtomicU64` too: on those targets another 64-bit
+/// atomic held by the interrupted code can share its lock-table stripe.
 #[derive(Debug)]
 pub struct SlidingWindowState<const SEGMENTS: usize> {
     lock: AtomicU32,

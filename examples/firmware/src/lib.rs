@@ -5,14 +5,16 @@
 //! QEMU's `lm3s6965evb` and `mps2-an386` have no embassy HAL, so this crate
 //! carries the smallest driver that works: SysTick interrupts at `TICK_HZ`
 //! increment a 64-bit tick counter and wake expired timers from
-//! `embassy-time-queue-utils`' queue.
+//! `embassy-time-queue-utils`' queue. The SysTick handler itself belongs to
+//! each binary (an embassy image calls [`embassy_systick`] from it), so
+//! that a binary without embassy, such as `irq-hammer`, can use SysTick
+//! for its own interrupt.
 #![no_std]
 
 use core::cell::{Cell, RefCell};
 use core::task::Waker;
 
 use cortex_m::peripheral::syst::SystClkSource;
-use cortex_m_rt::exception;
 use cortex_m_semihosting::{debug, hprintln};
 use critical_section::Mutex;
 use embassy_time_driver::{Driver, TICK_HZ};
@@ -20,9 +22,10 @@ use embassy_time_queue_utils::Queue;
 
 /// Core clock that QEMU feeds SysTick on each machine.
 #[cfg(target_abi = "eabihf")]
-const CORE_HZ: u64 = 25_000_000; // mps2-an386
+pub const CORE_HZ: u64 = 25_000_000; // mps2-an386
+/// Core clock that QEMU feeds SysTick on each machine.
 #[cfg(not(target_abi = "eabihf"))]
-const CORE_HZ: u64 = 12_000_000; // lm3s6965evb
+pub const CORE_HZ: u64 = 12_000_000; // lm3s6965evb
 
 struct SysTickDriver {
     ticks: Mutex<Cell<u64>>,
@@ -50,8 +53,9 @@ embassy_time_driver::time_driver_impl!(static DRIVER: SysTickDriver = SysTickDri
     queue: Mutex::new(RefCell::new(Queue::new())),
 });
 
-#[exception]
-fn SysTick() {
+/// The embassy time driver's tick: call it from the binary's SysTick
+/// handler (`#[cortex_m_rt::exception] fn SysTick() { embassy_systick() }`).
+pub fn embassy_systick() {
     critical_section::with(|cs| {
         let ticks = DRIVER.ticks.borrow(cs);
         let now = ticks.get().wrapping_add(1);

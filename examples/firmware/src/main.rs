@@ -379,6 +379,12 @@ async fn check_errors() -> bool {
     ok && timed_out && served
 }
 
+/// SysTick drives embassy's clock.
+#[cortex_m_rt::exception]
+fn SysTick() {
+    board::embassy_systick();
+}
+
 #[embassy_executor::main]
 async fn main(spawner: Spawner) {
     let peripherals = cortex_m::Peripherals::take().expect("peripherals taken once");

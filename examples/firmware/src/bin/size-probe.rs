@@ -12,6 +12,10 @@
 //! With feature `probe-keyed` the check goes to a keyed table instead: a
 //! `static HeaplessKeyedTable<u8, Gcra, 8>` with 16 keys taking turns, so
 //! inserting, sweeping and the overflow bucket are all linked in.
+//! With feature `probe-tick` the bucket is the 32-bit tick bucket instead:
+//! a `TickGcra` configuration in flash, a 4-byte `TickState` in RAM, and
+//! `check_ticks` on the low 32 bits of embassy's tick count (what an
+//! interrupt handler would call).
 //! It also runs: `cargo run --release --bin size-probe --target ...`.
 #![no_std]
 #![no_main]
@@ -20,7 +24,11 @@ use cortex_m_semihosting::hprintln;
 use embassy_executor::Spawner;
 use tollgate_firmware as board;
 
-#[cfg(all(not(feature = "noop-limiter"), not(feature = "probe-keyed")))]
+#[cfg(all(
+    not(feature = "noop-limiter"),
+    not(feature = "probe-keyed"),
+    not(feature = "probe-tick")
+))]
 mod limiter {
     use embassy_time::Instant;
     #[cfg(feature = "probe-acquire")]
@@ -67,6 +75,22 @@ mod limiter {
     }
 }
 
+#[cfg(all(feature = "probe-tick", not(feature = "noop-limiter")))]
+mod limiter {
+    use tollgate::tick::{TickGcra, TickState};
+    use tollgate::{valid, Quota};
+
+    const QUOTA: Quota = valid!(valid!(Quota::per_second(100)).with_burst(3));
+    static CONFIG: TickGcra = valid!(TickGcra::token_bucket(QUOTA, embassy_time::TICK_HZ as u32)); // flash
+    static STATE: TickState = TickState::new(); // RAM: 4 bytes
+
+    /// One token-bucket check at tick `ticks` (its low 32 bits: the tick
+    /// bucket works modulo 2³²).
+    pub fn admit(ticks: u64) -> bool {
+        CONFIG.check_ticks(&STATE, ticks as u32).is_allowed()
+    }
+}
+
 #[cfg(feature = "noop-limiter")]
 mod limiter {
     /// The baseline of `wait`: a plain timer.
@@ -82,6 +106,12 @@ mod limiter {
         core::hint::black_box(ticks);
         core::hint::black_box(true)
     }
+}
+
+/// SysTick drives embassy's clock.
+#[cortex_m_rt::exception]
+fn SysTick() {
+    board::embassy_systick();
 }
 
 #[embassy_executor::main]

@@ -1,0 +1,307 @@
+//! Which limiters are lock-free, and which may be shared with an interrupt
+//! handler, on the target you build for.
+//!
+//! Every limiter, state and keyed table implements [`LockFreedom`]: two
+//! constants computed from the build's cfgs and from `portable-atomic`'s
+//! own answer for the features the final binary unified. Assert them where
+//! it matters, and a build that would deadlock in an interrupt does not
+//! compile:
+//!
+//! ```
+//! use tollgate::tick::TickGcra;
+//! use tollgate::{Bucket, LockFreedom};
+//!
+//! // this bucket is checked from an interrupt handler as well
+//! const _: () = assert!(Bucket::<TickGcra>::IS_INTERRUPT_SAFE);
+//! ```
+//!
+//! - [`IS_LOCK_FREE`](LockFreedom::IS_LOCK_FREE): a check, refund or
+//!   snapshot never waits for another context. Native atomic instructions,
+//!   or (portable-atomic's definition, which these constants follow)
+//!   interrupts masked for a few instructions on a single-core chip. A
+//!   critical section is *not* counted (on a multi-core chip it is a
+//!   lock), nor is `portable-atomic`'s lock table, a spin lock or a mutex.
+//! - [`IS_INTERRUPT_SAFE`](LockFreedom::IS_INTERRUPT_SAFE): the limiter may
+//!   be used from an interrupt handler *and* from the code it interrupts
+//!   (on the same core) without a deadlock: lock-free, or a critical
+//!   section (which masks the interrupt while it is held). What is not:
+//!   `portable-atomic`'s lock table and tollgate's spin lock (the sliding
+//!   window), whose holder an interrupt handler can never wait out.
+//!
+//! # Per target
+//!
+//! With tollgate's dependency on `portable-atomic` (`default-features =
+//! false, features = ["fallback"]`), "LF / IS" = `IS_LOCK_FREE` /
+//! `IS_INTERRUPT_SAFE`:
+//!
+//! | target | `TickState` (32-bit [`tick`](crate::tick) buckets) | `GcraState`, `FixedWindowState` (`AtomicU64`) | what the 64-bit state is |
+//! |---|---|---|---|
+//! | thumbv6m-none-eabi | no / yes | yes / yes with `unsafe-assume-single-core`; no / yes with `critical-section` | interrupts masked, or a critical section (one of the two is required to build) |
+//! | thumbv7m-none-eabi, thumbv7em-none-eabi(hf) | **yes / yes** (`LDREX`/`STREX`) | **no / no** by default; yes / yes with `unsafe-assume-single-core`; no / yes with the cfg `portable_atomic_unsafe_assume_privileged` | the global lock table (spins), unless one of those |
+//! | riscv32imc-unknown-none-elf | no / yes | as thumbv6m | as thumbv6m |
+//! | riscv32imac-unknown-none-elf | **yes / yes** (`LR.W`/`SC.W`) | as thumbv7m | as thumbv7m |
+//! | x86_64, aarch64, i686 | yes / yes | yes / yes | native (`lock cmpxchg`, `ldxr`/`stxr` or `cas`, `lock cmpxchg8b`) |
+//! | wasm32 | yes / yes | yes / yes | native |
+//!
+//! The `critical-section` feature of `portable-atomic` changes nothing on
+//! a target that has 32-bit compare-and-swap: it is used only where there
+//! is none (thumbv6m, riscv32imc). So on a Cortex-M3/M4 the 64-bit states
+//! stay on the lock table unless the firmware enables
+//! `unsafe-assume-single-core` (single core, privileged code) or
+//! `unsafe-assume-privileged`: use a [`TickState`]
+//! wherever an interrupt handler checks a bucket. (The *feature*
+//! `unsafe-assume-privileged` is invisible to this crate, so with it the
+//! constants say "not interrupt-safe" although the lock table then masks
+//! interrupts; pass it as the cfg `--cfg
+//! portable_atomic_unsafe_assume_privileged` to have them say so.)
+//!
+//! Always, on every target:
+//!
+//! | type | LF / IS |
+//! |---|---|
+//! | [`SlidingWindowState`], `Bucket<SlidingWindow<N>>` | no / no (a spin lock) |
+//! | [`HeaplessKeyedTable`] | no / as its algorithm (a critical section around the map; the states inside are still the algorithm's atomics) |
+//! | `ShardedKeyedTable` (`std`) | no / no (reader-writer locks) |
+//! | `queue::Queue` (`tokio`), `partitioned::Partitioned` (`std`) | no / no (the queue's waiting line is behind a mutex; a partitioned limiter's tables are trait objects, so it cannot promise more) |
+//! | `LockFreeGcraTable` (`std`) | checks of tracked keys: as `AtomicU128` (yes on aarch64; on x86_64 decided at run time by `cmpxchg16b`, so the constant says no unless built with `-C target-feature=+cmpxchg16b` and [`LockFreedom::is_lock_free`] says yes on almost every CPU; **no** on i686, wasm32, 32-bit Arm and RISC-V, where `portable-atomic` falls back to its lock table) / no (inserts lock a mutex) |
+//! | [`LiveBucket`] | no (a check that meets a quota change waits for it) / without `std`, as `AtomicU64` (changes run in a critical section); with `std`, no |
+//! | [`ConcurrencyLimiter`] | no (releases wake async waiters under a lock) / without `std`, yes (a critical section); with `std`, no |
+//! | `Bucket<A>`, `BucketRef<A>`, `RateLimiter<C, L>`, `KeyedRateLimiter<T, C>`, `&L`, `Arc<L>`, `Box<L>` | as what they hold |
+//! | [`Chain<A, B>`](crate::Chain) | both members |
+//! | [`WithStats<L>`](crate::WithStats) | `L` and `AtomicU64` (its counters) |
+//!
+//! # Evidence (portable-atomic 1.15)
+//!
+//! - `src/imp/mod.rs`, the "64-bit atomics" `cfg_sel!`: native
+//!   (`core_atomic`) under `target_has_atomic = "64"`; the interrupt module
+//!   under `any(all(feature = "critical-section", not(target_has_atomic =
+//!   "ptr")), portable_atomic_unsafe_assume_single_core)`; otherwise, with
+//!   `feature = "fallback"` and `target_has_atomic = "ptr"`, the lock table
+//!   (`self::fallback`).
+//! - `src/imp/fallback/seq_lock_common.rs`, `SeqLock::write`: a `swap`
+//!   loop that spins while the lock is held, masking interrupts only under
+//!   `portable_atomic_unsafe_assume_privileged`; `src/imp/fallback/mod.rs`:
+//!   `load` takes that lock when its optimistic read fails, and
+//!   `compare_exchange` always takes it.
+//! - `src/imp/mod.rs`, the "{8,16,32}-bit" `cfg_sel!`: `core_atomic` unless
+//!   the target has no compare-and-swap (`not(target_has_atomic = "ptr")`)
+//!   and `critical-section` / `unsafe-assume-single-core` is on: a 32-bit
+//!   atomic is never on the lock table.
+//! - `src/imp/interrupt/mod.rs`: `IS_ALWAYS_LOCK_FREE` is `false` with
+//!   `feature = "critical-section"`, `true` otherwise (interrupts masked);
+//!   `src/imp/fallback/mod.rs`: `false`. These are what
+//!   `AtomicU64::is_always_lock_free()` returns, which is where the
+//!   constants for the 64-bit types come from.
+//!
+//! `examples/firmware` shows both sides under QEMU: a tick bucket hammered
+//! by SysTick and thread mode finishes with the exact count on thumbv6m,
+//! thumbv7m and thumbv7em, while the same test on the 64-bit bucket with
+//! the default lock table hangs on thumbv7m.
+
+use crate::chain::Chain;
+use crate::concurrency::ConcurrencyLimiter;
+use crate::gcra::{Gcra, GcraState};
+use crate::keyed::HeaplessKeyedTable;
+use crate::limiter::{Algorithm, Bucket, BucketRef, Limiter};
+use crate::live::LiveBucket;
+use crate::rate_limiter::{KeyedRateLimiter, RateLimiter};
+use crate::stats::WithStats;
+use crate::sync::{RMW_U32_LOCK_FREE, U32_INTERRUPT_SAFE, U64_INTERRUPT_SAFE, U64_LOCK_FREE};
+use crate::tick::{TickGcra, TickState};
+use crate::window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState};
+use crate::Clock;
+
+/// Whether a limiter is lock-free, and whether it may be shared with an
+/// interrupt handler, on this build. See the [module documentation](self)
+/// for the definitions and the per-target table.
+///
+/// ```
+/// use tollgate::tick::TickState;
+/// use tollgate::{Bucket, Gcra, GcraState, LockFreedom, SlidingWindow};
+///
+/// // a host with native 64-bit atomics
+/// # #[cfg(target_has_atomic = "64")] {
+/// assert!(GcraState::IS_LOCK_FREE && Bucket::<Gcra>::IS_INTERRUPT_SAFE);
+/// # }
+/// assert!(TickState::IS_INTERRUPT_SAFE); // every target
+/// assert!(!Bucket::<SlidingWindow<4>>::IS_INTERRUPT_SAFE); // a spin lock, every target
+/// ```
+pub trait LockFreedom {
+    /// Every operation completes without waiting for another context (see
+    /// the [module documentation](self)).
+    const IS_LOCK_FREE: bool;
+
+    /// The limiter may be used from an interrupt handler and from the code
+    /// it interrupts on the same core without a deadlock.
+    const IS_INTERRUPT_SAFE: bool;
+
+    /// [`IS_LOCK_FREE`](Self::IS_LOCK_FREE), decided at run time where the
+    /// hardware is detected then (the lock-free keyed table's 128-bit
+    /// atomics on x86_64); otherwise the constant.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, GcraState, LockFreedom};
+    /// assert_eq!(GcraState::is_lock_free(), GcraState::IS_LOCK_FREE);
+    /// ```
+    #[must_use]
+    fn is_lock_free() -> bool {
+        Self::IS_LOCK_FREE
+    }
+}
+
+macro_rules! flags {
+    ($lf:expr, $is:expr; $($ty:ty),* $(,)?) => {$(
+        impl LockFreedom for $ty {
+            const IS_LOCK_FREE: bool = $lf;
+            const IS_INTERRUPT_SAFE: bool = $is;
+        }
+    )*};
+}
+
+flags!(U64_LOCK_FREE, U64_INTERRUPT_SAFE; GcraState, Gcra, FixedWindowState, FixedWindow);
+flags!(RMW_U32_LOCK_FREE, true; TickState, TickGcra);
+
+impl<const N: usize> LockFreedom for SlidingWindowState<N> {
+    const IS_LOCK_FREE: bool = false;
+    const IS_INTERRUPT_SAFE: bool = false;
+}
+
+impl<const N: usize> LockFreedom for SlidingWindow<N> {
+    const IS_LOCK_FREE: bool = false;
+    const IS_INTERRUPT_SAFE: bool = false;
+}
+
+impl LockFreedom for LiveBucket {
+    const IS_LOCK_FREE: bool = false;
+    const IS_INTERRUPT_SAFE: bool = !cfg!(feature = "std") && U64_INTERRUPT_SAFE;
+}
+
+impl LockFreedom for ConcurrencyLimiter {
+    const IS_LOCK_FREE: bool = false;
+    const IS_INTERRUPT_SAFE: bool = !cfg!(feature = "std") && U32_INTERRUPT_SAFE;
+}
+
+impl<A: Algorithm + LockFreedom> LockFreedom for Bucket<A> {
+    const IS_LOCK_FREE: bool = A::IS_LOCK_FREE;
+    const IS_INTERRUPT_SAFE: bool = A::IS_INTERRUPT_SAFE;
+}
+
+impl<A: Algorithm + LockFreedom> LockFreedom for BucketRef<'_, A> {
+    const IS_LOCK_FREE: bool = A::IS_LOCK_FREE;
+    const IS_INTERRUPT_SAFE: bool = A::IS_INTERRUPT_SAFE;
+}
+
+impl<A: LockFreedom, B: LockFreedom> LockFreedom for Chain<A, B> {
+    const IS_LOCK_FREE: bool = A::IS_LOCK_FREE && B::IS_LOCK_FREE;
+    const IS_INTERRUPT_SAFE: bool = A::IS_INTERRUPT_SAFE && B::IS_INTERRUPT_SAFE;
+    fn is_lock_free() -> bool {
+        A::is_lock_free() && B::is_lock_free()
+    }
+}
+
+impl<L: LockFreedom> LockFreedom for WithStats<L> {
+    const IS_LOCK_FREE: bool = L::IS_LOCK_FREE && U64_LOCK_FREE;
+    const IS_INTERRUPT_SAFE: bool = L::IS_INTERRUPT_SAFE && U64_INTERRUPT_SAFE;
+    fn is_lock_free() -> bool {
+        L::is_lock_free() && U64_LOCK_FREE
+    }
+}
+
+impl<C: Clock, L: Limiter + LockFreedom> LockFreedom for RateLimiter<C, L> {
+    const IS_LOCK_FREE: bool = L::IS_LOCK_FREE;
+    const IS_INTERRUPT_SAFE: bool = L::IS_INTERRUPT_SAFE;
+    fn is_lock_free() -> bool {
+        L::is_lock_free()
+    }
+}
+
+impl<T: LockFreedom, C> LockFreedom for KeyedRateLimiter<T, C> {
+    const IS_LOCK_FREE: bool = T::IS_LOCK_FREE;
+    const IS_INTERRUPT_SAFE: bool = T::IS_INTERRUPT_SAFE;
+    fn is_lock_free() -> bool {
+        T::is_lock_free()
+    }
+}
+
+impl<L: LockFreedom + ?Sized> LockFreedom for &L {
+    const IS_LOCK_FREE: bool = L::IS_LOCK_FREE;
+    const IS_INTERRUPT_SAFE: bool = L::IS_INTERRUPT_SAFE;
+    fn is_lock_free() -> bool {
+        L::is_lock_free()
+    }
+}
+
+#[cfg(feature = "std")]
+impl<L: LockFreedom + ?Sized> LockFreedom for std::sync::Arc<L> {
+    const IS_LOCK_FREE: bool = L::IS_LOCK_FREE;
+    const IS_INTERRUPT_SAFE: bool = L::IS_INTERRUPT_SAFE;
+    fn is_lock_free() -> bool {
+        L::is_lock_free()
+    }
+}
+
+#[cfg(feature = "std")]
+impl<L: LockFreedom + ?Sized> LockFreedom for std::boxed::Box<L> {
+    const IS_LOCK_FREE: bool = L::IS_LOCK_FREE;
+    const IS_INTERRUPT_SAFE: bool = L::IS_INTERRUPT_SAFE;
+    fn is_lock_free() -> bool {
+        L::is_lock_free()
+    }
+}
+
+impl<K, A: Algorithm + LockFreedom, const N: usize, Q> LockFreedom
+    for HeaplessKeyedTable<K, A, N, Q>
+{
+    const IS_LOCK_FREE: bool = false;
+    const IS_INTERRUPT_SAFE: bool = A::IS_INTERRUPT_SAFE;
+}
+
+#[cfg(feature = "std")]
+impl<K, A: Algorithm, S, Q> LockFreedom for crate::keyed::ShardedKeyedTable<K, A, S, Q> {
+    const IS_LOCK_FREE: bool = false;
+    const IS_INTERRUPT_SAFE: bool = false;
+}
+
+#[cfg(feature = "std")]
+impl<K, S, Q> LockFreedom for crate::keyed::LockFreeGcraTable<K, S, Q> {
+    const IS_LOCK_FREE: bool = crate::sync::U128_LOCK_FREE;
+    const IS_INTERRUPT_SAFE: bool = false;
+    fn is_lock_free() -> bool {
+        crate::sync::u128_is_lock_free()
+    }
+}
+
+/// A queue keeps its waiting line behind a mutex.
+#[cfg(feature = "tokio")]
+impl<L> LockFreedom for crate::queue::Queue<L> {
+    const IS_LOCK_FREE: bool = false;
+    const IS_INTERRUPT_SAFE: bool = false;
+}
+
+/// A partitioned limiter holds its policies' tables as trait objects (any
+/// keyed table, lock-based ones included): conservatively, neither.
+#[cfg(feature = "std")]
+impl<R, K> LockFreedom for crate::partitioned::Partitioned<R, K> {
+    const IS_LOCK_FREE: bool = false;
+    const IS_INTERRUPT_SAFE: bool = false;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_has_native_atomics() {
+        // x86_64 / aarch64 CI hosts: 32- and 64-bit atomics are native
+        const { assert!(TickState::IS_LOCK_FREE && TickState::IS_INTERRUPT_SAFE) };
+        const { assert!(GcraState::IS_LOCK_FREE && GcraState::IS_INTERRUPT_SAFE) };
+        const { assert!(Bucket::<TickGcra>::IS_LOCK_FREE) };
+        const { assert!(Chain::<Bucket<Gcra>, Bucket<TickGcra>>::IS_INTERRUPT_SAFE) };
+        const { assert!(!Chain::<Bucket<Gcra>, Bucket<SlidingWindow<2>>>::IS_INTERRUPT_SAFE) };
+        const { assert!(!HeaplessKeyedTable::<u8, Gcra, 4>::IS_LOCK_FREE) };
+        const { assert!(HeaplessKeyedTable::<u8, TickGcra, 4>::IS_INTERRUPT_SAFE) };
+        // with `std` the waker set and live changes use std locks
+        const { assert!(!ConcurrencyLimiter::IS_INTERRUPT_SAFE) };
+        const { assert!(!LiveBucket::IS_INTERRUPT_SAFE) };
+    }
+}
