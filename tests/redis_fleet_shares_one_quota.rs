@@ -132,7 +132,7 @@ fn replay(kind: BucketKind, quota: Quota, fleet: &mut Fleet) -> (u64, u64) {
         let now = Timestamp::from_nanos(*at);
         // a TAT at or before `now` is a full bucket: since then, nobody
         // asked
-        let full_since = bucket.state().tat().max(start);
+        let full_since = bucket.state().tat(bucket.algorithm()).max(start);
         if decision.is_allowed() && full_since < now {
             idle += (now - full_since).as_nanos() as u64;
         }
