@@ -9,16 +9,18 @@
 //! The panic is raised where it hurts most: inside a sweep, after some idle
 //! keys were evicted and before the entries behind them were moved back
 //! (every key has the same home slot, so they form one probe run), and
-//! while inserting a new key. The sharded table passes both; the lock-free
-//! table passes the insert and fails the sweep (ignored: a known bug, see
-//! below).
+//! while inserting a new key, and in the middle of a reconfiguration
+//! (after some keys were frozen for conversion). Both tables must pass all
+//! three: the sharded table repairs the poisoned shard; the lock-free
+//! table's sweep and conversion finish (close the holes, unfreeze the
+//! slots, make their sequence counters even) on unwind.
 
 use std::hash::{BuildHasher, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tollgate::keyed::{KeyQuota, KeyedLimiter, LockFreeGcraTable, ShardedKeyedTable};
-use tollgate::{Bucket, Gcra, Limiter, Quota, Timestamp};
+use tollgate::keyed::{KeyQuota, KeyedLimiter, KeyedPath, LockFreeGcraTable, ShardedKeyedTable};
+use tollgate::{Bucket, Gcra, Inheritance, Limiter, Quota, Timestamp};
 
 const SECOND: u64 = 1_000_000_000;
 
@@ -211,16 +213,12 @@ fn sharded_table_survives_a_panic_while_inserting() {
     panic_while_inserting(&table, armed);
 }
 
-/// Fails today: the lock-free table's sweep asks the per-key quota (for
-/// its hint) in the middle of evicting, and its shard mutex ignores
-/// poisoning, so the panic leaves the evicted slots as holes in front of
-/// keys 4–6 (never moved back), `len` counting the evicted keys and the
-/// `sweeps` counter odd: keys 4–6 are no longer found (a check would hand
-/// key 4 a fresh bucket). See the report of issue 19; the fix belongs in
-/// `src/keyed/lock_free.rs` (ask the quota only after the table is
-/// consistent again, or close the holes on unwind).
+/// Without the sweep's unwind guard (`SweepEnd` in
+/// `src/keyed/lock_free.rs`) this fails: the panic left the evicted slots
+/// as holes in front of keys 4–6 (never moved back), `len` counting the
+/// evicted keys and the `sweeps` counter odd, so keys 4–6 were no longer
+/// found and a check handed key 4 a fresh bucket.
 #[test]
-#[ignore = "known bug: a panicking per-key quota inside a lock-free sweep loses keys"]
 fn lock_free_table_after_a_panic_in_a_sweep() {
     let (table, armed) = lock_free();
     panic_in_a_sweep(&table, armed);
@@ -230,4 +228,74 @@ fn lock_free_table_after_a_panic_in_a_sweep() {
 fn lock_free_table_survives_a_panic_while_inserting() {
     let (table, armed) = lock_free();
     panic_while_inserting(&table, armed);
+}
+
+/// Keys 1–6 busy (two checks at 0); a reconfiguration at 0.5 s asks the
+/// per-key quota of every key (to pick those on the default) and panics on
+/// key 4, after keys 1–3 were frozen. Every key must keep its state (the
+/// default did not change) and be checked as its own bucket says, through
+/// the lock-free path again; the next reconfiguration works.
+fn panic_in_a_reconfiguration<T: KeyedLimiter<u64, Algorithm = Gcra>>(
+    table: &T,
+    armed: &AtomicU64,
+) {
+    let gcra = quota();
+    let reference: Vec<Bucket<Gcra>> = (0..=6).map(|_| Bucket::new(gcra)).collect();
+    let check = |key: u64, now: Timestamp| {
+        let got = table.check(&key, now);
+        let expected = reference[key as usize].check(now);
+        assert_eq!(
+            got.is_allowed(),
+            expected.is_allowed(),
+            "key {key} at {now:?}: the table and its own bucket disagree"
+        );
+        got
+    };
+    for key in 1..=6 {
+        let _ = check(key, t(0));
+        let _ = check(key, t(0));
+    }
+    let half = t(SECOND / 2);
+    armed.store(4, Ordering::SeqCst);
+    panics(|| {
+        table.reconfigure(
+            Gcra::token_bucket(Quota::per_second(10).unwrap().with_burst(20).unwrap()),
+            Inheritance::UsedAmount,
+            half,
+        );
+    });
+    armed.store(NOBODY, Ordering::SeqCst);
+    assert_eq!(table.len(), 6);
+    for key in 1..=6 {
+        assert!(table.contains(&key), "key {key} was lost");
+        assert_eq!(
+            table.snapshot(&key, half),
+            reference[key as usize].snapshot(half),
+            "key {key}'s state changed"
+        );
+        // still limited as its own bucket: nothing back at 0.5 s
+        let decision = check(key, half);
+        assert_eq!(
+            decision.path(),
+            KeyedPath::Own,
+            "key {key} not on its own bucket"
+        );
+    }
+    // the table goes on: a clean reconfiguration, then new keys
+    table.reconfigure(gcra, Inheritance::UsedAmount, half);
+    assert!(check(1, t(SECOND * 3 / 2)).is_allowed());
+    assert!(table.check(&0, half).is_allowed());
+    assert_eq!(table.len(), 7);
+}
+
+#[test]
+fn sharded_table_survives_a_panic_in_a_reconfiguration() {
+    let (table, armed) = sharded();
+    panic_in_a_reconfiguration(&table, armed);
+}
+
+#[test]
+fn lock_free_table_survives_a_panic_in_a_reconfiguration() {
+    let (table, armed) = lock_free();
+    panic_in_a_reconfiguration(&table, armed);
 }
