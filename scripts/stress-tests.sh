@@ -9,6 +9,11 @@
 #   scripts/stress-tests.sh 5          # 5 runs
 #   STRESS_BURNERS=4 scripts/stress-tests.sh 3
 #   scripts/stress-tests.sh 10 --test http_queueing   # extra args go to cargo test
+#   STRESS_NICE=15 scripts/stress-tests.sh   # suite and burners under nice -n 15
+#                                            # (a machine shared with other work)
+#   STRESS_DEADLINE=15:00 scripts/stress-tests.sh   # start no run after 15:00
+#                                            # (date -d syntax); the summary says
+#                                            # how many ran
 #
 # Logs: target/stress/run-<k>.log. A run that takes longer than
 # STRESS_RUN_TIMEOUT seconds (default 1800) is killed and counted as failed
@@ -20,6 +25,12 @@ runs="${1:-20}"
 shift || true
 burners="${STRESS_BURNERS:-2}"
 run_timeout="${STRESS_RUN_TIMEOUT:-1800}"
+# niceness of the suite and the burners alike (their contest is unchanged)
+niceness="${STRESS_NICE:-0}"
+deadline=
+if [ -n "${STRESS_DEADLINE:-}" ]; then
+  deadline=$(date -d "$STRESS_DEADLINE" +%s) || exit 2
+fi
 logs=target/stress
 mkdir -p "$logs"
 
@@ -53,18 +64,24 @@ trap 'stop_burners; exit 130' INT TERM
 
 for _ in $(seq "$burners"); do
   # a busy loop in its own shell: one CPU's worth of load each
-  bash -c 'while :; do :; done' &
+  nice -n "$niceness" bash -c 'while :; do :; done' &
   burner_pids+=("$!")
 done
-echo "$burners CPU burners running (pids ${burner_pids[*]}); $runs runs"
+echo "$burners CPU burners running (pids ${burner_pids[*]}); $runs runs; suite and burners at nice $niceness"
 
 failed_runs=0
+done_runs=0
 declare -A failures_by_test=()
 suite_start=$SECONDS
 for k in $(seq "$runs"); do
+  if [ -n "$deadline" ] && [ "$(date +%s)" -ge "$deadline" ]; then
+    echo "deadline $STRESS_DEADLINE reached: no run $k"
+    break
+  fi
+  done_runs=$k
   log="$logs/run-$k.log"
   start=$SECONDS
-  timeout --signal=KILL "$run_timeout" \
+  timeout --signal=KILL "$run_timeout" nice -n "$niceness" \
     cargo test --workspace --all-features --no-fail-fast "$@" >"$log" 2>&1 &
   run_pid=$!
   wait "$run_pid"
@@ -92,8 +109,8 @@ total=$((SECONDS - suite_start))
 
 stop_burners
 echo
-echo "summary: $runs runs, $failed_runs failed, ${total}s in all ($((total / runs))s a run), $burners burners"
+echo "summary: $done_runs of $runs runs done, $failed_runs failed, ${total}s in all ($((total / (done_runs > 0 ? done_runs : 1)))s a run), $burners burners at nice $niceness"
 for t in "${!failures_by_test[@]}"; do
   printf '  %3d x %s\n' "${failures_by_test[$t]}" "$t"
 done | sort -rn
-[ "$failed_runs" -eq 0 ]
+[ "$failed_runs" -eq 0 ] && [ "$done_runs" -eq "$runs" ]
