@@ -9,19 +9,40 @@
 //! ```
 //!
 //! Arguments: an optional path to another rules file. The address is
-//! `127.0.0.1:3000` unless `TOLLGATE_ADDR` says otherwise.
+//! `127.0.0.1:3000` unless `TOLLGATE_ADDR` says otherwise; the log level is
+//! `debug` unless `TOLLGATE_LOG` says otherwise (`error` … `trace`).
+//!
+//! A response decided by a Redis-backed rule's failure policy (Redis down
+//! or too slow) carries `x-tollgate-store-unavailable: <rule name>`, from
+//! the layer's `StoreUnavailable` extension (`scripts/soak.sh` checks it).
 
 use std::net::SocketAddr;
 
 use axum::extract::ConnectInfo;
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
-use tollgate::http::{LayerConfig, RateLimitLayer};
+use tollgate::http::{LayerConfig, RateLimitLayer, StoreUnavailable};
+
+/// Copies the layer's `StoreUnavailable` extension into a header.
+async fn expose_store_unavailable(mut res: Response) -> Response {
+    if let Some(flag) = res.extensions().get::<StoreUnavailable>().cloned() {
+        if let Ok(value) = flag.policy.parse() {
+            res.headers_mut()
+                .insert("x-tollgate-store-unavailable", value);
+        }
+    }
+    res
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let level = std::env::var("TOLLGATE_LOG")
+        .ok()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(tracing::Level::DEBUG);
     tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
+        .with_max_level(level)
         .with_writer(std::io::stdout)
         .init();
 
@@ -43,7 +64,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/health", get(|| async { "ok\n" }))
         .route("/api/hello", get(|| async { "hello from the api\n" }))
         .route("/api/login", post(|| async { "logged in\n" }))
-        .layer(layer);
+        .layer(layer)
+        .layer(axum::middleware::map_response(expose_store_unavailable));
 
     let addr = std::env::var("TOLLGATE_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into());
     let listener = tokio::net::TcpListener::bind(&addr).await?;

@@ -258,7 +258,10 @@ mod coarse {
     /// let clock = CoarseClock::start(Duration::from_millis(1))?;
     /// assert_eq!(clock.resolution(), Duration::from_millis(1));
     /// let a = clock.now();
-    /// std::thread::sleep(Duration::from_millis(5));
+    /// // the refresh thread moves it every 1 ms (later on a busy machine)
+    /// while clock.now() == a {
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// }
     /// assert!(clock.now() > a);
     /// # Ok::<(), std::io::Error>(())
     /// ```

@@ -92,7 +92,7 @@
 
 use core::any::{Any, TypeId};
 use core::fmt;
-#[cfg(feature = "tokio")]
+#[cfg(all(feature = "tokio", not(loom)))]
 use core::future::Future;
 use core::time::Duration;
 use std::boxed::Box;
@@ -100,7 +100,7 @@ use std::string::String;
 use std::sync::Arc;
 use std::vec::Vec;
 
-#[cfg(feature = "tokio")]
+#[cfg(all(feature = "tokio", not(loom)))]
 use crate::clock::Clock;
 use crate::concurrency::InFlight;
 use crate::decision::{CapacityExceeded, Decision, Snapshot};
@@ -871,7 +871,7 @@ pub trait PartitionedLimiter<R: ?Sized> {
     ///
     /// # Errors
     /// The last [`Refusal`] when the wait would exceed `max_wait`.
-    #[cfg(feature = "tokio")]
+    #[cfg(all(feature = "tokio", not(loom)))]
     fn acquire_n<'a, C: Clock + Sync>(
         &'a self,
         resource: &'a R,
@@ -918,14 +918,14 @@ pub trait PartitionedLimiter<R: ?Sized> {
 }
 
 /// Cancels a reserved lease unless defused.
-#[cfg(feature = "tokio")]
+#[cfg(all(feature = "tokio", not(loom)))]
 struct CancelOnDrop<'a, P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> {
     limiter: &'a P,
     lease: Option<P::Lease>,
     clock: &'a C,
 }
 
-#[cfg(feature = "tokio")]
+#[cfg(all(feature = "tokio", not(loom)))]
 impl<P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> CancelOnDrop<'_, P, R, C> {
     fn defuse(mut self) -> P::Lease {
         match self.lease.take() {
@@ -935,7 +935,7 @@ impl<P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> CancelOnDrop<'_, P,
     }
 }
 
-#[cfg(feature = "tokio")]
+#[cfg(all(feature = "tokio", not(loom)))]
 impl<P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> Drop for CancelOnDrop<'_, P, R, C> {
     fn drop(&mut self) {
         if let Some(lease) = self.lease.take() {

@@ -1,7 +1,7 @@
 //! The one place that names atomic types and locks.
 //!
-//! Every atomic (and every lock of the `std` keyed tables) in tollgate comes
-//! from here, so that a `--cfg loom` build swaps all of them for loom's
+//! Every atomic (and every lock of the `std` keyed tables and of the tokio
+//! queue) in tollgate comes from here, so that a `--cfg loom` build swaps all of them for loom's
 //! model-checked twins at once. Loom cannot see
 //! `portable_atomic` types: code written against them directly would pass a
 //! loom model while being racy. Outside loom, `portable-atomic` supplies
@@ -237,8 +237,9 @@ mod rmw32 {
 #[allow(unused_imports)]
 pub(crate) use rmw32::RmwU32;
 
-// The locks of the `std` keyed tables: std's, or loom's under loom so that
-// a model sees their synchronisation. Both return `LockResult`; loom's
+// The locks of the `std` keyed tables and of the queue's waiter list:
+// std's, or loom's under loom so that a model sees their synchronisation.
+// Both return `LockResult`; loom's
 // never poison, and have no `clear_poison` (see [`clear_poison`]).
 #[cfg(all(loom, feature = "std"))]
 #[allow(unused_imports)]

@@ -13,6 +13,9 @@ use tollgate::{
 fn std_clock_advances_with_real_time() {
     let c = StdClock::new();
     let a = c.now();
+    // Kept real sleep: the clock following real time is what is under
+    // test; a sleep lasts at least 20 ms, longer on a loaded machine, so
+    // the lower bound below is sound.
     sleep(Duration::from_millis(20));
     let b = c.now();
     assert!(b - a >= Duration::from_millis(20), "{:?}", b - a);
@@ -27,6 +30,9 @@ fn std_clock_advances_with_real_time() {
 #[test]
 fn std_clocks_share_one_origin() {
     let first = StdClock::new();
+    // Kept real sleeps: clocks created at different real times (at least
+    // 5 ms apart, more under load) must share one origin; the only timing
+    // assertion, a lower bound, is sound however long they last.
     sleep(Duration::from_millis(5));
     let second = StdClock::new();
     assert_eq!(first.origin(), second.origin());
@@ -62,14 +68,29 @@ fn std_clocks_share_one_origin() {
 #[test]
 fn a_fresh_std_clock_per_check_refills_the_bucket() {
     // T = 100 ms, burst 1
+    const T: Duration = Duration::from_millis(100);
     let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
-    assert!(bucket.check(StdClock::new().now()).is_allowed());
-    let refused = bucket.check(StdClock::new().now());
-    assert!(refused.is_denied(), "taken moments ago");
-    assert!(refused.retry_after() <= Duration::from_millis(100));
+    let first = StdClock::new().now();
+    assert!(bucket.check(first).is_allowed());
+    // Each decision is checked against the readings it was given, so a
+    // machine stalled for a whole interval between two reads cannot fail
+    // the test: a fresh clock reads the shared time line, so the bucket
+    // sees exactly the time that passed.
+    let second = StdClock::new().now();
+    let refused = bucket.check(second);
+    if second - first < T {
+        assert!(refused.is_denied(), "taken {:?} ago", second - first);
+        assert_eq!(refused.retry_after(), T - (second - first));
+    } else {
+        assert!(refused.is_allowed(), "refilled after {:?}", second - first);
+    }
+    // Kept real sleep: refilling with real time is what is under test; it
+    // lasts at least 110 ms (more under load), past the last TAT.
     sleep(Duration::from_millis(110));
-    assert!(bucket.check(StdClock::new().now()).is_allowed(), "refilled");
-    assert!(bucket.check(StdClock::new().now()).is_denied());
+    let third = StdClock::new().now();
+    assert!(bucket.check(third).is_allowed(), "refilled");
+    let fourth = StdClock::new().now();
+    assert_eq!(bucket.check(fourth).is_denied(), fourth - third < T);
 }
 
 #[test]
@@ -77,7 +98,17 @@ fn coarse_clock_steps_at_its_period_and_says_so() {
     let c = CoarseClock::start(Duration::from_millis(2)).unwrap();
     assert_eq!(c.resolution(), Duration::from_millis(2));
     let a = c.now();
-    sleep(Duration::from_millis(30));
+    // The refresh thread runs every 2 ms, or later when the machine is
+    // busy: wait for the timestamp to move (bounded) rather than for a
+    // fixed time.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c.now() == a {
+        assert!(
+            Instant::now() < deadline,
+            "the refresh thread never moved the timestamp"
+        );
+        sleep(Duration::from_millis(1)); // polls a condition
+    }
     let b = c.now();
     assert!(b > a, "the refresh thread moved the timestamp");
     let shared = c.clone();
@@ -111,6 +142,9 @@ fn manual_clock_is_shared_and_saturates() {
 fn quanta_clock_advances_with_real_time() {
     let c = tollgate::QuantaClock::new();
     let a = c.now();
+    // Kept real sleep: the clock following real time is what is under
+    // test; a sleep lasts at least 20 ms (more under load), and 19 ms
+    // allows for the TSC's calibration against the OS clock.
     sleep(Duration::from_millis(20));
     let b = c.now();
     assert!(b - a >= Duration::from_millis(19), "{:?}", b - a);

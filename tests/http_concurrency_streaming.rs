@@ -142,8 +142,9 @@ async fn a_client_that_disconnects_mid_stream_frees_its_slot() {
         )
         .build()
         .unwrap();
-    // a 4 s stream
-    let s = serve(streaming(layer, 80, Duration::from_millis(50))).await;
+    // a 30 s stream: "freed by the disconnect" must not be confused with
+    // "freed when the stream ended", however slow the machine
+    let s = serve(streaming(layer, 600, Duration::from_millis(50))).await;
     let (a, _) = start_stream(s.addr, [127, 0, 0, 1]).await;
     assert_eq!(send(s.addr, Req::get("/stream")).await.status, 429);
     let hung_up = Instant::now();
@@ -162,9 +163,10 @@ async fn a_client_that_disconnects_mid_stream_frees_its_slot() {
         }
         assert_eq!(&head[9..12], b"429");
         assert!(
-            hung_up.elapsed() < Duration::from_millis(1500),
+            hung_up.elapsed() < Duration::from_secs(20),
             "the slot was not freed by the disconnect"
         );
+        // polls a condition (the slot is free) until well before the end
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // the other client was never affected

@@ -4,92 +4,14 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use metrics::{
-    Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
-};
 use support::http::{connect, connect_info, hello, request_bytes, send, serve, Req};
+use support::recorder::MemoryRecorder;
 use tokio::io::AsyncWriteExt;
-use tollgate::http::metrics::{QUEUED_REQUESTS, REQUESTS, TIME_IN_QUEUE};
+use tollgate::http::metrics::TIME_IN_QUEUE;
 use tollgate::http::{Policy, RateLimitLayer};
 use tollgate::Quota;
-
-#[derive(Default)]
-struct Samples(Mutex<Vec<f64>>);
-
-impl HistogramFn for Samples {
-    fn record(&self, value: f64) {
-        self.0.lock().unwrap().push(value);
-    }
-}
-
-/// Keeps every registered counter, gauge and histogram by name and labels.
-#[derive(Default, Clone)]
-struct MemoryRecorder {
-    counters: Arc<Mutex<BTreeMap<String, Arc<AtomicU64>>>>,
-    gauges: Arc<Mutex<BTreeMap<String, Arc<AtomicU64>>>>,
-    histograms: Arc<Mutex<BTreeMap<String, Arc<Samples>>>>,
-}
-
-fn id(key: &Key) -> String {
-    let mut labels: Vec<String> = key
-        .labels()
-        .map(|l| format!("{}={}", l.key(), l.value()))
-        .collect();
-    labels.sort();
-    format!("{}{{{}}}", key.name(), labels.join(","))
-}
-
-impl MemoryRecorder {
-    fn counter(&self, policy: &str, result: &str) -> u64 {
-        let k = format!("{REQUESTS}{{policy={policy},result={result}}}");
-        self.counters
-            .lock()
-            .unwrap()
-            .get(&k)
-            .map_or(0, |c| c.load(Ordering::Relaxed))
-    }
-}
-
-impl Recorder for MemoryRecorder {
-    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
-        let c = self
-            .counters
-            .lock()
-            .unwrap()
-            .entry(id(key))
-            .or_default()
-            .clone();
-        Counter::from_arc(c)
-    }
-    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
-        let g = self
-            .gauges
-            .lock()
-            .unwrap()
-            .entry(id(key))
-            .or_default()
-            .clone();
-        Gauge::from_arc(g)
-    }
-    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
-        let h = self
-            .histograms
-            .lock()
-            .unwrap()
-            .entry(id(key))
-            .or_default()
-            .clone();
-        Histogram::from_arc(h)
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counters_by_result_and_policy_and_a_shadow_policy() {
@@ -108,9 +30,12 @@ async fn counters_by_result_and_policy_and_a_shadow_policy() {
                     .dry_run(true),
             )
             .policy(
-                Policy::token_bucket("queued", Quota::per_second(1).unwrap())
+                // one a minute: the queued request waits a minute, so it is
+                // still waiting when its client goes, however slow the
+                // machine
+                Policy::token_bucket("queued", Quota::per_minute(1).unwrap())
                     .prefix("/queued")
-                    .queue(Duration::from_secs(5), 5),
+                    .queue(Duration::from_secs(120), 5),
             )
             .build()
             .unwrap()
@@ -141,14 +66,13 @@ async fn counters_by_result_and_policy_and_a_shadow_policy() {
     gone.write_all(&request_bytes(s.addr, &Req::get("/queued")))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    let queued_key = format!("{QUEUED_REQUESTS}{{policy=queued}}");
-    let queued_now =
-        || f64::from_bits(rec.gauges.lock().unwrap()[&queued_key].load(Ordering::Relaxed));
-    assert_eq!(queued_now(), 1.0);
+    // explicit signals, not sleeps: the gauge shows it queued, then gone
+    support::eventually("the request queued", || rec.queued("queued") == 1.0).await;
     drop(gone);
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    assert_eq!(queued_now(), 0.0);
+    support::eventually("the cancelled request left the queue", || {
+        rec.queued("queued") == 0.0
+    })
+    .await;
     assert_eq!(rec.counter("queued", "request_canceled"), 1);
     // the global permit of the cancelled request was refunded: 6 per hour,
     // used by api 1 + shadow 3 + queued 1 = 5, so one more gets through

@@ -1,7 +1,10 @@
 //! Real time, multi-thread runtime: many tasks hammer a queued token bucket
 //! for 2 s. The admissions (recorded at the instant the bucket granted them)
 //! never exceed what the quota allows over any window, and the total is
-//! within one permit of burst + rate·t.
+//! within one permit of burst + rate·t whenever the runtime itself kept
+//! time (a probe task measures how late its own timers fire: a machine that
+//! stalls the runtime for longer than the bucket's tolerance loses capacity
+//! no queue could recover).
 #![cfg(feature = "tokio")]
 
 use std::sync::{Arc, Mutex};
@@ -61,6 +64,18 @@ async fn many_tasks_for_two_seconds_get_exactly_what_the_quota_allows() {
     let queue = Arc::new(Queue::new(limiter));
     let start = queue.clock().now();
     let end = queue.clock().instant_at(start + Duration::from_secs(2));
+    // How late the runtime's timers fire: a 5 ms ticker for the same 2 s.
+    let probe = tokio::spawn(async move {
+        let mut latest = Duration::ZERO;
+        loop {
+            let target = tokio::time::Instant::now() + Duration::from_millis(5);
+            if target > end {
+                return latest;
+            }
+            tokio::time::sleep_until(target).await;
+            latest = latest.max(tokio::time::Instant::now() - target);
+        }
+    });
     let mut tasks = Vec::new();
     for _ in 0..TASKS {
         let q = queue.clone();
@@ -100,13 +115,28 @@ async fn many_tasks_for_two_seconds_get_exactly_what_the_quota_allows() {
         }
     }
     // And no fewer than it allows: within one permit of burst + rate·t
-    // over the 2 s.
+    // over the 2 s, if the runtime kept time. Waiters are always queued, so
+    // the bucket is near empty and a timer firing up to the tolerance
+    // (burst − 1 intervals) late loses nothing: the next admission catches
+    // up. A runtime stalled for longer (an overloaded machine) loses
+    // capacity for good, which says nothing about the queue: then only the
+    // upper bound above is checked.
     let t = Duration::from_secs(2);
     let allowed = BURST + (t.as_nanos() / T.as_nanos()) as u64;
-    assert!(
-        total.abs_diff(allowed) <= 1,
-        "admitted {total}, quota allows {allowed} in 2 s"
-    );
+    let latest = probe.await.unwrap();
+    let tolerance = T * (BURST as u32 - 1);
+    if latest <= tolerance / 2 {
+        assert!(
+            total.abs_diff(allowed) <= 1,
+            "admitted {total}, quota allows {allowed} in 2 s (timers at most {latest:?} late)"
+        );
+    } else {
+        assert!(total <= allowed + 1, "admitted {total} > {allowed} + 1");
+        eprintln!(
+            "the runtime's timers fired up to {latest:?} late (tolerance {tolerance:?}): \
+             lower bound not checked; admitted {total} of {allowed}"
+        );
+    }
     assert!(grants.iter().all(|&g| g >= start && g <= start + t + T));
     let stats = queue.stats();
     assert_eq!(stats.admitted_requests, total);
@@ -163,16 +193,35 @@ async fn cancellations_racing_admissions_leave_no_waiter_behind_and_no_permit_lo
         "the test should cancel some waiters"
     );
     // The queue still works, on time: after a full refill, a burst of 4 at
-    // once and the fifth one interval (5 ms) later.
+    // once and the fifth one interval (5 ms) later. Kept real sleep: the
+    // refill with real time is the point, and it lasts at least the 20 ms a
+    // full refill takes (longer under load is the same).
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let start = queue.clock().now();
     for _ in 0..4 {
         assert!(queue.try_acquire(1).is_ok());
     }
-    queue.acquire(1).await.unwrap().forget();
-    let waited = queue.clock().now() - start;
+    // "On time", soundly under load: the fifth is ready 5 ms after the
+    // first of the four (no later than 5 ms from now), and the queue's
+    // timer grants it from the timer driver itself. So it is granted no
+    // later than a plain tokio timer set 2 ms after that (a later tick of
+    // the same wheel) wakes a task, however late the machine runs both.
+    let reference = tokio::time::Instant::now() + Duration::from_millis(7);
+    let (permit, reference_woke) = tokio::join!(queue.acquire(1), async {
+        tokio::time::sleep_until(reference).await;
+        queue.clock().now()
+    });
+    permit.unwrap().forget();
+    let granted = *queue.limiter().grants.lock().unwrap().last().unwrap();
     assert!(
-        (Duration::from_millis(5)..Duration::from_millis(15)).contains(&waited),
-        "waited {waited:?}"
+        granted - start >= Duration::from_millis(5),
+        "granted {:?} after the burst, before the interval",
+        granted - start
+    );
+    assert!(
+        granted <= reference_woke,
+        "granted {:?} after the burst, after a plain timer 7 ms out woke its task ({:?})",
+        granted - start,
+        reference_woke - start
     );
 }

@@ -1,18 +1,33 @@
 //! A fleet shares one limit: 4 separate store instances (separate
-//! connections, as 4 replicas would have) hammer one key for 3 s; the total
-//! admitted by a token bucket is within one permit of `burst + rate·t`, t
-//! measured on the server's clock (a leaky bucket: never above `1 + rate·t`).
+//! connections, as 4 replicas would have) hammer one key for 3 s, and they
+//! behave exactly as ONE bucket would.
+//!
+//! Every reply carries the server `TIME` its script used, and Redis runs
+//! scripts one at a time; so the fleet's decisions, put in execution order,
+//! are replayed through one in-process bucket: each must be the very
+//! decision (allowed or not, `remaining`, `reset_after`, `retry_after`)
+//! that bucket gives at that time. That proves both halves of "shares one
+//! quota" whatever the machine's load: nothing is admitted that one bucket
+//! would refuse (the total stays within `capacity + rate·t`, also checked
+//! directly), and nothing is refused that one bucket would admit (a replica
+//! working from a stale or lost state would be caught by its first wrong
+//! answer). How many the fleet gets in 3 s on top of that depends only on
+//! how often the tasks manage to ask: time the bucket sat full because
+//! nobody asked (a loaded machine) is lost for good, most of all by a
+//! leaky bucket, which has no tolerance. That figure is printed, not
+//! asserted: the old "at least 80 %" check of the leaky bucket (and the
+//! token bucket's "no fewer than burst + rate·t − 1") measured the
+//! machine's load, and failed on a busy one.
 
 mod support;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::RedisServer;
 use tollgate::redis::{RedisConfig, RedisStore};
 use tollgate::remote::DecisionSource;
-use tollgate::Quota;
+use tollgate::{Bucket, BucketKind, Decision, Gcra, Limiter, Quota, Timestamp};
 
 const REPLICAS: usize = 4;
 const TASKS_PER_REPLICA: usize = 8;
@@ -23,24 +38,30 @@ fn server_time_nanos(server: &RedisServer) -> u64 {
     s * 1_000_000_000 + us * 1_000
 }
 
-async fn hammer(server: &RedisServer, kind_leaky: bool) -> (u64, u64, u64) {
-    let rate = 50u32; // T = 20 ms
-    let burst = 10u32;
-    let quota = Quota::per_second(rate).unwrap().with_burst(burst).unwrap();
-    let prefix = if kind_leaky {
-        &b"fleet-leaky:"[..]
-    } else {
-        &b"fleet-token:"[..]
+struct Fleet {
+    /// Every decision, with the server time its script ran at.
+    decisions: Vec<(u64, Decision)>,
+    /// Server time before the first task started and after the last one
+    /// stopped.
+    start: u64,
+    end: u64,
+}
+
+async fn hammer(server: &RedisServer, kind: BucketKind, quota: Quota) -> Fleet {
+    let prefix = match kind {
+        BucketKind::TokenBucket => &b"fleet-token:"[..],
+        BucketKind::LeakyBucket => &b"fleet-leaky:"[..],
     };
     let mut stores = Vec::new();
     for _ in 0..REPLICAS {
-        let config = if kind_leaky {
-            RedisConfig::leaky_bucket(quota)
-        } else {
-            RedisConfig::token_bucket(quota)
+        let config = match kind {
+            BucketKind::TokenBucket => RedisConfig::token_bucket(quota),
+            BucketKind::LeakyBucket => RedisConfig::leaky_bucket(quota),
         }
         .prefix(prefix)
-        .timeout(Duration::from_secs(1));
+        // generous: a loaded machine delays replies, it must not turn them
+        // into failure-policy answers
+        .timeout(Duration::from_secs(10));
         // a separate connection per replica
         stores.push(Arc::new(
             RedisStore::connect(server.url(), config).await.unwrap(),
@@ -52,66 +73,114 @@ async fn hammer(server: &RedisServer, kind_leaky: bool) -> (u64, u64, u64) {
             DecisionSource::Store
         );
     }
-    let admitted = Arc::new(AtomicU64::new(0));
-    let unavailable = Arc::new(AtomicU64::new(0));
     let start = server_time_nanos(server);
     let deadline = Instant::now() + RUN;
     let mut tasks = Vec::new();
     for store in &stores {
         for _ in 0..TASKS_PER_REPLICA {
             let store = Arc::clone(store);
-            let admitted = Arc::clone(&admitted);
-            let unavailable = Arc::clone(&unavailable);
             tasks.push(tokio::spawn(async move {
+                let mut seen = Vec::new();
                 while Instant::now() < deadline {
-                    let d = store.check(b"shared").await;
-                    if d.store_unavailable() {
-                        unavailable.fetch_add(1, Ordering::Relaxed);
-                    } else if d.is_allowed() {
-                        admitted.fetch_add(1, Ordering::Relaxed);
-                    } else {
+                    // the raw store call: the decision and the server time
+                    // it was made at (no refusal cache in between)
+                    let reply = store
+                        .try_check_n(b"shared", 1)
+                        .await
+                        .expect("the store answers within its timeout");
+                    let allowed = reply.decision.is_allowed();
+                    seen.push((reply.server_time_nanos, reply.decision));
+                    if !allowed {
                         tokio::task::yield_now().await;
                     }
                 }
+                seen
             }));
         }
     }
-    tokio::time::sleep_until(deadline.into()).await;
-    let end = server_time_nanos(server);
+    let mut decisions = Vec::new();
     for t in tasks {
-        t.await.unwrap();
+        decisions.extend(t.await.unwrap());
     }
-    assert_eq!(unavailable.load(Ordering::Relaxed), 0);
-    let interval = 1_000_000_000 / u64::from(rate);
-    let capacity = if kind_leaky { 1 } else { u64::from(burst) };
-    let expected = capacity + (end - start) / interval;
-    (admitted.load(Ordering::Relaxed), expected, end - start)
+    let end = server_time_nanos(server);
+    Fleet {
+        decisions,
+        start,
+        end,
+    }
+}
+
+/// Replays the fleet's decisions in the order Redis made them through one
+/// in-process bucket and checks each is that bucket's decision. Returns
+/// (admitted, ns the bucket sat full with nobody asking).
+fn replay(kind: BucketKind, quota: Quota, fleet: &mut Fleet) -> (u64, u64) {
+    // Execution order: server time and, within one microsecond (several
+    // scripts can share a `TIME` reading), admissions before refusals and
+    // the fuller bucket first: the only order one bucket produces at one
+    // instant.
+    fleet.decisions.sort_by_key(|(at, d)| {
+        (
+            *at,
+            d.is_denied(),
+            std::cmp::Reverse(d.snapshot().remaining()),
+        )
+    });
+    let bucket = Bucket::new(Gcra::new(kind, quota));
+    let start = Timestamp::from_nanos(fleet.start);
+    let (mut admitted, mut idle) = (0, 0);
+    for (i, (at, decision)) in fleet.decisions.iter().enumerate() {
+        let now = Timestamp::from_nanos(*at);
+        // a TAT at or before `now` is a full bucket: since then, nobody
+        // asked
+        let full_since = bucket.state().tat(bucket.algorithm()).max(start);
+        if decision.is_allowed() && full_since < now {
+            idle += (now - full_since).as_nanos() as u64;
+        }
+        let expected = bucket.check_n(1, now).unwrap();
+        assert_eq!(
+            *decision,
+            expected,
+            "decision {i} of {} (at {at} ns) differs from one bucket's",
+            fleet.decisions.len()
+        );
+        admitted += u64::from(decision.is_allowed());
+    }
+    (admitted, idle)
+}
+
+fn check(kind: BucketKind, quota: Quota, mut fleet: Fleet) {
+    let (admitted, idle) = replay(kind, quota, &mut fleet);
+    let interval = Gcra::new(kind, quota).interval_nanos();
+    let capacity = match kind {
+        BucketKind::TokenBucket => u64::from(quota.burst()),
+        BucketKind::LeakyBucket => 1,
+    };
+    let span = fleet.end - fleet.start;
+    let bound = capacity + span / interval;
+    eprintln!(
+        "{kind:?}: {} decisions, admitted {admitted}, capacity + rate·t = {bound} \
+         (t = {span} ns), bucket full with nobody asking for {idle} ns",
+        fleet.decisions.len()
+    );
+    // never more than one bucket allows over the run (implied by the
+    // replay; checked directly as the headline property)
+    assert!(admitted <= bound, "admitted {admitted}, at most {bound}");
+    // the fleet did contend: the limit was hit and the bucket refilled
+    assert!(
+        fleet.decisions.iter().any(|(_, d)| d.is_denied()),
+        "never refused: the test did not reach the limit"
+    );
+    assert!(admitted > capacity, "admitted {admitted}: no refill seen");
 }
 
 // One test runs both buckets in turn: each run burns CPU on purpose.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_replicas_share_one_limit() {
     let server = RedisServer::start();
-
-    let (admitted, expected, span) = hammer(&server, false).await;
-    eprintln!("token bucket: admitted {admitted}, burst + rate·t = {expected}, t = {span} ns");
-    assert!(
-        admitted.abs_diff(expected) <= 1,
-        "admitted {admitted}, expected {expected} ± 1"
-    );
-
-    let (admitted, expected, span) = hammer(&server, true).await;
-    eprintln!("leaky bucket: admitted {admitted}, 1 + rate·t = {expected}, t = {span} ns");
-    // Never more than the pacing allows. A strict-pacing bucket has no
-    // tolerance, so every round trip of latency after a slot opens is lost
-    // for good (TAT = max(TAT, now) + T): the count falls short by the
-    // accumulated latency, which depends on the machine's load.
-    assert!(
-        admitted <= expected + 1,
-        "admitted {admitted}, at most {expected} + 1"
-    );
-    assert!(
-        admitted * 10 >= expected * 8,
-        "admitted {admitted}, at least 80% of {expected}"
-    );
+    // 50 per second (T = 20 ms), burst 10
+    let quota = Quota::per_second(50).unwrap().with_burst(10).unwrap();
+    for kind in [BucketKind::TokenBucket, BucketKind::LeakyBucket] {
+        let fleet = hammer(&server, kind, quota).await;
+        check(kind, quota, fleet);
+    }
 }

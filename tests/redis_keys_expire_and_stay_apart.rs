@@ -20,6 +20,16 @@ fn pttl(admin: &mut Connection, key: &[u8]) -> i64 {
     redis::cmd("PTTL").arg(key).query(admin).unwrap()
 }
 
+fn server_time_nanos(admin: &mut Connection) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(admin).unwrap();
+    s * 1_000_000_000 + us * 1_000
+}
+
+/// A store timeout no loaded machine reaches: these tests are about keys,
+/// not about the failure policy (the default 50 ms turned slow replies into
+/// failure-policy answers).
+const PATIENT: Duration = Duration::from_secs(10);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bucket_key_expires_when_the_bucket_has_refilled() {
     let server = RedisServer::start();
@@ -30,26 +40,52 @@ async fn bucket_key_expires_when_the_bucket_has_refilled() {
         RedisConfig::token_bucket(quota),
         RedisConfig::leaky_bucket(quota),
     ] {
-        let store = RedisStore::connect(server.url(), config).await.unwrap();
-        let key = store.redis_key(b"idle");
-        let _ = redis::cmd("DEL")
-            .arg(&key)
-            .query::<i64>(&mut admin)
-            .unwrap();
-        assert!(store.check(b"idle").await.is_allowed());
-        assert!(exists(&mut admin, &key));
-        let lead_ms = store
-            .snapshot(b"idle")
+        let store = RedisStore::connect(server.url(), config.timeout(PATIENT))
             .await
-            .unwrap()
-            .reset_after()
-            .as_millis() as i64;
-        let ttl = pttl(&mut admin, &key);
-        assert!(ttl > 0, "every bucket key has an expiry, got {ttl}");
-        assert!(
-            ttl <= lead_ms + 2,
-            "expires when refilled: ttl {ttl} ms, lead {lead_ms} ms"
-        );
+            .unwrap();
+        let key = store.redis_key(b"idle");
+        // The expiry is read after the check: a machine stalled past the
+        // whole lead in between finds the key already gone, which proves
+        // nothing either way. Such an attempt is checked for what it can
+        // show (the lead had passed on the server's clock) and repeated.
+        let mut attempts = 0;
+        let ttl = loop {
+            attempts += 1;
+            assert!(attempts <= 20, "never read the expiry before it passed");
+            let _ = redis::cmd("DEL")
+                .arg(&key)
+                .query::<i64>(&mut admin)
+                .unwrap();
+            let reply = store.try_check_n(b"idle", 2).await.unwrap();
+            assert!(reply.decision.is_allowed());
+            // the lead at the check, in ms rounded up
+            let lead_ms = reply
+                .decision
+                .snapshot()
+                .reset_after()
+                .as_nanos()
+                .div_ceil(1_000_000) as i64;
+            let ttl = pttl(&mut admin, &key);
+            if ttl == -2 {
+                let elapsed_ms =
+                    (server_time_nanos(&mut admin) - reply.server_time_nanos) / 1_000_000;
+                assert!(
+                    elapsed_ms as i64 >= lead_ms - 1,
+                    "key gone {elapsed_ms} ms after the check, before its lead of {lead_ms} ms"
+                );
+                continue;
+            }
+            assert!(ttl > 0, "every bucket key has an expiry, got {ttl}");
+            assert!(
+                ttl <= lead_ms + 1,
+                "expires when refilled: ttl {ttl} ms, lead {lead_ms} ms"
+            );
+            break ttl;
+        };
+        // Kept real sleep: the expiry under test runs on the server's
+        // clock. Sleeping at least the TTL (plus 20 ms for the two clocks'
+        // rates) is sound however late the sleep ends; a loaded machine
+        // only sleeps longer.
         tokio::time::sleep(Duration::from_millis(ttl as u64 + 20)).await;
         assert!(
             !exists(&mut admin, &key),
@@ -67,7 +103,8 @@ async fn refunding_everything_deletes_the_key() {
     let mut admin = server.admin();
     let store = RedisStore::connect(
         server.url(),
-        RedisConfig::token_bucket(Quota::per_minute(1).unwrap().with_burst(4).unwrap()),
+        RedisConfig::token_bucket(Quota::per_minute(1).unwrap().with_burst(4).unwrap())
+            .timeout(PATIENT),
     )
     .await
     .unwrap();
@@ -87,21 +124,43 @@ async fn window_counter_always_expires_with_its_window() {
     let quota = Quota::new(3, Duration::from_millis(300)).unwrap();
     let store = RedisStore::connect(
         server.url(),
-        RedisConfig::fixed_window(quota).refusal_cache(0),
+        RedisConfig::fixed_window(quota)
+            .refusal_cache(0)
+            .timeout(PATIENT),
     )
     .await
     .unwrap();
     let key = store.redis_key(b"w");
+    let mut last_ttl = -2;
     for _ in 0..5 {
-        let d = store.check(b"w").await;
+        let reply = store.try_check_n(b"w", 1).await.unwrap();
+        let until_end = reply.decision.snapshot().reset_after();
+        assert!(until_end <= Duration::from_millis(300));
         // every write leaves an expiry no later than the window's end
         let ttl = pttl(&mut admin, &key);
-        assert!(ttl > 0 && ttl <= 301, "counter always expires: {ttl}");
-        let until_end = d.decision().snapshot().reset_after();
-        assert!(until_end <= Duration::from_millis(300));
+        if ttl == -2 {
+            // gone already: only because the window ended (a stall between
+            // the check and this look), on the server's clock
+            let elapsed = server_time_nanos(&mut admin) - reply.server_time_nanos;
+            assert!(
+                elapsed + 1_000_000 >= until_end.as_nanos() as u64,
+                "counter gone {elapsed} ns after the check, {until_end:?} before its window ended"
+            );
+        } else {
+            let until_end_ms = until_end.as_nanos().div_ceil(1_000_000) as i64;
+            assert!(
+                ttl > 0 && ttl <= until_end_ms + 1,
+                "counter always expires with its window: ttl {ttl} ms, window ends in {until_end:?}"
+            );
+        }
+        last_ttl = ttl;
     }
-    let ttl = pttl(&mut admin, &key);
-    tokio::time::sleep(Duration::from_millis(ttl as u64 + 20)).await;
+    // Kept real sleep: the expiry under test runs on the server's clock;
+    // sleeping at least the TTL (plus 20 ms for the clocks' rates) is sound
+    // however late the sleep ends.
+    if last_ttl > 0 {
+        tokio::time::sleep(Duration::from_millis(last_ttl as u64 + 20)).await;
+    }
     assert!(!exists(&mut admin, &key), "gone once its window ended");
     let d = store.check(b"w").await;
     assert!(d.is_allowed(), "a new window");
@@ -119,7 +178,8 @@ async fn hostile_and_binary_keys_neither_break_the_script_nor_collide() {
         server.url(),
         RedisConfig::token_bucket(quota)
             .prefix(b"ns1:")
-            .refusal_cache(0),
+            .refusal_cache(0)
+            .timeout(PATIENT),
     )
     .await
     .unwrap();
@@ -127,7 +187,8 @@ async fn hostile_and_binary_keys_neither_break_the_script_nor_collide() {
         server.url(),
         RedisConfig::token_bucket(quota)
             .prefix(b"ns2:")
-            .hash_tag(b"t"),
+            .hash_tag(b"t")
+            .timeout(PATIENT),
     )
     .await
     .unwrap();

@@ -111,6 +111,9 @@ async fn run_case(kind: BucketKind, quota: Quota, ops: Vec<Op>) -> Result<(), Te
                     n
                 );
             }
+            // Kept real sleep: a pause lets the server's clock run; every
+            // reply is compared at the server time it reports, so how long
+            // the pause really lasts (longer under load) changes nothing.
             Op::Pause(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
         }
     }
@@ -161,14 +164,32 @@ fn time_until_ready_and_snapshot_match_in_process() {
         let reply = store.try_check_n(b"k", 3).await.unwrap();
         assert!(reply.decision.is_allowed());
         assert_eq!(reply.decision.snapshot().remaining(), 1);
-        // 3 taken: 4 permits need the 3 intervals back, minus time elapsed
+        // the same check in-process, at the server's time
+        let local = Bucket::new(Gcra::token_bucket(quota));
+        let taken_at = Timestamp::from_nanos(reply.server_time_nanos);
+        assert_eq!(Ok(reply.decision), local.check_n(3, taken_at));
+        // 3 taken: 4 permits need the 3 intervals back, minus the time
+        // elapsed since on the server's clock (bracketed by a peek after the
+        // call, so a stalled machine cannot fail it)
         let wait = store.time_until_ready(b"k", 4).await.unwrap();
+        let peek = store.try_check_n(b"k", 0).await.unwrap();
+        let elapsed = Timestamp::from_nanos(peek.server_time_nanos) - taken_at;
         assert!(
-            wait > Duration::from_millis(100) && wait <= Duration::from_millis(150),
-            "{wait:?}"
+            wait <= Duration::from_millis(150) && wait + elapsed >= Duration::from_millis(150),
+            "{wait:?} with {elapsed:?} elapsed"
         );
+        // the snapshot lies between the in-process bucket's just before and
+        // just after it was taken
+        let before = local.snapshot(Timestamp::from_nanos(peek.server_time_nanos));
+        assert_eq!(*peek.decision.snapshot(), before);
         let snap = store.snapshot(b"k").await.unwrap();
-        assert!(snap.remaining() <= 2 && snap.reset_after() <= Duration::from_millis(150));
+        let peek = store.try_check_n(b"k", 0).await.unwrap();
+        let after = local.snapshot(Timestamp::from_nanos(peek.server_time_nanos));
+        assert!(
+            (before.remaining()..=after.remaining()).contains(&snap.remaining())
+                && (after.reset_after()..=before.reset_after()).contains(&snap.reset_after()),
+            "{snap:?} outside {before:?} ..= {after:?}"
+        );
         assert!(matches!(
             store.time_until_ready(b"k", 5).await,
             Err(StoreError::Capacity(_))
@@ -222,6 +243,10 @@ fn server_clock_going_back_heals_like_in_process() {
                 .unwrap();
             assert!(ttl <= 301, "healed TAT persisted: ttl {ttl} ms");
 
+            // Kept real sleep: the refill under test runs on the server's
+            // clock; sleeping at least `retry_after` (+2 ms for the two
+            // clocks' rates) is sound however late it ends, and the reply
+            // is compared at the server time it reports.
             tokio::time::sleep(reply.decision.retry_after() + Duration::from_millis(2)).await;
             let reply = store.try_check_n(b"k", 1).await.unwrap();
             let now = Timestamp::from_nanos(reply.server_time_nanos);

@@ -11,6 +11,11 @@ use tollgate::redis::{RedisConfig, RedisStore};
 use tollgate::remote::DecisionSource;
 use tollgate::Quota;
 
+/// A store timeout no loaded machine reaches: these tests count round
+/// trips, and the default 50 ms turned slow replies into failure-policy
+/// answers.
+const PATIENT: Duration = Duration::from_secs(10);
+
 /// Commands executed between two `INFO commandstats` readings, without the
 /// INFO calls themselves.
 fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
@@ -29,7 +34,7 @@ async fn each_decision_is_one_evalsha() {
     let server = RedisServer::start();
     let store = RedisStore::connect(
         server.url(),
-        RedisConfig::token_bucket(Quota::per_second(1000).unwrap()),
+        RedisConfig::token_bucket(Quota::per_second(1000).unwrap()).timeout(PATIENT),
     )
     .await
     .unwrap();
@@ -56,9 +61,12 @@ async fn a_refused_key_costs_no_round_trip_until_retry_after() {
     let server = RedisServer::start();
     // one per 300 ms, burst 1
     let quota = Quota::new(1, Duration::from_millis(300)).unwrap();
-    let store = RedisStore::connect(server.url(), RedisConfig::token_bucket(quota))
-        .await
-        .unwrap();
+    let store = RedisStore::connect(
+        server.url(),
+        RedisConfig::token_bucket(quota).timeout(PATIENT),
+    )
+    .await
+    .unwrap();
     assert!(store.check(b"attacker").await.is_allowed());
     let refused = store.check(b"attacker").await;
     assert!(refused.is_denied());
@@ -90,7 +98,10 @@ async fn a_refused_key_costs_no_round_trip_until_retry_after() {
         "only the two store calls"
     );
 
-    // once retry_after has passed, the key goes back to the store and is admitted
+    // once retry_after has passed, the key goes back to the store and is
+    // admitted. Kept real sleep: the cache's expiry and the server's refill
+    // under test run on real clocks; sleeping at least `retry_after` (+5 ms
+    // for the two clocks' rates) is sound however late it ends.
     tokio::time::sleep(last_retry + Duration::from_millis(5)).await;
     let d = store.check(b"attacker").await;
     assert_eq!(d.source(), DecisionSource::Store);
@@ -103,7 +114,9 @@ async fn without_the_cache_every_refusal_asks_the_store() {
     let quota = Quota::per_minute(1).unwrap();
     let store = RedisStore::connect(
         server.url(),
-        RedisConfig::token_bucket(quota).refusal_cache(0),
+        RedisConfig::token_bucket(quota)
+            .refusal_cache(0)
+            .timeout(PATIENT),
     )
     .await
     .unwrap();

@@ -25,6 +25,9 @@
 //! - `keyed_model` (under `cfg(loom)` only): one vocabulary of operations
 //!   for every keyed table, and what the GCRA reference model allows each
 //!   key;
+//! - `lock_free_protocol` (under `cfg(loom)` only): the lock-free keyed
+//!   table's slot protocol on a 64-bit loom atomic, so that loom checks its
+//!   orderings (the table's own 128-bit slots are a lock-based shim);
 //! - a `critical-section` implementation on a loom mutex (under `cfg(loom)`
 //!   only), so the `no_std` keyed table's sections are visible to loom;
 //! - `model` (under `cfg(loom)` only): `loom::model` with a default
@@ -42,6 +45,8 @@ pub mod window_spec;
 mod critical_section_model;
 #[cfg(loom)]
 pub mod keyed_model;
+#[cfg(loom)]
+pub mod lock_free_protocol;
 #[cfg(loom)]
 pub mod model;
 

@@ -635,12 +635,14 @@ impl Pending {
 
 impl Drop for Pending {
     fn drop(&mut self) {
+        // permits first, metrics after: once the gauge shows the request
+        // gone, its permits are back (an observer can rely on it)
+        self.cancel();
         if let Some(route) = self.waiting.take() {
             let m = self.shared.metrics_of(route);
             m.request_canceled.increment(1);
             m.queued.decrement(1.0);
         }
-        self.cancel();
     }
 }
 

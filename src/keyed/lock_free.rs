@@ -547,7 +547,18 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
         };
         // odd: lock-free "absent" answers are not trusted until it is even
         shard.sweeps.fetch_add(1, Ordering::AcqRel);
-        let mut evicted = 0;
+        // The per-key quota (the caller's code) runs for every live key and
+        // may panic after some keys were evicted: the guard closes the
+        // holes, fixes `len` and makes `sweeps` even again however the loop
+        // ends, so no key behind a hole is lost.
+        let mut end = SweepEnd {
+            table: self,
+            shard,
+            start,
+            evicted: 0,
+            hint,
+            finished: false,
+        };
         for i in 0..shard.slots.len() {
             let mut word = shard.load(i);
             while let Slot::Live(key, tat) = unpack(word) {
@@ -555,27 +566,24 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
                 // in the units of the key's configuration
                 let alg = self.algorithm(shard, K::from_word(key));
                 if !alg.is_idle_at(tat, now) {
-                    hint.lower(now, alg.snapshot_of(tat, now).reset_after_nanos());
+                    end.hint
+                        .lower(now, alg.snapshot_of(tat, now).reset_after_nanos());
                     break;
                 }
                 // fails if a reader used the key since the load
                 match shard.slots[i].compare_exchange(word, 0, Ordering::AcqRel, Ordering::Acquire)
                 {
                     Ok(_) => {
-                        evicted += 1;
+                        end.evicted += 1;
                         break;
                     }
                     Err(current) => word = current,
                 }
             }
         }
-        if evicted > 0 {
-            shard.len.fetch_sub(evicted as u64, Ordering::Relaxed);
-            self.close_holes(shard, start);
-        }
-        shard.hint.publish(&hint);
-        shard.sweeps.fetch_add(1, Ordering::Release);
-        evicted
+        end.finished = true;
+        end.evicted
+        // `end` drops here: holes closed, hint published, `sweeps` even
     }
 
     /// Moves every entry to the first free slot of its probe run, scanning
@@ -645,7 +653,15 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
         carry: impl Fn(K, u64) -> u64,
     ) {
         shard.reconfig.fetch_add(1, Ordering::AcqRel); // odd
-        let mut frozen: Vec<(usize, u64, u64)> = Vec::new();
+                                                       // `select`, `change` and `carry` may run the caller's code (per-key
+                                                       // quotas, the update): if one panics, the guard unfreezes the slots
+                                                       // not yet converted (with the TAT they had) and makes the counter
+                                                       // even again, so no key stays frozen out of the lock-free path.
+        let mut end = ConvertEnd {
+            shard,
+            frozen: Vec::new(),
+            stored: 0,
+        };
         for i in 0..shard.slots.len() {
             if let Slot::Live(key, _) = unpack(shard.load(i)) {
                 if select(K::from_word(key)) {
@@ -653,17 +669,76 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
                     // until then)
                     let word = freeze(shard, i);
                     if let Slot::Live(key, tat) = unpack(word) {
-                        frozen.push((i, key, tat));
+                        end.frozen.push((i, key, tat));
                     }
                 }
             }
         }
         change();
-        for (i, key, tat) in frozen {
+        while let Some(&(i, key, tat)) = end.frozen.get(end.stored) {
             let carried = carry(K::from_word(key), tat);
             shard.slots[i].store(pack(key, carried), Ordering::Release);
+            end.stored += 1;
         }
-        shard.reconfig.fetch_add(1, Ordering::Release); // even
+        // `end` drops here: the counter is even again
+    }
+}
+
+/// The end of a sweep, run when it returns or unwinds (a panicking per-key
+/// quota): frees the evicted keys' count, closes the holes they left, and
+/// makes the shard's `sweeps` counter even again. After a panic the hint
+/// learnt so far is incomplete, so it is published reset ("worth sweeping
+/// now"), keeping only the sweep's time.
+struct SweepEnd<'a, K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> {
+    table: &'a LockFreeGcraTable<K, S, Q>,
+    shard: &'a Shard,
+    /// A slot free before any eviction (see `close_holes`).
+    start: usize,
+    evicted: usize,
+    hint: SweepHint,
+    /// The scan completed: the hint covers every key.
+    finished: bool,
+}
+
+impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> Drop for SweepEnd<'_, K, S, Q> {
+    fn drop(&mut self) {
+        let shard = self.shard;
+        if self.evicted > 0 {
+            shard.len.fetch_sub(self.evicted as u64, Ordering::Relaxed);
+            // runs no per-key quota: only the table's hasher, which
+            // already hashed every key here when it was inserted
+            self.table.close_holes(shard, self.start);
+        }
+        if !self.finished {
+            self.hint.reset();
+        }
+        shard.hint.publish(&self.hint);
+        shard.sweeps.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// The end of a conversion, run when it returns or unwinds: slots frozen
+/// but not yet stored get the word they had back (after a panic; the
+/// shard's hint is reset too, the configuration may have changed), then
+/// the shard's `reconfig` counter is made even.
+struct ConvertEnd<'a> {
+    shard: &'a Shard,
+    /// The frozen slots: index, key word, TAT when frozen.
+    frozen: Vec<(usize, u64, u64)>,
+    /// How many of `frozen` hold their converted TAT.
+    stored: usize,
+}
+
+impl Drop for ConvertEnd<'_> {
+    fn drop(&mut self) {
+        let rest = self.frozen.get(self.stored..).unwrap_or_default();
+        for &(i, key, tat) in rest {
+            self.shard.slots[i].store(pack(key, tat), Ordering::Release);
+        }
+        if std::thread::panicking() {
+            self.shard.hint.reset();
+        }
+        self.shard.reconfig.fetch_add(1, Ordering::Release); // even
     }
 }
 

@@ -610,10 +610,23 @@ where
 
     fn reconfigure(&self, next: A, how: Inheritance, now: Timestamp) {
         let mut shards = self.write_all();
-        for shard in &mut shards {
+        // The per-key quota (the caller's code, which may panic) is asked
+        // about every key before any state changes: a panic then leaves
+        // the whole table on the old configuration, not some keys carried
+        // into the new units under the old default.
+        let on_default: Vec<Vec<bool>> = shards
+            .iter()
+            .map(|shard| {
+                shard
+                    .entries()
+                    .map(|(key, _)| self.quota.algorithm_for(key).is_none())
+                    .collect()
+            })
+            .collect();
+        for (shard, on_default) in shards.iter_mut().zip(on_default) {
             let shard = &mut **shard;
-            for (key, state) in shard.entries() {
-                if self.quota.algorithm_for(key).is_none() {
+            for ((_, state), on_default) in shard.entries().zip(on_default) {
+                if on_default {
                     shard.default.carry_over(&next, state, how, now);
                 }
             }

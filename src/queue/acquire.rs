@@ -3,15 +3,12 @@
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
-use std::boxed::Box;
-
-use tokio::time::Sleep;
 
 use super::error::WaitError;
 use super::shared::{Begin, Expiry, Shared};
 use super::source::QueueLimiter;
-use crate::clock::Clock;
-use crate::time::{duration_to_nanos, Timestamp};
+use super::timer::ExpiryTimer;
+use crate::time::duration_to_nanos;
 
 #[derive(Debug)]
 enum State {
@@ -32,7 +29,7 @@ pub struct Acquire<'a, L: QueueLimiter + Send + Sync + 'static> {
     n: u32,
     deadline: Option<u64>,
     state: State,
-    expiry: Option<(Pin<Box<Sleep>>, Expiry)>,
+    expiry: Option<(ExpiryTimer, Expiry)>,
 }
 
 impl<'a, L: QueueLimiter + Send + Sync + 'static> Acquire<'a, L> {
@@ -71,7 +68,7 @@ impl<'a, L: QueueLimiter + Send + Sync + 'static> Future for Acquire<'a, L> {
         let shared = this.shared;
         match this.state {
             State::Start => {
-                let now = shared.clock.now().as_nanos();
+                let now = shared.now();
                 match shared.begin(this.n, now, this.deadline, cx.waker()) {
                     Begin::Granted => {
                         shared.count_admitted(this.n);
@@ -97,8 +94,7 @@ impl<'a, L: QueueLimiter + Send + Sync + 'static> Future for Acquire<'a, L> {
                             (a, b) => a.or(b),
                         };
                         if let Some((at, kind)) = expiry {
-                            let when = shared.clock.instant_at(Timestamp::from_nanos(at));
-                            this.expiry = Some((Box::pin(tokio::time::sleep_until(when)), kind));
+                            this.expiry = Some((ExpiryTimer::at(&shared.clock, at), kind));
                         }
                         if serving {
                             shared.kick();
@@ -137,8 +133,8 @@ impl<'a, L: QueueLimiter + Send + Sync + 'static> Acquire<'a, L> {
         key: usize,
     ) -> Poll<Result<QueuePermit<'a, L>, WaitError>> {
         let this = self;
-        if let Some((sleep, kind)) = &mut this.expiry {
-            if sleep.as_mut().poll(cx).is_ready() {
+        if let Some((timer, kind)) = &mut this.expiry {
+            if timer.poll_passed(cx, this.shared.now()) {
                 let error = kind.error();
                 let result = this.shared.expire(key, this.n, cx.waker(), error);
                 return this.finish(result);

@@ -124,18 +124,21 @@ mod acquire;
 mod error;
 mod shared;
 mod source;
+mod timer;
 mod tokio_clock;
 mod waiters;
 
 use core::time::Duration;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::task::Waker;
 
+#[cfg(loom)]
+use std::time::Instant;
+#[cfg(not(loom))]
 use tokio::time::Instant;
 
-use crate::clock::Clock;
 use crate::decision::Decision;
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 pub use source::QueueLimiter;
 
 pub use acquire::{Acquire, QueuePermit};
@@ -193,9 +196,21 @@ pub struct QueueBuilder<L> {
     max_wait: Option<Duration>,
     release_on_drop: bool,
     clock: Option<TokioClock>,
+    #[cfg(loom)]
+    model_clock: Option<Arc<crate::clock::ManualClock>>,
 }
 
 impl<L: QueueLimiter + Send + Sync + 'static> QueueBuilder<L> {
+    /// Loom models only: the manual clock the queue reads instead of
+    /// tokio's (the model moves it and fires the queue's timer with
+    /// [`Queue::model_fire_timer`]).
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn model_clock(mut self, clock: Arc<crate::clock::ManualClock>) -> Self {
+        self.model_clock = Some(clock);
+        self
+    }
+
     /// Which waiter is served first (default [`QueueOrder::OldestFirst`]).
     pub fn order(mut self, order: QueueOrder) -> Self {
         self.order = order;
@@ -239,6 +254,10 @@ impl<L: QueueLimiter + Send + Sync + 'static> QueueBuilder<L> {
     #[must_use]
     pub fn build(self) -> Queue<L> {
         let clock = self.clock.unwrap_or_default();
+        #[cfg(loom)]
+        let model_clock = self
+            .model_clock
+            .unwrap_or_else(|| Arc::new(crate::clock::ManualClock::new()));
         let shared = Arc::new_cyclic(|weak: &Weak<Shared<L>>| Shared {
             limiter: self.limiter,
             clock,
@@ -252,13 +271,14 @@ impl<L: QueueLimiter + Send + Sync + 'static> QueueBuilder<L> {
             inner: Mutex::new(Inner {
                 waiters: Waiters::default(),
                 closed: false,
-                timer: None,
-                armed: None,
+                timer: timer::QueueTimer::default(),
             }),
             timer_waker: Waker::from(Arc::new(TimerWake {
                 shared: weak.clone(),
             })),
             counters: Counters::default(),
+            #[cfg(loom)]
+            model_clock,
         });
         Queue { shared }
     }
@@ -301,6 +321,8 @@ impl<L: QueueLimiter + Send + Sync + 'static> Queue<L> {
             max_wait: None,
             release_on_drop: false,
             clock: None,
+            #[cfg(loom)]
+            model_clock: None,
         }
     }
 
@@ -356,7 +378,7 @@ impl<L: QueueLimiter + Send + Sync + 'static> Queue<L> {
         if n == 0 {
             return Ok(());
         }
-        let now = shared.clock.now().as_nanos();
+        let now = shared.now();
         if gate != 0 && shared.order == QueueOrder::OldestFirst {
             if n > shared.limiter.capacity() {
                 return Err(WaitError::CapacityExceeded(crate::CapacityExceeded {
@@ -396,13 +418,12 @@ impl<L: QueueLimiter + Send + Sync + 'static> Queue<L> {
     /// [`WaitError::Closed`]. Permits already granted stay valid.
     pub fn close(&self) {
         let shared = &*self.shared;
-        let now = shared.clock.now().as_nanos();
+        let now = shared.now();
         let mut wakers = WakeList::default();
         {
             let mut inner = lock(&shared.inner);
             inner.closed = true;
-            inner.timer = None;
-            inner.armed = None;
+            inner.timer.stop();
             while let Some(key) = inner.waiters.front() {
                 let outcome = Outcome::Refused {
                     at: now,
@@ -415,6 +436,26 @@ impl<L: QueueLimiter + Send + Sync + 'static> Queue<L> {
             shared.sync_gate(&inner);
         }
         shared.wake(wakers);
+    }
+
+    /// Loom models only: where the queue's timer is armed (ns on the model
+    /// clock), if it is.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    #[must_use]
+    pub fn model_timer(&self) -> Option<u64> {
+        lock(&self.shared.inner).timer.armed
+    }
+
+    /// Loom models only: the queue's timer fires, as tokio's timer driver
+    /// makes it do at the armed instant (its waker runs the admission
+    /// loop).
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn model_fire_timer(&self) {
+        std::task::Wake::wake_by_ref(&Arc::new(TimerWake {
+            shared: Arc::downgrade(&self.shared),
+        }));
     }
 
     /// True once [`close`](Self::close) has been called.

@@ -5,24 +5,19 @@
 //! newcomer that became the head, a cancellation, a release, or the queue
 //! timer's waker), one thread at a time.
 
-use core::future::Future;
-use core::pin::Pin;
 use core::time::Duration;
-use std::boxed::Box;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::task::{Context, Wake, Waker};
+use std::sync::{Arc, PoisonError, Weak};
+use std::task::{Wake, Waker};
 use std::vec::Vec;
-
-use tokio::time::{Instant, Sleep};
 
 use super::error::WaitError;
 use super::source::QueueLimiter;
+use super::timer::QueueTimer;
 use super::waiters::{Outcome, Waiters};
 use super::{QueueOrder, TokioClock};
-use crate::clock::Clock;
 use crate::decision::Decision;
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
-use crate::time::{duration_to_nanos, Timestamp};
+use crate::sync::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::time::duration_to_nanos;
 
 /// Bit 0 of `gate`: closed. The rest: waiting requests × 2.
 pub(super) const CLOSED: u64 = 1;
@@ -43,20 +38,20 @@ pub(super) struct Shared<L> {
     /// Set while one thread runs the admission loop ([`Shared::drive`]).
     pub(super) driving: AtomicU32,
     pub(super) inner: Mutex<Inner>,
+    #[cfg_attr(loom, allow(dead_code))] // the model fires the timer itself
     pub(super) timer_waker: Waker,
     pub(super) counters: Counters,
+    /// Under loom: the clock the model moves (see [`super::timer`]).
+    #[cfg(loom)]
+    pub(super) model_clock: Arc<crate::clock::ManualClock>,
 }
 
 #[derive(Debug)]
 pub(super) struct Inner {
     pub(super) waiters: Waiters,
     pub(super) closed: bool,
-    /// The queue's one timer: exists only while someone waits (created
-    /// when the first waiter is linked, inside the runtime; dropped when
-    /// the line empties), armed at the serving waiter's `retry_after`.
-    pub(super) timer: Option<Pin<Box<Sleep>>>,
-    /// Where `timer` is armed.
-    pub(super) armed: Option<Instant>,
+    /// The queue's one timer (see [`QueueTimer`]).
+    pub(super) timer: QueueTimer,
 }
 
 #[derive(Debug, Default)]
@@ -156,6 +151,21 @@ pub(super) enum Begin {
         serving: bool,
         wakers: WakeList,
     },
+}
+
+impl<L> Shared<L> {
+    /// The queue's clock now, in ns (under loom, the model's clock).
+    #[inline]
+    pub(super) fn now(&self) -> u64 {
+        #[cfg(not(loom))]
+        {
+            crate::clock::Clock::now(&self.clock).as_nanos()
+        }
+        #[cfg(loom)]
+        {
+            crate::clock::Clock::now(&*self.model_clock).as_nanos()
+        }
+    }
 }
 
 impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
@@ -341,13 +351,9 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
                 }
             }
         }
-        if inner.timer.is_none() {
-            // Inside the runtime (a poll of `acquire`): create the timer
-            // that serves this busy period.
-            let far = self.clock.instant_at(Timestamp::MAX);
-            inner.timer = Some(Box::pin(tokio::time::sleep_until(far)));
-            inner.armed = None;
-        }
+        // Inside the runtime (a poll of `acquire`): create the timer that
+        // serves this busy period, if there is none yet.
+        inner.timer.start(&self.clock);
         let key = inner.waiters.push_back(n, now, waker.clone());
         let serving = self.serving_end(&inner.waiters) == Some(key);
         self.sync_gate(&inner);
@@ -391,37 +397,44 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
 
     /// Asks for the waiter being served to be re-examined now.
     pub(super) fn kick(&self) {
-        self.due.store(1, Ordering::SeqCst);
+        self.due.swap(1, Ordering::SeqCst);
         self.drive();
     }
 
     /// The admission loop. One thread at a time runs it; a kick that
     /// arrives meanwhile (including one raised synchronously by the timer
     /// from inside this loop) is picked up before the runner leaves.
+    ///
+    /// Every access to `due` and `driving` is a read-modify-write, so the
+    /// hand-over needs acquire/release only, not the total order of
+    /// `SeqCst`: a kicker that finds `driving` set wrote `due` before its
+    /// swap, and the runner's own swap back to 0 reads that swap's value
+    /// (or a later one), so its next look at `due` sees the kick. With a
+    /// plain store to `driving` that argument needed `SeqCst`'s total order
+    /// (the store-buffering pattern), which loom cannot check (it models
+    /// `SeqCst` as `AcqRel`); `loom-tests/tests/queue_admission_protocol.rs`
+    /// checks this form.
     fn drive(&self) {
         loop {
             if self.driving.swap(1, Ordering::SeqCst) != 0 {
                 return; // the running driver will see `due`
             }
             while self.due.swap(0, Ordering::SeqCst) != 0 {
-                let now = self.clock.now().as_nanos();
+                let now = self.now();
                 let mut wakers = WakeList::default();
                 {
                     let mut inner = lock(&self.inner);
                     match self.process(&mut inner, now, &mut wakers) {
                         Some(at) => self.arm_timer(&mut inner, at),
-                        None if inner.waiters.len() == 0 => {
-                            // Idle: no timer at all.
-                            inner.timer = None;
-                            inner.armed = None;
-                        }
+                        // Idle: no timer at all.
+                        None if inner.waiters.len() == 0 => inner.timer.stop(),
                         None => {} // waiting for a release, not for time
                     }
                     self.sync_gate(&inner);
                 }
                 self.wake(wakers);
             }
-            self.driving.store(0, Ordering::SeqCst);
+            self.driving.swap(0, Ordering::SeqCst);
             if self.due.load(Ordering::SeqCst) == 0 {
                 return;
             }
@@ -433,21 +446,8 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
     /// already past), its waker only raises `due`, which this driver picks
     /// up, so the lock is never taken twice.
     fn arm_timer(&self, inner: &mut Inner, at: u64) {
-        let Some(sleep) = inner.timer.as_mut() else {
-            return;
-        };
-        let when = self.clock.instant_at(Timestamp::from_nanos(at));
-        if inner.armed != Some(when) {
-            sleep.as_mut().reset(when);
-            inner.armed = Some(when);
-        }
-        // Register the timer's waker. Unconstrained: a task's exhausted
-        // co-operative budget must not turn this poll into a self-wake.
-        let mut cx = Context::from_waker(&self.timer_waker);
-        let mut fut = tokio::task::coop::unconstrained(sleep.as_mut());
-        if Pin::new(&mut fut).poll(&mut cx).is_ready() {
-            inner.armed = None;
-            self.due.store(1, Ordering::SeqCst);
+        if inner.timer.arm(&self.clock, at, &self.timer_waker) {
+            self.due.swap(1, Ordering::SeqCst);
         }
     }
 
@@ -493,7 +493,7 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
         error: WaitError,
     ) -> Result<(), WaitError> {
         self.kick();
-        let now = self.clock.now().as_nanos();
+        let now = self.now();
         let mut inner = lock(&self.inner);
         if inner.waiters.outcome(key) == Outcome::Waiting {
             let serving = self.serving_end(&inner.waiters) == Some(key);
@@ -516,7 +516,7 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
 
     /// The future of a waiter was dropped.
     pub(super) fn cancel(&self, key: usize, n: u32) {
-        let now = self.clock.now().as_nanos();
+        let now = self.now();
         let mut inner = lock(&self.inner);
         let outcome = inner.waiters.outcome(key);
         let serving = self.serving_end(&inner.waiters) == Some(key);
@@ -550,7 +550,7 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
     }
 
     pub(super) fn release(&self, n: u32) {
-        self.limiter.refund(n, self.clock.now().as_nanos());
+        self.limiter.refund(n, self.now());
         if self.gate.load(Ordering::SeqCst) >> 1 != 0 {
             self.kick();
         }

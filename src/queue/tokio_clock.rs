@@ -2,6 +2,11 @@
 
 use core::time::Duration;
 
+// Under loom (no tokio; see `super::timer`) the same clock on std's
+// `Instant`: it is kept only so the queue's API compiles.
+#[cfg(loom)]
+use std::time::Instant;
+#[cfg(not(loom))]
 use tokio::time::Instant;
 
 use crate::clock::Clock;

@@ -3,8 +3,12 @@
 //! test can choose the source address among 127.0.0.0/8 and send headers
 //! byte for byte, malformed ones included).
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use axum::extract::ConnectInfo;
 use axum::routing::any;
@@ -25,6 +29,77 @@ pub fn hello(layer: RateLimitLayer) -> Router {
         .route("/", any(|| async { "ok" }))
         .route("/{*rest}", any(|| async { "ok" }))
         .layer(layer)
+}
+
+/// As [`hello`], with each response marked by [`MarkWait`] (outside the
+/// rate limiter): whether it was decided at once and when it was ready.
+pub fn hello_marked(layer: RateLimitLayer) -> Router {
+    hello(layer).layer(MarkWaitLayer)
+}
+
+/// The instant [`Resp::ready_at`] counts from (the first use in the test
+/// process).
+pub fn origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+/// Wraps [`MarkWait`] around a service.
+#[derive(Debug, Clone, Copy)]
+pub struct MarkWaitLayer;
+
+impl<S> tower_layer::Layer<S> for MarkWaitLayer {
+    type Service = MarkWait<S>;
+    fn layer(&self, inner: S) -> MarkWait<S> {
+        MarkWait(inner)
+    }
+}
+
+/// Marks each response with whether the service it wraps (the rate
+/// limiter) answered on the FIRST poll of its future (`x-test-wait: none`:
+/// decided at once, admitted or refused without waiting) or only on a later
+/// one (`waited`), and with the instant it became ready (`x-test-ready-us`,
+/// µs since [`origin`]). Unlike a client's stopwatch, the first can tell "at
+/// once" from "after a wait" however slowly a loaded machine delivers the
+/// response.
+#[derive(Debug, Clone)]
+pub struct MarkWait<S>(S);
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B, R> tower_service::Service<::http::Request<B>> for MarkWait<S>
+where
+    S: tower_service::Service<::http::Request<B>, Response = ::http::Response<R>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    R: Send + 'static,
+{
+    type Response = ::http::Response<R>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<::http::Response<R>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: ::http::Request<B>) -> Self::Future {
+        let mut fut = Box::pin(self.0.call(req));
+        let mut first = true;
+        Box::pin(std::future::poll_fn(move |cx| {
+            let at_once = std::mem::replace(&mut first, false);
+            match fut.as_mut().poll(cx) {
+                Poll::Ready(Ok(mut res)) => {
+                    let ready = origin().elapsed().as_micros().to_string();
+                    let headers = res.headers_mut();
+                    let wait = if at_once { "none" } else { "waited" };
+                    headers.insert("x-test-wait", wait.parse().unwrap());
+                    headers.insert("x-test-ready-us", ready.parse().unwrap());
+                    Poll::Ready(Ok(res))
+                }
+                other => other,
+            }
+        }))
+    }
 }
 
 /// A running server; aborted on drop.
@@ -78,6 +153,25 @@ impl Resp {
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
+    }
+
+    /// Decided at once (see [`MarkWait`]; the server must mark responses).
+    pub fn at_once(&self) -> bool {
+        match self.header("x-test-wait") {
+            Some("none") => true,
+            Some("waited") => false,
+            other => panic!("response not marked by MarkWait: {other:?}"),
+        }
+    }
+
+    /// When the server had the response ready, since [`origin`] (see
+    /// [`MarkWait`]).
+    pub fn ready_at(&self) -> Duration {
+        let us = self
+            .header("x-test-ready-us")
+            .and_then(|v| v.parse().ok())
+            .expect("response marked by MarkWait");
+        Duration::from_micros(us)
     }
 
     /// `(policy name, params)` of each member of a structured-field list

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod recorder;
 mod redis_server;
 #[allow(unused_imports)] // only the redis_* binaries use it
 pub use redis_server::*;
@@ -132,6 +133,21 @@ impl<F: Future> Future for CountPolls<F> {
 /// Polls `fut` exactly once with the current task's context.
 pub async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
     std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await
+}
+
+/// Waits, on real time, until `cond` holds: the explicit signal that
+/// replaces a fixed sleep ("the server has queued the request by now").
+/// Polls every millisecond; panics naming `what` after 30 s, far beyond
+/// any stall of a loaded machine.
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still waiting after 30 s for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }
 
 /// Yields until `cond` holds (spawned tasks get to run; paused time does

@@ -1,5 +1,11 @@
 //! A real `redis-server` for the tests: spawned on 127.0.0.1 with an
 //! ephemeral port, no persistence, killed on drop.
+//!
+//! A server kept in a `static` is never dropped, and one whose test panics
+//! may not be either: each server therefore runs beside a tiny shell
+//! watchdog that kills it (SIGKILL, which also ends a frozen one) within a
+//! fraction of a second of the test process disappearing. No server
+//! outlives the test binary that started it.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -7,8 +13,46 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub struct RedisServer {
-    child: Option<Child>,
+    child: Option<Spawned>,
     port: u16,
+}
+
+/// A `redis-server` process and the watchdog that ends it with the test
+/// process.
+struct Spawned {
+    server: Child,
+    watchdog: Child,
+}
+
+impl Spawned {
+    /// Kills the server (as a crash would) and its watchdog, and reaps both.
+    fn kill(mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+        let _ = self.watchdog.kill();
+        let _ = self.watchdog.wait();
+    }
+}
+
+/// Starts the watchdog of `server`: a shell that polls every 0.2 s whether
+/// this test process and the server still exist, and SIGKILLs the server
+/// once the test process is gone. It exits by itself when the server does.
+fn watchdog(server: u32) -> Child {
+    Command::new("sh")
+        .arg("-c")
+        .arg(
+            r#"while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 0.2; done
+kill -9 "$2" 2>/dev/null
+exit 0"#,
+        )
+        .arg("tollgate-redis-watchdog")
+        .arg(std::process::id().to_string())
+        .arg(server.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the redis-server watchdog (sh)")
 }
 
 impl RedisServer {
@@ -36,14 +80,13 @@ impl RedisServer {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().expect("server running").id()
+        self.child.as_ref().expect("server running").server.id()
     }
 
     /// Kills the server (as a crash would).
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(spawned) = self.child.take() {
+            spawned.kill();
         }
     }
 
@@ -61,6 +104,7 @@ impl RedisServer {
                 "could not restart redis-server on port {}",
                 self.port
             );
+            // retries until the old server's port is free, under a deadline
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -115,9 +159,7 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        if let Some(child) = &self.child {
-            signal(child.id(), "-CONT"); // a frozen server cannot die
-        }
+        // SIGKILL ends a frozen (SIGSTOPped) server too
         self.stop();
     }
 }
@@ -138,10 +180,10 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Spawns `redis-server` on `port` and waits for PING; `None` if it exited
-/// (e.g. the port was taken meanwhile).
-fn spawn(port: u16, extra: &[&str]) -> Option<Child> {
-    let mut child = match Command::new("redis-server")
+/// Spawns `redis-server` on `port` with its watchdog and waits for PING;
+/// `None` if it exited (e.g. the port was taken meanwhile).
+fn spawn(port: u16, extra: &[&str]) -> Option<Spawned> {
+    let server = match Command::new("redis-server")
         .args(["--port", &port.to_string()])
         .args(extra)
         .args(["--bind", "127.0.0.1"])
@@ -158,18 +200,23 @@ fn spawn(port: u16, extra: &[&str]) -> Option<Child> {
         ),
         Err(e) => panic!("could not spawn redis-server: {e}"),
     };
+    let mut child = Spawned {
+        watchdog: watchdog(server.id()),
+        server,
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
+        if let Ok(Some(_)) = child.server.try_wait() {
+            child.kill(); // reaps the watchdog
             return None;
         }
         if ping(port) {
             return Some(child);
         }
+        // polls a condition (PING answered) under a 10 s deadline
         std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    child.kill();
     None
 }
 
@@ -188,8 +235,8 @@ fn ping(port: u16) -> bool {
 /// A 3-shard Redis Cluster of real `redis-server`s (no replicas), slots
 /// split evenly, each node on an ephemeral port with its own bus port.
 pub struct RedisCluster {
-    /// (process, port, cluster bus port)
-    nodes: Vec<(Child, u16, u16)>,
+    /// (process and watchdog, port, cluster bus port)
+    nodes: Vec<(Spawned, u16, u16)>,
     dir: std::path::PathBuf,
 }
 
@@ -254,6 +301,7 @@ impl RedisCluster {
                 Instant::now() < deadline,
                 "cluster did not converge in 20 s"
             );
+            // polls a condition (the cluster converged) under a deadline
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -286,9 +334,8 @@ impl RedisCluster {
 
 impl Drop for RedisCluster {
     fn drop(&mut self) {
-        for (child, _, _) in &mut self.nodes {
-            let _ = child.kill();
-            let _ = child.wait();
+        for (node, _, _) in self.nodes.drain(..) {
+            node.kill();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
