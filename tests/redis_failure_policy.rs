@@ -118,9 +118,10 @@ async fn frozen_server_never_blocks_callers_beyond_the_timeout() {
     assert_eq!(open.check(b"a").await.source(), DecisionSource::Store);
     assert_eq!(closed.check(b"b").await.source(), DecisionSource::Store);
 
-    server.freeze(); // TCP stays up, nothing answers
-                     // the first calls wait the timeout; after 3 in a row the circuit
-                     // breaker opens and the failure policy answers at once
+    // TCP stays up, nothing answers: the first calls wait the timeout;
+    // after 3 in a row the circuit breaker opens and the failure policy
+    // answers at once
+    server.freeze();
     for i in 0..5 {
         let start = Instant::now();
         let (o, c) = tokio::join!(open.check(b"a"), closed.check(b"b"));
@@ -132,10 +133,11 @@ async fn frozen_server_never_blocks_callers_beyond_the_timeout() {
             assert!(took <= TIMEOUT + SLACK, "waited {took:?}");
         } else {
             assert!(open.circuit_open() && closed.circuit_open());
-            assert!(
-                took < TIMEOUT / 2,
-                "an open breaker answers at once: {took:?}"
-            );
+            // answered at once: ready on the first poll, nothing awaited
+            let o = answered_at_once(&open, b"a").await;
+            let c = answered_at_once(&closed, b"b").await;
+            assert!(o.is_allowed() && o.store_unavailable());
+            assert!(c.is_denied() && c.store_unavailable());
         }
     }
     server.thaw();
@@ -237,6 +239,16 @@ fn creating_a_store_outside_a_tokio_runtime_is_an_error_not_a_panic() {
     }
 }
 
+/// `store.check(key)`, which must be decided on its first poll (an open
+/// breaker answers without awaiting anything).
+async fn answered_at_once(store: &RedisStore, key: &[u8]) -> tollgate::remote::RemoteDecision {
+    let mut check = Box::pin(store.check(key));
+    match support::poll_once(&mut check).await {
+        std::task::Poll::Ready(d) => d,
+        std::task::Poll::Pending => panic!("an open breaker answers on the first poll"),
+    }
+}
+
 /// The `q`-quantile of `sorted` latencies.
 fn quantile(sorted: &[Duration], q: f64) -> Duration {
     let i = ((sorted.len() - 1) as f64 * q).round() as usize;
@@ -273,7 +285,7 @@ async fn dead_server_opens_the_breaker_then_answers_at_once_and_recovers() {
     let mut open = Vec::new();
     for _ in 0..200 {
         let start = Instant::now();
-        let d = store.check(b"k").await;
+        let d = answered_at_once(&store, b"k").await;
         open.push(start.elapsed());
         assert!(
             d.is_denied() && d.store_unavailable(),
@@ -288,8 +300,10 @@ async fn dead_server_opens_the_breaker_then_answers_at_once_and_recovers() {
          with the breaker open, 200 calls: p50 {p50:?}, p99 {p99:?}, max {max:?}",
         before.len()
     );
+    // "at once" is asserted above (ready on the first poll); the wall
+    // time is only bounded loosely (a loaded machine may preempt a thread)
     assert!(
-        max < LONG / 10,
+        max < LONG / 2,
         "an open breaker answers well under the timeout: max {max:?}"
     );
 
