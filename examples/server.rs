@@ -22,7 +22,7 @@ use axum::extract::ConnectInfo;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
-use tollgate::http::{LayerConfig, StoreUnavailable};
+use tollgate::http::{LayerConfig, RateLimitLayer, StoreUnavailable};
 
 /// Copies the layer's `StoreUnavailable` extension into a header.
 async fn expose_store_unavailable(mut res: Response) -> Response {
@@ -49,12 +49,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args()
         .nth(1)
         .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/examples/tollgate.toml").into());
-    let text = std::fs::read_to_string(&path)?;
-    let layer = LayerConfig::from_toml(&text)?
-        .into_builder()?
-        // axum records the peer as ConnectInfo<SocketAddr>
-        .peer_addr(|ext| ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0))
-        .build()?;
+    let layer = match load(&path) {
+        Ok(layer) => layer,
+        Err(e) => {
+            // the error's Display text, after the file it is about
+            eprintln!("{path}: {e}");
+            std::process::exit(2);
+        }
+    };
     tracing::info!(?layer, rules = %path, "rate limiting");
 
     let app = Router::new()
@@ -74,4 +76,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .await?;
     Ok(())
+}
+
+/// Reads and builds the rules file at `path`.
+fn load(path: &str) -> Result<RateLimitLayer, Box<dyn std::error::Error>> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(LayerConfig::from_toml(&text)?
+        .into_builder()?
+        // axum records the peer as ConnectInfo<SocketAddr>
+        .peer_addr(|ext| ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0))
+        .build()?)
 }

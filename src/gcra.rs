@@ -65,16 +65,18 @@
 //! [`GcraState::tat`] likewise. `remaining` is exact (`⌊slack / P⌋`).
 //!
 //! The cost: a quota with `d = 1` pays one predictable branch per
-//! operation, on a flag in the configuration; its code is otherwise the
-//! whole-nanosecond GCRA, unchanged. A quota with `d > 1` continues out of
+//! operation, on a flag in the configuration, and one comparison of `now`
+//! with its horizon (below); its code is otherwise the whole-nanosecond
+//! GCRA, unchanged. A quota with `d > 1` continues out of
 //! line: one multiplication and one comparison to scale `now`, and one
 //! division by `d` for each time reported in nanoseconds (`reset_after` on
 //! every decision, `retry_after` on a refusal).
 //!
-//! The units shrink the clock range a bucket serves from 584 years to
-//! `(2^64 − 2 − c·P) / d` ns, its **horizon** (at least 34 years; 194 years
-//! for `per_second(3)`). Past it, `now` stops at the horizon: the bucket no
-//! longer refills, so it never admits more than promised (it fails closed).
+//! Every bucket serves clock readings up to its **horizon**, `(2^64 − 2 −
+//! c·P) / d` ns: just under 584 years for whole nanoseconds (`d = 1`); the
+//! units shrink it to at least 34 years (194 years for `per_second(3)`).
+//! Past it, `now` stops at the horizon: the bucket no longer refills, so it
+//! never admits more than promised (it fails closed).
 //! Quotas with `d > 16`, or a larger lead, use `T` rounded **up** to whole
 //! nanoseconds, as before: they never admit more than promised, and may
 //! admit a permit later than the exact rate would (`per_second(17)` has 16
@@ -314,9 +316,26 @@ impl Gcra {
     #[inline(always)]
     pub(crate) const fn units(&self, now: u64) -> u64 {
         if self.scale == 1 {
-            now
+            self.clamped(now)
         } else {
             self.scaled(now)
+        }
+    }
+
+    /// `now` (ns) for a whole-nanosecond bucket (`d = 1`), stopped at its
+    /// horizon `u64::MAX − 2 − max_lead`, as [`Gcra::scaled`] stops a
+    /// scaled one: past it, a TAT `now + lead` would saturate at
+    /// `u64::MAX` and the next check at the same instant would see an
+    /// empty lead (over-admission), or land on a value the keyed tables
+    /// reserve. Stopped there, the bucket no longer refills: it fails
+    /// closed. One compare, predicted not taken.
+    #[inline(always)]
+    const fn clamped(&self, now: u64) -> u64 {
+        let horizon = (u64::MAX - 2).saturating_sub(self.max_lead);
+        if now < horizon {
+            now
+        } else {
+            horizon
         }
     }
 
@@ -343,7 +362,7 @@ impl Gcra {
         if SCALED {
             self.scaled(now)
         } else {
-            now
+            self.clamped(now)
         }
     }
 
@@ -449,7 +468,7 @@ impl Gcra {
         if self.scale != 1 {
             return self.step_scaled(tat, n, now);
         }
-        self.step_in::<false>(tat, n, now)
+        self.step_in::<false>(tat, n, self.clamped(now))
     }
 
     /// [`Gcra::step`] of a bucket in units of `1/d` ns, `d > 1`.
@@ -777,7 +796,7 @@ impl Algorithm for Gcra {
         if self.scale != 1 {
             return self.check_n_scaled(state, n, now);
         }
-        self.check_n_in::<false>(state, n, now.as_nanos())
+        self.check_n_in::<false>(state, n, self.clamped(now.as_nanos()))
     }
 
     #[inline]

@@ -471,7 +471,9 @@
 //! case-insensitive, longest wins, optional method filter) or are attached
 //! to axum routes by name; keys are a shared bucket, the peer IP, the
 //! client IP behind trusted proxies (right-most untrusted address), a
-//! header or a closure, stored in fixed-capacity keyed tables. Refusals are
+//! header or a closure, stored in fixed-capacity keyed tables at a fixed
+//! size per key whatever the client sends (header and custom keys as a
+//! 128-bit keyed digest, IPv6 clients by their /64 by default). Refusals are
 //! 429 with `Retry-After` rounded up to whole seconds and the IETF
 //! `RateLimit-Policy` / `RateLimit` fields; policies can queue instead of
 //! refusing, run in dry-run mode, keep their buckets in Redis
@@ -588,6 +590,9 @@ pub mod duty_cycle;
 #[cfg(feature = "embassy")]
 pub mod embassy;
 pub mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gcra;
 #[cfg(feature = "http")]
 pub mod http;

@@ -97,11 +97,17 @@ async fn two_servers_share_one_redis_quota_and_refusals_refund_the_global_permit
     assert_eq!(r.status, 200);
     assert_eq!(r.remaining("global"), Some(3));
 
-    // the keys live in Redis under the prefix, tagged by kind
+    // the keys live in Redis under the prefix, tagged by kind (then named
+    // by the digest of the tagged key)
     let mut admin = redis.admin();
+    let name = |key: &[u8]| {
+        tollgate::redis::RedisConfig::token_bucket(tollgate::Quota::per_second(1).unwrap())
+            .prefix(b"fleet:")
+            .redis_key(key)
+    };
     let exists: u32 = redis::cmd("EXISTS")
-        .arg("fleet:ip:127.0.0.1")
-        .arg("fleet:ip:127.0.0.2")
+        .arg(name(b"ip:127.0.0.1"))
+        .arg(name(b"ip:127.0.0.2"))
         .query(&mut admin)
         .unwrap();
     assert_eq!(exists, 2);
@@ -146,7 +152,12 @@ async fn config_file_with_redis_backend_builds_and_limits() {
     // paths outside the rule are not limited
     assert_eq!(send(a.addr, Req::get("/else")).await.status, 200);
     let ttl: i64 = redis::cmd("PTTL")
-        .arg("cfg:ip:127.0.0.1")
+        // the layer sends `ip:<address>`; the store names it by its digest
+        .arg(
+            tollgate::redis::RedisConfig::token_bucket(tollgate::Quota::per_second(1).unwrap())
+                .prefix(b"cfg:")
+                .redis_key(b"ip:127.0.0.1"),
+        )
         .query(&mut redis.admin())
         .unwrap();
     assert!(
@@ -314,4 +325,69 @@ async fn dropped_request_waiting_on_redis_refunds_the_global_permit() {
     assert_eq!(res.status(), 200);
     let res = app.call(request("/other")).await.unwrap();
     assert_eq!(res.status(), 429, "and only one: the limit still holds");
+}
+
+/// Issue 19: rule names may contain `:`, and Redis keys used to be
+/// `tollgate:<rule>:<tagged key>`, so rule `keys` charged for header value
+/// `global` (`k:global`) and rule `keys:k` keyed globally (`global`) both
+/// used `tollgate:keys:k:global`. Keys are now the prefix and a fixed-length
+/// digest, so two rules with different prefixes can never share one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_names_with_colons_never_share_redis_keys() {
+    let redis = RedisServer::start();
+    let toml = format!(
+        r#"
+        [[rules]]
+        name = "keys"
+        prefix = "/a"
+        rate = 1
+        period = "1h"
+        key = "header"
+        header = "x-k"
+        backend = "redis"
+        redis_url = "{url}"
+
+        [[rules]]
+        name = "keys:k"
+        prefix = "/b"
+        rate = 1
+        period = "1h"
+        key = "global"
+        backend = "redis"
+        redis_url = "{url}"
+        "#,
+        url = redis.url()
+    );
+    let layer = LayerConfig::from_toml(&toml)
+        .unwrap()
+        .into_builder()
+        .unwrap()
+        .peer_addr(connect_info)
+        .build()
+        .unwrap();
+    let s = serve(hello(layer)).await;
+    // rule `keys:k` (one bucket for everyone) is spent
+    assert_eq!(send(s.addr, Req::get("/b")).await.status, 200);
+    assert_eq!(send(s.addr, Req::get("/b")).await.status, 429);
+    // rule `keys`, header value `global`: its own fresh bucket
+    let a = || Req::get("/a").header("x-k", "global");
+    assert_eq!(send(s.addr, a()).await.status, 200);
+    assert_eq!(send(s.addr, a()).await.status, 429);
+    let mut names: Vec<String> = redis::cmd("KEYS")
+        .arg("tollgate:*")
+        .query(&mut redis.admin())
+        .unwrap();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let digest = |name: &str, prefix: &str| {
+        let rest = name.strip_prefix(prefix)?;
+        (rest.len() == 32 && rest.bytes().all(|b| b.is_ascii_hexdigit())).then_some(())
+    };
+    assert!(
+        names.iter().any(|n| digest(n, "tollgate:keys:").is_some())
+            && names
+                .iter()
+                .any(|n| digest(n, "tollgate:keys:k:").is_some()),
+        "each rule's key is its prefix and 32 hex digits: {names:?}"
+    );
 }

@@ -118,15 +118,27 @@ async fn frozen_server_never_blocks_callers_beyond_the_timeout() {
     assert_eq!(open.check(b"a").await.source(), DecisionSource::Store);
     assert_eq!(closed.check(b"b").await.source(), DecisionSource::Store);
 
-    server.freeze(); // TCP stays up, nothing answers
-    for _ in 0..5 {
+    // TCP stays up, nothing answers: the first calls wait the timeout;
+    // after 3 in a row the circuit breaker opens and the failure policy
+    // answers at once
+    server.freeze();
+    for i in 0..5 {
         let start = Instant::now();
         let (o, c) = tokio::join!(open.check(b"a"), closed.check(b"b"));
         let took = start.elapsed();
         assert!(o.is_allowed() && o.store_unavailable());
         assert!(c.is_denied() && c.store_unavailable());
-        assert!(took >= TIMEOUT, "the timeout elapsed: {took:?}");
-        assert!(took <= TIMEOUT + SLACK, "waited {took:?}");
+        if i < 3 {
+            assert!(took >= TIMEOUT, "the timeout elapsed: {took:?}");
+            assert!(took <= TIMEOUT + SLACK, "waited {took:?}");
+        } else {
+            assert!(open.circuit_open() && closed.circuit_open());
+            // answered at once: ready on the first poll, nothing awaited
+            let o = answered_at_once(&open, b"a").await;
+            let c = answered_at_once(&closed, b"b").await;
+            assert!(o.is_allowed() && o.store_unavailable());
+            assert!(c.is_denied() && c.store_unavailable());
+        }
     }
     server.thaw();
     until_store_answers(&open, b"a").await;
@@ -225,4 +237,82 @@ fn creating_a_store_outside_a_tokio_runtime_is_an_error_not_a_panic() {
             other.map(|r| r.map(|_| ()))
         ),
     }
+}
+
+/// `store.check(key)`, which must be decided on its first poll (an open
+/// breaker answers without awaiting anything).
+async fn answered_at_once(store: &RedisStore, key: &[u8]) -> tollgate::remote::RemoteDecision {
+    let mut check = Box::pin(store.check(key));
+    match support::poll_once(&mut check).await {
+        std::task::Poll::Ready(d) => d,
+        std::task::Poll::Pending => panic!("an open breaker answers on the first poll"),
+    }
+}
+
+/// The `q`-quantile of `sorted` latencies.
+fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i]
+}
+
+/// Issue 19: with Redis dead (connection refused), every call used to wait
+/// the whole timeout. Now, once the breaker opens (3 failed calls), the
+/// failure policy answers at once, and a background probe closes the
+/// breaker after the server is restarted. The timeout here is 500 ms, so
+/// "at once" (under a tenth of it) cannot be confused with "timed out".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_server_opens_the_breaker_then_answers_at_once_and_recovers() {
+    const LONG: Duration = Duration::from_millis(500);
+    let mut server = RedisServer::start();
+    let store = RedisStore::connect(
+        server.url(),
+        config(FailurePolicy::fail_closed(Duration::from_secs(2))).timeout(LONG),
+    )
+    .await
+    .unwrap();
+    assert_eq!(store.check(b"k").await.source(), DecisionSource::Store);
+    server.stop();
+    // until the breaker opens: a few calls, each bounded by the timeout
+    let mut before = Vec::new();
+    while !store.circuit_open() {
+        let start = Instant::now();
+        let d = store.check(b"k").await;
+        before.push(start.elapsed());
+        assert!(d.is_denied() && d.store_unavailable());
+        assert!(before.len() <= 3, "the breaker opens after 3 failed calls");
+    }
+    assert_eq!(store.circuit_openings(), 1);
+    let mut open = Vec::new();
+    for _ in 0..200 {
+        let start = Instant::now();
+        let d = answered_at_once(&store, b"k").await;
+        open.push(start.elapsed());
+        assert!(
+            d.is_denied() && d.store_unavailable(),
+            "fail-closed answers"
+        );
+        assert_eq!(d.decision().retry_after(), Duration::from_secs(2));
+    }
+    open.sort();
+    let (p50, p99, max) = (quantile(&open, 0.5), quantile(&open, 0.99), open[199]);
+    eprintln!(
+        "dead Redis, timeout {LONG:?}: {} calls before the breaker opened took {before:?}; \
+         with the breaker open, 200 calls: p50 {p50:?}, p99 {p99:?}, max {max:?}",
+        before.len()
+    );
+    // "at once" is asserted above (ready on the first poll); the wall
+    // time is only bounded loosely (a loaded machine may preempt a thread)
+    assert!(
+        max < LONG / 2,
+        "an open breaker answers well under the timeout: max {max:?}"
+    );
+
+    server.restart();
+    let took = until_store_answers(&store, b"k").await;
+    eprintln!("the breaker closed and the store answered {took:?} after the restart");
+    assert!(!store.circuit_open());
+    assert_eq!(store.circuit_openings(), 1, "it stayed closed");
+    let d = store.check(b"k").await;
+    assert_eq!(d.source(), DecisionSource::Store);
+    assert!(d.is_allowed(), "a fresh server has a full bucket");
 }

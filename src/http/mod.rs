@@ -122,6 +122,21 @@
 //! busy new keys share one overflow bucket (an in-flight limit refuses
 //! them instead: their permits could not be counted).
 //!
+//! **Fixed memory per key, whatever the client sends.** A slot never holds
+//! the client's bytes: its key is at most 32 bytes (on 64-bit targets)
+//! beside the algorithm's state, so a policy's memory is `max_keys` slots
+//! however long or numerous the keys are. Header and custom keys are
+//! stored as a 128-bit SipHash-2-4 digest under a secret drawn from the
+//! operating system when the layer is built (kept across reloads): a
+//! client cannot craft two values sharing a bucket, nor one sharing
+//! another client's. IPv6 clients are keyed by their network prefix,
+//! **by default the /64** ([`DEFAULT_IPV6_PREFIX`]; [`Policy::ipv6_prefix`],
+//! `ipv6_prefix = 56` in a rules file; 128 keys each address), since one
+//! host usually holds a whole /64 and could otherwise take a fresh key
+//! per request and fill every table; IPv4 addresses are keyed whole. A
+//! remote backend (Redis) gets the same fixed-size keys, hashed with
+//! SHA-256 instead (no secret can be shared across a fleet).
+//!
 //! **Client IP behind proxies.** Forwarding headers (`X-Forwarded-For`, or
 //! RFC 7239 `Forwarded` with [`ForwardedHeader::Forwarded`]) are read only
 //! when the TCP peer is in [`RateLimitLayerBuilder::trusted_proxies`]; then
@@ -265,13 +280,13 @@ mod body;
 mod builder;
 pub mod config;
 mod headers;
-mod key;
+pub(crate) mod key;
 mod layer;
 pub mod metrics;
 mod policy;
 mod rejection;
 mod reload;
-mod routing;
+pub(crate) mod routing;
 
 pub use backend::{BoxFuture, PolicyBackend, StoreUnavailable};
 pub use body::RateLimitBody;
@@ -279,7 +294,8 @@ pub use builder::RateLimitLayerBuilder;
 pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use key::{
-    ForwardedHeader, IpNet, IpNetError, KeyFn, KeySource, PartitionKey, PeerAddrFn, RequestHead,
+    ForwardedHeader, IpNet, KeyFn, KeySource, PartitionKey, PeerAddrFn, RequestHead,
+    DEFAULT_IPV6_PREFIX,
 };
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
 pub use policy::{

@@ -108,6 +108,13 @@ pub struct Server {
     task: JoinHandle<()>,
 }
 
+impl Server {
+    /// A server already serving on `addr` in `task`.
+    pub fn new(addr: SocketAddr, task: JoinHandle<()>) -> Self {
+        Self { addr, task }
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         self.task.abort();
