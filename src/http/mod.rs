@@ -240,6 +240,44 @@
 //! [`config`] for the format and the nginx mapping, and
 //! `examples/tollgate.toml`.
 //!
+//! # Every option, one example each
+//!
+//! Layer (`RateLimitLayer::builder()`):
+//!
+//! | option | example | default |
+//! |---|---|---|
+//! | global limiter | `.global(Policy::token_bucket("global", Quota::per_second(1000)?))` | none |
+//! | a route policy | `.policy(Policy::token_bucket("api", Quota::per_minute(100)?).prefix("/api"))` | none |
+//! | several policies | `.policies([api, login])` | |
+//! | exempt prefix | `.exempt("/health")` | none |
+//! | trusted proxies | `.trusted_proxies(["10.0.0.0/8".parse()?])` | none (forwarding headers ignored) |
+//! | where the peer address is | `.peer_addr(\|ext\| ext.get::<ConnectInfo<SocketAddr>>().map(\|c\| c.0))` | a `SocketAddr` extension |
+//! | refusal status | `.status(StatusCode::SERVICE_UNAVAILABLE)` | 429 |
+//! | key cannot be extracted | `.missing_key(MissingKey::Allow)` | `MissingKey::Reject(500)` |
+//! | rejection handler | `.on_rejected(\|r\| Response::builder().status(r.status).body(format!("slow down ({})", r.policy)).unwrap())` | empty body |
+//! | headers on admitted responses | `.headers_on_success(true)` | refusals only |
+//! | a policy for axum routes | `router.route_layer(layer.policy("writes").unwrap())` | |
+//!
+//! Policy (`Policy::token_bucket(name, quota)`, `Policy::leaky_bucket(name, quota)`,
+//! `Policy::fixed_window(name, limit, window)`, `Policy::sliding_window(name, limit, window)`,
+//! `Policy::concurrency(name, limit)`):
+//!
+//! | option | example | default |
+//! |---|---|---|
+//! | path prefix | `.prefix("/api/login")` | none (only by name) |
+//! | methods | `.methods([Method::POST])` | all |
+//! | key: shared | `.key(KeySource::Global)` | yes |
+//! | key: peer IP | `.key(KeySource::PeerIp)` | |
+//! | key: client IP behind proxies | `.key(KeySource::ClientIp(ForwardedHeader::XForwardedFor))` | |
+//! | key: header | `.key(KeySource::Header(HeaderName::from_static("x-api-key")))` | |
+//! | key: closure | `.key(KeySource::custom(\|h\| Some(PartitionKey::Bytes(h.uri.path().as_bytes().into()))))` | |
+//! | keys tracked | `.max_keys(50_000)` | 10 000 |
+//! | queueing (per key, buckets only) | `.queue(Duration::from_secs(2), 20)` | refuse at once |
+//! | dry run | `.dry_run(true)` | off |
+//! | missing key for this policy | `.missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED))` | the layer's |
+//! | rejection handler for this policy | `.on_rejected(\|r\| Response::new(format!("retry in {:?}", r.retry_after)))` | the layer's |
+//! | buckets in a shared store (Redis) | `.backend(Arc::new(RedisStore::connect(url, RedisConfig::token_bucket(quota)).await?))` | in process |
+//!
 //! # Service requirements and per-request cost
 //!
 //! The wrapped service must be `Clone + Send + 'static` (axum's `Router`
