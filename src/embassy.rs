@@ -80,75 +80,13 @@ use crate::decision::{CapacityExceeded, Decision, Snapshot};
 use crate::error::check_clock;
 use crate::limiter::Limiter;
 use crate::rate_limiter::RateLimiter;
+use crate::ticks::Ratio;
 use crate::time::{duration_to_nanos, Timestamp};
 
-const NANOS_PER_SEC: u64 = 1_000_000_000;
-
-const fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        let r = a % b;
-        a = b;
-        b = r;
-    }
-    a
-}
-
-/// `10⁹ / hz` as a reduced fraction `(num, den)`: `den` ticks last `num`
-/// nanoseconds. Evaluated in `const` for `TICK_HZ`, so no division by a
-/// run-time value is left in the firmware.
-const fn ratio(hz: u64) -> (u64, u64) {
-    let hz = if hz == 0 { 1 } else { hz };
-    let g = gcd(hz, NANOS_PER_SEC);
-    (NANOS_PER_SEC / g, hz / g)
-}
-
-/// `ticks · num / den`, rounded down, saturating at `u64::MAX`.
-///
-/// Split into whole and remainder parts, so common rates (1 MHz, 32 768 Hz,
-/// 1 GHz) stay in `u64` arithmetic; the remainder falls back to `u128` only
-/// for rates whose reduced ratio would overflow.
-#[inline]
-const fn ticks_to_nanos_with(ticks: u64, (num, den): (u64, u64)) -> u64 {
-    let whole = match (ticks / den).checked_mul(num) {
-        Some(w) => w,
-        None => return u64::MAX,
-    };
-    let rem = ticks % den;
-    let part = match rem.checked_mul(num) {
-        Some(p) => p / den,
-        None => ((rem as u128 * num as u128) / den as u128) as u64, // < num
-    };
-    whole.saturating_add(part)
-}
-
-/// The smallest tick count `t` with `ticks_to_nanos_with(t) >= nanos`,
-/// i.e. `⌈nanos · den / num⌉`, saturating at `u64::MAX`.
-#[inline]
-const fn nanos_to_ticks_ceil_with(nanos: u64, (num, den): (u64, u64)) -> u64 {
-    let whole = match (nanos / num).checked_mul(den) {
-        Some(w) => w,
-        None => return u64::MAX,
-    };
-    let rem = nanos % num;
-    let part = match rem.checked_mul(den) {
-        Some(p) => p.div_ceil(num),
-        None => (rem as u128 * den as u128).div_ceil(num as u128) as u64, // <= den
-    };
-    whole.saturating_add(part)
-}
-
-/// The application's tick rate as a reduced fraction, computed at compile
-/// time.
-const TICK_RATIO: (u64, u64) = ratio(TICK_HZ);
-
-/// One tick in nanoseconds, rounded up (at least 1).
-const fn resolution_at(hz: u64) -> u64 {
-    if hz == 0 || hz >= NANOS_PER_SEC {
-        1
-    } else {
-        NANOS_PER_SEC.div_ceil(hz)
-    }
-}
+/// The application's tick rate as a reduced fraction of nanoseconds per
+/// tick, computed at compile time (the conversions are shared with the other
+/// tick clocks: exact, saturating, no run-time division by the rate).
+const TICK_RATIO: Ratio = Ratio::from_hz(TICK_HZ);
 
 /// The embassy time driver as a tollgate [`Clock`]: the time since
 /// embassy's tick 0.
@@ -185,7 +123,7 @@ impl EmbassyClock {
     /// nanoseconds: what [`Clock::resolution`] reports, usable in `const`
     /// quota checks ([`Quota::check_resolution`](crate::Quota::check_resolution)).
     pub const RESOLUTION: core::time::Duration =
-        core::time::Duration::from_nanos(resolution_at(TICK_HZ));
+        core::time::Duration::from_nanos(TICK_RATIO.resolution_nanos());
 
     /// The clock (it has no state: the driver is global).
     #[must_use]
@@ -197,14 +135,14 @@ impl EmbassyClock {
     /// down to the nanosecond, saturating).
     #[must_use]
     pub const fn timestamp(instant: Instant) -> Timestamp {
-        Timestamp::from_nanos(ticks_to_nanos_with(instant.as_ticks(), TICK_RATIO))
+        Timestamp::from_nanos(TICK_RATIO.ticks_to_nanos(instant.as_ticks()))
     }
 
     /// The first [`Instant`] at which this clock reads at least `at`: the
     /// time rounded **up** to a whole tick, saturating.
     #[must_use]
     pub const fn instant_at(at: Timestamp) -> Instant {
-        Instant::from_ticks(nanos_to_ticks_ceil_with(at.as_nanos(), TICK_RATIO))
+        Instant::from_ticks(TICK_RATIO.nanos_to_ticks_ceil(at.as_nanos()))
     }
 }
 
@@ -397,7 +335,7 @@ impl<L: Limiter + ?Sized> Future for Wait<'_, L> {
                 this.timer = None;
             }
             let now = Instant::now().as_ticks();
-            let now_nanos = ticks_to_nanos_with(now, TICK_RATIO);
+            let now_nanos = TICK_RATIO.ticks_to_nanos(now);
             let wait = match this.ask(Timestamp::from_nanos(now_nanos)) {
                 Err(e) => return Poll::Ready(Err(WaitError::CapacityExceeded(e))),
                 Ok(Ok(snapshot)) => return Poll::Ready(Ok(snapshot)),
@@ -405,7 +343,8 @@ impl<L: Limiter + ?Sized> Future for Wait<'_, L> {
             };
             // The first tick whose time is at or after `now + wait`; at
             // least one tick ahead so a zero wait can never spin.
-            let wake = nanos_to_ticks_ceil_with(now_nanos.saturating_add(wait), TICK_RATIO)
+            let wake = TICK_RATIO
+                .nanos_to_ticks_ceil(now_nanos.saturating_add(wait))
                 .max(now.saturating_add(1));
             if let Some(deadline) = this.deadline {
                 if wake > deadline.as_ticks() {
@@ -477,90 +416,5 @@ impl<L: Limiter> RateLimiter<EmbassyClock, L> {
     /// [`AsyncLimiter::until_ready`]).
     pub fn until_ready(&self, n: u32) -> Wait<'_, L> {
         Wait::new(self.limiter(), n, false)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    extern crate std;
-
-    use super::*;
-    use proptest::prelude::*;
-
-    fn ticks_to_nanos_at(ticks: u64, hz: u64) -> u64 {
-        ticks_to_nanos_with(ticks, ratio(hz))
-    }
-
-    fn nanos_to_ticks_ceil_at(nanos: u64, hz: u64) -> u64 {
-        nanos_to_ticks_ceil_with(nanos, ratio(hz))
-    }
-
-    /// Reference: the whole computation in u128, no reduction, no split.
-    fn ref_ticks_to_nanos(ticks: u64, hz: u64) -> u64 {
-        u64::try_from(u128::from(ticks) * 1_000_000_000 / u128::from(hz)).unwrap_or(u64::MAX)
-    }
-
-    fn ref_nanos_to_ticks_ceil(nanos: u64, hz: u64) -> u64 {
-        let p = u128::from(nanos) * u128::from(hz);
-        u64::try_from(p.div_ceil(1_000_000_000)).unwrap_or(u64::MAX)
-    }
-
-    fn any_hz() -> impl Strategy<Value = u64> {
-        prop_oneof![
-            Just(1u64),
-            Just(32_768),
-            Just(1_000_000),
-            Just(1_000_000_000),
-            Just(5_242_880_000),
-            1u64..=2_000_000_000,
-            1u64..=u64::MAX,
-        ]
-    }
-
-    #[test]
-    fn common_rates_convert_exactly() {
-        assert_eq!(ticks_to_nanos_at(1, 1_000_000), 1_000);
-        assert_eq!(ticks_to_nanos_at(1, 32_768), 30_517); // 30 517.578 ns
-        assert_eq!(ticks_to_nanos_at(32_768, 32_768), 1_000_000_000);
-        assert_eq!(nanos_to_ticks_ceil_at(30_517, 32_768), 1);
-        assert_eq!(nanos_to_ticks_ceil_at(30_518, 32_768), 2);
-        assert_eq!(resolution_at(32_768), 30_518);
-        assert_eq!(resolution_at(1_000_000), 1_000);
-        assert_eq!(resolution_at(1_000_000_000), 1);
-        assert_eq!(resolution_at(5_000_000_000), 1);
-        assert_eq!(ticks_to_nanos_at(u64::MAX, 1_000_000), u64::MAX);
-        assert_eq!(nanos_to_ticks_ceil_at(u64::MAX, u64::MAX), u64::MAX);
-    }
-
-    proptest! {
-        #[test]
-        fn ticks_to_nanos_matches_u128_reference(ticks in any::<u64>(), hz in any_hz()) {
-            prop_assert_eq!(ticks_to_nanos_at(ticks, hz), ref_ticks_to_nanos(ticks, hz));
-        }
-
-        #[test]
-        fn nanos_to_ticks_ceil_matches_u128_reference(nanos in any::<u64>(), hz in any_hz()) {
-            prop_assert_eq!(nanos_to_ticks_ceil_at(nanos, hz), ref_nanos_to_ticks_ceil(nanos, hz));
-        }
-
-        /// The wake-up tick is the first tick at which the clock has reached
-        /// the target: never a tick early, never a tick late.
-        #[test]
-        fn ceil_tick_is_first_tick_at_or_after(nanos in 0u64..=u64::MAX / 4, hz in 1u64..=2_000_000_000) {
-            let t = nanos_to_ticks_ceil_at(nanos, hz);
-            prop_assert!(ticks_to_nanos_at(t, hz) >= nanos);
-            if t > 0 {
-                prop_assert!(ticks_to_nanos_at(t - 1, hz) < nanos);
-            }
-        }
-
-        /// A quota interval at or above the resolution spans at least one tick.
-        #[test]
-        fn resolution_is_at_least_one_tick(hz in 1u64..=u64::MAX) {
-            let r = resolution_at(hz);
-            prop_assert!(r >= 1);
-            prop_assert!(nanos_to_ticks_ceil_at(r, hz) >= 1);
-            prop_assert!(u128::from(r) * u128::from(hz) >= 1_000_000_000);
-        }
     }
 }

@@ -1,9 +1,9 @@
 //! Exact conversion between tick counts and nanoseconds for any tick rate,
-//! shared by the tick-based clocks ([`WrappingClock`](crate::WrappingClock)
-//! and, with feature `rtic`, `tollgate::rtic`).
+//! shared by the tick-based clocks ([`WrappingClock`](crate::WrappingClock),
+//! and with features `embassy` and `rtic`, `EmbassyClock` and
+//! `tollgate::rtic`).
 //!
-//! It is the approach of `src/embassy.rs` (kept there untouched, to keep
-//! this module free of the `embassy` feature): the rate becomes a reduced
+//! The rate becomes a reduced
 //! fraction `num / den` of nanoseconds per tick, computed once (in `const`
 //! where the rate is a constant), and a conversion splits the tick count
 //! into whole multiples of `den` and a remainder, so common rates stay in
