@@ -699,6 +699,9 @@ pub mod quota;
 pub mod rate_limiter;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod remote;
 #[cfg(feature = "rtic")]
 pub mod rtic;

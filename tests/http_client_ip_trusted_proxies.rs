@@ -15,7 +15,10 @@ const STRANGER: [u8; 4] = [127, 0, 0, 3];
 async fn server(which: ForwardedHeader) -> Server {
     let layer = RateLimitLayer::builder()
         .peer_addr(connect_info)
-        .trusted_proxies(["127.0.0.2".parse().unwrap(), "10.0.0.0/8".parse().unwrap()])
+        .trusted_proxies([
+            "127.0.0.2/32".parse().unwrap(),
+            "10.0.0.0/8".parse().unwrap(),
+        ])
         .policy(
             Policy::token_bucket("api", Quota::per_hour(1).unwrap())
                 .prefix("/")

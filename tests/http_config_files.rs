@@ -127,7 +127,7 @@ fn each_kind_of_bad_document_names_rule_and_field() {
             "rules[2].methods[0]: must be an HTTP method",
         ),
         (
-            third("rate = 1\nmax_keys = 0\n"),
+            third("rate = 1\nkey = \"peer_ip\"\nmax_keys = 0\n"),
             "rules[2].max_keys: must be at least 1",
         ),
         (

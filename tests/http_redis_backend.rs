@@ -94,11 +94,17 @@ async fn two_servers_share_one_redis_quota_and_refusals_refund_the_global_permit
     assert_eq!(r.status, 200);
     assert_eq!(r.remaining("global"), Some(3));
 
-    // the keys live in Redis under the prefix, tagged by kind
+    // the keys live in Redis under the prefix, tagged by kind (then named
+    // by the digest of the tagged key)
     let mut admin = redis.admin();
+    let name = |key: &[u8]| {
+        tollgate::redis::RedisConfig::token_bucket(tollgate::Quota::per_second(1).unwrap())
+            .prefix(b"fleet:")
+            .redis_key(key)
+    };
     let exists: u32 = redis::cmd("EXISTS")
-        .arg("fleet:ip:127.0.0.1")
-        .arg("fleet:ip:127.0.0.2")
+        .arg(name(b"ip:127.0.0.1"))
+        .arg(name(b"ip:127.0.0.2"))
         .query(&mut admin)
         .unwrap();
     assert_eq!(exists, 2);
@@ -143,7 +149,12 @@ async fn config_file_with_redis_backend_builds_and_limits() {
     // paths outside the rule are not limited
     assert_eq!(send(a.addr, Req::get("/else")).await.status, 200);
     let ttl: i64 = redis::cmd("PTTL")
-        .arg("cfg:ip:127.0.0.1")
+        // the layer sends `ip:<address>`; the store names it by its digest
+        .arg(
+            tollgate::redis::RedisConfig::token_bucket(tollgate::Quota::per_second(1).unwrap())
+                .prefix(b"cfg:")
+                .redis_key(b"ip:127.0.0.1"),
+        )
         .query(&mut redis.admin())
         .unwrap();
     assert!(

@@ -7,7 +7,9 @@ use std::vec::Vec;
 use http::{Response, StatusCode};
 
 use super::headers::valid_policy_name;
-use super::key::{socket_addr_extension, IpNet, KeySource, PartitionKey, PeerAddrFn};
+use super::key::{
+    canonical_net, socket_addr_extension, IpNet, KeyDigest, KeySource, PeerAddrFn, TableKey,
+};
 use super::layer::{HttpStore, LayerSettings, RateLimitLayer, Routed, Rule, Shared};
 use super::policy::{
     ConfigError, ConfigErrorKind, MissingKey, Plan, Policy, Rejection, RejectionHandler, StoreAlg,
@@ -117,11 +119,12 @@ impl RateLimitLayerBuilder {
     }
 
     /// Networks of reverse proxies whose forwarding headers are believed
-    /// ([`KeySource::ClientIp`]). Default: none (forwarding headers are
-    /// never believed).
+    /// ([`KeySource::ClientIp`]): [`IpNet`]s of the `ipnet` crate, such as
+    /// `"10.0.0.0/8".parse()?` or `"127.0.0.1/32".parse()?`. Default: none
+    /// (forwarding headers are never believed).
     #[must_use]
     pub fn trusted_proxies(mut self, nets: impl IntoIterator<Item = IpNet>) -> Self {
-        self.trusted.extend(nets);
+        self.trusted.extend(nets.into_iter().map(canonical_net));
         self
     }
 
@@ -134,14 +137,17 @@ impl RateLimitLayerBuilder {
         self
     }
 
-    /// Status of a refusal (default 429; 503 for older clients).
+    /// Status of a refusal (default 429; 503 for older clients). It must be
+    /// a client or server error (400 to 599): [`build`](Self::build)
+    /// refuses any other.
     #[must_use]
     pub fn status(mut self, status: StatusCode) -> Self {
         self.status = status;
         self
     }
 
-    /// What to do when a key cannot be extracted (default: answer 500).
+    /// What to do when a key cannot be extracted (default: answer 500). A
+    /// [`MissingKey::Reject`] status must be 400 to 599.
     #[must_use]
     pub fn missing_key(mut self, outcome: MissingKey) -> Self {
         self.missing_key = outcome;
@@ -181,6 +187,10 @@ impl RateLimitLayerBuilder {
         previous: Option<(&Shared, Inheritance)>,
     ) -> Result<(Shared, ReloadReport), ConfigError> {
         let mut names: Vec<&str> = Vec::new();
+        error_status("status", self.status)?;
+        if let MissingKey::Reject(status) = self.missing_key {
+            error_status("missing_key", status)?;
+        }
         if let Some((loc, p)) = &self.global {
             if p.backend.is_some() {
                 return Err(ConfigError::invalid(
@@ -200,12 +210,20 @@ impl RateLimitLayerBuilder {
             }
             names.push(&p.name);
         }
-        let mut exempt = Vec::new();
+        let mut exempt: Vec<(String, PathPrefix)> = Vec::new();
         for (loc, raw) in self.exempt {
-            let p = PathPrefix::parse(&raw)
-                .map_err(|_| ConfigError::invalid(&loc, "must start with '/'"))?;
+            let p = PathPrefix::parse(&raw).map_err(|e| ConfigError::invalid(&loc, e.as_str()))?;
+            if let Some((other, _)) = exempt.iter().find(|(_, q)| *q == p) {
+                return Err(ConfigError::new(
+                    &loc,
+                    ConfigErrorKind::Conflict(format!(
+                        "the same path as {other} (case and a trailing '/' do not count)"
+                    )),
+                ));
+            }
             exempt.push((loc, p));
         }
+        check_routes(&self.policies, &exempt)?;
         // every rule is validated before any old bucket is touched
         for (loc, p) in self.global.iter().chain(self.policies.iter()) {
             crate::keyed::shard_layout(max_keys(p), None).map_err(|_| too_many(loc))?;
@@ -245,6 +263,8 @@ impl RateLimitLayerBuilder {
         }
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let report = carrier.finish(&names);
+        // a reload keeps the digest's secret: kept stores keep their keys
+        let digest = previous.map_or_else(KeyDigest::random, |(s, _)| s.digest.clone());
         let shared = Shared::build(LayerSettings {
             global,
             policies,
@@ -255,6 +275,7 @@ impl RateLimitLayerBuilder {
             missing_key: self.missing_key,
             on_rejected: self.on_rejected,
             headers_on_success: self.headers_on_success,
+            digest,
         });
         Ok((shared, report))
     }
@@ -301,7 +322,7 @@ fn fresh_store(loc: &str, policy: &Policy, plan: &Plan) -> Result<HttpStore, Con
                 .map_err(|_| too_many(loc))?,
         ),
         StoreAlg::InFlight(limit) => PolicyStore::in_flight(
-            Partitioned::<Routed, PartitionKey>::in_flight_table(limit, keys)
+            Partitioned::<Routed, TableKey>::in_flight_table(limit, keys)
                 .map_err(|_| too_many(loc))?,
         ),
     };
@@ -317,14 +338,18 @@ fn validate(loc: &str, p: &Policy) -> Result<Plan, ConfigError> {
         ));
     }
     for (i, raw) in p.prefixes.iter().enumerate() {
-        if PathPrefix::parse(raw).is_err() {
-            let at = if p.prefixes.len() == 1 {
-                format!("{loc}.prefix")
-            } else {
-                format!("{loc}.prefix[{i}]")
-            };
-            return Err(ConfigError::invalid(at, "must start with '/'"));
+        if let Err(e) = PathPrefix::parse(raw) {
+            return Err(ConfigError::invalid(prefix_at(loc, p, i), e.as_str()));
         }
+    }
+    if !(1..=128).contains(&p.ipv6_prefix) {
+        return Err(ConfigError::invalid(
+            format!("{loc}.ipv6_prefix"),
+            "must be from 1 to 128 (bits of an IPv6 address that make a key)",
+        ));
+    }
+    if let Some(MissingKey::Reject(status)) = p.missing_key {
+        error_status(&format!("{loc}.missing_key"), status)?;
     }
     if p.max_keys == 0 {
         return Err(ConfigError::invalid(
@@ -352,4 +377,67 @@ fn validate(loc: &str, p: &Policy) -> Result<Plan, ConfigError> {
         ));
     }
     Ok(plan)
+}
+
+/// `status` if it is a client or server error (400 to 599).
+pub(crate) fn error_status(loc: &str, status: StatusCode) -> Result<StatusCode, ConfigError> {
+    if status.is_client_error() || status.is_server_error() {
+        Ok(status)
+    } else {
+        Err(ConfigError::invalid(
+            loc,
+            "must be a client or server error status, 400 to 599 (a refusal must not look like success, a redirect or an interim answer)",
+        ))
+    }
+}
+
+/// Where prefix `i` of `p` is reported: `loc.prefix` for a policy with one
+/// prefix, `loc.prefix[i]` for more.
+fn prefix_at(loc: &str, p: &Policy, i: usize) -> String {
+    if p.prefixes.len() == 1 {
+        format!("{loc}.prefix")
+    } else {
+        format!("{loc}.prefix[{i}]")
+    }
+}
+
+/// Route policies whose prefixes are the same after normalisation (case,
+/// trailing `/`) and whose methods overlap: the later could never apply to
+/// those methods (the first registered wins a tie). Also a prefix under an
+/// exemption: that policy would never apply.
+fn check_routes(
+    policies: &[(String, Policy)],
+    exempt: &[(String, PathPrefix)],
+) -> Result<(), ConfigError> {
+    let mut seen: Vec<(String, PathPrefix, Option<&Vec<http::Method>>)> = Vec::new();
+    for (loc, p) in policies {
+        for (i, raw) in p.prefixes.iter().enumerate() {
+            let Ok(prefix) = PathPrefix::parse(raw) else {
+                continue; // reported by `validate`
+            };
+            let at = prefix_at(loc, p, i);
+            if let Some((e, _)) = exempt.iter().find(|(_, e)| e.covers(&prefix)) {
+                return Err(ConfigError::new(
+                    at,
+                    ConfigErrorKind::Conflict(format!(
+                        "lies under {e}, which is exempt: the policy would never apply"
+                    )),
+                ));
+            }
+            let overlap = |m: Option<&Vec<http::Method>>| match (m, p.methods.as_ref()) {
+                (Some(a), Some(b)) => a.iter().any(|x| b.contains(x)),
+                _ => true,
+            };
+            if let Some((other, _, _)) = seen.iter().find(|(_, q, m)| *q == prefix && overlap(*m)) {
+                return Err(ConfigError::new(
+                    at,
+                    ConfigErrorKind::Conflict(format!(
+                        "the same path as {other} for the same methods (case and a trailing '/' do not count): only one could ever apply; merge them or give them disjoint methods"
+                    )),
+                ));
+            }
+            seen.push((at, prefix, p.methods.as_ref()));
+        }
+    }
+    Ok(())
 }

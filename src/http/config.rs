@@ -97,7 +97,7 @@ use std::vec::Vec;
 use http::{HeaderName, Method, StatusCode};
 use serde::Deserialize;
 
-use super::key::{ForwardedHeader, IpNet, KeySource};
+use super::key::{parse_net, ForwardedHeader, KeySource};
 use super::layer::RateLimitLayer;
 use super::policy::{
     window_error, ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, Sliding,
@@ -186,8 +186,11 @@ pub struct RuleConfig {
     pub key: Option<String>,
     /// Header name for `key = "header"`.
     pub header: Option<String>,
-    /// Most keys tracked.
+    /// Most keys tracked (keyed rules only).
     pub max_keys: Option<usize>,
+    /// Bits of a client's IPv6 address that make its key (default 64; IP
+    /// keys only).
+    pub ipv6_prefix: Option<u64>,
     /// Shadow mode.
     #[serde(default)]
     pub dry_run: bool,
@@ -244,13 +247,25 @@ impl LayerConfig {
         }
         b = b.headers_on_success(self.headers_on_success);
         for (i, raw) in self.trusted_proxies.iter().enumerate() {
-            let net: IpNet = raw.parse().map_err(|_| {
+            let loc = format!("trusted_proxies[{i}]");
+            let net = parse_net(trimmed(&loc, raw)?).ok_or_else(|| {
                 ConfigError::invalid(
-                    format!("trusted_proxies[{i}]"),
-                    "must be an IP address or network (10.0.0.0/8)",
+                    &loc,
+                    "must be an IP address or network (10.0.0.0/8, 2001:db8::/32)",
                 )
             })?;
             b = b.trusted_proxies([net]);
+        }
+        if !self.trusted_proxies.is_empty() {
+            let reads_forwarding = |r: &RuleConfig| {
+                matches!(r.key.as_deref(), Some("client_ip" | "forwarded_client_ip"))
+            };
+            if !self.rules.iter().chain(&self.global).any(reads_forwarding) {
+                return Err(ConfigError::invalid(
+                    "trusted_proxies",
+                    "does nothing: no rule has key = \"client_ip\" or \"forwarded_client_ip\" (the only keys that read forwarding headers)",
+                ));
+            }
         }
         for (i, p) in self.exempt.into_iter().enumerate() {
             b = b.located_exempt(format!("exempt[{i}]"), p);
@@ -261,6 +276,12 @@ impl LayerConfig {
         };
         b = b.missing_key(match self.missing_key.as_deref() {
             None | Some("reject") => MissingKey::Reject(missing_status),
+            Some("allow") if self.missing_key_status.is_some() => {
+                return Err(ConfigError::invalid(
+                    "missing_key_status",
+                    "does nothing with missing_key = \"allow\" (nothing is refused)",
+                ))
+            }
             Some("allow") => MissingKey::Allow,
             Some(_) => {
                 return Err(ConfigError::invalid(
@@ -273,8 +294,27 @@ impl LayerConfig {
             let p = rule("global", g, true)?;
             b = b.located_global("global".to_string(), p);
         }
+        #[cfg(feature = "redis")]
+        let mut redis_prefixes: Vec<(String, Vec<u8>)> = Vec::new();
         for (i, r) in self.rules.into_iter().enumerate() {
             let loc = format!("rules[{i}]");
+            #[cfg(feature = "redis")]
+            if let Some(prefix) = redis_prefix_of(&r) {
+                if let Some((other, _)) = redis_prefixes.iter().find(|(_, p)| *p == prefix) {
+                    let field = if r.redis_prefix.is_some() {
+                        "redis_prefix"
+                    } else {
+                        "name"
+                    };
+                    return Err(ConfigError::new(
+                        format!("{loc}.{field}"),
+                        ConfigErrorKind::Conflict(format!(
+                            "the same Redis key prefix as {other}: the two rules would share their buckets; give each rule its own redis_prefix"
+                        )),
+                    ));
+                }
+                redis_prefixes.push((loc.clone(), prefix));
+            }
             let p = rule(&loc, r, false)?;
             b = b.located_policy(loc, p);
         }
@@ -289,27 +329,45 @@ impl LayerConfig {
 }
 
 fn status(loc: &str, code: u16) -> Result<StatusCode, ConfigError> {
-    StatusCode::from_u16(code)
-        .map_err(|_| ConfigError::invalid(loc, "must be an HTTP status from 100 to 999"))
+    let code = StatusCode::from_u16(code)
+        .map_err(|_| ConfigError::invalid(loc, "must be an HTTP status from 400 to 599"))?;
+    super::builder::error_status(loc, code)
 }
 
-/// Parses `"250ms"`, `"1s"`, `"2m"`, `"1h"`, `"1d"` (a bare number is
-/// seconds).
-pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().ok()?;
-    let secs = |k: u64| n.checked_mul(k).map(Duration::from_secs);
-    match unit.trim() {
-        "ms" => Some(Duration::from_millis(n)),
-        "" | "s" => secs(1),
-        "m" => secs(60),
-        "h" => secs(3600),
-        "d" => secs(86_400),
-        _ => None,
+/// `value` if it has no leading or trailing whitespace (which would make a
+/// prefix, a header name or a URL silently different), else an error
+/// naming `loc`.
+fn trimmed<'a>(loc: &str, value: &'a str) -> Result<&'a str, ConfigError> {
+    if value.trim() != value {
+        return Err(ConfigError::invalid(
+            loc,
+            "has leading or trailing whitespace",
+        ));
     }
+    Ok(value)
 }
+
+/// Parses a duration with its unit, humantime style: `"250ms"`, `"1s"`,
+/// `"1m30s"`, `"2h"`, `"1d"`. A bare number (`"50"`: seconds or
+/// milliseconds?) and surrounding whitespace are refused.
+pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
+    if s.trim() != s || !s.bytes().any(|b| b.is_ascii_alphabetic()) {
+        return None;
+    }
+    humantime::parse_duration(s).ok()
+}
+
+/// A positive duration field (`loc`), with `example` in the error.
+fn duration_field(loc: &str, s: &str, what: &'static str) -> Result<Duration, ConfigError> {
+    parse_duration(s)
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| ConfigError::invalid(loc, what))
+}
+
+/// The methods a rule may filter on: the nine of RFC 9110 and PATCH.
+const METHODS: [&str; 9] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+];
 
 /// The rule's `algorithm` with its parameters, checked.
 fn algorithm(loc: &str, r: &RuleConfig) -> Result<PolicyAlgorithm, ConfigError> {
@@ -362,12 +420,11 @@ fn algorithm(loc: &str, r: &RuleConfig) -> Result<PolicyAlgorithm, ConfigError> 
     let rate = u32_field("rate", rate)?;
     let period = match r.period.as_deref() {
         None => Duration::from_secs(1),
-        Some(p) => parse_duration(p).filter(|d| !d.is_zero()).ok_or_else(|| {
-            ConfigError::invalid(
-                at("period"),
-                "must be a positive duration such as \"500ms\", \"1s\", \"1m\"",
-            )
-        })?,
+        Some(p) => duration_field(
+            &at("period"),
+            p,
+            "must be a positive duration with its unit, such as \"500ms\", \"1s\", \"1m30s\"",
+        )?,
     };
     match name {
         "fixed_window" | "sliding_window" => {
@@ -409,6 +466,23 @@ fn algorithm(loc: &str, r: &RuleConfig) -> Result<PolicyAlgorithm, ConfigError> 
 
 fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigError> {
     let at = |field: &str| format!("{loc}.{field}");
+    for (field, value) in [
+        ("name", &r.name),
+        ("prefix", &r.prefix),
+        ("algorithm", &r.algorithm),
+        ("period", &r.period),
+        ("key", &r.key),
+        ("header", &r.header),
+        ("backend", &r.backend),
+        ("redis_url", &r.redis_url),
+        ("redis_prefix", &r.redis_prefix),
+        ("redis_timeout", &r.redis_timeout),
+        ("redis_failure", &r.redis_failure),
+    ] {
+        if let Some(v) = value {
+            trimmed(&at(field), v)?;
+        }
+    }
     let name = match (r.name.take(), global) {
         (Some(n), _) => n,
         (None, true) => "global".to_string(),
@@ -428,11 +502,27 @@ fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigErro
         (None, true) => {}
     }
     if let Some(methods) = r.methods.take() {
-        let mut list = Vec::new();
+        if global {
+            return Err(ConfigError::invalid(
+                at("methods"),
+                "the global limiter applies to every method",
+            ));
+        }
+        let mut list: Vec<Method> = Vec::new();
         for (i, m) in methods.iter().enumerate() {
-            let method = Method::from_bytes(m.to_ascii_uppercase().as_bytes()).map_err(|_| {
-                ConfigError::invalid(format!("{loc}.methods[{i}]"), "must be an HTTP method")
-            })?;
+            let loc = format!("{loc}.methods[{i}]");
+            let upper = trimmed(&loc, m)?.to_ascii_uppercase();
+            if !METHODS.contains(&upper.as_str()) {
+                return Err(ConfigError::invalid(
+                    loc,
+                    "must be an HTTP method: GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE or CONNECT",
+                ));
+            }
+            let method = Method::from_bytes(upper.as_bytes())
+                .map_err(|_| ConfigError::invalid(&loc, "must be an HTTP method"))?;
+            if list.contains(&method) {
+                return Err(ConfigError::invalid(loc, "is listed twice"));
+            }
             list.push(method);
         }
         p = p.methods(list);
@@ -444,7 +534,7 @@ fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigErro
         Some("forwarded_client_ip") => KeySource::ClientIp(ForwardedHeader::Forwarded),
         Some("header") => {
             let h = r.header.as_deref().ok_or_else(|| ConfigError::invalid(at("header"), "is required with key = \"header\""))?;
-            let name = HeaderName::from_bytes(h.as_bytes()).map_err(|_| ConfigError::invalid(at("header"), "must be a header name"))?;
+            let name = HeaderName::from_bytes(trimmed(&at("header"), h)?.as_bytes()).map_err(|_| ConfigError::invalid(at("header"), "must be a header name"))?;
             KeySource::Header(name)
         }
         Some(_) => {
@@ -454,19 +544,53 @@ fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigErro
             ))
         }
     };
-    p = p.key(key);
-    if let Some(n) = r.max_keys {
-        p = p.max_keys(n);
+    if r.header.is_some() && !matches!(key, KeySource::Header(_)) {
+        return Err(ConfigError::invalid(
+            at("header"),
+            "only applies with key = \"header\" (without it, every request shares one key)",
+        ));
     }
-    if let Some(q) = r.queue.take() {
-        let max_wait = parse_duration(&q.max_wait)
-            .filter(|d| !d.is_zero())
+    let ip_key = matches!(key, KeySource::PeerIp | KeySource::ClientIp(_));
+    if let Some(bits) = r.ipv6_prefix {
+        if !ip_key {
+            return Err(ConfigError::invalid(
+                at("ipv6_prefix"),
+                "only applies with key = \"peer_ip\", \"client_ip\" or \"forwarded_client_ip\"",
+            ));
+        }
+        let bits = u8::try_from(bits)
+            .ok()
+            .filter(|b| (1..=128).contains(b))
             .ok_or_else(|| {
                 ConfigError::invalid(
-                    at("queue.max_wait"),
-                    "must be a positive duration such as \"500ms\", \"2s\"",
+                    at("ipv6_prefix"),
+                    "must be from 1 to 128 (bits of an IPv6 address that make a key)",
                 )
             })?;
+        p = p.ipv6_prefix(bits);
+    }
+    if let Some(n) = r.max_keys {
+        if matches!(key, KeySource::Global) {
+            return Err(ConfigError::invalid(
+                at("max_keys"),
+                "does nothing with key = \"global\" (one bucket for every request)",
+            ));
+        }
+        if r.backend.as_deref() == Some("redis") {
+            return Err(ConfigError::invalid(
+                at("max_keys"),
+                "does nothing with backend = \"redis\" (the keys live in Redis)",
+            ));
+        }
+        p = p.max_keys(n);
+    }
+    p = p.key(key);
+    if let Some(q) = r.queue.take() {
+        let max_wait = duration_field(
+            &at("queue.max_wait"),
+            &q.max_wait,
+            "must be a positive duration with its unit, such as \"500ms\", \"2s\"",
+        )?;
         let limit = q.limit.unwrap_or(100);
         if limit == 0 {
             return Err(ConfigError::invalid(
@@ -509,6 +633,24 @@ fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigErro
     Ok(p)
 }
 
+/// The Redis key prefix of a rule with `backend = "redis"`: its
+/// `redis_prefix`, by default `tollgate:<name>:`. Keys are the prefix and a
+/// fixed-length digest (see [`RedisConfig::redis_key`]), so two rules share
+/// buckets only if their prefixes are equal, which the config refuses.
+///
+/// [`RedisConfig::redis_key`]: crate::redis::RedisConfig::redis_key
+#[cfg(feature = "redis")]
+fn redis_prefix_of(r: &RuleConfig) -> Option<std::vec::Vec<u8>> {
+    if r.backend.as_deref() != Some("redis") {
+        return None;
+    }
+    Some(match (&r.redis_prefix, &r.name) {
+        (Some(p), _) => p.as_bytes().to_vec(),
+        (None, Some(name)) => format!("tollgate:{name}:").into_bytes(),
+        (None, None) => return None,
+    })
+}
+
 #[cfg(not(feature = "redis"))]
 fn redis_backend(loc: &str, _p: Policy, _r: &RuleConfig) -> Result<Policy, ConfigError> {
     Err(ConfigError::invalid(
@@ -539,18 +681,23 @@ fn redis_backend(loc: &str, p: Policy, r: &RuleConfig) -> Result<Policy, ConfigE
             "\"redis\" supports algorithm = \"token_bucket\", \"leaky_bucket\" or \"fixed_window\"",
         )),
     };
-    let prefix = match r.redis_prefix.as_deref() {
-        Some(prefix) => prefix.to_string(),
-        None => format!("tollgate:{}:", p.name),
+    let prefix = match &r.redis_prefix {
+        Some(prefix) => prefix.as_bytes().to_vec(),
+        None => format!("tollgate:{}:", p.name).into_bytes(),
     };
-    config = config.prefix(prefix.as_bytes());
+    if prefix.is_empty() {
+        return Err(ConfigError::invalid(
+            at("redis_prefix"),
+            "must not be empty",
+        ));
+    }
+    config = config.prefix(&prefix);
     if let Some(t) = r.redis_timeout.as_deref() {
-        let t = parse_duration(t).filter(|d| !d.is_zero()).ok_or_else(|| {
-            ConfigError::invalid(
-                at("redis_timeout"),
-                "must be a positive duration such as \"50ms\"",
-            )
-        })?;
+        let t = duration_field(
+            &at("redis_timeout"),
+            t,
+            "must be a positive duration with its unit, such as \"50ms\" (a bare number is refused: seconds or milliseconds?)",
+        )?;
         config = config.timeout(t);
     }
     config = config.failure_policy(match r.redis_failure.as_deref() {
@@ -608,13 +755,25 @@ mod tests {
     use std::format;
 
     #[test]
-    fn durations() {
+    fn durations_need_their_unit() {
         assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
         assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
         assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("1 d"), Some(Duration::from_secs(86_400)));
-        for bad in ["", "ms", "1x", "-1s", "1.5s", "99999999999999999999s"] {
+        assert_eq!(parse_duration("1d"), Some(Duration::from_secs(86_400)));
+        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        for bad in [
+            "",
+            "2",
+            "50",
+            "ms",
+            "1x",
+            "-1s",
+            " 1s",
+            "1s ",
+            "99999999999999999999s",
+        ] {
             assert_eq!(parse_duration(bad), None, "{bad}");
         }
         assert_eq!(parse_duration(&format!("{}h", u64::MAX)), None);

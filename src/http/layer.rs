@@ -19,7 +19,9 @@ use tower_service::Service;
 use super::backend::StoreUnavailable;
 use super::body::{Held, RateLimitBody};
 use super::headers::{self, RATELIMIT, RATELIMIT_POLICY};
-use super::key::{self, IpNet, PartitionKey, PeerAddrFn, RequestHead};
+use super::key::{
+    self, BackendKey, Extracted, IpNet, KeyDigest, PeerAddrFn, RequestHead, TableKey,
+};
 use super::metrics::PolicyMetrics;
 use super::policy::{MissingKey, Plan, Policy, RejectionHandler};
 use super::routing::PathPrefix;
@@ -35,17 +37,17 @@ use crate::time::Timestamp;
 pub(crate) struct Routed;
 
 /// The policies' stores: one [`Partitioned`] for the global limiter, one
-/// for the route policies.
-pub(crate) type Stores = Partitioned<Routed, PartitionKey>;
+/// for the route policies. Keyed by fixed-size [`TableKey`]s.
+pub(crate) type Stores = Partitioned<Routed, TableKey>;
 
 /// What a request holds from a policy store.
-pub(crate) type HttpLease = Lease<PartitionKey>;
+pub(crate) type HttpLease = Lease<TableKey>;
 
 /// A policy's store as handed from one configuration to the next.
-pub(crate) type HttpStore = PolicyStore<PartitionKey>;
+pub(crate) type HttpStore = PolicyStore<TableKey>;
 
 /// The layer routes requests itself: a store's key function claims nothing.
-fn routed_by_the_layer(_: &Routed) -> Option<PartitionKey> {
+fn routed_by_the_layer(_: &Routed) -> Option<TableKey> {
     None
 }
 
@@ -76,6 +78,9 @@ pub(crate) struct Shared {
     pub(crate) status: StatusCode,
     pub(crate) on_rejected: Option<RejectionHandler>,
     headers_on_success: bool,
+    /// The secret keyed digest of header and custom keys (carried across
+    /// reloads: a kept store's keys stay the same).
+    pub(crate) digest: KeyDigest,
     /// The clock of every store (one `Instant::now()` a request; tokio's
     /// `Instant::now` is slower when tokio's `test-util` is compiled in).
     /// Delays are slept on tokio's timer.
@@ -103,6 +108,7 @@ pub(crate) struct LayerSettings {
     pub(crate) missing_key: MissingKey,
     pub(crate) on_rejected: Option<RejectionHandler>,
     pub(crate) headers_on_success: bool,
+    pub(crate) digest: KeyDigest,
 }
 
 /// Adds `rules` to a store, compiling each.
@@ -152,6 +158,7 @@ impl Shared {
             status: s.status,
             on_rejected: s.on_rejected,
             headers_on_success: s.headers_on_success,
+            digest: s.digest,
             clock: StdClock::new(),
             no_policy_metrics: PolicyMetrics::new(""),
         }
@@ -384,7 +391,7 @@ enum Verdict<R> {
     /// Ask route policy `usize`'s remote backend for this key (after the
     /// global limiter's delay, if it queues); the global admission (if any)
     /// is cancelled if it refuses.
-    Remote(usize, PartitionKey, Option<Admission<HttpLease>>),
+    Remote(usize, BackendKey, Option<Admission<HttpLease>>),
 }
 
 /// Outcome of charging one in-process policy.
@@ -413,7 +420,7 @@ impl Shared {
     }
 
     /// The policy's key, or what to do without one.
-    fn key_of(&self, c: &Compiled, head: &RequestHead<'_>) -> Result<PartitionKey, NoKey> {
+    fn key_of<'a>(&self, c: &Compiled, head: &RequestHead<'a>) -> Result<Extracted<'a>, NoKey> {
         key::extract(&c.policy.key, head, self.peer, &self.trusted).map_err(|e| {
             tracing::warn!(policy = %c.name, reason = e.as_str(), "rate limit key missing");
             match c.missing_key {
@@ -434,7 +441,7 @@ impl Shared {
         now: Timestamp,
     ) -> Charge {
         let key = match self.key_of(c, head) {
-            Ok(k) => k,
+            Ok(k) => k.table_key(&self.digest, c.policy.ipv6_prefix),
             Err(NoKey::Allow) => return Charge::Admitted(None),
             Err(NoKey::Reject(status)) => return Charge::NoKey(status),
         };
@@ -456,7 +463,7 @@ impl Shared {
     }
 
     /// The route policy of `req` (`only`: a route layer's policy).
-    fn route_of<B>(&self, req: &Request<B>, only: Option<&str>) -> Result<Option<usize>, ()> {
+    pub(crate) fn route_of<B>(&self, req: &Request<B>, only: Option<&str>) -> Result<Option<usize>, ()> {
         if let Some(name) = only {
             // a route layer whose policy a reload removed lets requests through
             return self
@@ -523,7 +530,9 @@ impl Shared {
         if let (Some(i), Some(c)) = (route, route_c) {
             let charge = if c.policy.backend.is_some() {
                 match self.key_of(c, &head) {
-                    Ok(k) => return Verdict::Remote(i, k, global_adm),
+                    Ok(k) => {
+                        return Verdict::Remote(i, k.backend_key(c.policy.ipv6_prefix), global_adm)
+                    }
                     Err(NoKey::Allow) => Charge::Admitted(None),
                     Err(NoKey::Reject(status)) => Charge::NoKey(status),
                 }
@@ -700,9 +709,8 @@ where
                         }
                         let shared = Arc::clone(&pending.shared);
                         let c = &shared.policies[policy];
-                        let bytes = super::backend::key_bytes(&key);
                         let result = match c.policy.backend.as_ref() {
-                            Some(b) => b.check_n(&bytes, 1).await,
+                            Some(b) => b.check_n(key.as_bytes(), 1).await,
                             None => Err(crate::decision::CapacityExceeded::new(1, 0)),
                         };
                         let unavailable = matches!(&result, Ok(d) if d.store_unavailable());

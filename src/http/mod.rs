@@ -303,13 +303,13 @@ mod body;
 mod builder;
 pub mod config;
 mod headers;
-mod key;
+pub(crate) mod key;
 mod layer;
 pub mod metrics;
 mod policy;
 mod rejection;
 mod reload;
-mod routing;
+pub(crate) mod routing;
 
 pub use backend::{BoxFuture, PolicyBackend, StoreUnavailable};
 pub use body::RateLimitBody;
@@ -317,7 +317,8 @@ pub use builder::RateLimitLayerBuilder;
 pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use key::{
-    ForwardedHeader, IpNet, IpNetError, KeyFn, KeySource, PartitionKey, PeerAddrFn, RequestHead,
+    ForwardedHeader, IpNet, KeyFn, KeySource, PartitionKey, PeerAddrFn, RequestHead,
+    DEFAULT_IPV6_PREFIX,
 };
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
 pub use policy::{

@@ -175,6 +175,7 @@ pub struct Policy {
     pub(crate) methods: Option<Vec<Method>>,
     pub(crate) key: KeySource,
     pub(crate) max_keys: usize,
+    pub(crate) ipv6_prefix: u8,
     pub(crate) queue: Option<QueueMode>,
     pub(crate) dry_run: bool,
     pub(crate) missing_key: Option<MissingKey>,
@@ -191,6 +192,7 @@ impl fmt::Debug for Policy {
             .field("methods", &self.methods)
             .field("key", &self.key)
             .field("max_keys", &self.max_keys)
+            .field("ipv6_prefix", &self.ipv6_prefix)
             .field("queue", &self.queue)
             .field("dry_run", &self.dry_run)
             .field("missing_key", &self.missing_key)
@@ -228,6 +230,7 @@ impl Policy {
             methods: None,
             key: KeySource::Global,
             max_keys: DEFAULT_MAX_KEYS,
+            ipv6_prefix: super::key::DEFAULT_IPV6_PREFIX,
             queue: None,
             dry_run: false,
             missing_key: None,
@@ -301,6 +304,20 @@ impl Policy {
     #[must_use]
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
+        self
+    }
+
+    /// How much of a client's IPv6 address is its key (default
+    /// [`DEFAULT_IPV6_PREFIX`](super::DEFAULT_IPV6_PREFIX), 64 bits): every
+    /// address of one /64 shares a bucket, since a client usually holds a
+    /// whole /64 (RFC 6177) and could otherwise take a fresh key per
+    /// request. 128 keys each address; IPv4 addresses are always keyed
+    /// whole. For IP keys ([`KeySource::PeerIp`], [`KeySource::ClientIp`],
+    /// and custom keys returning [`PartitionKey::Ip`](super::PartitionKey::Ip));
+    /// checked when the layer is built (1 to 128).
+    #[must_use]
+    pub fn ipv6_prefix(mut self, bits: u8) -> Self {
+        self.ipv6_prefix = bits;
         self
     }
 
@@ -511,6 +528,10 @@ pub enum ConfigErrorKind {
     /// A document that does not parse (TOML or JSON syntax, unknown field,
     /// wrong type).
     Syntax(String),
+    /// A setting that contradicts another one or could never take effect
+    /// (two rules for the same path and methods, a rule under an exempt
+    /// path); the text names the other setting.
+    Conflict(String),
 }
 
 impl ConfigError {
@@ -546,6 +567,7 @@ impl fmt::Display for ConfigError {
             ConfigErrorKind::DuplicateName => {
                 write!(f, "{}: another rule has the same name", self.location)
             }
+            ConfigErrorKind::Conflict(msg) => write!(f, "{}: {msg}", self.location),
             ConfigErrorKind::Syntax(msg) if self.location.is_empty() => f.write_str(msg),
             ConfigErrorKind::Syntax(msg) => write!(f, "{}: {msg}", self.location),
         }

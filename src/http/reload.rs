@@ -27,8 +27,8 @@ pub struct ReloadReport {
     /// in flight stay in flight).
     pub reconfigured: Vec<String>,
     /// Rules that start with fresh buckets: new names, or rules whose key,
-    /// `max_keys`, kind of algorithm (bucket, fixed window, sliding window,
-    /// in-flight limit) or backend changed.
+    /// `max_keys`, `ipv6_prefix`, kind of algorithm (bucket, fixed window,
+    /// sliding window, in-flight limit) or backend changed.
     pub fresh: Vec<String>,
     /// Rules of the old configuration that are gone.
     pub removed: Vec<String>,
@@ -147,6 +147,7 @@ impl Carrier<'_> {
 fn partitioned_alike(old: &Policy, old_plan: &Plan, new: &Policy, new_plan: &Plan) -> bool {
     same_key(&old.key, &new.key)
         && old.max_keys == new.max_keys
+        && old.ipv6_prefix == new.ipv6_prefix
         && old_plan.alg.same_family(&new_plan.alg)
         && old.backend.is_none()
         && new.backend.is_none()

@@ -13,6 +13,19 @@ pub(crate) struct PathPrefix(String);
 pub(crate) enum PrefixError {
     /// It does not start with `/`.
     NoLeadingSlash,
+    /// It holds a character a request path cannot hold: whitespace, a
+    /// control character, `?`, `#`, or a non-ASCII character (paths arrive
+    /// percent-encoded). Such a prefix would never match.
+    NotAPath,
+}
+
+impl PrefixError {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::NoLeadingSlash => "must start with '/'",
+            Self::NotAPath => "must be a path: visible ASCII without spaces, '?' or '#' (percent-encode other characters), or it would never match",
+        }
+    }
 }
 
 impl PathPrefix {
@@ -21,10 +34,21 @@ impl PathPrefix {
         if !raw.starts_with('/') {
             return Err(PrefixError::NoLeadingSlash);
         }
+        if !raw
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#')
+        {
+            return Err(PrefixError::NotAPath);
+        }
         let trimmed = raw.trim_end_matches('/');
         let mut s = String::from(if trimmed.is_empty() { "/" } else { trimmed });
         s.make_ascii_lowercase();
         Ok(Self(s))
+    }
+
+    /// True when every path `other` matches, this prefix matches too.
+    pub(crate) fn covers(&self, other: &Self) -> bool {
+        self.matches(&other.0)
     }
 
     /// The normalised text.
@@ -71,5 +95,17 @@ mod tests {
         let root = PathPrefix::parse("/").unwrap();
         assert!(root.matches("/anything") && root.matches("/"));
         assert_eq!(PathPrefix::parse("api"), Err(PrefixError::NoLeadingSlash));
+        for bad in ["/api/login ", "/a b", "/a?x", "/a#x", "/caf\u{e9}", "/a\tb"] {
+            assert_eq!(
+                PathPrefix::parse(bad),
+                Err(PrefixError::NotAPath),
+                "{bad:?}"
+            );
+        }
+        let api = PathPrefix::parse("/API/").unwrap();
+        assert_eq!(api, PathPrefix::parse("/api").unwrap());
+        assert!(api.covers(&PathPrefix::parse("/api/login").unwrap()));
+        assert!(!api.covers(&PathPrefix::parse("/apix").unwrap()));
+        assert!(root.covers(&api));
     }
 }

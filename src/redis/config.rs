@@ -89,6 +89,46 @@ impl Default for FailurePolicy {
     }
 }
 
+/// The store's circuit breaker: after `failures` consecutive calls that
+/// could not reach the server (connection errors or timeouts), the breaker
+/// **opens**: every call is answered by the [`FailurePolicy`] at once,
+/// without waiting for the server, and a background task probes it (a
+/// `PING`) every `probe_interval`; the first answer closes the breaker and
+/// calls go to the server again. Errors the server itself sends (a script
+/// error, out of memory) prove it reachable: they do not count.
+///
+/// Without a breaker, a server that refuses connections costs every call
+/// the whole timeout.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitBreaker {
+    /// Consecutive failed calls that open the breaker (at least 1).
+    pub failures: u32,
+    /// Time between two probes while the breaker is open (positive): the
+    /// longest the store stays open after the server is back.
+    pub probe_interval: Duration,
+}
+
+impl CircuitBreaker {
+    /// A breaker opening after `failures` consecutive failed calls and
+    /// probing every `probe_interval`.
+    #[must_use]
+    pub const fn new(failures: u32, probe_interval: Duration) -> Self {
+        Self {
+            failures,
+            probe_interval,
+        }
+    }
+}
+
+impl Default for CircuitBreaker {
+    /// Opens after 3 consecutive failures (one slow answer does not open
+    /// it), probes every 200 ms.
+    fn default() -> Self {
+        Self::new(3, Duration::from_millis(200))
+    }
+}
+
 /// Everything a [`RedisStore`](super::RedisStore) needs besides the
 /// connection. Built with chained setters; validated by
 /// [`RedisStore::connect`](super::RedisStore::connect).
@@ -104,7 +144,12 @@ impl Default for FailurePolicy {
 ///     .timeout(Duration::from_millis(20))
 ///     .failure_policy(FailurePolicy::fail_closed(Duration::from_secs(1)))
 ///     .refusal_cache(16_384);
-/// assert_eq!(config.redis_key(b"alice"), b"svc:uploads:{uploads}alice");
+/// // the key's bytes are never sent: 32 hex digits of their SHA-256
+/// assert_eq!(
+///     config.redis_key(b"alice"),
+///     b"svc:uploads:{uploads}2bd806c97f0e00af1a1fc3328fa763a9"
+/// );
+/// assert_eq!(config.redis_key(&[b'x'; 65_536]).len(), 12 + 9 + 32);
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,12 +162,15 @@ pub struct RedisConfig {
     pub(crate) refusal_cache: usize,
     pub(crate) reconnect_min_delay: Duration,
     pub(crate) reconnect_max_delay: Duration,
+    pub(crate) breaker: Option<CircuitBreaker>,
 }
 
 /// Default per-call timeout: 50 ms.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 /// Default refusal-cache capacity, in keys.
 pub const DEFAULT_REFUSAL_CACHE: usize = 4096;
+/// Length of the digest that ends every Redis key (hex digits).
+pub const KEY_DIGEST_LEN: usize = 32;
 /// Default key prefix.
 pub const DEFAULT_PREFIX: &[u8] = b"tollgate:";
 
@@ -141,6 +189,7 @@ impl RedisConfig {
             refusal_cache: DEFAULT_REFUSAL_CACHE,
             reconnect_min_delay: Duration::from_millis(10),
             reconnect_max_delay: Duration::from_secs(1),
+            breaker: Some(CircuitBreaker::default()),
         }
     }
 
@@ -169,8 +218,9 @@ impl RedisConfig {
     }
 
     /// The key prefix (the limiter's namespace), as raw bytes. Limiters with
-    /// different quotas must use different prefixes, neither a prefix of
-    /// the other (end each with a separator such as `:`).
+    /// different quotas must use different prefixes; as every key ends in a
+    /// digest of fixed length, two limiters share keys only if their
+    /// prefixes (and hash tags) are equal.
     #[must_use]
     pub fn prefix(mut self, prefix: &[u8]) -> Self {
         self.prefix = prefix.to_vec();
@@ -208,6 +258,15 @@ impl RedisConfig {
         self
     }
 
+    /// The circuit breaker (default [`CircuitBreaker::default`]: opens
+    /// after 3 consecutive failures, probes every 200 ms); `None` asks the
+    /// server on every call, each failing call waiting up to the timeout.
+    #[must_use]
+    pub fn circuit_breaker(mut self, breaker: Option<CircuitBreaker>) -> Self {
+        self.breaker = breaker;
+        self
+    }
+
     /// The reconnection backoff: the first retry after `min`, growing
     /// exponentially (with jitter) up to `max`.
     #[must_use]
@@ -223,19 +282,31 @@ impl RedisConfig {
         self.algorithm
     }
 
-    /// The Redis key for a caller's `key`: `prefix ++ {tag}? ++ key`, as
-    /// bytes.
+    /// The Redis key for a caller's `key`: `prefix ++ {tag}? ++ digest`,
+    /// where `digest` is the first 128 bits of the key's SHA-256 in 32
+    /// lower-case hex digits. Fixed size whatever the key's length, so a
+    /// client sending huge keys cannot fill the server; the same on every
+    /// replica (no secret), and SHA-256 resists a client crafting a key
+    /// whose digest is another's. Because the digest has a fixed length,
+    /// two keys are equal only when their prefixes (and tags) are equal
+    /// and so are their digests.
     #[must_use]
     pub fn redis_key(&self, key: &[u8]) -> Vec<u8> {
+        use sha2::Digest;
+        const HEX: &[u8; 16] = b"0123456789abcdef";
         let tag_len = self.hash_tag.as_ref().map_or(0, |t| t.len() + 2);
-        let mut out = Vec::with_capacity(self.prefix.len() + tag_len + key.len());
+        let mut out = Vec::with_capacity(self.prefix.len() + tag_len + KEY_DIGEST_LEN);
         out.extend_from_slice(&self.prefix);
         if let Some(tag) = &self.hash_tag {
             out.push(b'{');
             out.extend_from_slice(tag);
             out.push(b'}');
         }
-        out.extend_from_slice(key);
+        let hash = sha2::Sha256::digest(key);
+        for b in &hash[..KEY_DIGEST_LEN / 2] {
+            out.push(HEX[usize::from(b >> 4)]);
+            out.push(HEX[usize::from(b & 0xf)]);
+        }
         out
     }
 
@@ -243,6 +314,11 @@ impl RedisConfig {
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.timeout.is_zero() {
             return Err(ConfigError::ZeroTimeout);
+        }
+        if let Some(b) = self.breaker {
+            if b.failures == 0 || b.probe_interval.is_zero() {
+                return Err(ConfigError::InvalidCircuitBreaker);
+            }
         }
         if let Some(tag) = &self.hash_tag {
             if tag.is_empty() || tag.iter().any(|&b| b == b'{' || b == b'}') {
@@ -322,6 +398,8 @@ pub enum ConfigError {
     InvalidHashTag,
     /// The timeout is zero.
     ZeroTimeout,
+    /// The circuit breaker opens after 0 failures or probes every 0 s.
+    InvalidCircuitBreaker,
     /// Not called within a tokio runtime (the store spawns its connection
     /// tasks on it and needs its timer: `#[tokio::main]` or a runtime built
     /// with `enable_all()`).
@@ -347,6 +425,9 @@ impl fmt::Display for ConfigError {
             ),
             Self::InvalidHashTag => f.write_str("hash tag is empty or contains '{' or '}'"),
             Self::ZeroTimeout => f.write_str("store timeout is zero"),
+            Self::InvalidCircuitBreaker => f.write_str(
+                "circuit breaker must open after at least 1 failure and probe at a positive interval",
+            ),
             Self::NoTokioRuntime => {
                 f.write_str("the redis store must be created within a tokio runtime")
             }
@@ -405,11 +486,21 @@ mod tests {
     }
 
     #[test]
-    fn keys_are_prefix_tag_and_raw_bytes() {
+    fn keys_are_prefix_tag_and_a_fixed_size_digest() {
         let q = Quota::per_second(10).unwrap();
         let c = RedisConfig::token_bucket(q).prefix(b"p:");
-        assert_eq!(c.redis_key(b"\xff\r\n*"), b"p:\xff\r\n*");
+        // SHA-256("abc") = ba7816bf 8f01cfea 414140de 5dae2223 b00361a3 …
+        assert_eq!(c.redis_key(b"abc"), b"p:ba7816bf8f01cfea414140de5dae2223");
+        assert_eq!(c.redis_key(b"\xff\r\n*").len(), 2 + KEY_DIGEST_LEN);
+        assert_eq!(c.redis_key(&[7; 1 << 20]).len(), 2 + KEY_DIGEST_LEN);
+        assert_ne!(c.redis_key(b"k"), c.redis_key(b"k "));
         let c = c.hash_tag(b"t");
-        assert_eq!(c.redis_key(b"k"), b"p:{t}k");
+        assert!(c.redis_key(b"k").starts_with(b"p:{t}"));
+        let zero = RedisConfig::token_bucket(q)
+            .circuit_breaker(Some(CircuitBreaker::new(0, Duration::from_millis(1))));
+        assert!(matches!(
+            zero.validate(),
+            Err(ConfigError::InvalidCircuitBreaker)
+        ));
     }
 }

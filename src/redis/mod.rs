@@ -22,10 +22,13 @@
 //!   that are actually throttled. Fixed-window counters (windows aligned on
 //!   the server's clock, as in-process) always carry an expiry and vanish
 //!   with their window.
-//! - **Keys** are `prefix ++ {hash_tag}? ++ key`, concatenated as bytes and
-//!   passed as a `KEYS` argument: any bytes are fine (CR/LF, `*`, non-UTF-8,
-//!   10 KB), nothing is interpolated into Lua. A hash tag puts all of one
-//!   limiter's keys in one cluster slot.
+//! - **Keys** are `prefix ++ {hash_tag}? ++ digest`, where `digest` is 32
+//!   hex digits of the caller's key's SHA-256 (its first 128 bits): a key
+//!   of any bytes and any length (CR/LF, `*`, non-UTF-8, a megabyte) costs
+//!   the server one fixed-size name, and nothing is interpolated into Lua.
+//!   The digest is the same on every replica, and a client cannot craft a
+//!   key whose digest is another's. A hash tag puts all of one limiter's
+//!   keys in one cluster slot.
 //! - **Single node or cluster.** [`RedisStore::connect`] takes one server
 //!   (a URL); [`RedisStore::connect_cluster`] takes cluster nodes and routes
 //!   each call to the shard owning its key.
@@ -35,8 +38,12 @@
 //!   a fixed `retry_after`. Either way the answer is flagged
 //!   [`DecisionSource::StoreUnavailable`](crate::remote::DecisionSource) and
 //!   the caller never waits longer than the timeout. The connection is
-//!   re-established in the background with exponential backoff; the store
-//!   resumes by itself when the server is back.
+//!   re-established in the background with exponential backoff.
+//! - **Circuit breaker.** After 3 consecutive calls that could not reach
+//!   the server (refused, dropped, timed out), the breaker opens: the
+//!   failure policy answers every call at once, without waiting the
+//!   timeout, while a background task pings the server every 200 ms; its
+//!   first answer closes the breaker (see [`CircuitBreaker`]).
 //! - **Refusal cache.** A refused key is refused locally until its
 //!   `retry_after` passes, without asking the store (on by default, fixed
 //!   memory).
@@ -129,7 +136,9 @@
 mod cache;
 mod config;
 pub mod script;
-mod store;
+pub(crate) mod store;
 
-pub use config::{ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm};
+pub use config::{
+    CircuitBreaker, ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm, KEY_DIGEST_LEN,
+};
 pub use store::{RedisStore, StoreError, StoreReply};

@@ -8,10 +8,12 @@ use std::vec::Vec;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::{ClusterClient, ClusterConfig};
 use ::redis::cluster_async::ClusterConnection;
-use ::redis::{Client, IntoConnectionInfo, RedisError, Script};
+use ::redis::{Client, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisError, Script, Value};
 
 use super::cache::RefusalCache;
-use super::config::{gcra_max_lead, ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm};
+use super::config::{
+    gcra_max_lead, CircuitBreaker, ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm,
+};
 use super::script::{FIXED_WINDOW_LUA, GCRA_LUA};
 use crate::clock::{Clock, StdClock};
 use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
@@ -38,6 +40,9 @@ pub enum StoreError {
     Redis(RedisError),
     /// The script's reply did not have the expected shape.
     UnexpectedReply,
+    /// The circuit breaker is open (the server failed the last calls and
+    /// has not answered a probe since): the server was not asked.
+    CircuitOpen,
 }
 
 impl fmt::Display for StoreError {
@@ -47,6 +52,9 @@ impl fmt::Display for StoreError {
             Self::Timeout(d) => write!(f, "rate-limit store did not answer within {d:?}"),
             Self::Redis(_) => f.write_str("rate-limit store error"),
             Self::UnexpectedReply => f.write_str("rate-limit store sent an unexpected reply"),
+            Self::CircuitOpen => {
+                f.write_str("rate-limit store unreachable (circuit breaker open): not asked")
+            }
         }
     }
 }
@@ -124,6 +132,57 @@ pub struct RedisStore {
     clock: StdClock,
     /// Calls answered by the failure policy (for metrics).
     failures: AtomicU64,
+    /// The circuit breaker's state (shared with its probe task).
+    breaker: std::sync::Arc<BreakerState>,
+}
+
+/// A circuit breaker's state: see [`CircuitBreaker`].
+#[derive(Debug, Default)]
+struct BreakerState {
+    /// Consecutive calls that could not reach the server.
+    consecutive: AtomicU64,
+    /// Open: calls are answered without asking the server.
+    open: std::sync::atomic::AtomicBool,
+    /// Times the breaker opened (for metrics and tests).
+    opened: AtomicU64,
+}
+
+impl BreakerState {
+    fn is_open(&self) -> bool {
+        self.open.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn close(&self) {
+        self.consecutive.store(0, Ordering::Relaxed);
+        self.open.store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Counts a failed call; true if this one opened the breaker.
+    fn fail(&self, threshold: u32) -> bool {
+        let n = self
+            .consecutive
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        n >= u64::from(threshold) && !self.open.swap(true, std::sync::atomic::Ordering::AcqRel) && {
+            self.opened.fetch_add(1, Ordering::Relaxed);
+            true
+        }
+    }
+}
+
+/// True when `e` means the server could not be reached (connection
+/// refused, dropped, not ready, I/O), as opposed to an error the server
+/// itself answered (which proves it reachable) or a reply of the wrong
+/// type.
+fn unreachable(e: &RedisError) -> bool {
+    !matches!(
+        e.kind(),
+        ErrorKind::Server(_)
+            | ErrorKind::Extension
+            | ErrorKind::Parse
+            | ErrorKind::UnexpectedReturnType
+            | ErrorKind::AuthenticationFailed
+    )
 }
 
 /// A single server (or a primary behind a stable address) or a cluster.
@@ -279,6 +338,7 @@ impl RedisStore {
             ceiling,
             clock: StdClock::new(),
             failures: AtomicU64::new(0),
+            breaker: std::sync::Arc::default(),
         }
     }
 
@@ -366,6 +426,76 @@ impl RedisStore {
         self.failures.load(Ordering::Relaxed)
     }
 
+    /// True while the circuit breaker is open: calls are answered by the
+    /// failure policy at once (see [`CircuitBreaker`]).
+    #[must_use]
+    pub fn circuit_open(&self) -> bool {
+        self.breaker.is_open()
+    }
+
+    /// How many times the circuit breaker has opened.
+    #[must_use]
+    pub fn circuit_openings(&self) -> u64 {
+        self.breaker.opened.load(Ordering::Relaxed)
+    }
+
+    /// Records the outcome of one call in the breaker; opens it (and starts
+    /// its probe) after enough consecutive failures.
+    fn record(&self, result: &Result<Value, StoreError>) {
+        let Some(config) = self.config.breaker else {
+            return;
+        };
+        let failed = match result {
+            Err(StoreError::Timeout(_)) => true,
+            Err(StoreError::Redis(e)) => unreachable(e),
+            _ => false,
+        };
+        if !failed {
+            self.breaker.consecutive.store(0, Ordering::Relaxed);
+        } else if self.breaker.fail(config.failures) {
+            tracing_breaker_opened();
+            self.spawn_probe(config);
+        }
+    }
+
+    /// A task that `PING`s the server every `probe_interval` while the
+    /// breaker is open, and closes it at the first answer. It ends then, or
+    /// when the store is dropped. Without a tokio runtime (cannot happen:
+    /// the store needs one), the breaker closes after one interval and the
+    /// next call probes.
+    fn spawn_probe(&self, config: CircuitBreaker) {
+        let weak = std::sync::Arc::downgrade(&self.breaker);
+        let connection = self.connection.clone();
+        let timeout = self.config.timeout;
+        let probe = async move {
+            loop {
+                tokio::time::sleep(config.probe_interval).await;
+                let Some(state) = weak.upgrade() else {
+                    return; // the store is gone
+                };
+                if !state.is_open() {
+                    return;
+                }
+                let ping = async {
+                    let mut cmd = ::redis::cmd("PING");
+                    let cmd = &mut cmd;
+                    match connection.clone() {
+                        Connection::Single(mut c) => cmd.query_async::<Value>(&mut c).await,
+                        Connection::Cluster(mut c) => cmd.query_async::<Value>(&mut c).await,
+                    }
+                };
+                if let Ok(Ok(_)) = tokio::time::timeout(timeout, ping).await {
+                    state.close();
+                    return;
+                }
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => drop(handle.spawn(probe)),
+            Err(_) => self.breaker.close(),
+        }
+    }
+
     /// The failure policy's answer.
     fn unavailable(&self, n: u32) -> RemoteDecision {
         self.failures.fetch_add(1, Ordering::Relaxed);
@@ -447,31 +577,15 @@ impl RedisStore {
             return Ok(Duration::ZERO);
         }
         let reply = self.call("c", key, 0).await?;
-        let [_, level, until_end_us, _, _] = reply;
-        let wait = match self.gcra {
-            Some(gcra) => {
-                let lead = non_negative(level)?;
-                let admit_lead = match gcra.kind() {
-                    BucketKind::TokenBucket => gcra_max_lead(&gcra)
-                        .saturating_sub(u64::from(n).saturating_mul(gcra.interval_nanos())),
-                    BucketKind::LeakyBucket => 0,
-                };
-                lead.saturating_sub(admit_lead)
-            }
-            None => {
-                let count = non_negative(level)?;
-                if count.saturating_add(u64::from(n)) > u64::from(self.capacity) {
-                    non_negative(until_end_us)?.saturating_mul(1_000)
-                } else {
-                    0
-                }
-            }
-        };
-        Ok(Duration::from_nanos(wait))
+        wait_from_peek(self.gcra, self.capacity, n, reply)
     }
 
-    /// Runs the script once for `op` on `key`, within the timeout.
+    /// Runs the script once for `op` on `key`, within the timeout; at once
+    /// [`StoreError::CircuitOpen`] while the breaker is open.
     async fn call(&self, op: &str, key: &[u8], n: u32) -> Result<[i64; 5], StoreError> {
+        if self.breaker.is_open() {
+            return Err(StoreError::CircuitOpen);
+        }
         let redis_key = self.config.redis_key(key);
         let mut invocation = self.script.key(redis_key);
         invocation.arg(op).arg(n);
@@ -480,52 +594,111 @@ impl RedisStore {
         }
         let call = async {
             match self.connection.clone() {
-                Connection::Single(mut c) => invocation.invoke_async::<Vec<i64>>(&mut c).await,
-                Connection::Cluster(mut c) => invocation.invoke_async::<Vec<i64>>(&mut c).await,
+                Connection::Single(mut c) => invocation.invoke_async::<Value>(&mut c).await,
+                Connection::Cluster(mut c) => invocation.invoke_async::<Value>(&mut c).await,
             }
         };
-        match tokio::time::timeout(self.config.timeout, call).await {
+        let result = match tokio::time::timeout(self.config.timeout, call).await {
             Err(_) => Err(StoreError::Timeout(self.config.timeout)),
             Ok(Err(e)) => Err(StoreError::Redis(e)),
-            Ok(Ok(values)) => values.try_into().map_err(|_| StoreError::UnexpectedReply),
-        }
+            Ok(Ok(value)) => Ok(value),
+        };
+        self.record(&result);
+        decode_reply(result?)
     }
 
     fn reply_to_decision(&self, reply: [i64; 5]) -> Result<StoreReply, StoreError> {
-        // GCRA: {allowed, lead, retry_after, now_s, now_us}
-        // fixed window: {allowed, count, until_end_us, now_s, now_us}
-        let [allowed, level, wait, now_s, now_us] = reply;
-        let server_time = non_negative(now_s)?
-            .saturating_mul(1_000_000_000)
-            .saturating_add(non_negative(now_us)?.saturating_mul(1_000));
-        let decision = match self.gcra {
-            Some(gcra) => {
-                let snapshot = gcra.snapshot_for_lead(non_negative(level)?);
-                if allowed == 1 {
-                    Decision::Allowed(snapshot)
-                } else {
-                    Decision::Denied(Denied::from_nanos(non_negative(wait)?, snapshot))
-                }
-            }
-            None => {
-                let count = u32::try_from(non_negative(level)?).unwrap_or(u32::MAX);
-                let until_end = non_negative(wait)?.saturating_mul(1_000);
-                // as in-process: a window with nothing taken is already full
-                let reset = if count == 0 { 0 } else { until_end };
-                let remaining = self.capacity.saturating_sub(count);
-                let snapshot = Snapshot::exact(self.capacity, remaining, reset);
-                if allowed == 1 {
-                    Decision::Allowed(snapshot)
-                } else {
-                    Decision::Denied(Denied::from_nanos(until_end, snapshot))
-                }
-            }
-        };
-        Ok(StoreReply {
-            decision,
-            server_time_nanos: server_time,
-        })
+        reply_to_decision(self.gcra, self.capacity, reply)
     }
+}
+
+/// The script's reply as its five integers: an array of exactly five
+/// integers (or integer strings), as both scripts return. Anything else
+/// (a shorter or longer array, nil, a status, text) is
+/// [`StoreError::UnexpectedReply`]; never panics.
+pub(crate) fn decode_reply(value: Value) -> Result<[i64; 5], StoreError> {
+    let values = Vec::<i64>::from_redis_value(value).map_err(|_| StoreError::UnexpectedReply)?;
+    values.try_into().map_err(|_| StoreError::UnexpectedReply)
+}
+
+/// The decision in a script's reply, for a store running `gcra` (a
+/// bucket) or, for `None`, a fixed window of `capacity`. A pure function
+/// of the reply: negative fields are [`StoreError::UnexpectedReply`],
+/// out-of-range ones saturate; never panics.
+pub(crate) fn reply_to_decision(
+    gcra: Option<Gcra>,
+    capacity: u32,
+    reply: [i64; 5],
+) -> Result<StoreReply, StoreError> {
+    // GCRA: {allowed, lead, retry_after, now_s, now_us}
+    // fixed window: {allowed, count, until_end_us, now_s, now_us}
+    let [allowed, level, wait, now_s, now_us] = reply;
+    let server_time = non_negative(now_s)?
+        .saturating_mul(1_000_000_000)
+        .saturating_add(non_negative(now_us)?.saturating_mul(1_000));
+    let decision = match gcra {
+        Some(gcra) => {
+            let snapshot = gcra.snapshot_for_lead(non_negative(level)?);
+            if allowed == 1 {
+                Decision::Allowed(snapshot)
+            } else {
+                Decision::Denied(Denied::from_nanos(non_negative(wait)?, snapshot))
+            }
+        }
+        None => {
+            let count = u32::try_from(non_negative(level)?).unwrap_or(u32::MAX);
+            let until_end = non_negative(wait)?.saturating_mul(1_000);
+            // as in-process: a window with nothing taken is already full
+            let reset = if count == 0 { 0 } else { until_end };
+            let remaining = capacity.saturating_sub(count);
+            let snapshot = Snapshot::exact(capacity, remaining, reset);
+            if allowed == 1 {
+                Decision::Allowed(snapshot)
+            } else {
+                Decision::Denied(Denied::from_nanos(until_end, snapshot))
+            }
+        }
+    };
+    Ok(StoreReply {
+        decision,
+        server_time_nanos: server_time,
+    })
+}
+
+/// The wait until `n` permits would be granted, from a peek's reply (see
+/// [`RedisStore::time_until_ready`]). Pure; never panics.
+pub(crate) fn wait_from_peek(
+    gcra: Option<Gcra>,
+    capacity: u32,
+    n: u32,
+    reply: [i64; 5],
+) -> Result<Duration, StoreError> {
+    let [_, level, until_end_us, _, _] = reply;
+    let wait = match gcra {
+        Some(gcra) => {
+            let lead = non_negative(level)?;
+            let admit_lead = match gcra.kind() {
+                BucketKind::TokenBucket => gcra_max_lead(&gcra)
+                    .saturating_sub(u64::from(n).saturating_mul(gcra.interval_nanos())),
+                BucketKind::LeakyBucket => 0,
+            };
+            lead.saturating_sub(admit_lead)
+        }
+        None => {
+            let count = non_negative(level)?;
+            if count.saturating_add(u64::from(n)) > u64::from(capacity) {
+                non_negative(until_end_us)?.saturating_mul(1_000)
+            } else {
+                0
+            }
+        }
+    };
+    Ok(Duration::from_nanos(wait))
+}
+
+fn tracing_breaker_opened() {
+    #[cfg(feature = "http")]
+    tracing::warn!("rate-limit store unreachable: circuit breaker open, the failure policy answers until a probe succeeds");
 }
 
 fn non_negative(v: i64) -> Result<u64, StoreError> {

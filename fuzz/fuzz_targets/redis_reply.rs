@@ -1,0 +1,67 @@
+//! The Redis store's handling of its Lua script's reply, without a
+//! server: any RESP bytes (parsed by the redis crate as the connection
+//! would), and any five integers, for any algorithm the store accepts.
+//! Never panics; a reply of five non-negative integers always decodes,
+//! `allowed == 1` is an admission and anything else a refusal, and
+//! `remaining` never exceeds the limit.
+#![no_main]
+
+use arbitrary::Arbitrary;
+use core::time::Duration;
+use libfuzzer_sys::fuzz_target;
+use redis::Value;
+use tollgate::fuzzing;
+use tollgate::redis::RemoteAlgorithm;
+use tollgate::{Gcra, Quota};
+
+#[derive(Debug, Arbitrary)]
+struct Input {
+    kind: u8,
+    permits: u32,
+    period_nanos: u64,
+    burst: Option<u32>,
+    resp: Vec<u8>,
+    ints: [i64; 5],
+    n: u32,
+}
+
+fuzz_target!(|input: Input| {
+    let Ok(mut quota) = Quota::new(input.permits, Duration::from_nanos(input.period_nanos)) else {
+        return;
+    };
+    let algorithm = match input.kind % 3 {
+        0 | 1 => {
+            if let Some(b) = input.burst {
+                match quota.with_burst(b) {
+                    Ok(q) => quota = q,
+                    Err(_) => return,
+                }
+            }
+            RemoteAlgorithm::Gcra(if input.kind % 3 == 0 {
+                Gcra::token_bucket(quota)
+            } else {
+                Gcra::leaky_bucket(quota)
+            })
+        }
+        _ => RemoteAlgorithm::FixedWindow(quota),
+    };
+    if let Ok(value) = redis::parse_redis_value(&input.resp) {
+        if let Ok(reply) = fuzzing::redis_reply(algorithm, value) {
+            let s = reply.decision.snapshot();
+            assert!(s.remaining() <= s.limit(), "{reply:?}");
+        }
+    }
+    let value = Value::Array(input.ints.iter().map(|&i| Value::Int(i)).collect());
+    let got = fuzzing::redis_reply(algorithm, value);
+    let fields = [input.ints[1], input.ints[2], input.ints[3], input.ints[4]];
+    if fields.iter().all(|&i| i >= 0) {
+        let reply = got.expect("five non-negative integers decode");
+        assert_eq!(reply.decision.is_allowed(), input.ints[0] == 1, "{reply:?}");
+        let s = reply.decision.snapshot();
+        assert!(s.remaining() <= s.limit(), "{reply:?}");
+    }
+    let _ = fuzzing::redis_wait(algorithm, input.n, input.ints);
+    // a reply of another length is refused, not indexed
+    let short = Value::Array(input.ints[..4].iter().map(|&i| Value::Int(i)).collect());
+    assert!(fuzzing::redis_reply(algorithm, short).is_err());
+});
