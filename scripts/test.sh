@@ -11,10 +11,12 @@
 # It uses apt-get, through sudo when not run as root. Elsewhere it stops and
 # says what to install.
 #
-# Then it runs, and sums up at the end, cargo test --workspace --all-features:
-# unit, integration, property, HTTP over real TCP, Redis against a real
-# server, doctests, and the workspace crates embassy-tests and loom-tests'
-# reference models.
+# Then it runs, and sums up at the end:
+#   1. cargo test --workspace --all-features: unit, integration, property,
+#      HTTP over real TCP, Redis against a real server, doctests, and the
+#      workspace crates embassy-tests and loom-tests' reference models;
+#   2. cargo test -p tollgate --no-default-features --lib --tests: the core
+#      without std (test files that need std or a feature are gated on it).
 #
 # The loom model checks (loom-tests/run.sh) and the firmware under QEMU
 # (examples/firmware/run-qemu.sh) have their own scripts; CI runs them too.
@@ -61,8 +63,11 @@ log=$(mktemp "${TMPDIR:-/tmp}/tollgate-test.XXXXXX")
 trap 'rm -f "$log"' EXIT
 start=$SECONDS
 
-say "cargo test --workspace --all-features"
+say "1/2 cargo test --workspace --all-features"
 cargo test --workspace --all-features 2>&1 | tee -a "$log"
+
+say "2/2 cargo test -p tollgate --no-default-features --lib --tests (the core without std)"
+cargo test -p tollgate --no-default-features --lib --tests 2>&1 | tee -a "$log"
 
 # Every test binary and doctest run prints one "test result:" line.
 summary=$(awk '/^test result:/ {

@@ -91,11 +91,7 @@ impl Routes {
     /// The index of the policy routing `method path` (`None`: no policy).
     #[must_use]
     pub fn route(&self, method: Method, path: &str) -> Option<usize> {
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .body(())
-            .ok()?;
+        let req = Request::builder().method(method).uri(path).body(()).ok()?;
         self.0.cell.load().route_of(&req, None).ok().flatten()
     }
 }
@@ -114,7 +110,10 @@ pub fn prefix_matches(prefix: &str, path: &str) -> Option<bool> {
 ///
 /// # Errors
 /// The [`StoreError`] the store would report.
-pub fn redis_reply(algorithm: RemoteAlgorithm, value: ::redis::Value) -> Result<StoreReply, StoreError> {
+pub fn redis_reply(
+    algorithm: RemoteAlgorithm,
+    value: ::redis::Value,
+) -> Result<StoreReply, StoreError> {
     let (gcra, capacity) = redis_parts(algorithm);
     let reply = crate::redis::store::decode_reply(value)?;
     crate::redis::store::reply_to_decision(gcra, capacity, reply)
@@ -125,7 +124,11 @@ pub fn redis_reply(algorithm: RemoteAlgorithm, value: ::redis::Value) -> Result<
 ///
 /// # Errors
 /// The [`StoreError`] the store would report.
-pub fn redis_wait(algorithm: RemoteAlgorithm, n: u32, reply: [i64; 5]) -> Result<Duration, StoreError> {
+pub fn redis_wait(
+    algorithm: RemoteAlgorithm,
+    n: u32,
+    reply: [i64; 5],
+) -> Result<Duration, StoreError> {
     let (gcra, capacity) = redis_parts(algorithm);
     crate::redis::store::wait_from_peek(gcra, capacity, n, reply)
 }

@@ -18,6 +18,7 @@
 //! 4 KiB: 10,000 slots × 4 KiB ≈ 40 MiB (and 60 KiB keys, 600 MiB).
 //!
 //! `TOLLGATE_FLOOD_KEYS` overrides the number of keys of each kind.
+#![cfg(feature = "http")]
 mod support;
 
 use std::convert::Infallible;
@@ -139,8 +140,14 @@ fn a_million_hostile_keys_keep_memory_fixed_and_the_throttled_client_throttled()
     let v6 = |ip: &'static str| Req::get("/v6").header("x-forwarded-for", ip);
     let victim: &'static str = Box::leak(victim_key.into_boxed_str());
     rt.block_on(async {
-        assert_eq!(support::http::send(server.addr, api(victim)).await.status, 200);
-        assert_eq!(support::http::send(server.addr, api(victim)).await.status, 429);
+        assert_eq!(
+            support::http::send(server.addr, api(victim)).await.status,
+            200
+        );
+        assert_eq!(
+            support::http::send(server.addr, api(victim)).await.status,
+            429
+        );
         let first = support::http::send(server.addr, v6("2001:db8:1:2::1")).await;
         assert_eq!(first.status, 200);
         let again = support::http::send(server.addr, v6("2001:db8:1:2:ffff::9")).await;
@@ -150,7 +157,9 @@ fn a_million_hostile_keys_keep_memory_fixed_and_the_throttled_client_throttled()
     // warm up the allocator with a few keys (far fewer than the table's
     // 10,000 slots: filling them is part of what is measured)
     let n = flood_keys();
-    let warm = drive(&layer, "/api", 100, |i, buf| header_key(i + u64::MAX / 2, buf));
+    let warm = drive(&layer, "/api", 100, |i, buf| {
+        header_key(i + u64::MAX / 2, buf)
+    });
     assert_eq!(warm, 100);
     let before = rss_bytes();
     let started = Instant::now();
@@ -159,7 +168,13 @@ fn a_million_hostile_keys_keep_memory_fixed_and_the_throttled_client_throttled()
     let after_headers = rss_bytes();
     let started = Instant::now();
     let admitted_v6 = drive(&layer, "/v6", n, |i, _| {
-        let ip = format!("2001:db8:1:2:{:x}:{:x}:{:x}:{:x}", i >> 48, (i >> 32) & 0xffff, (i >> 16) & 0xffff, i & 0xffff);
+        let ip = format!(
+            "2001:db8:1:2:{:x}:{:x}:{:x}:{:x}",
+            i >> 48,
+            (i >> 32) & 0xffff,
+            (i >> 16) & 0xffff,
+            i & 0xffff
+        );
         ("x-forwarded-for", HeaderValue::from_str(&ip).unwrap())
     });
     let v6_secs = started.elapsed().as_secs_f64();
@@ -177,7 +192,10 @@ fn a_million_hostile_keys_keep_memory_fixed_and_the_throttled_client_throttled()
         RSS_GROWTH_BOUND / 1024
     );
     // the table holds at most max_keys keys: the rest shared the overflow
-    assert!(admitted < n, "a full table of throttled keys shares one overflow bucket");
+    assert!(
+        admitted < n,
+        "a full table of throttled keys shares one overflow bucket"
+    );
     assert_eq!(admitted_v6, 0, "one /64 is one key, already throttled");
 
     rt.block_on(async {

@@ -3,6 +3,7 @@
 //! never exceed what the quota allows over any window, and the total is
 //! within one permit of burst + rate·t.
 #![cfg(feature = "tokio")]
+#![cfg(feature = "tokio")]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -2,6 +2,7 @@
 //! connections, as 4 replicas would have) hammer one key for 3 s; the total
 //! admitted by a token bucket is within one permit of `burst + rate·t`, t
 //! measured on the server's clock (a leaky bucket: never above `1 + rate·t`).
+#![cfg(feature = "redis")]
 
 mod support;
 

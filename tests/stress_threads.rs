@@ -7,6 +7,7 @@
 //! updates happened. In that order, for admissions i ≤ j, GCRA promises
 //! `Σ n · T ≤ (now_j − now_i) + capacity · T`: checked for every pair in
 //! linear time with a running minimum.
+#![cfg(feature = "std")]
 
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;

@@ -301,6 +301,7 @@
 mod backend;
 mod body;
 mod builder;
+#[cfg(feature = "config")]
 pub mod config;
 mod headers;
 pub(crate) mod key;
@@ -314,6 +315,7 @@ pub(crate) mod routing;
 pub use backend::{BoxFuture, PolicyBackend, StoreUnavailable};
 pub use body::RateLimitBody;
 pub use builder::RateLimitLayerBuilder;
+#[cfg(feature = "config")]
 pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use key::{
