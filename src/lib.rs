@@ -580,7 +580,8 @@
 //! 429 with `Retry-After` rounded up to whole seconds and the IETF
 //! `RateLimit-Policy` / `RateLimit` fields; policies can queue instead of
 //! refusing, run in dry-run mode, keep their buckets in Redis
-//! (`Policy::backend`, feature `redis`), be read from TOML or JSON, and be
+//! (`Policy::backend`, feature `redis`), be read from TOML or JSON (feature
+//! `config`), and be
 //! reloaded from the file without losing the buckets of unchanged rules.
 //!
 //! ```

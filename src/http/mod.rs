@@ -200,10 +200,10 @@
 //!
 //! # Observability
 //!
-//! `tracing` events: refusals at `debug`, dry-run decisions at `info`,
-//! missing keys (a misconfiguration) at `warn`. Counters through the
-//! `metrics` facade, named like ASP.NET Core's (see [`metrics`]),
-//! labelled with the policy name.
+//! With feature `tracing`, `tracing` events: refusals at `debug`, dry-run
+//! decisions at `info`, missing keys (a misconfiguration) at `warn`. With
+//! feature `metrics`, counters through the `metrics` facade, named like
+//! ASP.NET Core's (see [`metrics`]), labelled with the policy name.
 //!
 //! **Dry run** ([`Policy::dry_run`]): a shadow policy never changes what a
 //! client sees (nginx `limit_req_dry_run`, Envoy shadow mode). Where it
@@ -234,8 +234,8 @@
 //!
 //! # Configuration files
 //!
-//! [`LayerConfig`] reads the same settings from TOML or JSON; errors name
-//! the rule and the field (`rules[2].burst: must be at least 1`,
+//! With feature `config`, [`LayerConfig`] reads the same settings from TOML
+//! or JSON; errors name the rule and the field (`rules[2].burst: must be at least 1`,
 //! `rules[1].limit: is required with algorithm = "concurrency"`). See
 //! [`config`] for the format and the nginx mapping, and
 //! `examples/tollgate.toml`.
