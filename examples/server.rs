@@ -2,7 +2,7 @@
 //! `examples/tollgate.toml`:
 //!
 //! ```text
-//! cargo run --example server --features http
+//! cargo run --example server --features http,config,tracing
 //! for i in 1 2 3; do curl -si -X POST localhost:3000/api/login | head -n 1; done
 //! curl -si -X POST localhost:3000/api/login     # 429, Retry-After, RateLimit
 //! curl -si localhost:3000/health                # exempt: always 200

@@ -22,6 +22,17 @@
 //! The library chooses no time driver and no tick rate: the application
 //! enables one `embassy-time` driver and its `tick-hz-*` feature.
 //!
+//! # On a desktop, and the tests
+//!
+//! `examples/embassy-host` (its own crate) runs four tasks sharing one
+//! limiter on embassy-executor's `platform-std`, printing each admission
+//! with its time: `cargo run --manifest-path examples/embassy-host/Cargo.toml`.
+//! The host tests run on embassy-time's mock driver in the workspace member
+//! `embassy-tests` (its own crate so that the mock driver and the `std`
+//! driver of the example are never unified into one build; the tests share
+//! one global mock clock, so they are serialised): `cargo test -p
+//! tollgate-embassy-tests`.
+//!
 //! # Time domain
 //!
 //! The waiters pass `EmbassyClock::now()` (the time since embassy's tick 0)

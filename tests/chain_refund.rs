@@ -5,6 +5,8 @@
 //! exist only as guards), so it is no longer a chain member here: every
 //! member is time-based.
 
+#![cfg(feature = "std")] // `Box<dyn Limiter>` members
+
 use std::time::Duration;
 
 use proptest::prelude::*;

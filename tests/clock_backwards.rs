@@ -1,5 +1,5 @@
 //! Clocks that go backwards never grant extra capacity, and heal
-//! (DESIGN.md §2).
+//! (the `gcra` module docs).
 
 use core::time::Duration;
 

@@ -1,5 +1,6 @@
 //! The real clocks: they advance, report an honest resolution, and pair
 //! with quotas only when they can enforce them.
+#![cfg(feature = "std")]
 
 use std::thread::sleep;
 use std::time::{Duration, Instant};

@@ -9,9 +9,12 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+#[cfg(feature = "std")]
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
+#[cfg(feature = "std")]
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -210,7 +213,10 @@ fn is_not_a_limiter() {
     const { assert!(!Probe::<&ConcurrencyLimiter>::IS_LIMITER) };
     // the probe does see a limiter
     const { assert!(Probe::<Bucket<Gcra>>::IS_LIMITER) };
-    const { assert!(Probe::<Arc<Bucket<Gcra>>>::IS_LIMITER) };
+    #[cfg(feature = "std")] // `Limiter` for `Arc<L>` comes with `std`
+    const {
+        assert!(Probe::<Arc<Bucket<Gcra>>>::IS_LIMITER)
+    };
 }
 
 /// A waker that counts its wake-ups.
@@ -303,6 +309,7 @@ fn acquire_of_several_waits_until_enough_are_free() {
 /// On a real executor: an hour of (paused) tokio time passes without the
 /// waiter completing, and it completes within a millisecond of the drop,
 /// never before it.
+#[cfg(feature = "std")] // owned permits need `Arc`
 #[tokio::test(start_paused = true)]
 async fn a_waiting_task_completes_right_after_the_permit_is_dropped() {
     let limiter = Arc::new(ConcurrencyLimiter::with_limit(1).unwrap());
@@ -337,6 +344,7 @@ async fn a_waiting_task_completes_right_after_the_permit_is_dropped() {
     );
 }
 
+#[cfg(feature = "std")] // owned permits need `Arc`
 #[test]
 fn acquire_above_the_limit_resolves_at_once_to_capacity_exceeded() {
     let limiter = Arc::new(ConcurrencyLimiter::with_limit(3).unwrap());
@@ -457,6 +465,7 @@ fn a_waiter_above_a_lowered_limit_resolves_to_capacity_exceeded() {
     assert_eq!(limiter.in_flight(), 0);
 }
 
+#[cfg(feature = "std")] // owned permits need `Arc`
 #[test]
 fn a_dropped_pending_acquire_leaves_nothing_registered() {
     let limiter = Arc::new(ConcurrencyLimiter::with_limit(1).unwrap());
@@ -520,6 +529,7 @@ fn a_dropped_pending_acquire_leaves_nothing_registered() {
 
 /// The same with tasks: an aborted waiting task (its future dropped) does
 /// not swallow the release meant for the task behind it.
+#[cfg(feature = "std")] // owned permits need `Arc`
 #[tokio::test(start_paused = true)]
 async fn an_aborted_waiting_task_does_not_swallow_the_release() {
     let limiter = Arc::new(ConcurrencyLimiter::with_limit(1).unwrap());

@@ -5,6 +5,7 @@
 //! .NET, nginx and a user expect 3). Quotas beyond that keep `T` rounded up
 //! and never admit early. Every path that reads a TAT (snapshots, waits,
 //! refunds, idleness, sweeps, reconfiguration) agrees.
+#![cfg(feature = "std")]
 
 use core::time::Duration;
 

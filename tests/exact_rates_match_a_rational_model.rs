@@ -22,6 +22,7 @@
 //!   true time.)
 //! - Both: over every span of length `t`, a bucket admits at most
 //!   `burst + ⌊t / T⌋` permits, `T` exact.
+#![cfg(feature = "std")]
 
 use core::time::Duration;
 

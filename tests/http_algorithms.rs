@@ -2,6 +2,7 @@
 //! server: fixed and sliding windows (headers `q=limit;w=window`), an
 //! in-flight limit (no `RateLimit-Policy` item), and errors that name the
 //! field.
+#![cfg(all(feature = "http", feature = "config"))]
 
 mod support;
 

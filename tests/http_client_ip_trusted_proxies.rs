@@ -2,6 +2,7 @@
 //! trusted peer, the key is the right-most untrusted address, malformed
 //! headers never panic and never bypass. Clients connect from distinct
 //! 127.0.0.0/8 source addresses.
+#![cfg(feature = "http")]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! Configuration documents: the example TOML file loads and behaves as it
 //! says on a real server; the same rules in JSON; every kind of bad
 //! document gives an error naming the rule and the field.
+#![cfg(feature = "config")]
 
 mod support;
 

@@ -24,6 +24,7 @@
 //! http_hostile_keys_keep_memory_fixed`); 50,000 (five times the table) in
 //! a debug build, where a million 4 KiB requests take several minutes.
 //! `TOLLGATE_FLOOD_KEYS` overrides either.
+#![cfg(feature = "http")]
 mod support;
 
 use std::io::{Read, Write};

@@ -1,6 +1,7 @@
 //! Observability: `metrics` counters named like ASP.NET Core's, labelled
 //! with the policy, recorded by a real in-test recorder; dry-run (shadow)
 //! policies count what they would refuse and refuse nothing.
+#![cfg(all(feature = "http", feature = "metrics"))]
 
 mod support;
 

@@ -2,6 +2,7 @@
 //! line (bounded per key, `max_wait`), a client that disconnects frees its
 //! place, and the config file's nginx mapping gives nginx's `limit_req`
 //! timings (`nodelay`, `burst` alone, `delay=`).
+#![cfg(all(feature = "http", feature = "config", feature = "metrics"))]
 
 mod support;
 

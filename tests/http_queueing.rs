@@ -1,6 +1,7 @@
 //! Queueing mode (nginx `burst` without `nodelay`): requests over the limit
 //! wait in tollgate's queue up to `max_wait` and are served paced; a client
 //! that disconnects while queued frees its slot.
+#![cfg(all(feature = "http", feature = "metrics"))]
 
 mod support;
 

@@ -2,6 +2,7 @@
 //! rounded up (a 300 ms wait gives 1), IETF `RateLimit-Policy` / `RateLimit`
 //! structured-field lists parsed back with the `sfv` crate, and handler
 //! precedence (policy over layer).
+#![cfg(feature = "http")]
 
 mod support;
 

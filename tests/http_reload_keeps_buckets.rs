@@ -3,6 +3,7 @@
 //! carries each client's usage over by the chosen inheritance rule, new
 //! rules start fresh, removed rules stop limiting, and a bad file changes
 //! nothing. Real axum server on loopback, real HTTP client.
+#![cfg(feature = "config")]
 
 mod support;
 

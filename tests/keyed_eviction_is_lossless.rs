@@ -2,6 +2,7 @@
 //! makes exactly the decisions of an unbounded map that keeps every key's
 //! state forever, for every request sequence (monotonic time) whose live
 //! (non-refilled) keys never exceed the capacity.
+#![cfg(feature = "std")] // every table, the std ones included (keyed_support)
 
 mod keyed_support;
 

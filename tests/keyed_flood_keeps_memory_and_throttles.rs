@@ -1,6 +1,7 @@
 //! A flood of 1,000,000 distinct keys into a full table: no allocation after
 //! construction, every key throttled before the flood is still throttled
 //! after it, and the overflow policy is applied and reported.
+#![cfg(feature = "std")] // every table, the std ones included (keyed_support)
 
 mod keyed_support;
 

@@ -1,5 +1,6 @@
 //! Each std table hashes with its own random seed, so keys cannot be
 //! crafted offline to collide in every deployment.
+#![cfg(feature = "std")]
 
 use core::hash::BuildHasher;
 use std::collections::hash_map::RandomState;

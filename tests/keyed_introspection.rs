@@ -1,6 +1,7 @@
 //! Introspection: len, max_keys, every tracked key's snapshot, an explicit
 //! sweep of refilled keys; peeks never insert; bad configurations are
 //! typed errors.
+#![cfg(feature = "std")]
 
 mod keyed_support;
 

@@ -1,5 +1,6 @@
 //! When a table is full of busy keys, the overflow policy decides, and the
 //! decision reports which path it took.
+#![cfg(feature = "std")]
 
 mod keyed_support;
 

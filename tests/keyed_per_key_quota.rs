@@ -1,5 +1,6 @@
 //! Per-key quotas: a function of the key picks each key's algorithm; the
 //! table stores only state, and the default runs the shared overflow bucket.
+#![cfg(feature = "std")]
 
 mod keyed_support;
 

@@ -2,6 +2,7 @@
 //! algorithm and carries what each default key (and the shared overflow
 //! state) has used over by an `Inheritance` rule; `update_key_quota`
 //! changes one key's per-key quota and converts that key only.
+#![cfg(feature = "std")] // every table, the std ones included (keyed_support)
 
 mod keyed_support;
 

@@ -32,6 +32,7 @@
 //! Which keys hold a slot is modelled too: a new key takes a free slot; a
 //! full table first evicts every refilled key (TAT ≤ now), and a key that
 //! still finds no slot goes to the overflow policy.
+#![cfg(feature = "std")] // every table, the std ones included (keyed_support)
 
 mod keyed_support;
 

@@ -26,6 +26,7 @@
 //! The bound has teeth: with `Reset` in place of the rules above, or used
 //! amount between the bursts 4 and 2, hammered keys get three to ten times
 //! the bound.
+#![cfg(feature = "std")]
 
 mod keyed_support;
 

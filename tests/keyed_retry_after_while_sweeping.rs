@@ -10,6 +10,7 @@
 //! sweeps a full table of busy keys over and over while another checks new
 //! keys; every refusal must name a time no later than the busy keys'. The
 //! same behaviour is pinned on the other two tables.
+#![cfg(feature = "std")]
 
 mod keyed_support;
 

@@ -1,6 +1,7 @@
 //! Several threads hammering overlapping keys (real clock, tables smaller
 //! than the key set, so eviction and overflow race with checks): each key
 //! is admitted at most `burst + ⌊t / T⌋` times over the run.
+#![cfg(feature = "std")]
 
 mod keyed_support;
 

@@ -1,4 +1,4 @@
-//! Strict-pacing leaky bucket behaviour (DESIGN.md §2).
+//! Strict-pacing leaky bucket behaviour (the `gcra` module docs).
 
 use core::time::Duration;
 

@@ -6,7 +6,7 @@
 //! `i128` so nothing can overflow. The implementation keeps a single
 //! theoretical arrival time in a saturating `u64`. Equal decisions mean the
 //! GCRA formulation, its rounding and its heal rule are what the contract
-//! (DESIGN.md §2) says.
+//! (the `gcra` module docs) says.
 //!
 //! Rates are exact where the quota documents it: the model counts time in
 //! units of `1/permits` ns, so that `T = period / permits` is exactly

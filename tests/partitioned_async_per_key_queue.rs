@@ -3,6 +3,7 @@
 //! policy), a flooding key never delays another key, the line is bounded by
 //! the key's burst, a waiter that goes away gives its place back, and an
 //! unshaped policy waits for capacity up to a maximum wait.
+#![cfg(feature = "tokio")]
 
 use core::time::Duration;
 use std::sync::Arc;

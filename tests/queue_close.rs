@@ -1,5 +1,6 @@
 //! close() refuses every waiter and every later call.
 #![cfg(feature = "tokio")]
+#![cfg(feature = "tokio")]
 
 mod support;
 

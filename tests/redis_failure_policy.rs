@@ -1,6 +1,7 @@
 //! What the store does when Redis is down, frozen, restarted or loses its
 //! scripts: fail-open admits and says so, fail-closed refuses, neither waits
 //! longer than the timeout, and service resumes by itself.
+#![cfg(feature = "redis")]
 
 mod support;
 

@@ -12,6 +12,7 @@
 //! thread was checking at all (every thread descheduled: a loaded machine),
 //! measured by the threads themselves: capacity nobody asked for is lost
 //! by design, and says nothing about the bucket.
+#![cfg(feature = "std")]
 
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;

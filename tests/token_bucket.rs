@@ -1,4 +1,4 @@
-//! Token bucket behaviour pinned with a ManualClock (DESIGN.md §2).
+//! Token bucket behaviour pinned with a ManualClock (the `gcra` module docs).
 
 use std::time::Duration;
 

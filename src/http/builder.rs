@@ -94,11 +94,13 @@ impl RateLimitLayerBuilder {
         self
     }
 
+    #[cfg(feature = "config")]
     pub(crate) fn located_global(mut self, location: String, policy: Policy) -> Self {
         self.global = Some((location, policy));
         self
     }
 
+    #[cfg(feature = "config")]
     pub(crate) fn located_policy(mut self, location: String, policy: Policy) -> Self {
         self.policies.push((location, policy));
         self
@@ -113,6 +115,7 @@ impl RateLimitLayerBuilder {
         self
     }
 
+    #[cfg(feature = "config")]
     pub(crate) fn located_exempt(mut self, location: String, prefix: String) -> Self {
         self.exempt.push((location, prefix));
         self

@@ -134,6 +134,7 @@ pub(crate) fn canonical_net(net: IpNet) -> IpNet {
 
 /// Parses a trusted-proxy entry of a config file: a network
 /// (`10.0.0.0/8`) or a single address (`10.0.0.7`).
+#[cfg(any(feature = "config", test))]
 pub(crate) fn parse_net(s: &str) -> Option<IpNet> {
     s.parse::<IpNet>()
         .ok()
@@ -158,6 +159,8 @@ pub(crate) enum KeyError {
 }
 
 impl KeyError {
+    /// The reason, as the `tracing` event names it.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::NoPeerAddr => "no peer address in the request extensions",

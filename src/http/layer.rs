@@ -422,7 +422,10 @@ impl Shared {
     /// The policy's key, or what to do without one.
     fn key_of<'a>(&self, c: &Compiled, head: &RequestHead<'a>) -> Result<Extracted<'a>, NoKey> {
         key::extract(&c.policy.key, head, self.peer, &self.trusted).map_err(|e| {
+            #[cfg(feature = "tracing")]
             tracing::warn!(policy = %c.name, reason = e.as_str(), "rate limit key missing");
+            #[cfg(not(feature = "tracing"))]
+            let _ = e;
             match c.missing_key {
                 MissingKey::Allow => NoKey::Allow,
                 MissingKey::Reject(status) => NoKey::Reject(status),
@@ -448,13 +451,17 @@ impl Shared {
         match stores.try_acquire_key(c.slot, key, 1, now) {
             Ok(a) if a.delay.is_zero() || !c.policy.dry_run => Charge::Admitted(Some(a)),
             Ok(a) => {
+                #[cfg(feature = "tracing")]
                 tracing::info!(policy = %c.name, delay_ms = a.delay.as_millis() as u64, "dry run: would delay");
                 c.metrics.dry_run.increment(1);
                 stores.cancel(a.lease, now);
                 Charge::Admitted(None)
             }
             Err(refusal) if c.policy.dry_run => {
+                #[cfg(feature = "tracing")]
                 tracing::info!(policy = %c.name, retry_after_ms = refusal.retry_after().as_millis() as u64, "dry run: would refuse");
+                #[cfg(not(feature = "tracing"))]
+                let _ = refusal;
                 c.metrics.dry_run.increment(1);
                 Charge::Admitted(None)
             }
@@ -724,7 +731,10 @@ where
                             Ok(d) => match d.into_decision() {
                                 Decision::Allowed(s) => Ok(Some(s)),
                                 Decision::Denied(denied) if c.policy.dry_run => {
+                                    #[cfg(feature = "tracing")]
                                     tracing::info!(policy = %c.name, retry_after_ms = denied.retry_after().as_millis() as u64, "dry run: would refuse");
+                                    #[cfg(not(feature = "tracing"))]
+                                    let _ = denied;
                                     c.metrics.dry_run.increment(1);
                                     Ok(None)
                                 }

@@ -14,9 +14,14 @@
 //! passed at once); `queued_requests` counts the requests waiting their
 //! turn, and `request_canceled` those whose client went away meanwhile.
 //! The handles are registered when the layer is built: install the
-//! recorder first.
+//! recorder first. Without feature `metrics` nothing is recorded and the
+//! `metrics` crate is not a dependency; the names below stay.
 
+#[cfg(feature = "metrics")]
 use metrics::{Counter, Gauge, Histogram};
+#[cfg(not(feature = "metrics"))]
+use noop::{Counter, Gauge, Histogram};
+#[cfg(feature = "metrics")]
 use std::string::ToString;
 
 /// Name of the requests counter.
@@ -36,6 +41,7 @@ pub(crate) struct PolicyMetrics {
     pub(crate) time_in_queue: Histogram,
 }
 
+#[cfg(feature = "metrics")]
 impl PolicyMetrics {
     pub(crate) fn new(policy: &str) -> Self {
         let requests = |result: &'static str| metrics::counter!(REQUESTS, "policy" => policy.to_string(), "result" => result);
@@ -48,5 +54,43 @@ impl PolicyMetrics {
             queued: metrics::gauge!(QUEUED_REQUESTS, "policy" => policy.to_string()),
             time_in_queue: metrics::histogram!(TIME_IN_QUEUE, "policy" => policy.to_string()),
         }
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+impl PolicyMetrics {
+    pub(crate) fn new(_policy: &str) -> Self {
+        Self {
+            acquired: Counter,
+            global_limiter: Counter,
+            endpoint_limiter: Counter,
+            request_canceled: Counter,
+            dry_run: Counter,
+            queued: Gauge,
+            time_in_queue: Histogram,
+        }
+    }
+}
+
+/// Handles that record nothing, with the methods the layer calls, so that
+/// the layer's code is the same with and without feature `metrics`.
+#[cfg(not(feature = "metrics"))]
+mod noop {
+    pub(crate) struct Counter;
+    impl Counter {
+        #[inline(always)]
+        pub(crate) fn increment(&self, _: u64) {}
+    }
+    pub(crate) struct Gauge;
+    impl Gauge {
+        #[inline(always)]
+        pub(crate) fn increment(&self, _: f64) {}
+        #[inline(always)]
+        pub(crate) fn decrement(&self, _: f64) {}
+    }
+    pub(crate) struct Histogram;
+    impl Histogram {
+        #[inline(always)]
+        pub(crate) fn record(&self, _: f64) {}
     }
 }

@@ -215,10 +215,10 @@
 //!
 //! # Observability
 //!
-//! `tracing` events: refusals at `debug`, dry-run decisions at `info`,
-//! missing keys (a misconfiguration) at `warn`. Counters through the
-//! `metrics` facade, named like ASP.NET Core's (see [`metrics`]),
-//! labelled with the policy name.
+//! With feature `tracing`, `tracing` events: refusals at `debug`, dry-run
+//! decisions at `info`, missing keys (a misconfiguration) at `warn`. With
+//! feature `metrics`, counters through the `metrics` facade, named like
+//! ASP.NET Core's (see [`metrics`]), labelled with the policy name.
 //!
 //! **Dry run** ([`Policy::dry_run`]): a shadow policy never changes what a
 //! client sees (nginx `limit_req_dry_run`, Envoy shadow mode). Where it
@@ -249,11 +249,49 @@
 //!
 //! # Configuration files
 //!
-//! [`LayerConfig`] reads the same settings from TOML or JSON; errors name
-//! the rule and the field (`rules[2].burst: must be at least 1`,
+//! With feature `config`, [`LayerConfig`] reads the same settings from TOML
+//! or JSON; errors name the rule and the field (`rules[2].burst: must be at least 1`,
 //! `rules[1].limit: is required with algorithm = "concurrency"`). See
 //! [`config`] for the format and the nginx mapping, and
 //! `examples/tollgate.toml`.
+//!
+//! # Every option, one example each
+//!
+//! Layer (`RateLimitLayer::builder()`):
+//!
+//! | option | example | default |
+//! |---|---|---|
+//! | global limiter | `.global(Policy::token_bucket("global", Quota::per_second(1000)?))` | none |
+//! | a route policy | `.policy(Policy::token_bucket("api", Quota::per_minute(100)?).prefix("/api"))` | none |
+//! | several policies | `.policies([api, login])` | |
+//! | exempt prefix | `.exempt("/health")` | none |
+//! | trusted proxies | `.trusted_proxies(["10.0.0.0/8".parse()?])` | none (forwarding headers ignored) |
+//! | where the peer address is | `.peer_addr(\|ext\| ext.get::<ConnectInfo<SocketAddr>>().map(\|c\| c.0))` | a `SocketAddr` extension |
+//! | refusal status | `.status(StatusCode::SERVICE_UNAVAILABLE)` | 429 |
+//! | key cannot be extracted | `.missing_key(MissingKey::Allow)` | `MissingKey::Reject(500)` |
+//! | rejection handler | `.on_rejected(\|r\| Response::builder().status(r.status).body(format!("slow down ({})", r.policy)).unwrap())` | empty body |
+//! | headers on admitted responses | `.headers_on_success(true)` | refusals only |
+//! | a policy for axum routes | `router.route_layer(layer.policy("writes").unwrap())` | |
+//!
+//! Policy (`Policy::token_bucket(name, quota)`, `Policy::leaky_bucket(name, quota)`,
+//! `Policy::fixed_window(name, limit, window)`, `Policy::sliding_window(name, limit, window)`,
+//! `Policy::concurrency(name, limit)`):
+//!
+//! | option | example | default |
+//! |---|---|---|
+//! | path prefix | `.prefix("/api/login")` | none (only by name) |
+//! | methods | `.methods([Method::POST])` | all |
+//! | key: shared | `.key(KeySource::Global)` | yes |
+//! | key: peer IP | `.key(KeySource::PeerIp)` | |
+//! | key: client IP behind proxies | `.key(KeySource::ClientIp(ForwardedHeader::XForwardedFor))` | |
+//! | key: header | `.key(KeySource::Header(HeaderName::from_static("x-api-key")))` | |
+//! | key: closure | `.key(KeySource::custom(\|h\| Some(PartitionKey::Bytes(h.uri.path().as_bytes().into()))))` | |
+//! | keys tracked | `.max_keys(50_000)` | 10 000 |
+//! | queueing (per key, buckets only) | `.queue(Duration::from_secs(2), 20)` | refuse at once |
+//! | dry run | `.dry_run(true)` | off |
+//! | missing key for this policy | `.missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED))` | the layer's |
+//! | rejection handler for this policy | `.on_rejected(\|r\| Response::new(format!("retry in {:?}", r.retry_after)))` | the layer's |
+//! | buckets in a shared store (Redis) | `.backend(Arc::new(RedisStore::connect(url, RedisConfig::token_bucket(quota)).await?))` | in process |
 //!
 //! # Service requirements and per-request cost
 //!
@@ -278,6 +316,7 @@
 mod backend;
 mod body;
 mod builder;
+#[cfg(feature = "config")]
 pub mod config;
 mod headers;
 pub(crate) mod key;
@@ -291,6 +330,7 @@ pub(crate) mod routing;
 pub use backend::{BoxFuture, PolicyBackend, StoreUnavailable};
 pub use body::RateLimitBody;
 pub use builder::RateLimitLayerBuilder;
+#[cfg(feature = "config")]
 pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use key::{

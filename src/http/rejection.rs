@@ -64,6 +64,7 @@ impl Shared {
         wait: Duration,
     ) -> Response<RateLimitBody<R>> {
         let wait_nanos = duration_to_nanos(wait);
+        #[cfg(feature = "tracing")]
         tracing::debug!(policy = %refusing.name, global, retry_after_ms = wait_nanos / 1_000_000, "request rate limited");
         let handler = refusing
             .policy

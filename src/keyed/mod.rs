@@ -89,10 +89,76 @@
 //!
 //! # Choosing the capacity
 //!
-//! Size the table for the number of keys that can be *busy* at once: keys
-//! seen within one refill period (`burst × interval` for a token bucket).
-//! Keys that have refilled free their slots on demand. About 24 bytes per
-//! tracked `u64` key for the `std` tables.
+//! Size the table for the keys that can be **busy at once**: those seen within
+//! one refill time (`burst × interval` for a token bucket, e.g. 10 s for
+//! 10/s with burst 100). Keys that have refilled give their slot back on
+//! demand. The sharded table spreads keys over shards by hash, each holding
+//! `capacity / shards` keys (at most 4,095); size with ~15 % headroom so one
+//! shard does not fill early.
+//!
+//! Memory (`ShardedKeyedTable`, `u64` key, GCRA state), allocated once at
+//! construction: entries are stored inline in buckets of 4 (72 bytes), with
+//! 10 % spare slots so probes stay short: **18 bytes per slot, 19.8 bytes per
+//! key of capacity, 23.4 bytes per tracked key at 85 % occupancy** (measured by
+//! a counting allocator in the bench; governor 0.10 measured in the same run:
+//! 22-28 bytes per key, growing with traffic). For another key type, a slot
+//! costs `size_of::<(K, GcraState)>() + 2` bytes, times 1.1. 100,000 IPv4
+//! clients at 85 % ≈ 2.3 MB. `LockFreeGcraTable`: 16 bytes per slot with 25 %
+//! spare slots, 20 bytes per key of capacity, 23.6 per tracked key at 85 %
+//! (measured). The heapless table costs about
+//! `N × (size_of::<(K, State)>() + 8)` bytes of static RAM.
+//!
+//! # Performance
+//!
+//! `cargo bench --bench keyed` measures tollgate and governor 0.10's default
+//! keyed limiter (`RateLimiter::dashmap_with_clock`, a `DashMap` with SipHash)
+//! on the same work in one run: a fake clock read on every check on both sides
+//! (tollgate `ManualClock`, governor `FakeRelativeClock`, both advanced 1 ms
+//! every 1,024 checks), quota 1,000,000/s with burst 1,000 (mostly
+//! admissions), every key inserted before measuring, keys visited in a fixed
+//! shuffled order (sorted order is also printed). This 2-core machine is
+//! shared with other builds (load average 5-9 during the runs), so the figures
+//! below are the **minimum over 41 interleaved rounds** of 200,000 checks
+//! (tollgate and governor alternating), printed by the bench before the
+//! criterion groups; single criterion medians on this machine swing by 2x and
+//! are not quoted.
+//!
+//! | work | `LockFreeGcraTable` | `ShardedKeyedTable` | governor | ratio lock-free / governor | ratio sharded / governor |
+//! |---|---|---|---|---|---|
+//! | 1 hot key | 14.3-14.4 ns | 22.6-23.8 ns | 24.7-25.4 ns | 0.57-0.58 | 0.91-0.94 |
+//! | 10,000 keys | 24.4-25.8 ns | 27.8-28.5 ns | 26.2-26.9 ns | 0.93-0.96 | 1.06 |
+//! | 100,000 keys | 38.8-41.9 ns | 44.0-45.1 ns | 46.2-49.9 ns | 0.78-0.91 | 0.90-0.95 |
+//! | 100,000 keys, 2 threads | 40.6-57.3 ns | 44.2-47.1 ns | 44.5-51.8 ns | 0.91-1.11 | 0.91-0.99 |
+//!
+//! (two runs of the 41-round summary; with keys in sorted order governor's map
+//! gains locality and the 100,000-key ratios are 1.06-1.08 and 1.15-1.18.)
+//!
+//! | memory per tracked `u64` key (counting allocator) | 10,000 keys | 100,000 keys |
+//! |---|---|---|
+//! | `ShardedKeyedTable` (capacity at 85 % occupancy) | 23.5 B | 23.4 B |
+//! | `LockFreeGcraTable` (capacity at 85 % occupancy) | 23.6 B | 23.6 B |
+//! | governor (grows with traffic, shrinks only by `retain_recent`) | 28.0 B | 22.3 B |
+//!
+//! What the figures say:
+//! - Memory: both std tables hold the target (at most 24 bytes per
+//!   tracked key), fixed up front; governor's map is about as dense once
+//!   grown, but grows with every new key (an attacker's flood included).
+//! - One hot key: the lock-free table's check is one hash, one 128-bit load
+//!   and one 128-bit compare-and-swap, about 0.57x governor's (which takes a
+//!   read lock, hashes with SipHash and swaps). The sharded table pays a read
+//!   lock like governor.
+//! - 10,000 and 100,000 keys: every implementation misses the cache once per
+//!   check on a table of a few MB, and that latency dominates: 0.78-0.96x
+//!   governor for the lock-free table, 0.90-1.06x for the sharded one. **The target (at most 0.5x governor at 100,000 keys) is
+//!   not met.** Reaching it would need less than one cache miss per check
+//!   (a table that fits in L2, i.e. well under 10 bytes per key), which exact
+//!   per-key state does not allow.
+//! - The sharded table is the general one (any key, any limiter state); the
+//!   lock-free table is the fast path for GCRA with word-sized keys.
+//! - Under a flood of new keys against a table full of busy keys, each
+//!   request is answered by the overflow policy without the write lock or any
+//!   sweep: about 54 ns (sharded) and 44 ns (lock-free) per request at 100,000
+//!   keys (`flood of new keys` line of the bench); memory does not move.
 //!
 //! # Changing quotas while running
 //!

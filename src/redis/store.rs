@@ -697,7 +697,7 @@ pub(crate) fn wait_from_peek(
 }
 
 fn tracing_breaker_opened() {
-    #[cfg(feature = "http")]
+    #[cfg(feature = "tracing")]
     tracing::warn!("rate-limit store unreachable: circuit breaker open, the failure policy answers until a probe succeeds");
 }
 

@@ -1,9 +1,13 @@
 //! Helpers shared by the test binaries (each uses a different subset).
 #![allow(dead_code)]
 
+#[cfg(feature = "http")]
 pub mod http;
+#[cfg(all(feature = "http", feature = "metrics"))]
 pub mod recorder;
+#[cfg(feature = "redis")]
 mod redis_server;
+#[cfg(feature = "redis")]
 #[allow(unused_imports)] // only the redis_* binaries use it
 pub use redis_server::*;
 

@@ -196,7 +196,8 @@ fn spawn(port: u16, extra: &[&str]) -> Option<Spawned> {
         Ok(child) => child,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
             "redis-server is not on PATH: these tests need a real Redis \
-             (Debian/Ubuntu: apt-get install -y redis-server); they do not skip"
+             and do not skip; scripts/test.sh installs it (Debian/Ubuntu) \
+             and runs every test"
         ),
         Err(e) => panic!("could not spawn redis-server: {e}"),
     };
