@@ -36,7 +36,7 @@ command -v redis-server >/dev/null || {
 }
 
 echo "building the demo server and the soak driver (release)"
-cargo build --release --features http --example server --example soak >"$out/build.log" 2>&1 || {
+cargo build --release --features http,config,tracing,redis --example server --example soak >"$out/build.log" 2>&1 || {
   tail -40 "$out/build.log" >&2
   exit 2
 }

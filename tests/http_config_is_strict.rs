@@ -1,6 +1,7 @@
 //! Config mistakes that used to start a server with a silently wrong limit
 //! are errors naming the field (issue 19, item 2): one case per mistake
 //! the issue lists, in TOML and, where the shape differs, in JSON.
+#![cfg(feature = "config")]
 
 use tollgate::http::{ConfigErrorKind, LayerConfig};
 

@@ -14,6 +14,7 @@
 //! three: the sharded table repairs the poisoned shard; the lock-free
 //! table's sweep and conversion finish (close the holes, unfreeze the
 //! slots, make their sequence counters even) on unwind.
+#![cfg(feature = "std")]
 
 use std::hash::{BuildHasher, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
