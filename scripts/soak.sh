@@ -18,6 +18,7 @@
 #   scripts/soak.sh 0.5             # 30 seconds (what .ci/run runs)
 #   SOAK_FAILURE=closed scripts/soak.sh 2
 #   SOAK_CONNECTIONS=50 (default)
+#   SOAK_PROFILE=dev scripts/soak.sh 0.5   # a debug build (default: release)
 #
 # Needs redis-server on PATH. Logs: target/soak/.
 set -euo pipefail
@@ -35,8 +36,15 @@ command -v redis-server >/dev/null || {
   exit 2
 }
 
-echo "building the demo server and the soak driver (release)"
-cargo build --release --features http,config,tracing,redis --example server --example soak >"$out/build.log" 2>&1 || {
+# release unless SOAK_PROFILE says otherwise (.ci/run: dev, the build its
+# http example step already made, instead of a release build from scratch)
+profile="${SOAK_PROFILE:-release}"
+case "$profile" in
+  dev) bin=target/debug/examples ;;
+  *) bin="target/$profile/examples" ;;
+esac
+echo "building the demo server and the soak driver ($profile)"
+cargo build --profile "$profile" --features http,config,tracing,redis --example server --example soak >"$out/build.log" 2>&1 || {
   tail -40 "$out/build.log" >&2
   exit 2
 }
@@ -92,7 +100,7 @@ cleanup() {
 trap cleanup EXIT
 
 TOLLGATE_ADDR="127.0.0.1:$server_port" TOLLGATE_LOG=warn \
-  target/release/examples/server "$rules" >"$out/server.log" 2>&1 &
+  "$bin/server" "$rules" >"$out/server.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 100); do
   if (exec 3<>"/dev/tcp/127.0.0.1/$server_port") 2>/dev/null; then break; fi
@@ -101,7 +109,7 @@ done
 
 echo "soak: ${seconds}s, $connections connections, fail-$failure, server pid $server_pid on :$server_port, redis on :$redis_port"
 status=0
-target/release/examples/soak \
+"$bin/soak" \
   --addr "127.0.0.1:$server_port" \
   --server-pid "$server_pid" \
   --redis-port "$redis_port" \
