@@ -64,10 +64,10 @@ trap 'rm -f "$log"' EXIT
 start=$SECONDS
 
 say "1/2 cargo test --workspace --all-features"
-cargo test --workspace --all-features 2>&1 | tee -a "$log"
+cargo test --workspace --all-features --no-fail-fast 2>&1 | tee -a "$log"
 
 say "2/2 cargo test -p tollgate --no-default-features --lib --tests (the core without std)"
-cargo test -p tollgate --no-default-features --lib --tests 2>&1 | tee -a "$log"
+cargo test -p tollgate --no-default-features --lib --tests --no-fail-fast 2>&1 | tee -a "$log"
 
 # Every test binary and doctest run prints one "test result:" line.
 summary=$(awk '/^test result:/ {
