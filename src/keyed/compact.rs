@@ -1,77 +1,5 @@
-//! The compact keyed table: 8 bytes per slot, for very many keys.
-//!
-//! Each slot is one `AtomicU64`: a 31-bit **fingerprint** of the key's
-//! hash, one bit saying whether the entry sits in its home group or spilled
-//! into the next one, and the bucket's TAT as a 32-bit tick count of a
-//! [`TickGcra`] (see [`crate::tick`] for how a 32-bit TAT stays exact
-//! across the wrap). The key itself is not stored: 1,000,000 keys take
-//! 12 MB (8 bytes per slot, 1.5 slots per key of capacity).
-//!
-//! Slots come in groups of [`GROUP_SLOTS`] (two cache lines). A key's hash
-//! picks its home group and its fingerprint; its entry lives in the home
-//! group, or, if that is full, in the next group marked "spilled". A check
-//! of a tracked key scans those two groups for its (fingerprint, spilled)
-//! tag, steps the GCRA on the slot's TAT and installs the result with one
-//! compare-and-swap on the whole word; a refusal writes nothing. A new key
-//! is inserted under one of [`INSERT_STRIPES`] mutexes chosen by its home
-//! group, after a second scan, so one key never gets two entries.
-//!
-//! # Fingerprint collisions
-//!
-//! Two keys with the same home group and the same 31-bit fingerprint are
-//! one entry to the table: they **share one bucket**. Neither ever gets more
-//! than its quota (together they get one quota), and a key never moves
-//! from one bucket to another: an entry is found only by its exact tag, and
-//! at most one entry per tag and home group exists. A new key shares with an
-//! existing one with probability `m / 2³¹`, where `m` is the number of
-//! tracked keys whose home group is its own: on average `16·α` at load
-//! factor `α` (tracked keys / slots). So, per new key:
-//!
-//! | load factor `α` (tracked keys per slot) | keys sharing its home group, on average | chance it shares a bucket |
-//! |---|---|---|
-//! | 0.25 | 4 | 1.9 × 10⁻⁹ |
-//! | 0.50 | 8 | 3.7 × 10⁻⁹ |
-//! | 0.667 (the table at `max_keys`) | 10.7 | 5.0 × 10⁻⁹ |
-//!
-//! and over a whole table of `N` tracked keys the expected number of
-//! sharing pairs is about `N · 16·α / 2³²` (0.0025 for a million keys at
-//! `max_keys`). Spilled entries add nothing: they are tagged, and match
-//! only keys of their own home group. The hash is seeded per table
-//! ([`RandomSeed`]), so an attacker cannot aim collisions without the seed.
-//!
-//! # Eviction, overflow, time
-//!
-//! A slot whose bucket has been full for at least the heal threshold
-//! (default one second, [`TickGcra::with_heal_threshold`]) may be taken by
-//! a new key of its group pair: lossless, since no caller whose `now` is
-//! stale by less than the threshold can see that bucket as busy. A key
-//! whose two groups hold no empty or such slot (or a table at `max_keys`
-//! with no such slot) is answered by the [`OverflowPolicy`]: below
-//! `max_keys` that happens to few keys (filling a table of 1,000,000 keys
-//! to `max_keys`, 867 keys, 0.09 %, found both groups full; the test
-//! `keyed_compact_table` pins at most 0.2 %); its `Deny`
-//! `retry_after` is an upper bound on the time until a slot of its groups
-//! frees up. A bucket left untouched for longer than the tick horizon
-//! ([`TickGcra::horizon_ticks`]) may read as busy for a while (it only
-//! ever refuses, never admits more); keep the tick rate low enough that
-//! the horizon exceeds how long keys sit idle, or call
-//! [`KeyedLimiter::evict_refilled`] periodically.
-//!
-//! # What it does not do
-//!
-//! - Keys are not stored, so [`KeyedLimiter::for_each_snapshot`] cannot
-//!   name them: it visits nothing. [`KeyedLimiter::len`] counts entries
-//!   (keys sharing a bucket count once).
-//! - Every key runs the table's default algorithm: there are no per-key
-//!   quotas ([`KeyedLimiter::update_key_quota`] calls `update` and changes
-//!   nothing else), and the builder's `shards` setting is ignored.
-//! - Its algorithm is a [`TickGcra`]: pick a tick rate for which
-//!   `burst × interval + heal threshold` stays under 2³¹ ticks (1 MHz
-//!   serves intervals up to about half an hour with the default threshold).
-//!
-//! Checks never wait for inserts or for each other; a
-//! [`reconfigure`](KeyedLimiter::reconfigure) takes every insert mutex and
-//! converts each slot, and checks that meet it wait for it to end.
+//! The compact keyed table: 8 bytes per slot, for very many keys (see
+//! [`CompactKeyedTable`]).
 
 use core::hash::{BuildHasher, Hash};
 use core::marker::PhantomData;
@@ -160,10 +88,80 @@ struct Home {
 
 /// A fixed-capacity keyed GCRA table of 8-byte slots (feature `std`): a
 /// key fingerprint and a 32-bit [`TickGcra`] TAT per slot, for very many
-/// keys. See the [module documentation](self) for the layout, the
-/// fingerprint collision rate at each load factor (two colliding keys share
-/// one bucket, never more than one quota between them) and what it does
-/// not do (no per-key quotas, keys not listable).
+/// keys.
+///
+/// Each slot is one `AtomicU64`: a 31-bit **fingerprint** of the key's
+/// hash, one bit saying whether the entry sits in its home group or spilled
+/// into the next one, and the bucket's TAT as a 32-bit tick count of a
+/// [`TickGcra`] (see [`crate::tick`](crate::tick) for how a 32-bit TAT stays exact
+/// across the wrap). The key itself is not stored: 1,000,000 keys take
+/// 12 MB (8 bytes per slot, 1.5 slots per key of capacity).
+///
+/// Slots come in groups of [`GROUP_SLOTS`] (two cache lines). A key's hash
+/// picks its home group and its fingerprint; its entry lives in the home
+/// group, or, if that is full, in the next group marked "spilled". A check
+/// of a tracked key scans those two groups for its (fingerprint, spilled)
+/// tag, steps the GCRA on the slot's TAT and installs the result with one
+/// compare-and-swap on the whole word; a refusal writes nothing. A new key
+/// is inserted under one of [`INSERT_STRIPES`] mutexes chosen by its home
+/// group, after a second scan, so one key never gets two entries.
+///
+/// # Fingerprint collisions
+///
+/// Two keys with the same home group and the same 31-bit fingerprint are
+/// one entry to the table: they **share one bucket**. Neither ever gets more
+/// than its quota (together they get one quota), and a key never moves
+/// from one bucket to another: an entry is found only by its exact tag, and
+/// at most one entry per tag and home group exists. A new key shares with an
+/// existing one with probability `m / 2³¹`, where `m` is the number of
+/// tracked keys whose home group is its own: on average `16·α` at load
+/// factor `α` (tracked keys / slots). So, per new key:
+///
+/// | load factor `α` (tracked keys per slot) | keys sharing its home group, on average | chance it shares a bucket |
+/// |---|---|---|
+/// | 0.25 | 4 | 1.9 × 10⁻⁹ |
+/// | 0.50 | 8 | 3.7 × 10⁻⁹ |
+/// | 0.667 (the table at `max_keys`) | 10.7 | 5.0 × 10⁻⁹ |
+///
+/// and over a whole table of `N` tracked keys the expected number of
+/// sharing pairs is about `N · 16·α / 2³²` (0.0025 for a million keys at
+/// `max_keys`). Spilled entries add nothing: they are tagged, and match
+/// only keys of their own home group. The hash is seeded per table
+/// ([`RandomSeed`]), so an attacker cannot aim collisions without the seed.
+///
+/// # Eviction, overflow, time
+///
+/// A slot whose bucket has been full for at least the heal threshold
+/// (default one second, [`TickGcra::with_heal_threshold`]) may be taken by
+/// a new key of its group pair: lossless, since no caller whose `now` is
+/// stale by less than the threshold can see that bucket as busy. A key
+/// whose two groups hold no empty or such slot (or a table at `max_keys`
+/// with no such slot) is answered by the [`OverflowPolicy`]: below
+/// `max_keys` that happens to few keys (filling a table of 1,000,000 keys
+/// to `max_keys`, 867 keys, 0.09 %, found both groups full; the test
+/// `keyed_compact_table` pins at most 0.2 %); its `Deny`
+/// `retry_after` is an upper bound on the time until a slot of its groups
+/// frees up. A bucket left untouched for longer than the tick horizon
+/// ([`TickGcra::horizon_ticks`]) may read as busy for a while (it only
+/// ever refuses, never admits more); keep the tick rate low enough that
+/// the horizon exceeds how long keys sit idle, or call
+/// [`KeyedLimiter::evict_refilled`] periodically.
+///
+/// # What it does not do
+///
+/// - Keys are not stored, so [`KeyedLimiter::for_each_snapshot`] cannot
+///   name them: it visits nothing. [`KeyedLimiter::len`] counts entries
+///   (keys sharing a bucket count once).
+/// - Every key runs the table's default algorithm: there are no per-key
+///   quotas ([`KeyedLimiter::update_key_quota`] calls `update` and changes
+///   nothing else), and the builder's `shards` setting is ignored.
+/// - Its algorithm is a [`TickGcra`]: pick a tick rate for which
+///   `burst × interval + heal threshold` stays under 2³¹ ticks (1 MHz
+///   serves intervals up to about half an hour with the default threshold).
+///
+/// Checks never wait for inserts or for each other; a
+/// [`reconfigure`](KeyedLimiter::reconfigure) takes every insert mutex and
+/// converts each slot, and checks that meet it wait for it to end.
 ///
 /// 12 bytes per key of capacity (1.5 slots of 8 bytes), allocated once.
 /// A check of a tracked key takes no lock: one hash, a scan of at most two
@@ -331,7 +329,7 @@ impl<K: ?Sized, S> CompactKeyedTable<K, S> {
     fn begin(&self) -> (u64, TickGcra) {
         loop {
             let epoch = self.epoch.load(Ordering::Acquire);
-            if epoch % 2 == 0 {
+            if epoch.is_multiple_of(2) {
                 return (epoch, self.config.load());
             }
             self.wait_for_reconfiguration();
