@@ -230,8 +230,17 @@ fn bytes_per_key() {
             for k in 0..keys {
                 let _ = t.check(&k, Timestamp::ZERO);
             }
-            // fingerprint collisions merge keys: about N·10.7/2³² pairs
-            assert!(t.len() as u64 + 2 >= keys, "{} tracked", t.len());
+            // about 0.1 % find both their groups full (overflow), and
+            // fingerprint collisions merge about N·10.7/2³² pairs
+            assert!(
+                t.len() as u64 + keys / 500 + 2 >= keys,
+                "{} tracked",
+                t.len()
+            );
+            println!(
+                "FIGURE keyed_compact_untracked_at_max_keys_{keys} {} keys of {keys} overflowed or shared when filled to max_keys",
+                keys - t.len() as u64
+            );
             Box::new(t)
         });
         let governor_b = measure(&|| {
