@@ -65,8 +65,8 @@ fn deny_quota() -> (Quota, GovQuota) {
 }
 
 /// One clock read, one load, one compare-exchange: the least any atomic
-/// limiter reading a clock can do.
-#[inline(never)]
+/// limiter reading a clock can do (inlined, as the limiters are).
+#[inline]
 fn floor<C: Clock>(clock: &C, word: &AtomicU64) -> bool {
     let now = clock.now().as_nanos();
     let cur = word.load(Ordering::Relaxed);
