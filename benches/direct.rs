@@ -1,28 +1,46 @@
-//! Direct (single-limiter) checks: tollgate against governor on the same
-//! clock in the same process, plus the floor (one clock read and one
-//! compare-exchange), so the ratios are comparable on a noisy machine.
+//! Direct (single-limiter) checks, called exactly as README.md and the crate
+//! docs show them, against governor's `check()` on the same clock in the
+//! same process, plus the floor (one clock read and one compare-exchange),
+//! so the ratios are comparable on a noisy machine.
 //!
-//! `cargo bench --bench direct`. Groups are named `direct/<clock>/<case>`,
-//! each with `tollgate`, `governor` and `floor` entries.
+//! `cargo bench --bench direct` (about 2 minutes). Groups:
 //!
-//! Clocks: `passed` = time passed in (tollgate `ManualClock`, governor
-//! `FakeRelativeClock`: both one relaxed atomic load); `std` = tollgate
-//! `StdClock` vs governor `MonotonicClock` (both `std::time::Instant`);
-//! `quanta` = both crates' `QuantaClock` (the same TSC read and scaling).
+//! - `direct/<clock>/<allow|deny>`, entries:
+//!   - `tollgate try_acquire`: `RateLimiter::try_acquire().is_allowed()`;
+//!   - `tollgate check(now)`: `bucket.check(clock.now()).is_allowed()` on a
+//!     `Bucket<Gcra>`;
+//!   - `governor check`: `RateLimiter::check().is_ok()` (governor 0.10);
+//!   - `floor`: `clock.now()`, one load and one compare-exchange.
+//!
+//!   Every entry reads its clock once per call. Clocks: `passed` = time
+//!   passed in from a fake clock (tollgate `ManualClock`, governor
+//!   `FakeRelativeClock`: both one relaxed atomic load behind a pointer);
+//!   `std` = tollgate `StdClock` vs governor `MonotonicClock` (both
+//!   `std::time::Instant`); `quanta` = both crates' `QuantaClock` (the same
+//!   TSC read and scaling).
+//! - `threads/one_bucket`: two threads on one shared limiter (quanta
+//!   clocks), tollgate `try_acquire` against governor `check`; time per
+//!   call per thread.
+//! - `threads/distinct_buckets`: `try_acquire` on one thread, then on two
+//!   threads with a limiter each (own cache lines); scaling is `2 × (one
+//!   thread) / (two threads)`.
+//! - `direct/passed/<algorithm>`: the other algorithms (no governor peer)
+//!   against the floor.
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, Criterion};
+use criterion::{criterion_group, BenchmarkGroup, Criterion};
 use governor::clock::{
     Clock as GovClock, FakeRelativeClock, MonotonicClock, QuantaClock as GovQuanta,
 };
 use governor::{Quota as GovQuota, RateLimiter as GovLimiter};
 use tollgate::{
-    Bucket, Clock, ConcurrencyLimiter, FixedWindow, ManualClock, QuantaClock, Quota, RateLimiter,
-    SlidingWindow, StdClock, Timestamp,
+    Bucket, Clock, ConcurrencyLimiter, FixedWindow, Limiter, ManualClock, QuantaClock, Quota,
+    RateLimiter, SlidingWindow, StdClock, Timestamp,
 };
 
 fn nz(n: u32) -> NonZeroU32 {
@@ -46,11 +64,20 @@ fn deny_quota() -> (Quota, GovQuota) {
     )
 }
 
+/// One clock read, one load, one compare-exchange: the least any atomic
+/// limiter reading a clock can do (inlined, as the limiters are).
+#[inline]
 fn floor<C: Clock>(clock: &C, word: &AtomicU64) -> bool {
     let now = clock.now().as_nanos();
     let cur = word.load(Ordering::Relaxed);
     word.compare_exchange(cur, cur.max(now) + 1, Ordering::Relaxed, Ordering::Relaxed)
         .is_ok()
+}
+
+fn settings(g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>) {
+    g.sample_size(30)
+        .measurement_time(Duration::from_millis(1200))
+        .warm_up_time(Duration::from_millis(300));
 }
 
 fn clock_group<TC, GC>(c: &mut Criterion, name: &str, tclock: TC, gclock: GC)
@@ -59,27 +86,88 @@ where
     GC: GovClock + Clone,
 {
     let word = AtomicU64::new(0);
-    for (case, (tq, gq), n) in [
-        ("allow", allow_quota(), 1u32),
-        ("deny", deny_quota(), 1),
-        ("allow_n5", allow_quota(), 5),
-    ] {
+    for (case, (tq, gq)) in [("allow", allow_quota()), ("deny", deny_quota())] {
         let mut g = c.benchmark_group(format!("direct/{name}/{case}"));
-        g.measurement_time(Duration::from_secs(2))
-            .warm_up_time(Duration::from_millis(500));
-        let t = RateLimiter::token_bucket(tq, tclock.clone()).expect("quota fits clock");
-        let _ = t.try_acquire();
-        g.bench_function("tollgate", |b| {
-            b.iter(|| black_box(t.try_acquire_n(black_box(n)).map(|d| d.is_allowed())))
+        settings(&mut g);
+        // README: `limiter.try_acquire()`
+        let limiter = RateLimiter::token_bucket(tq, tclock.clone()).expect("quota fits clock");
+        let _ = limiter.try_acquire();
+        g.bench_function("tollgate try_acquire", |b| {
+            b.iter(|| black_box(&limiter).try_acquire().is_allowed())
+        });
+        // crate docs: `bucket.check(now)` with `now` from the caller's clock
+        let bucket = Bucket::token_bucket(tq);
+        let _ = bucket.check(tclock.now());
+        g.bench_function("tollgate check(now)", |b| {
+            b.iter(|| black_box(&bucket).check(tclock.now()).is_allowed())
         });
         let gov = GovLimiter::direct_with_clock(gq, gclock.clone());
         let _ = gov.check();
-        g.bench_function("governor", |b| {
-            b.iter(|| black_box(gov.check_n(black_box(nz(n))).map(|r| r.is_ok())))
+        g.bench_function("governor check", |b| {
+            b.iter(|| black_box(&gov).check().is_ok())
         });
-        g.bench_function("floor", |b| b.iter(|| black_box(floor(&tclock, &word))));
+        g.bench_function("floor", |b| b.iter(|| floor(&tclock, black_box(&word))));
         g.finish();
     }
+}
+
+/// Keeps each limiter on its own cache lines.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+/// Runs `op(thread)` `iters` times on each of `threads` threads, started
+/// together; returns the longest thread's time.
+fn on_threads(iters: u64, threads: usize, op: &(dyn Fn(usize) -> bool + Sync)) -> Duration {
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        black_box(op(black_box(t)));
+                    }
+                    start.elapsed()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("thread"))
+            .max()
+            .unwrap_or_default()
+    })
+}
+
+fn threads(c: &mut Criterion) {
+    let (tq, gq) = allow_quota();
+    let mut g = c.benchmark_group("threads/one_bucket");
+    settings(&mut g);
+    let shared = RateLimiter::token_bucket(tq, QuantaClock::new()).expect("fits");
+    let gov = GovLimiter::direct_with_clock(gq, GovQuanta::default());
+    g.bench_function("tollgate try_acquire", |b| {
+        b.iter_custom(|iters| on_threads(iters, 2, &|_| shared.try_acquire().is_allowed()))
+    });
+    g.bench_function("governor check", |b| {
+        b.iter_custom(|iters| on_threads(iters, 2, &|_| gov.check().is_ok()))
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("threads/distinct_buckets");
+    settings(&mut g);
+    let own = [
+        Padded(RateLimiter::token_bucket(tq, QuantaClock::new()).expect("fits")),
+        Padded(RateLimiter::token_bucket(tq, QuantaClock::new()).expect("fits")),
+    ];
+    g.bench_function("tollgate 1 thread", |b| {
+        b.iter_custom(|iters| on_threads(iters, 1, &|t| own[t].0.try_acquire().is_allowed()))
+    });
+    g.bench_function("tollgate 2 threads", |b| {
+        b.iter_custom(|iters| on_threads(iters, 2, &|t| own[t].0.try_acquire().is_allowed()))
+    });
+    g.finish();
 }
 
 /// The other algorithms, with the time passed in, against the same floor.
@@ -118,10 +206,9 @@ fn other_algorithms(c: &mut Criterion) {
     macro_rules! case {
         ($name:literal, $op:expr) => {{
             let mut g = c.benchmark_group(concat!("direct/passed/", $name));
-            g.measurement_time(Duration::from_secs(2))
-                .warm_up_time(Duration::from_millis(500));
+            settings(&mut g);
             g.bench_function("tollgate", |b| b.iter(|| black_box($op)));
-            g.bench_function("floor", |b| b.iter(|| black_box(floor(&clock, &word))));
+            g.bench_function("floor", |b| b.iter(|| floor(&clock, black_box(&word))));
             g.finish();
         }};
     }
@@ -138,135 +225,17 @@ fn other_algorithms(c: &mut Criterion) {
 }
 
 fn direct(c: &mut Criterion) {
-    clock_group(
-        c,
-        "passed",
-        std::sync::Arc::new(ManualClock::starting_at(Timestamp::from_nanos(1))),
-        FakeRelativeClock::default(),
-    );
+    let manual = ManualClock::starting_at(Timestamp::from_nanos(1));
+    clock_group(c, "passed", &manual, FakeRelativeClock::default());
     clock_group(c, "std", StdClock::new(), MonotonicClock);
     clock_group(c, "quanta", QuantaClock::new(), GovQuanta::default());
+    threads(c);
     other_algorithms(c);
 }
 
 criterion_group!(benches, direct);
 
 fn main() {
-    throughput::print();
     benches();
     Criterion::default().configure_from_args().final_summary();
-}
-
-/// Throughput with two threads, printed as `FIGURE` lines (collected into
-/// BENCHMARKS.md by scripts/benchmarks.py): checks per second on one shared
-/// bucket (tollgate and governor) and on two distinct buckets on separate
-/// cache lines, against the same work on one thread.
-mod throughput {
-    use std::hint::black_box;
-    use std::num::NonZeroU32;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Barrier;
-    use std::time::{Duration, Instant};
-
-    use governor::clock::FakeRelativeClock;
-    use governor::{Quota as GovQuota, RateLimiter as GovLimiter};
-    use tollgate::{Bucket, Gcra, Limiter, Quota, Timestamp};
-
-    const RUN: Duration = Duration::from_millis(700);
-
-    /// Keeps each bucket on its own cache lines.
-    #[repr(align(128))]
-    struct Padded(Bucket<Gcra>);
-
-    fn quota() -> Quota {
-        Quota::per_second(1_000_000_000)
-            .and_then(|q| q.with_burst(u32::MAX))
-            .expect("valid")
-    }
-
-    /// Total calls per second of `op(thread)` over `threads` threads.
-    fn rate(threads: usize, op: &(dyn Fn(usize) -> bool + Sync)) -> f64 {
-        let stop = AtomicBool::new(false);
-        let barrier = Barrier::new(threads + 1);
-        let total: u64 = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    let (stop, barrier) = (&stop, &barrier);
-                    s.spawn(move || {
-                        barrier.wait();
-                        let mut n = 0u64;
-                        while !stop.load(Ordering::Relaxed) {
-                            for _ in 0..256 {
-                                black_box(op(t));
-                            }
-                            n += 256;
-                        }
-                        n
-                    })
-                })
-                .collect();
-            barrier.wait();
-            let start = Instant::now();
-            std::thread::sleep(RUN);
-            stop.store(true, Ordering::Relaxed);
-            let n: u64 = handles.into_iter().map(|h| h.join().expect("thread")).sum();
-            let secs = start.elapsed().as_secs_f64();
-            (n as f64 / secs) as u64
-        });
-        total as f64
-    }
-
-    pub fn print() {
-        // the time is passed in (a fixed instant): this measures the check
-        let now = Timestamp::from_nanos(1);
-        let shared = Bucket::token_bucket(quota());
-        let distinct = [
-            Padded(Bucket::token_bucket(quota())),
-            Padded(Bucket::token_bucket(quota())),
-        ];
-        let gclock = FakeRelativeClock::default();
-        let gq = GovQuota::per_second(NonZeroU32::new(1_000_000_000).expect("nz"))
-            .allow_burst(NonZeroU32::MAX);
-        let governor = GovLimiter::direct_with_clock(gq, gclock);
-
-        let one_key_1 = rate(1, &|_| shared.check(now).is_allowed());
-        let one_key_2 = rate(2, &|_| shared.check(now).is_allowed());
-        let gov_1 = rate(1, &|_| governor.check().is_ok());
-        let gov_2 = rate(2, &|_| governor.check().is_ok());
-        let distinct_1 = rate(1, &|t| distinct[t].0.check(now).is_allowed());
-        let distinct_2 = rate(2, &|t| distinct[t].0.check(now).is_allowed());
-        let m = |x: f64| format!("{:.1}", x / 1e6);
-        println!(
-            "FIGURE throughput_one_key_1_thread_tollgate {} Mchecks/s shared bucket",
-            m(one_key_1)
-        );
-        println!(
-            "FIGURE throughput_one_key_2_threads_tollgate {} Mchecks/s shared bucket, total",
-            m(one_key_2)
-        );
-        println!(
-            "FIGURE throughput_one_key_1_thread_governor {} Mchecks/s direct limiter",
-            m(gov_1)
-        );
-        println!(
-            "FIGURE throughput_one_key_2_threads_governor {} Mchecks/s direct limiter, total",
-            m(gov_2)
-        );
-        println!(
-            "FIGURE one_key_2_threads_tollgate_vs_governor {:.2} ratio target >= 1.0",
-            one_key_2 / gov_2
-        );
-        println!(
-            "FIGURE throughput_distinct_keys_1_thread {} Mchecks/s own bucket",
-            m(distinct_1)
-        );
-        println!(
-            "FIGURE throughput_distinct_keys_2_threads {} Mchecks/s own buckets, total",
-            m(distinct_2)
-        );
-        println!(
-            "FIGURE distinct_keys_2_threads_scaling {:.2} ratio target >= 1.8 (2 threads / 1 thread)",
-            distinct_2 / distinct_1
-        );
-    }
 }

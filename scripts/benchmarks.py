@@ -4,13 +4,16 @@
 Usage: python3 scripts/benchmarks.py [--no-run] [cargo bench args...]
        cargo bench --bench NAME | python3 scripts/benchmarks.py --figures
 
-Runs `cargo bench --workspace --all-features` (unless --no-run, which only re-reads
-target/criterion), then reads every `benchmark.json` / `estimates.json`
-pair that criterion wrote and renders one table per group. In each group
-the first entry named `tollgate*` is the subject; every other entry gets a
-ratio `tollgate / entry` (below 1.0 means tollgate is faster or smaller).
+Runs `cargo bench --all-features --bench direct --bench keyed` (or `cargo bench` with the
+arguments given; unless --no-run, which only re-reads target/criterion),
+then reads every `benchmark.json` / `estimates.json` pair that criterion
+wrote and renders one table per group, each entry's median as a ratio to
+the group's `governor*` entry and to its `floor` entry (below 1.0: faster),
+and a table of the issue's targets, each met or missed with its figure.
 Extra figures that a bench prints as lines `FIGURE name value unit [note]`
 (for example bytes per key from a counting allocator) are collected too.
+Sections of the existing BENCHMARKS.md whose heading starts with `## HTTP`
+belong to the HTTP bench's own run and are kept as they are.
 """
 
 import datetime
@@ -32,9 +35,25 @@ def sh(cmd):
         return "?"
 
 
+DEFAULT_BENCHES = ["--all-features", "--bench", "direct", "--bench", "keyed"]
+RUN_INFO = os.path.join(CRIT, "run.json")
+
+
+def load_average():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
 def run_benches(args):
+    args = args or DEFAULT_BENCHES
+    info = {"command": "cargo bench " + " ".join(args), "load_before": load_average(),
+            "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+    start = datetime.datetime.now()
     proc = subprocess.Popen(
-        ["cargo", "bench", "--workspace", "--all-features"] + args,
+        ["cargo", "bench"] + args,
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     figures = []
     for line in proc.stdout:
@@ -44,6 +63,11 @@ def run_benches(args):
             figures.append(m.groups())
     if proc.wait() != 0:
         sys.exit("cargo bench failed")
+    info["minutes"] = round((datetime.datetime.now() - start).total_seconds() / 60, 1)
+    info["load_after"] = load_average()
+    os.makedirs(CRIT, exist_ok=True)
+    with open(RUN_INFO, "w") as f:
+        json.dump(info, f)
     return figures
 
 
@@ -99,33 +123,125 @@ def fmt_ns(ns):
     return f"{ns:.2f} ns"
 
 
+def median_of(groups, group, prefix):
+    for name, med, _ci in groups.get(group, []):
+        if name.startswith(prefix):
+            return med
+    return None
+
+
+def targets(groups, figures):
+    """Every target of issue 15 this script's benches measure: (target,
+    figure, limit, met)."""
+    rows = []
+
+    def add(what, value, limit, le=True):
+        if value is None:
+            rows.append((what, "not measured", limit, "missed (not measured)"))
+            return
+        ok = value <= limit if le else value >= limit
+        rows.append((what, f"{value:.2f}", ("≤ " if le else "≥ ") + str(limit), "met" if ok else "**missed**"))
+
+    for clock in ["passed", "std", "quanta"]:
+        for case in ["allow", "deny"]:
+            g = f"direct/{clock}/{case}"
+            gov = median_of(groups, g, "governor")
+            floor = median_of(groups, g, "floor")
+            for entry in ["tollgate try_acquire", "tollgate check(now)"]:
+                t = median_of(groups, g, entry)
+                add(f"{entry.split()[1]} / governor check, {clock} clock, {case}",
+                    t / gov if t and gov else None, 1.0)
+                add(f"{entry.split()[1]} / floor, {clock} clock, {case}",
+                    t / floor if t and floor else None, 1.1)
+    t = median_of(groups, "threads/one_bucket", "tollgate")
+    gov = median_of(groups, "threads/one_bucket", "governor")
+    add("2 threads, one bucket: try_acquire / governor check", t / gov if t and gov else None, 1.0)
+    one = median_of(groups, "threads/distinct_buckets", "tollgate 1 thread")
+    two = median_of(groups, "threads/distinct_buckets", "tollgate 2 threads")
+    add("2 threads, distinct buckets: throughput scaling (2 × t1 / t2)",
+        2 * one / two if one and two else None, 1.9, le=False)
+    for key in ["u64", "IpAddr"]:
+        for keys in [10000, 100000, 1000000]:
+            for threads in [1, 2]:
+                g = f"keyed/{key}/{keys} keys/{threads} threads"
+                gov = median_of(groups, g, "governor")
+                best = min(((med, name) for name, med, _ in groups.get(g, [])
+                            if name.startswith("tollgate")), default=None)
+                add(f"keyed {key}, {keys} keys, {threads} thread(s): fastest table"
+                    + (f" ({best[1].split()[1]})" if best else "") + " / governor",
+                    best[0] / gov if best and gov else None, 0.8)
+    for key in ["u64", "IpAddr"]:
+        for threads in [1, 2]:
+            g = f"keyed/{key}/1000000 keys/{threads} threads"
+            t = median_of(groups, g, "tollgate CompactKeyedTable")
+            gov = median_of(groups, g, "governor")
+            add(f"CompactKeyedTable / governor, {key}, 1,000,000 keys, {threads} thread(s)",
+                t / gov if t and gov else None, 0.5)
+    fig = {f[0]: f for f in figures}
+    b = fig.get("keyed_bytes_per_key_1000000_compact")
+    add("CompactKeyedTable bytes per tracked key, 1,000,000 keys (counting allocator)",
+        float(b[1]) if b else None, 12)
+    return rows
+
+
+def foreign_sections():
+    """`## HTTP…` sections of the current BENCHMARKS.md, kept verbatim."""
+    path = os.path.join(ROOT, "BENCHMARKS.md")
+    if not os.path.exists(path):
+        return []
+    keep, out = False, []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("## "):
+                keep = line.startswith("## HTTP")
+            if keep:
+                out.append(line.rstrip("\n"))
+    return out
+
+
 def render(groups, figures):
     cpu = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip() or platform.processor()
+    info = {}
+    if os.path.exists(RUN_INFO):
+        with open(RUN_INFO) as f:
+            info = json.load(f)
     out = [
         "# Benchmarks",
         "",
-        "Generated by `python3 scripts/benchmarks.py` (which runs `cargo bench --workspace --all-features`);",
-        "do not edit by hand. Each group runs tollgate and its peers on the same work,",
-        "with the same clock, in the same process. This machine is shared and noisy:",
-        "read the **ratios**, not the absolute times. A ratio below 1.0 means tollgate",
-        "is faster (or smaller) than that entry; `floor` is one clock read plus one",
-        "compare-exchange, the least any atomic limiter can do.",
+        "Generated by `python3 scripts/benchmarks.py`; do not edit by hand. Each group runs",
+        "tollgate and its peers on the same work, with the same clock, in the same process,",
+        "calling what README.md shows (`RateLimiter::try_acquire()`, `bucket.check(now)`,",
+        "`table.check(&key, clock.now())`; governor's `check()` / `check_key(&key)`).",
+        "Read the **ratios**, not the absolute times: `/ governor` and `/ floor` are this",
+        "entry's median over that entry's (below 1.0: faster); `floor` is one clock read",
+        "plus one load and one compare-exchange, the least any atomic limiter can do.",
         "",
-        f"- date: {datetime.date.today().isoformat()}",
-        f"- machine: {os.cpu_count()} CPUs, {cpu}, {platform.system()} {platform.release()}",
+        f"- command: `{info.get('command', '?')}` ({info.get('minutes', '?')} minutes), started {info.get('started', '?')}",
+        f"- machine: {os.cpu_count()} CPUs, {cpu}, {platform.system()} {platform.release()};"
+        f" **loaded**: shared with other jobs, load average {info.get('load_before', '?')} before the run,"
+        f" {info.get('load_after', '?')} after (on {os.cpu_count()} CPUs), so two-thread figures especially are pessimistic",
         f"- rustc: {sh('rustc --version')}",
         "",
+        "## Targets (issue 15)",
+        "",
+        "| target | figure | limit | result |",
+        "|---|---|---|---|",
     ]
+    for what, value, limit, result in targets(groups, figures):
+        out.append(f"| {what} | {value} | {limit} | {result} |")
+    out.append("")
     for group in sorted(groups):
         entries = sorted(groups[group], key=lambda e: (not e[0].startswith("tollgate"), e[0]))
-        subject = next((e for e in entries if e[0].startswith("tollgate")), None)
+        gov = median_of(groups, group, "governor")
+        floor = median_of(groups, group, "floor")
         out.append(f"## {group}")
         out.append("")
-        out.append("| entry | median | 95% CI | tollgate / entry |")
-        out.append("|---|---|---|---|")
+        out.append("| entry | median | 95% CI | / governor | / floor |")
+        out.append("|---|---|---|---|---|")
         for name, med, ci in entries:
-            ratio = "" if subject is None or name == subject[0] else f"{subject[1] / med:.2f}"
-            out.append(f"| {name} | {fmt_ns(med)} | {fmt_ns(ci['lower_bound'])} – {fmt_ns(ci['upper_bound'])} | {ratio} |")
+            rg = "" if gov is None or name.startswith("governor") else f"{med / gov:.2f}"
+            rf = "" if floor is None or name == "floor" else f"{med / floor:.2f}"
+            out.append(f"| {name} | {fmt_ns(med)} | {fmt_ns(ci['lower_bound'])} – {fmt_ns(ci['upper_bound'])} | {rg} | {rf} |")
         out.append("")
     if figures:
         out.append("## Other figures")
@@ -134,6 +250,10 @@ def render(groups, figures):
         out.append("|---|---|---|---|")
         for name, value, unit, note in figures:
             out.append(f"| {name} | {value} | {unit} | {note} |")
+        out.append("")
+    foreign = foreign_sections()
+    if foreign:
+        out.extend(foreign)
         out.append("")
     return "\n".join(out)
 

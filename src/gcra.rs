@@ -783,7 +783,7 @@ impl Algorithm for Gcra {
         self.capacity
     }
 
-    #[inline]
+    #[inline(always)]
     fn check_n(
         &self,
         state: &GcraState,

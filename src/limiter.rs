@@ -177,6 +177,25 @@ pub trait Limiter {
     }
 }
 
+/// One permit from `state` at `now`: [`Limiter::check`] of a bucket,
+/// inlined into its caller so that a caller looking only at
+/// `is_allowed()` pays for no more of the [`Decision`] than it reads.
+#[inline(always)]
+fn check_one<A: Algorithm>(algorithm: &A, state: &A::State, now: Timestamp) -> Decision {
+    match algorithm.check_n(state, 1, now) {
+        Ok(decision) => decision,
+        // capacity 0, which no tollgate constructor allows: refuse
+        Err(_) => refuse_forever(algorithm.snapshot(state, now)),
+    }
+}
+
+/// The refusal of a request that can never succeed (cold: out of line).
+#[cold]
+#[inline(never)]
+fn refuse_forever(snapshot: Snapshot) -> Decision {
+    Decision::Denied(crate::Denied::from_nanos(u64::MAX, snapshot))
+}
+
 /// An [`Algorithm`] together with its state: the one-limiter case.
 ///
 /// ```
@@ -227,9 +246,13 @@ impl<A: Algorithm> Limiter for Bucket<A> {
     fn capacity(&self) -> u32 {
         self.algorithm.capacity()
     }
-    #[inline]
+    #[inline(always)]
     fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
         self.algorithm.check_n(&self.state, n, now)
+    }
+    #[inline(always)]
+    fn check(&self, now: Timestamp) -> Decision {
+        check_one(&self.algorithm, &self.state, now)
     }
     #[inline]
     fn refund(&self, n: u32, now: Timestamp) {
@@ -318,9 +341,13 @@ impl<A: Algorithm> Limiter for BucketRef<'_, A> {
     fn capacity(&self) -> u32 {
         self.algorithm.capacity()
     }
-    #[inline]
+    #[inline(always)]
     fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
         self.algorithm.check_n(self.state, n, now)
+    }
+    #[inline(always)]
+    fn check(&self, now: Timestamp) -> Decision {
+        check_one(self.algorithm, self.state, now)
     }
     #[inline]
     fn refund(&self, n: u32, now: Timestamp) {
@@ -356,11 +383,11 @@ macro_rules! forward_limiter {
             fn capacity(&self) -> u32 {
                 (**self).capacity()
             }
-            #[inline]
+            #[inline(always)]
             fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
                 (**self).check_n(n, now)
             }
-            #[inline]
+            #[inline(always)]
             fn check(&self, now: Timestamp) -> Decision {
                 (**self).check(now)
             }

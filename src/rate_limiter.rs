@@ -75,7 +75,7 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     }
 
     /// Tries to take one permit now.
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire(&self) -> Decision {
         self.limiter.check(self.clock.now())
     }
@@ -84,7 +84,7 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     ///
     /// # Errors
     /// [`CapacityExceeded`] if `n` can never be granted.
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire_n(&self, n: u32) -> Result<Decision, CapacityExceeded> {
         self.limiter.check_n(n, self.clock.now())
     }

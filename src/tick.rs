@@ -248,7 +248,7 @@ impl TickDecision {
 
 /// One step's outcome, with the lead the snapshot needs.
 #[derive(Clone, Copy)]
-enum Step {
+pub(crate) enum Step {
     Allowed { lead: u32 },
     Denied { lead: u32, retry: u32 },
 }
@@ -704,7 +704,7 @@ impl TickGcra {
     /// sentinel 0 is full; otherwise a lead up to `heal_limit`, anything
     /// further ahead full).
     #[inline(always)]
-    const fn lead_at(&self, tat: u32, now: u32) -> u32 {
+    pub(crate) const fn lead_at(&self, tat: u32, now: u32) -> u32 {
         let ahead = tat.wrapping_sub(now);
         if tat != FULL && ahead <= self.heal_limit {
             ahead
@@ -726,7 +726,7 @@ impl TickGcra {
     /// GCRA on a stored `tat`, `1 ≤ n ≤ capacity`: the outcome and the TAT
     /// to store (`None`: unchanged).
     #[inline(always)]
-    const fn step(&self, tat: u32, n: u32, now: u32) -> (Step, Option<u32>) {
+    pub(crate) const fn step(&self, tat: u32, n: u32, now: u32) -> (Step, Option<u32>) {
         let lead = self.lead_at(tat, now);
         let admit_lead = self.admit_lead(n);
         if lead > admit_lead {
@@ -749,7 +749,7 @@ impl TickGcra {
     /// The TAT after refunding `n` permits at `now` (`None`: unchanged):
     /// back by `n·T`, never before `now`.
     #[inline]
-    const fn refunded(&self, tat: u32, n: u32, now: u32) -> Option<u32> {
+    pub(crate) const fn refunded(&self, tat: u32, n: u32, now: u32) -> Option<u32> {
         let lead = self.lead_at(tat, now);
         if lead == 0 || n == 0 {
             return None;
@@ -762,8 +762,126 @@ impl TickGcra {
     }
 
     #[inline]
-    fn exceeded(&self, n: u32) -> CapacityExceeded {
+    pub(crate) fn exceeded(&self, n: u32) -> CapacityExceeded {
         CapacityExceeded::new(n, self.capacity)
+    }
+
+    /// True if a bucket with stored `tat` has been full since at least the
+    /// heal threshold before tick `now`: no caller whose `now` is stale by
+    /// up to the threshold can see it busy, so dropping it (a keyed table's
+    /// eviction) or storing the sentinel changes no decision.
+    #[inline]
+    pub(crate) const fn idle_for_threshold(&self, tat: u32, now: u32) -> bool {
+        self.lead_at(tat, now) == 0 && self.lead_at(tat, now.wrapping_sub(self.heal_threshold)) == 0
+    }
+
+    /// The [`Decision`] a step at `ns` (its tick) reports.
+    #[inline(always)]
+    pub(crate) fn decision_of(&self, step: Step, ns: u64) -> Decision {
+        match step {
+            Step::Allowed { lead } => Decision::Allowed(self.snapshot_at(lead, ns)),
+            Step::Denied { lead, retry } => Decision::Denied(Denied::from_nanos(
+                self.wait_nanos(ns, u64::from(retry)),
+                self.snapshot_at(lead, ns),
+            )),
+        }
+    }
+
+    /// Nanoseconds from `ns` until `n` permits would be admitted by a
+    /// bucket with stored `tat` (0 if now).
+    ///
+    /// # Errors
+    /// [`CapacityExceeded`] if `n` is above the burst.
+    pub(crate) fn wait_of(&self, tat: u32, n: u32, ns: u64) -> Result<u64, CapacityExceeded> {
+        if n > self.capacity {
+            return Err(self.exceeded(n));
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        let lead = self.lead_at(tat, self.ticks_at(ns) as u32);
+        Ok(self.wait_nanos(ns, u64::from(lead.saturating_sub(self.admit_lead(n)))))
+    }
+
+    /// The snapshot of a stored `tat` at `ns`.
+    #[inline]
+    pub(crate) fn snapshot_of(&self, tat: u32, ns: u64) -> Snapshot {
+        self.snapshot_at(self.lead_at(tat, self.ticks_at(ns) as u32), ns)
+    }
+
+    /// Nanoseconds from `ns` until `ticks` ticks later (exact; see
+    /// [`TickGcra::wait_nanos`]).
+    #[inline]
+    pub(crate) fn ticks_to_nanos_from(&self, ns: u64, ticks: u32) -> u64 {
+        self.wait_nanos(ns, u64::from(ticks))
+    }
+
+    /// The TAT carrying a bucket stored as `tat` under `self` over to
+    /// `next` by `how` at `now` (the rules of [`Algorithm::carry_over`]).
+    pub(crate) fn carried_tat(
+        &self,
+        next: &Self,
+        tat: u32,
+        how: Inheritance,
+        now: Timestamp,
+    ) -> u32 {
+        let old_now = self.tick_of(now);
+        let lead = u64::from(self.lead_at(tat, old_now));
+        if lead == 0 {
+            let long_full = self.lead_at(tat, old_now.wrapping_sub(self.heal_threshold)) == 0;
+            return if long_full {
+                FULL
+            } else {
+                busy_tat(next.tick_of(now))
+            };
+        }
+        let new_lead = match how {
+            Inheritance::Reset => 0,
+            // lead ≤ 2³¹ and the factors < 2³²: no overflow in u64
+            Inheritance::UsedAmount => {
+                (lead * u64::from(next.interval)).div_ceil(u64::from(self.interval))
+            }
+            Inheritance::UsedFraction => {
+                (lead * u64::from(next.max_lead)).div_ceil(u64::from(self.max_lead))
+            }
+        };
+        let new_lead = new_lead.min(u64::from(next.max_lead)) as u32;
+        busy_tat(next.tick_of(now).wrapping_add(new_lead))
+    }
+
+    /// The configuration as five words (for a table's seqlocked cell).
+    pub(crate) const fn to_words(self) -> [u64; 5] {
+        let kind = match self.kind {
+            BucketKind::TokenBucket => 0,
+            BucketKind::LeakyBucket => 1,
+        };
+        [
+            (self.interval as u64) << 32 | self.max_lead as u64,
+            (self.heal_limit as u64) << 32 | self.heal_threshold as u64,
+            (self.capacity as u64) << 32 | self.tick_hz as u64,
+            (self.num as u64) << 32 | self.den as u64,
+            kind,
+        ]
+    }
+
+    /// The configuration back from [`TickGcra::to_words`].
+    #[inline(always)]
+    pub(crate) const fn from_words(w: [u64; 5]) -> Self {
+        Self {
+            interval: (w[0] >> 32) as u32,
+            max_lead: w[0] as u32,
+            heal_limit: (w[1] >> 32) as u32,
+            heal_threshold: w[1] as u32,
+            capacity: (w[2] >> 32) as u32,
+            tick_hz: w[2] as u32,
+            num: (w[3] >> 32) as u32,
+            den: w[3] as u32,
+            kind: if w[4] == 0 {
+                BucketKind::TokenBucket
+            } else {
+                BucketKind::LeakyBucket
+            },
+        }
     }
 
     #[inline(always)]
@@ -1010,13 +1128,7 @@ impl Algorithm for TickGcra {
                 self.snapshot_at(self.lead_ticks(state, tick), ns),
             ));
         }
-        Ok(match self.update(state, n, tick) {
-            Step::Allowed { lead } => Decision::Allowed(self.snapshot_at(lead, ns)),
-            Step::Denied { lead, retry } => Decision::Denied(Denied::from_nanos(
-                self.wait_nanos(ns, u64::from(retry)),
-                self.snapshot_at(lead, ns),
-            )),
-        })
+        Ok(self.decision_of(self.update(state, n, tick), ns))
     }
 
     #[inline]
@@ -1058,35 +1170,9 @@ impl Algorithm for TickGcra {
     /// new heal threshold too. Works across tick rates: each configuration
     /// reads `now` at its own.
     fn carry_over(&self, next: &Self, state: &TickState, how: Inheritance, now: Timestamp) {
-        let old_now = self.tick_of(now);
-        let tat = state.tat.load();
-        let lead = u64::from(self.lead_at(tat, old_now));
-        if lead == 0 {
-            // Full: for good if it has been for the heal threshold, else
-            // full as of `now` (a caller a little stale sees it busy, as
-            // before the change).
-            let long_full = self.lead_at(tat, old_now.wrapping_sub(self.heal_threshold)) == 0;
-            state.tat.store(if long_full {
-                FULL
-            } else {
-                busy_tat(next.tick_of(now))
-            });
-            return;
-        }
-        let new_lead = match how {
-            Inheritance::Reset => 0,
-            // lead ≤ 2³¹ and the factors < 2³²: no overflow in u64
-            Inheritance::UsedAmount => {
-                (lead * u64::from(next.interval)).div_ceil(u64::from(self.interval))
-            }
-            Inheritance::UsedFraction => {
-                (lead * u64::from(next.max_lead)).div_ceil(u64::from(self.max_lead))
-            }
-        };
-        let new_lead = new_lead.min(u64::from(next.max_lead)) as u32;
         state
             .tat
-            .store(busy_tat(next.tick_of(now).wrapping_add(new_lead)));
+            .store(self.carried_tat(next, state.tat.load(), how, now));
     }
 
     /// Exact for both kinds when the `ahead` permits come in requests of at

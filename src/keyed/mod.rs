@@ -11,6 +11,7 @@
 //! | [`HeaplessKeyedTable`] | `no_std`, no allocator | const generic `N` (power of two) | `critical-section` |
 //! | [`LockFreeGcraTable`] | feature `std`, GCRA, keys of ≤ 64 bits ([`WordKey`]) | chosen at run time, allocated once | none on the check path: one 128-bit compare-and-swap per slot |
 //! | [`ShardedKeyedTable`] | feature `std` | chosen at run time, allocated once | one `std::sync::RwLock` per shard (checks of tracked keys only read-lock) |
+//! | [`CompactKeyedTable`] | feature `std`, [`TickGcra`](crate::tick::TickGcra), very many keys | chosen at run time, allocated once; 12 bytes per key (an 8-byte slot: key fingerprint + 32-bit TAT) | none on the check path: one 64-bit compare-and-swap; keys sharing a fingerprint share a bucket |
 //!
 //! They store only each key's *state* (8 bytes for a [`Gcra`](crate::Gcra)
 //! bucket) and apply the key's [`Algorithm`] to it on every check, so
@@ -178,6 +179,8 @@ use crate::sync::{AtomicU64, Ordering};
 use crate::time::Timestamp;
 
 mod builder;
+#[cfg(feature = "std")]
+mod compact;
 mod hash;
 mod heapless_table;
 #[cfg(feature = "std")]
@@ -186,6 +189,8 @@ mod lock_free;
 mod sharded;
 
 pub use builder::{FnvHash, TableBuilder, DEFAULT_MAX_KEYS};
+#[cfg(feature = "std")]
+pub use compact::{CompactKeyedTable, GROUP_SLOTS, INSERT_STRIPES};
 pub use hash::{RandomSeed, SeededHasher};
 pub use heapless_table::HeaplessKeyedTable;
 #[cfg(feature = "std")]
@@ -213,7 +218,7 @@ pub trait KeyedLimiter<K: ?Sized> {
     fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<KeyedDecision, CapacityExceeded>;
 
     /// Tries to take one permit for `key` at `now`.
-    #[inline]
+    #[inline(always)]
     fn check(&self, key: &K, now: Timestamp) -> KeyedDecision {
         match self.check_n(key, 1, now) {
             Ok(decision) => decision,
@@ -629,6 +634,8 @@ pub(crate) fn untracked_peek<A: Algorithm>(alg: &A, now: Timestamp) -> KeyedDeci
 
 /// The refusal `check` gives when `check_n(1)` reports that even one permit
 /// can never be granted (a zero-capacity algorithm).
+#[cold]
+#[inline(never)]
 pub(crate) fn refusal() -> KeyedDecision {
     KeyedDecision::new(
         Decision::Denied(Denied::from_nanos(
