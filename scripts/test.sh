@@ -63,11 +63,14 @@ log=$(mktemp "${TMPDIR:-/tmp}/tollgate-test.XXXXXX")
 trap 'rm -f "$log"' EXIT
 start=$SECONDS
 
+# Both passes run even when the first fails, so one report shows every
+# failure; the script fails at the end if either did.
+rc=0
 say "1/2 cargo test --workspace --all-features"
-cargo test --workspace --all-features --no-fail-fast 2>&1 | tee -a "$log"
+cargo test --workspace --all-features --no-fail-fast 2>&1 | tee -a "$log" || rc=1
 
 say "2/2 cargo test -p tollgate --no-default-features --lib --tests (the core without std)"
-cargo test -p tollgate --no-default-features --lib --tests --no-fail-fast 2>&1 | tee -a "$log"
+cargo test -p tollgate --no-default-features --lib --tests --no-fail-fast 2>&1 | tee -a "$log" || rc=1
 
 # Every test binary and doctest run prints one "test result:" line.
 summary=$(awk '/^test result:/ {
@@ -79,4 +82,8 @@ summary=$(awk '/^test result:/ {
     n++
   }
   END { printf "%d passed, %d failed, %d ignored in %d test runs", p, f, g, n }' "$log")
+if [ "$rc" -ne 0 ]; then
+  say "FAILED: $summary, $((SECONDS - start)) s (the failing tests are listed above under 'failures:')"
+  exit 1
+fi
 say "all tests passed: $summary, $((SECONDS - start)) s"
