@@ -18,12 +18,12 @@ use tower_service::Service;
 
 use super::backend::StoreUnavailable;
 use super::body::{Held, RateLimitBody};
-use super::headers::{self, RATELIMIT, RATELIMIT_POLICY};
+use super::headers::{self, Precomputed, RATELIMIT, RATELIMIT_POLICY};
 use super::key::{self, IpNet, PartitionKey, PeerAddrFn, RequestHead};
 use super::metrics::PolicyMetrics;
 use super::policy::{MissingKey, Plan, Policy, RejectionHandler};
-use super::routing::PathPrefix;
-use crate::clock::{Clock, StdClock};
+use super::routing::{PathPrefix, PrefixTree};
+use crate::clock::{Clock, QuantaClock};
 use crate::decision::Decision;
 use crate::partitioned::{Admission, Lease, Partitioned, PartitionedLimiter, PolicyStore};
 use crate::time::Timestamp;
@@ -49,6 +49,15 @@ fn routed_by_the_layer(_: &Routed) -> Option<PartitionKey> {
     None
 }
 
+/// The clock of every layer: one process-wide TSC clock (`quanta`, which
+/// falls back to the OS's monotonic clock where the TSC is unusable), so
+/// that a store carried across a reload stays on one time line. Reading it
+/// is a `rdtsc` and a scaling, cheaper than `Instant::now`.
+pub(crate) fn layer_clock() -> QuantaClock {
+    static CLOCK: std::sync::OnceLock<QuantaClock> = std::sync::OnceLock::new();
+    CLOCK.get_or_init(QuantaClock::new).clone()
+}
+
 /// One policy, ready to check.
 pub(crate) struct Compiled {
     pub(crate) name: String,
@@ -60,6 +69,8 @@ pub(crate) struct Compiled {
     missing_key: MissingKey,
     /// `None` for an in-flight limit (no rate to report).
     pub(crate) policy_item: Option<HeaderValue>,
+    /// Its refusals' `RateLimit` values for waits of up to a minute.
+    pub(crate) refusal_state: Precomputed,
     pub(crate) metrics: PolicyMetrics,
 }
 
@@ -68,18 +79,17 @@ pub(crate) struct Shared {
     pub(crate) global_store: Stores,
     pub(crate) policies: Vec<Compiled>,
     pub(crate) route_store: Stores,
-    /// (prefix, index into `policies`), longest prefix first.
-    routes: Vec<(PathPrefix, usize)>,
-    exempt: Vec<PathPrefix>,
+    /// Index into `policies` by path prefix.
+    routes: PrefixTree<usize>,
+    exempt: PrefixTree<()>,
     trusted: Vec<IpNet>,
     peer: PeerAddrFn,
     pub(crate) status: StatusCode,
     pub(crate) on_rejected: Option<RejectionHandler>,
     headers_on_success: bool,
-    /// The clock of every store (one `Instant::now()` a request; tokio's
-    /// `Instant::now` is slower when tokio's `test-util` is compiled in).
+    /// The clock of every store: [`layer_clock`], one TSC read a request.
     /// Delays are slept on tokio's timer.
-    pub(crate) clock: StdClock,
+    pub(crate) clock: QuantaClock,
     no_policy_metrics: PolicyMetrics,
 }
 
@@ -130,29 +140,32 @@ impl Shared {
         let (global_store, mut global) =
             compile_all("global", s.global.into_iter().collect(), s.missing_key);
         let (route_store, policies) = compile_all("routes", s.policies, s.missing_key);
-        let mut routes = Vec::new();
+        let mut routes = PrefixTree::default();
         for (i, c) in policies.iter().enumerate() {
             for raw in &c.policy.prefixes {
                 if let Ok(p) = PathPrefix::parse(raw) {
-                    routes.push((p, i));
+                    // a prefix's policies are tried in registration order
+                    routes.insert(&p, i);
                 }
             }
         }
-        // Longest first; stable, so equal lengths keep registration order.
-        routes.sort_by_key(|r| core::cmp::Reverse(r.0.len()));
+        let mut exempt = PrefixTree::default();
+        for (_, p) in &s.exempt {
+            exempt.insert(p, ());
+        }
         Self {
             global: global.pop(),
             global_store,
             policies,
             route_store,
             routes,
-            exempt: s.exempt.into_iter().map(|(_, p)| p).collect(),
+            exempt,
             trusted: s.trusted,
             peer: s.peer,
             status: s.status,
             on_rejected: s.on_rejected,
             headers_on_success: s.headers_on_success,
-            clock: StdClock::new(),
+            clock: layer_clock(),
             no_policy_metrics: PolicyMetrics::new(""),
         }
     }
@@ -174,6 +187,9 @@ impl Shared {
     }
 }
 
+/// Seconds of refusal `RateLimit` values precomputed per policy.
+const REFUSAL_STATE_PRECOMPUTED: u64 = 60;
+
 impl Compiled {
     pub(crate) fn new(
         policy: Policy,
@@ -186,6 +202,9 @@ impl Compiled {
             missing_key: policy.missing_key.unwrap_or(default_missing),
             metrics: PolicyMetrics::new(&policy.name),
             policy_item: headers::policy_item(&policy),
+            refusal_state: Precomputed::build(REFUSAL_STATE_PRECOMPUTED, |t, secs| {
+                headers::write_state_item(t, &policy.name, 0, secs.saturating_mul(1_000_000_000))
+            }),
             plan,
             slot,
             policy,
@@ -467,21 +486,19 @@ impl Shared {
                 .ok_or(());
         }
         let path = req.uri().path();
-        if self.exempt.iter().any(|p| p.matches(path)) {
+        if self.exempt.matches(path) {
             return Err(());
         }
         Ok(self
             .routes
-            .iter()
-            .find(|(p, i)| {
-                p.matches(path)
-                    && self.policies[*i]
-                        .policy
-                        .methods
-                        .as_ref()
-                        .is_none_or(|m| m.contains(req.method()))
+            .longest(path, |&i| {
+                self.policies[i]
+                    .policy
+                    .methods
+                    .as_ref()
+                    .is_none_or(|m| m.contains(req.method()))
             })
-            .map(|(_, i)| *i))
+            .copied())
     }
 
     fn decide<B, R>(&self, req: &Request<B>, only: Option<&str>) -> Verdict<R> {
