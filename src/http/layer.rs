@@ -343,9 +343,11 @@ pin_project! {
     enum Kind<F, R, E> {
         // Admitted: the inner service's future, then headers to add and
         // in-flight permits to hand to the body.
-        Inner { #[pin] fut: F, headers: Option<SuccessHeaders>, held: Option<Held> },
-        // Refused (or no key): the response is ready.
-        Ready { response: Option<Response<RateLimitBody<R>>> },
+        // (Headers are boxed: they are rare, and the future stays small.)
+        Inner { #[pin] fut: F, headers: Option<Box<SuccessHeaders>>, held: Option<Held> },
+        // Refused (or no key): the response is ready (boxed: a response
+        // is large, and every request's future would be as large).
+        Ready { response: Option<Box<Response<RateLimitBody<R>>>> },
         // Waiting its turn (a queueing policy) or a remote backend's
         // decision, then the inner service.
         Boxed { fut: BoxedResponse<R, E> },
@@ -375,7 +377,7 @@ where
                 Poll::Ready(Ok(res.map(|b| RateLimitBody::holding(b, held))))
             }
             KindProj::Ready { response } => match response.take() {
-                Some(r) => Poll::Ready(Ok(r)),
+                Some(r) => Poll::Ready(Ok(*r)),
                 None => Poll::Pending,
             },
             KindProj::Boxed { fut } => fut.as_mut().poll(cx),
@@ -588,10 +590,7 @@ impl Shared {
         metrics.acquired.increment(1);
         Verdict::Pass(
             headers,
-            Held {
-                global: Held::keep(global_adm.map(|a| a.lease)),
-                route: Held::keep(route_adm.map(|a| a.lease)),
-            },
+            Held::new(global_adm.map(|a| a.lease), route_adm.map(|a| a.lease)),
         )
     }
 }
@@ -630,10 +629,7 @@ impl Pending {
 
     /// The request goes on: the in-flight permits to hold.
     fn admit(&mut self) -> Held {
-        Held {
-            global: Held::keep(self.global.take()),
-            route: Held::keep(self.route.take()),
-        }
+        Held::new(self.global.take(), self.route.take())
     }
 }
 
@@ -669,10 +665,12 @@ where
         let kind = match current.decide::<B, R>(&req, self.only.as_deref()) {
             Verdict::Pass(headers, held) => Kind::Inner {
                 fut: self.inner.call(req),
-                headers,
+                headers: headers.map(Box::new),
                 held: Some(held),
             },
-            Verdict::Respond(r) => Kind::Ready { response: Some(r) },
+            Verdict::Respond(r) => Kind::Ready {
+                response: Some(Box::new(r)),
+            },
             Verdict::Wait(wait) => {
                 let clone = self.inner.clone();
                 let mut inner = core::mem::replace(&mut self.inner, clone);
