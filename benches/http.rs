@@ -17,12 +17,15 @@
 //! and polls its future once (every handler here is ready at once), then
 //! drops the response.
 //!
-//! After criterion, the bench prints the figures the issue asks for, from
-//! this run's estimates (`target/criterion/.../new/estimates.json`):
-//! `FIGURE http_<policy>_<path>_added_cost_vs_tower_governor <ratio>` is
-//! (tollgate − bare) / (tower_governor − bare), the ratio of the costs the
-//! two layers add to the same router (target ≤ 1.0), with both added costs
-//! in nanoseconds in the note.
+//! Each sample of `tollgate` and `tower_governor` is paired with as many
+//! requests through the bare router, timed just before or after it (in
+//! turn); after each group the bench prints
+//! `FIGURE http_<policy>_<path>_added_cost_vs_tower_governor <ratio>`: the
+//! median over the samples of tollgate's added time per request, over the
+//! same for tower_governor (the ratio of the costs the two layers add to
+//! the same router; target ≤ 1.0), with both added costs in nanoseconds.
+//! Pairing cancels the drift of a shared machine between samples, which
+//! comparing separate estimates does not.
 //!
 //! `cargo bench --bench http` (about 40 s: 12 entries of 1 s warm-up and
 //! 2 s measurement).
@@ -30,10 +33,9 @@
 use std::future::Future;
 use std::hint::black_box;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -139,18 +141,31 @@ fn call(app: &mut Router) -> StatusCode {
     }
 }
 
+/// `iters` requests through `app`, timed.
+fn time(app: &mut Router, iters: u64) -> Duration {
+    let start = Instant::now();
+    for _ in 0..iters {
+        black_box(call(app));
+    }
+    start.elapsed()
+}
+
+/// The median of `v`.
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 fn group(c: &mut Criterion, keying: Keying, path: Path) {
-    let name = format!(
-        "http/{}/{}",
-        match keying {
-            Keying::Global => "global",
-            Keying::PerIp => "per_ip",
-        },
-        match path {
-            Path::Allow => "allow",
-            Path::Refuse => "refuse",
-        }
-    );
+    let keying_name = match keying {
+        Keying::Global => "global",
+        Keying::PerIp => "per_ip",
+    };
+    let path_name = match path {
+        Path::Allow => "allow",
+        Path::Refuse => "refuse",
+    };
+    let name = format!("http/{keying_name}/{path_name}");
     let expected = match path {
         Path::Allow => StatusCode::OK,
         Path::Refuse => StatusCode::TOO_MANY_REQUESTS,
@@ -158,25 +173,51 @@ fn group(c: &mut Criterion, keying: Keying, path: Path) {
     let mut g = c.benchmark_group(&name);
     g.warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(2));
-    let entries: [(&str, Router); 3] = [
+    let mut bare = router();
+    assert_eq!(call(&mut bare), StatusCode::OK);
+    g.bench_function("bare", |b| b.iter(|| black_box(call(&mut bare))));
+    // each sample of a limited router is paired with as many requests
+    // through the bare router, timed right before or after it (in turn):
+    // the difference is the added cost, with the machine's drift between
+    // samples cancelled
+    let mut added = [Vec::new(), Vec::new()];
+    let limited: [(&str, Router); 2] = [
         ("tollgate", tollgate(keying, path)),
-        ("bare", router()),
         ("tower_governor", governor(keying, path)),
     ];
-    for (entry, mut app) in entries {
+    for (i, (entry, mut app)) in limited.into_iter().enumerate() {
         // the first request takes the refuse quota's only permit
-        let first = call(&mut app);
-        assert_eq!(first, StatusCode::OK, "{name}/{entry}: first request");
-        let want = if entry == "bare" {
-            StatusCode::OK
-        } else {
-            expected
-        };
-        assert_eq!(call(&mut app), want, "{name}/{entry}: second request");
-        g.bench_function(entry, |b| b.iter(|| black_box(call(&mut app))));
-        assert_eq!(call(&mut app), want, "{name}/{entry}: after measuring");
+        assert_eq!(call(&mut app), StatusCode::OK, "{name}/{entry}: first");
+        assert_eq!(call(&mut app), expected, "{name}/{entry}: second");
+        let diffs = &mut added[i];
+        g.bench_function(entry, |b| {
+            b.iter_custom(|iters| {
+                let before = diffs.len() % 2 == 0;
+                let base_a = if before {
+                    time(&mut bare, iters)
+                } else {
+                    Duration::ZERO
+                };
+                let limited = time(&mut app, iters);
+                let base = if before {
+                    base_a
+                } else {
+                    time(&mut bare, iters)
+                };
+                diffs.push((limited.as_secs_f64() - base.as_secs_f64()) * 1e9 / iters as f64);
+                limited
+            })
+        });
+        assert_eq!(call(&mut app), expected, "{name}/{entry}: after");
     }
     g.finish();
+    let (ours, theirs) = (median(&mut added[0]), median(&mut added[1]));
+    println!(
+        "FIGURE http_{keying_name}_{path_name}_added_cost_vs_tower_governor {:.2} ratio (tollgate adds {ours:.0} ns, tower_governor {theirs:.0} ns to the bare router: medians of {} and {} paired samples, each the limited router's time per request less the bare router's timed beside it, in one criterion run; target <= 1.0)",
+        ours / theirs,
+        added[0].len(),
+        added[1].len(),
+    );
 }
 
 fn benches(c: &mut Criterion) {
@@ -187,46 +228,8 @@ fn benches(c: &mut Criterion) {
     }
 }
 
-/// This run's mean estimate of `group/entry`, in nanoseconds.
-fn estimate(group: &str, entry: &str) -> Option<f64> {
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
-    let file = dir
-        .join("criterion")
-        .join(group.replace('/', "_"))
-        .join(entry)
-        .join("new")
-        .join("estimates.json");
-    let text = std::fs::read_to_string(file).ok()?;
-    // {"mean":{"confidence_interval":{...},"point_estimate":123.4,...},...}
-    let mean = &text[text.find("\"mean\"")?..];
-    let at = mean.find("\"point_estimate\":")? + "\"point_estimate\":".len();
-    let rest = &mean[at..];
-    let end = rest.find([',', '}'])?;
-    rest[..end].trim().parse().ok()
-}
-
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     benches(&mut c);
     c.final_summary();
-    for keying in ["global", "per_ip"] {
-        for path in ["allow", "refuse"] {
-            let group = format!("http/{keying}/{path}");
-            let (Some(t), Some(b), Some(g)) = (
-                estimate(&group, "tollgate"),
-                estimate(&group, "bare"),
-                estimate(&group, "tower_governor"),
-            ) else {
-                // a filtered run (`cargo bench --bench http -- allow`)
-                continue;
-            };
-            let (ours, theirs) = (t - b, g - b);
-            println!(
-                "FIGURE http_{keying}_{path}_added_cost_vs_tower_governor {:.2} ratio (tollgate {ours:.0} ns vs tower_governor {theirs:.0} ns added to the bare router's {b:.0} ns; mean estimates of one criterion run; target <= 1.0)",
-                ours / theirs
-            );
-        }
-    }
 }

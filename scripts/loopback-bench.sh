@@ -28,7 +28,13 @@ cargo build --release --all-features --example loopback
 BIN=target/release/examples/loopback
 
 server_pid=
-stop() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null; server_pid=; }
+stop() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true   # 143: ended by our SIGTERM
+  fi
+  server_pid=
+}
 trap stop EXIT
 
 start() {
