@@ -1,194 +1,235 @@
-//! Throughput of a hello-world axum server on loopback: without a limiter,
-//! behind tollgate's `RateLimitLayer`, and behind `tower_governor`, both
-//! limiters configured alike (per peer IP, a quota far above the load, so
-//! every request is admitted and the figures measure the layer's cost).
-//! Rounds are interleaved (plain, tollgate, governor, plain, …) so that
-//! machine noise hits the three alike; the median round counts.
+//! The cost the HTTP layer adds to an axum router, in process, side by side
+//! with `tower_governor` on the same router and the same requests.
 //!
-//! `cargo bench --bench http --features http`; `TOLLGATE_HTTP_BENCH_SECS`
-//! (default 1) sets the length of one round, `TOLLGATE_HTTP_BENCH_ROUNDS`
-//! (default 5) the number of rounds. Prints `FIGURE name value unit note`.
+//! Every group runs three entries on the same `Router` (one `GET /`
+//! handler answering "Hello, World!"):
+//!
+//! - `tollgate`: behind `RateLimitLayer`,
+//! - `bare`: the router alone,
+//! - `tower_governor`: behind `GovernorLayer`, configured alike.
+//!
+//! Groups: `http/<policy>/<path>` where `policy` is `global` (one bucket for
+//! every request) or `per_ip` (a bucket per peer IP, from axum's
+//! `ConnectInfo`), and `path` is `allow` (a quota far above the load, every
+//! request admitted) or `refuse` (one request per hour, exhausted before
+//! measuring: every request answered 429 with its headers). Each iteration
+//! builds the request (the same for the three entries), calls the service
+//! and polls its future once (every handler here is ready at once), then
+//! drops the response.
+//!
+//! Each sample of `tollgate` and `tower_governor` is paired with as many
+//! requests through the bare router, timed just before or after it (in
+//! turn); after each group the bench prints
+//! `FIGURE http_<policy>_<path>_added_cost_vs_tower_governor <ratio>`: the
+//! median over the samples of tollgate's added time per request, over the
+//! same for tower_governor (the ratio of the costs the two layers add to
+//! the same router; target ≤ 1.0), with both added costs in nanoseconds.
+//! Pairing cancels the drift of a shared machine between samples, which
+//! comparing separate estimates does not.
+//!
+//! `cargo bench --bench http` (about 40 s: 12 entries of 1 s warm-up and
+//! 2 s measurement).
 
-#[allow(dead_code)]
-#[path = "../tests/support/http.rs"]
-mod support;
-
+use std::future::Future;
+use std::hint::black_box;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use axum::body::Body;
+use axum::extract::ConnectInfo;
 use axum::routing::get;
 use axum::Router;
-use support::{serve, Conn, Server};
+use criterion::Criterion;
+use http::{Request, StatusCode};
 use tollgate::http::{KeySource, Policy, RateLimitLayer};
 use tollgate::Quota;
 use tower_governor::governor::GovernorConfigBuilder;
+use tower_governor::key_extractor::{GlobalKeyExtractor, PeerIpKeyExtractor};
 use tower_governor::GovernorLayer;
+use tower_service::Service;
 
-const CONNECTIONS: usize = 32;
-
-fn app() -> Router {
+fn router() -> Router {
     Router::new().route("/", get(|| async { "Hello, World!" }))
 }
 
-fn tollgate_app() -> Router {
-    // one permit per nanosecond per peer IP, bursts of a billion (a tolerance
-    // of 1 s, so that a thread preempted between reading the clock and
-    // checking is never refused)
-    let quota = Quota::new(1, Duration::from_nanos(1))
-        .and_then(|q| q.with_burst(1_000_000_000))
-        .expect("quota");
-    let layer = RateLimitLayer::builder()
-        .peer_addr(support::connect_info)
-        .policy(
-            Policy::token_bucket("ip", quota)
-                .prefix("/")
-                .key(KeySource::PeerIp),
-        )
-        .build()
-        .expect("layer");
-    app().layer(layer)
+fn connect_info(ext: &http::Extensions) -> Option<SocketAddr> {
+    ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)
 }
 
-fn governor_app() -> Router {
-    // tower_governor's default key is the peer IP (ConnectInfo); the same quota
-    let config = GovernorConfigBuilder::default()
-        .per_nanosecond(1)
-        .burst_size(1_000_000_000)
-        .finish()
-        .expect("governor config");
-    app().layer(GovernorLayer::new(config))
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keying {
+    Global,
+    PerIp,
 }
 
-/// Requests per second served over `CONNECTIONS` keep-alive connections.
-async fn round(addr: SocketAddr, secs: f64) -> f64 {
-    let done = Arc::new(AtomicBool::new(false));
-    let count = Arc::new(AtomicU64::new(0));
-    let mut conns = Vec::new();
-    for _ in 0..CONNECTIONS {
-        conns.push(Conn::open(addr).await);
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Allow,
+    Refuse,
+}
+
+/// The tollgate quota: far above the load (a permit per nanosecond, bursts
+/// of a billion), or one per hour.
+fn quota(path: Path) -> Quota {
+    match path {
+        Path::Allow => Quota::new(1, Duration::from_nanos(1))
+            .and_then(|q| q.with_burst(1_000_000_000))
+            .expect("quota"),
+        Path::Refuse => Quota::per_hour(1).expect("quota"),
     }
+}
+
+fn tollgate(keying: Keying, path: Path) -> Router {
+    let policy = Policy::token_bucket("api", quota(path));
+    let builder = RateLimitLayer::builder().peer_addr(connect_info);
+    let layer = match keying {
+        Keying::Global => builder.global(policy),
+        Keying::PerIp => builder.policy(policy.prefix("/").key(KeySource::PeerIp)),
+    }
+    .build()
+    .expect("layer");
+    router().layer(layer)
+}
+
+fn governor(keying: Keying, path: Path) -> Router {
+    // the same quotas: a permit per nanosecond with bursts of a billion, or
+    // one per hour
+    let mut config = GovernorConfigBuilder::default();
+    match path {
+        Path::Allow => config.per_nanosecond(1).burst_size(1_000_000_000),
+        Path::Refuse => config.period(Duration::from_secs(3600)).burst_size(1),
+    };
+    match keying {
+        Keying::Global => {
+            let config = config
+                .key_extractor(GlobalKeyExtractor)
+                .finish()
+                .expect("config");
+            router().layer(GovernorLayer::new(config))
+        }
+        Keying::PerIp => {
+            let config = config
+                .key_extractor(PeerIpKeyExtractor)
+                .finish()
+                .expect("config");
+            router().layer(GovernorLayer::new(config))
+        }
+    }
+}
+
+fn request() -> Request<Body> {
+    let mut req = Request::get("/").body(Body::empty()).expect("request");
+    req.extensions_mut()
+        .insert(ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40_000))));
+    req
+}
+
+/// One request through `app`, polled to completion on this thread (the
+/// handlers are ready at once; a pending poll is a bench bug).
+fn call(app: &mut Router) -> StatusCode {
+    let mut cx = Context::from_waker(Waker::noop());
+    match Service::<Request<Body>>::poll_ready(app, &mut cx) {
+        Poll::Ready(Ok(())) => {}
+        _ => panic!("the router is always ready"),
+    }
+    let fut = pin!(Service::<Request<Body>>::call(app, request()));
+    match fut.poll(&mut cx) {
+        Poll::Ready(Ok(res)) => res.status(),
+        _ => panic!("the handler answers at once"),
+    }
+}
+
+/// `iters` requests through `app`, timed.
+fn time(app: &mut Router, iters: u64) -> Duration {
     let start = Instant::now();
-    let tasks: Vec<_> = conns
-        .into_iter()
-        .map(|mut c| {
-            let (done, count) = (Arc::clone(&done), Arc::clone(&count));
-            tokio::spawn(async move {
-                while !done.load(Ordering::Relaxed) {
-                    let r = c.get("/").await;
-                    assert_eq!(r.status, 200, "every request admitted by {addr}: {r:?}");
-                    count.fetch_add(1, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-    done.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await.expect("client task");
+    for _ in 0..iters {
+        black_box(call(app));
     }
-    count.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+    start.elapsed()
 }
 
-/// Nanoseconds per request calling the router directly (no network): the
-/// layer's own cost on top of axum's routing, without socket noise.
-async fn direct_round(mut app: Router, n: u32) -> f64 {
-    use axum::body::Body;
-    use tower_service::Service;
-    let peer = axum::extract::ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40_000)));
-    let start = Instant::now();
-    for _ in 0..n {
-        let mut req = http::Request::get("/")
-            .body(Body::empty())
-            .expect("request");
-        req.extensions_mut().insert(peer);
-        std::future::poll_fn(|cx| Service::<http::Request<Body>>::poll_ready(&mut app, cx))
-            .await
-            .expect("ready");
-        let res = Service::<http::Request<Body>>::call(&mut app, req)
-            .await
-            .expect("infallible");
-        assert_eq!(res.status(), 200, "every request admitted");
-    }
-    start.elapsed().as_nanos() as f64 / f64::from(n)
-}
-
+/// The median of `v`.
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
-fn env(name: &str, default: f64) -> f64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+fn group(c: &mut Criterion, keying: Keying, path: Path) {
+    let keying_name = match keying {
+        Keying::Global => "global",
+        Keying::PerIp => "per_ip",
+    };
+    let path_name = match path {
+        Path::Allow => "allow",
+        Path::Refuse => "refuse",
+    };
+    let name = format!("http/{keying_name}/{path_name}");
+    let expected = match path {
+        Path::Allow => StatusCode::OK,
+        Path::Refuse => StatusCode::TOO_MANY_REQUESTS,
+    };
+    let mut g = c.benchmark_group(&name);
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2));
+    let mut bare = router();
+    assert_eq!(call(&mut bare), StatusCode::OK);
+    g.bench_function("bare", |b| b.iter(|| black_box(call(&mut bare))));
+    // each sample of a limited router is paired with as many requests
+    // through the bare router, timed right before or after it (in turn):
+    // the difference is the added cost, with the machine's drift between
+    // samples cancelled
+    let mut added = [Vec::new(), Vec::new()];
+    let limited: [(&str, Router); 2] = [
+        ("tollgate", tollgate(keying, path)),
+        ("tower_governor", governor(keying, path)),
+    ];
+    for (i, (entry, mut app)) in limited.into_iter().enumerate() {
+        // the first request takes the refuse quota's only permit
+        assert_eq!(call(&mut app), StatusCode::OK, "{name}/{entry}: first");
+        assert_eq!(call(&mut app), expected, "{name}/{entry}: second");
+        let diffs = &mut added[i];
+        g.bench_function(entry, |b| {
+            b.iter_custom(|iters| {
+                let before = diffs.len() % 2 == 0;
+                let base_a = if before {
+                    time(&mut bare, iters)
+                } else {
+                    Duration::ZERO
+                };
+                let limited = time(&mut app, iters);
+                let base = if before {
+                    base_a
+                } else {
+                    time(&mut bare, iters)
+                };
+                diffs.push((limited.as_secs_f64() - base.as_secs_f64()) * 1e9 / iters as f64);
+                limited
+            })
+        });
+        assert_eq!(call(&mut app), expected, "{name}/{entry}: after");
+    }
+    g.finish();
+    let (ours, theirs) = (median(&mut added[0]), median(&mut added[1]));
+    println!(
+        "FIGURE http_{keying_name}_{path_name}_added_cost_vs_tower_governor {:.2} ratio (tollgate adds {ours:.0} ns, tower_governor {theirs:.0} ns to the bare router: medians of {} and {} paired samples, each the limited router's time per request less the bare router's timed beside it, in one criterion run; target <= 1.0)",
+        ours / theirs,
+        added[0].len(),
+        added[1].len(),
+    );
+}
+
+fn benches(c: &mut Criterion) {
+    for keying in [Keying::Global, Keying::PerIp] {
+        for path in [Path::Allow, Path::Refuse] {
+            group(c, keying, path);
+        }
+    }
 }
 
 fn main() {
-    let secs = env("TOLLGATE_HTTP_BENCH_SECS", 1.0);
-    let rounds = env("TOLLGATE_HTTP_BENCH_ROUNDS", 5.0) as usize;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let servers: [(&str, Server); 3] = [
-            ("plain", serve(app()).await),
-            ("tollgate", serve(tollgate_app()).await),
-            ("tower_governor", serve(governor_app()).await),
-        ];
-        let mut results = [Vec::new(), Vec::new(), Vec::new()];
-        // warm-up
-        for (name, s) in &servers {
-            eprintln!("warm-up {name} on {}", s.addr);
-            round(s.addr, 0.2).await;
-        }
-        for r in 0..rounds.max(1) {
-            // alternate the order so that no server always runs first
-            let order: [usize; 3] = if r % 2 == 0 { [0, 1, 2] } else { [2, 1, 0] };
-            for i in order {
-                results[i].push(round(servers[i].1.addr, secs).await);
-            }
-        }
-        // paired ratios: each round's three runs are seconds apart, so
-        // their ratio cancels most of the machine's drift
-        let mut vs_plain: Vec<f64> = (0..results[0].len()).map(|r| results[1][r] / results[0][r]).collect();
-        let mut vs_gov: Vec<f64> = (0..results[0].len()).map(|r| results[1][r] / results[2][r]).collect();
-        let med: Vec<f64> = results.iter_mut().map(|r| median(r)).collect();
-        for (i, (name, _)) in servers.iter().enumerate() {
-            println!(
-                "FIGURE http_{name}_rps {:.0} req/s median of {} interleaved {secs}s rounds, {CONNECTIONS} keep-alive connections, loopback (rounds: {:?})",
-                med[i],
-                results[i].len(),
-                results[i].iter().map(|v| v.round()).collect::<Vec<_>>()
-            );
-        }
-        // direct calls: same three routers, interleaved, 100k calls a round
-        type MakeApp = fn() -> Router;
-        let makers: [(&str, MakeApp); 3] =
-            [("plain", app), ("tollgate", tollgate_app), ("tower_governor", governor_app)];
-        let mut direct = [Vec::new(), Vec::new(), Vec::new()];
-        for r in 0..rounds.max(1) {
-            let order: [usize; 3] = if r % 2 == 0 { [0, 1, 2] } else { [2, 1, 0] };
-            for i in order {
-                direct[i].push(direct_round(makers[i].1(), 100_000).await);
-            }
-        }
-        let dmed: Vec<f64> = direct.iter_mut().map(|r| median(r)).collect();
-        for (i, (name, _)) in makers.iter().enumerate() {
-            println!("FIGURE http_direct_{name}_ns {:.0} ns/request median of {} rounds of 100000 direct router calls (no network)", dmed[i], direct[i].len());
-        }
-        println!("FIGURE http_direct_tollgate_overhead_ns {:.0} ns/request added by tollgate's layer over the plain router", dmed[1] - dmed[0]);
-        println!("FIGURE http_direct_governor_overhead_ns {:.0} ns/request added by tower_governor's layer over the plain router", dmed[2] - dmed[0]);
-
-        let loss = 100.0 * (1.0 - median(&mut vs_plain));
-        println!("FIGURE http_tollgate_loss_vs_plain {loss:.1} % throughput lost to the layer, median of per-round ratios (target <= 5)");
-        println!(
-            "FIGURE http_tollgate_vs_governor {:.3} ratio tollgate / tower_governor requests per second, median of per-round ratios (target >= 1)",
-            median(&mut vs_gov)
-        );
-    });
+    let mut c = Criterion::default().configure_from_args();
+    benches(&mut c);
+    c.final_summary();
 }

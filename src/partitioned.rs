@@ -107,7 +107,7 @@ use crate::decision::{CapacityExceeded, Decision, Snapshot};
 use crate::gcra::Gcra;
 use crate::keyed::{KeyedDecision, KeyedLimiter, KeyedPath, ShardedKeyedTable, TableBuilder};
 use crate::limiter::{Algorithm, Limiter};
-use crate::live::Inheritance;
+use crate::live::{Inheritance, LiveBucket};
 use crate::time::Timestamp;
 
 /// A policy's keyed store, with its type erased: what a [`Partitioned`]
@@ -217,6 +217,45 @@ impl<K, L: Limiter + Send + Sync> Store<K> for Unkeyed<L> {
         now: Timestamp,
     ) -> Result<Duration, CapacityExceeded> {
         self.0.time_until_ready(n, now)
+    }
+}
+
+/// One reconfigurable bucket that every key of a policy shares: no hashing,
+/// no table lookup (a policy whose key is always the same).
+struct Single(LiveBucket);
+
+impl<K> Store<K> for Single {
+    #[inline]
+    fn check_n(
+        &self,
+        _: Option<&K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<KeyedDecision, CapacityExceeded> {
+        Ok(KeyedDecision::new(self.0.check_n(n, now)?, KeyedPath::Own))
+    }
+    fn refund(&self, _: Option<&K>, n: u32, now: Timestamp) {
+        self.0.refund(n, now);
+    }
+    fn time_until_ready(
+        &self,
+        _: Option<&K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded> {
+        self.0.time_until_ready(n, now)
+    }
+    fn algorithm_type(&self) -> Option<TypeId> {
+        Some(TypeId::of::<Gcra>())
+    }
+    fn reconfigure(&self, next: &mut dyn Any, how: Inheritance, now: Timestamp) -> bool {
+        match next.downcast_mut::<Option<Gcra>>().and_then(Option::take) {
+            Some(gcra) => {
+                self.0.set_algorithm(gcra, how, now);
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -343,6 +382,34 @@ impl<K: 'static> PolicyStore<K> {
             store: Arc::new(Keyed(table)),
             releases: false,
             shaping: Some(shaping),
+        }
+    }
+
+    /// One bucket shared by every key: for a policy whose resources all
+    /// have the same key (a global limit), it skips the keyed table's
+    /// hashing and lookup. It runs a [`Gcra`], so
+    /// [`reconfigure`](Self::reconfigure) with a [`Gcra`] and
+    /// [`with_shaping`](Self::with_shaping) work as on a keyed table.
+    ///
+    /// ```
+    /// use tollgate::partitioned::{Partitioned, PartitionedLimiter, PolicyStore};
+    /// use tollgate::{Gcra, LiveBucket, Quota, Timestamp};
+    ///
+    /// let all = PolicyStore::single(LiveBucket::new(Gcra::token_bucket(Quota::per_second(1)?)));
+    /// let limiter = Partitioned::<u32, u32>::builder("jobs")
+    ///     .store("all", |t: &u32| Some(*t), all)
+    ///     .build();
+    /// let now = Timestamp::ZERO;
+    /// assert!(limiter.try_acquire(&7, now).is_ok());
+    /// // tenant 8 shares tenant 7's bucket
+    /// assert!(limiter.try_acquire(&8, now).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn single(bucket: LiveBucket) -> Self {
+        Self {
+            store: Arc::new(Single(bucket)),
+            releases: false,
+            shaping: None,
         }
     }
 

@@ -4,6 +4,7 @@
 
 use core::pin::Pin;
 use core::task::{Context, Poll};
+use std::boxed::Box;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -13,22 +14,33 @@ use super::layer::HttpLease;
 
 /// The in-flight leases a response holds: a concurrency policy's permit
 /// (global, route) stays taken until the response body has been sent or
-/// dropped.
+/// dropped. Boxed, and only when there is a lease to hold (a rate limit's
+/// permits are spent at once): every other response carries one empty
+/// pointer, which keeps the layer's future and body small.
 #[derive(Debug, Default)]
-pub(crate) struct Held {
-    pub(crate) global: Option<HttpLease>,
-    pub(crate) route: Option<HttpLease>,
+pub(crate) struct Held(Option<Box<Leases>>);
+
+#[derive(Debug)]
+struct Leases {
+    #[allow(dead_code)] // held for its drop: it gives the permits back
+    global: Option<HttpLease>,
+    #[allow(dead_code)]
+    route: Option<HttpLease>,
 }
 
 impl Held {
-    /// Keeps `lease` only if it holds in-flight permits (a rate limit's
-    /// permits are spent: nothing to hold).
-    pub(crate) fn keep(lease: Option<HttpLease>) -> Option<HttpLease> {
-        lease.filter(HttpLease::holds_in_flight)
+    /// Holds those of `global` and `route` that hold in-flight permits.
+    pub(crate) fn new(global: Option<HttpLease>, route: Option<HttpLease>) -> Self {
+        let global = global.filter(HttpLease::holds_in_flight);
+        let route = route.filter(HttpLease::holds_in_flight);
+        if global.is_none() && route.is_none() {
+            return Self(None);
+        }
+        Self(Some(Box::new(Leases { global, route })))
     }
 
     fn is_empty(&self) -> bool {
-        self.global.is_none() && self.route.is_none()
+        self.0.is_none()
     }
 }
 

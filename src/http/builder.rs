@@ -1,5 +1,6 @@
 //! [`RateLimitLayerBuilder`]: policies and layer-wide settings, validated.
 
+use core::time::Duration;
 use std::format;
 use std::string::{String, ToString};
 use std::vec::Vec;
@@ -10,14 +11,17 @@ use super::headers::valid_policy_name;
 use super::key::{
     canonical_net, socket_addr_extension, IpNet, KeyDigest, KeySource, PeerAddrFn, TableKey,
 };
-use super::layer::{HttpStore, LayerSettings, RateLimitLayer, Routed, Rule, Shared};
+use super::layer::{layer_clock, HttpStore, LayerSettings, RateLimitLayer, Routed, Rule, Shared};
 use super::policy::{
     ConfigError, ConfigErrorKind, MissingKey, Plan, Policy, Rejection, RejectionHandler, StoreAlg,
 };
 use super::reload::{Carrier, ReloadReport};
 use super::routing::PathPrefix;
+use crate::clock::Clock;
+use crate::error::check_clock;
 use crate::keyed::ShardedKeyedTable;
-use crate::live::Inheritance;
+use crate::limiter::Algorithm;
+use crate::live::{Inheritance, LiveBucket};
 use crate::partitioned::{Partitioned, PolicyStore};
 
 /// Builds a [`RateLimitLayer`]; see the [module docs](super).
@@ -302,6 +306,16 @@ fn too_many(loc: &str) -> ConfigError {
 fn fresh_store(loc: &str, policy: &Policy, plan: &Plan) -> Result<HttpStore, ConfigError> {
     let keys = max_keys(policy);
     let store = match plan.alg {
+        // one key: one bucket, no table to hash into
+        StoreAlg::Gcra(g) if matches!(policy.key, KeySource::Global) => {
+            let bucket = PolicyStore::single(LiveBucket::new(g));
+            match plan.shaping {
+                Some(s) => bucket.with_shaping(s).map_err(|_| {
+                    ConfigError::invalid(format!("{loc}.queue"), "queueing needs a bucket")
+                })?,
+                None => bucket,
+            }
+        }
         StoreAlg::Gcra(g) => {
             let table = ShardedKeyedTable::builder(g)
                 .max_keys(keys)
@@ -330,6 +344,24 @@ fn fresh_store(loc: &str, policy: &Policy, plan: &Plan) -> Result<HttpStore, Con
         ),
     };
     Ok(store)
+}
+
+/// Checks that a clock of `resolution` can enforce `plan`: a quota's
+/// interval, a fixed window or a sliding window's segment finer than the
+/// clock's step is a construction error, never a silent clamp.
+fn check_resolution(loc: &str, plan: &Plan, resolution: Duration) -> Result<(), ConfigError> {
+    let (step, field) = match plan.alg {
+        StoreAlg::Gcra(g) => (g.required_resolution(), "rate"),
+        StoreAlg::Fixed(w) => (w.required_resolution(), "window"),
+        StoreAlg::Sliding(w) => (w.required_resolution(), "window"),
+        StoreAlg::InFlight(_) => return Ok(()),
+    };
+    check_clock(step, resolution).map_err(|_| {
+        ConfigError::invalid(
+            format!("{loc}.{field}"),
+            "finer than the layer clock's resolution can enforce",
+        )
+    })
 }
 
 /// Checks `p`; the store it will run.
@@ -361,6 +393,7 @@ fn validate(loc: &str, p: &Policy) -> Result<Plan, ConfigError> {
         ));
     }
     let plan = p.plan(loc)?;
+    check_resolution(loc, &plan, layer_clock().resolution())?;
     if p.backend.is_some() && p.queue.is_some() {
         return Err(ConfigError::invalid(
             format!("{loc}.queue"),
@@ -443,4 +476,42 @@ fn check_routes(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gcra::Gcra;
+    use crate::quota::Quota;
+
+    fn plan(alg: StoreAlg) -> Plan {
+        Plan {
+            alg,
+            shaping: None,
+            queue_slots: 0,
+        }
+    }
+
+    #[test]
+    fn a_quota_finer_than_the_clock_is_refused() {
+        let ms = Duration::from_millis(1);
+        // 1000 per second: one permit per millisecond, as fine as the clock
+        let ok = plan(StoreAlg::Gcra(Gcra::token_bucket(
+            Quota::per_second(1000).unwrap(),
+        )));
+        assert_eq!(check_resolution("global", &ok, ms), Ok(()));
+        // 2000 per second: a 500 µs interval a 1 ms clock cannot see
+        let fine = plan(StoreAlg::Gcra(Gcra::token_bucket(
+            Quota::per_second(2000).unwrap(),
+        )));
+        let e = check_resolution("policies[0]", &fine, ms).unwrap_err();
+        assert_eq!(e.location(), "policies[0].rate");
+        // in-flight limits have no time step
+        assert_eq!(
+            check_resolution("x", &plan(StoreAlg::InFlight(3)), ms),
+            Ok(())
+        );
+        // the layer's clock resolves a nanosecond: any quota fits
+        assert_eq!(layer_clock().resolution(), Duration::from_nanos(1));
+    }
 }

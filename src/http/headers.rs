@@ -4,8 +4,11 @@
 
 use core::fmt::{self, Write};
 
+use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
 use http::HeaderMap;
+use std::sync::OnceLock;
+use std::vec::Vec;
 
 use super::policy::{Policy, PolicyAlgorithm};
 #[cfg(test)]
@@ -121,10 +124,59 @@ pub(crate) fn write_state_item(
     write!(out, "\"{name}\";r={remaining};t={}", secs_ceil(reset_nanos))
 }
 
+/// Header values for every whole number of seconds from 0 to a bound,
+/// written once into one shared buffer: cloning one is a reference count
+/// increment, so a refusal formats and copies nothing.
+pub(crate) struct Precomputed(Vec<HeaderValue>);
+
+impl Precomputed {
+    /// The values `write` gives for 0 to `last` seconds (none if one fails).
+    pub(crate) fn build(last: u64, write: impl Fn(&mut StackText, u64) -> fmt::Result) -> Self {
+        let mut text = Vec::new();
+        let mut ends = Vec::new();
+        for secs in 0..=last {
+            let mut t = StackText::new();
+            if write(&mut t, secs).is_err() {
+                return Self(Vec::new());
+            }
+            text.extend_from_slice(t.as_bytes());
+            ends.push(text.len());
+        }
+        let all = Bytes::from(text);
+        let mut start = 0;
+        let mut values = Vec::with_capacity(ends.len());
+        for end in ends {
+            match HeaderValue::from_maybe_shared(all.slice(start..end)) {
+                Ok(v) => values.push(v),
+                Err(_) => return Self(Vec::new()),
+            }
+            start = end;
+        }
+        Self(values)
+    }
+
+    /// The value for `secs`, if precomputed.
+    #[inline]
+    pub(crate) fn get(&self, secs: u64) -> Option<HeaderValue> {
+        self.0.get(usize::try_from(secs).ok()?).cloned()
+    }
+}
+
+/// Seconds of `Retry-After` precomputed (ten minutes).
+const RETRY_AFTER_PRECOMPUTED: u64 = 600;
+
 /// Sets `Retry-After` (seconds, rounded up, at least 1 for a positive wait).
 pub(crate) fn set_retry_after(headers: &mut HeaderMap, retry_after_nanos: u64) {
+    static VALUES: OnceLock<Precomputed> = OnceLock::new();
+    let secs = secs_ceil(retry_after_nanos);
+    let values = VALUES
+        .get_or_init(|| Precomputed::build(RETRY_AFTER_PRECOMPUTED, |t, secs| write!(t, "{secs}")));
+    if let Some(v) = values.get(secs) {
+        headers.insert(RETRY_AFTER, v);
+        return;
+    }
     let mut t = StackText::new();
-    if write!(t, "{}", secs_ceil(retry_after_nanos)).is_ok() {
+    if write!(t, "{secs}").is_ok() {
         if let Some(v) = t.header_value() {
             headers.insert(RETRY_AFTER, v);
         }
@@ -167,5 +219,28 @@ mod tests {
         );
         let mut t = StackText::new();
         assert!(write!(t, "{}", "x".repeat(200)).is_err());
+    }
+
+    #[test]
+    fn precomputed_values_match_formatting() {
+        let p = Precomputed::build(70, |t, secs| {
+            write_state_item(t, "api", 0, secs * NANOS_PER_SEC)
+        });
+        for secs in 0..=70 {
+            let mut t = StackText::new();
+            write_state_item(&mut t, "api", 0, secs * NANOS_PER_SEC).unwrap();
+            assert_eq!(p.get(secs).unwrap().as_bytes(), t.as_bytes(), "{secs}");
+        }
+        assert!(p.get(71).is_none());
+        let mut map = HeaderMap::new();
+        for (nanos, want) in [
+            (1, "1"),
+            (300_000_000, "1"),
+            (61_000_000_000, "61"),
+            (700_000_000_000, "700"),
+        ] {
+            set_retry_after(&mut map, nanos);
+            assert_eq!(map[RETRY_AFTER], want);
+        }
     }
 }

@@ -18,14 +18,14 @@ use tower_service::Service;
 
 use super::backend::StoreUnavailable;
 use super::body::{Held, RateLimitBody};
-use super::headers::{self, RATELIMIT, RATELIMIT_POLICY};
+use super::headers::{self, Precomputed, RATELIMIT, RATELIMIT_POLICY};
 use super::key::{
     self, BackendKey, Extracted, IpNet, KeyDigest, PeerAddrFn, RequestHead, TableKey,
 };
 use super::metrics::PolicyMetrics;
 use super::policy::{MissingKey, Plan, Policy, RejectionHandler};
-use super::routing::PathPrefix;
-use crate::clock::{Clock, StdClock};
+use super::routing::{PathPrefix, PrefixTree};
+use crate::clock::{Clock, QuantaClock};
 use crate::decision::Decision;
 use crate::partitioned::{Admission, Lease, Partitioned, PartitionedLimiter, PolicyStore};
 use crate::time::Timestamp;
@@ -51,6 +51,15 @@ fn routed_by_the_layer(_: &Routed) -> Option<TableKey> {
     None
 }
 
+/// The clock of every layer: one process-wide TSC clock (`quanta`, which
+/// falls back to the OS's monotonic clock where the TSC is unusable), so
+/// that a store carried across a reload stays on one time line. Reading it
+/// is a `rdtsc` and a scaling, cheaper than `Instant::now`.
+pub(crate) fn layer_clock() -> QuantaClock {
+    static CLOCK: std::sync::OnceLock<QuantaClock> = std::sync::OnceLock::new();
+    CLOCK.get_or_init(QuantaClock::new).clone()
+}
+
 /// One policy, ready to check.
 pub(crate) struct Compiled {
     pub(crate) name: String,
@@ -62,6 +71,8 @@ pub(crate) struct Compiled {
     missing_key: MissingKey,
     /// `None` for an in-flight limit (no rate to report).
     pub(crate) policy_item: Option<HeaderValue>,
+    /// Its refusals' `RateLimit` values for waits of up to a minute.
+    pub(crate) refusal_state: Precomputed,
     pub(crate) metrics: PolicyMetrics,
 }
 
@@ -70,9 +81,9 @@ pub(crate) struct Shared {
     pub(crate) global_store: Stores,
     pub(crate) policies: Vec<Compiled>,
     pub(crate) route_store: Stores,
-    /// (prefix, index into `policies`), longest prefix first.
-    routes: Vec<(PathPrefix, usize)>,
-    exempt: Vec<PathPrefix>,
+    /// Index into `policies` by path prefix.
+    routes: PrefixTree<usize>,
+    exempt: PrefixTree<()>,
     trusted: Vec<IpNet>,
     peer: PeerAddrFn,
     pub(crate) status: StatusCode,
@@ -81,10 +92,9 @@ pub(crate) struct Shared {
     /// The secret keyed digest of header and custom keys (carried across
     /// reloads: a kept store's keys stay the same).
     pub(crate) digest: KeyDigest,
-    /// The clock of every store (one `Instant::now()` a request; tokio's
-    /// `Instant::now` is slower when tokio's `test-util` is compiled in).
+    /// The clock of every store: [`layer_clock`], one TSC read a request.
     /// Delays are slept on tokio's timer.
-    pub(crate) clock: StdClock,
+    pub(crate) clock: QuantaClock,
     no_policy_metrics: PolicyMetrics,
 }
 
@@ -136,30 +146,33 @@ impl Shared {
         let (global_store, mut global) =
             compile_all("global", s.global.into_iter().collect(), s.missing_key);
         let (route_store, policies) = compile_all("routes", s.policies, s.missing_key);
-        let mut routes = Vec::new();
+        let mut routes = PrefixTree::default();
         for (i, c) in policies.iter().enumerate() {
             for raw in &c.policy.prefixes {
                 if let Ok(p) = PathPrefix::parse(raw) {
-                    routes.push((p, i));
+                    // a prefix's policies are tried in registration order
+                    routes.insert(&p, i);
                 }
             }
         }
-        // Longest first; stable, so equal lengths keep registration order.
-        routes.sort_by_key(|r| core::cmp::Reverse(r.0.len()));
+        let mut exempt = PrefixTree::default();
+        for (_, p) in &s.exempt {
+            exempt.insert(p, ());
+        }
         Self {
             global: global.pop(),
             global_store,
             policies,
             route_store,
             routes,
-            exempt: s.exempt.into_iter().map(|(_, p)| p).collect(),
+            exempt,
             trusted: s.trusted,
             peer: s.peer,
             status: s.status,
             on_rejected: s.on_rejected,
             headers_on_success: s.headers_on_success,
             digest: s.digest,
-            clock: StdClock::new(),
+            clock: layer_clock(),
             no_policy_metrics: PolicyMetrics::new(""),
         }
     }
@@ -181,6 +194,9 @@ impl Shared {
     }
 }
 
+/// Seconds of refusal `RateLimit` values precomputed per policy.
+const REFUSAL_STATE_PRECOMPUTED: u64 = 60;
+
 impl Compiled {
     pub(crate) fn new(
         policy: Policy,
@@ -193,6 +209,9 @@ impl Compiled {
             missing_key: policy.missing_key.unwrap_or(default_missing),
             metrics: PolicyMetrics::new(&policy.name),
             policy_item: headers::policy_item(&policy),
+            refusal_state: Precomputed::build(REFUSAL_STATE_PRECOMPUTED, |t, secs| {
+                headers::write_state_item(t, &policy.name, 0, secs.saturating_mul(1_000_000_000))
+            }),
             plan,
             slot,
             policy,
@@ -331,9 +350,11 @@ pin_project! {
     enum Kind<F, R, E> {
         // Admitted: the inner service's future, then headers to add and
         // in-flight permits to hand to the body.
-        Inner { #[pin] fut: F, headers: Option<SuccessHeaders>, held: Option<Held> },
-        // Refused (or no key): the response is ready.
-        Ready { response: Option<Response<RateLimitBody<R>>> },
+        // (Headers are boxed: they are rare, and the future stays small.)
+        Inner { #[pin] fut: F, headers: Option<Box<SuccessHeaders>>, held: Option<Held> },
+        // Refused (or no key): the response is ready (boxed: a response
+        // is large, and every request's future would be as large).
+        Ready { response: Option<Box<Response<RateLimitBody<R>>>> },
         // Waiting its turn (a queueing policy) or a remote backend's
         // decision, then the inner service.
         Boxed { fut: BoxedResponse<R, E> },
@@ -363,7 +384,7 @@ where
                 Poll::Ready(Ok(res.map(|b| RateLimitBody::holding(b, held))))
             }
             KindProj::Ready { response } => match response.take() {
-                Some(r) => Poll::Ready(Ok(r)),
+                Some(r) => Poll::Ready(Ok(*r)),
                 None => Poll::Pending,
             },
             KindProj::Boxed { fut } => fut.as_mut().poll(cx),
@@ -485,21 +506,19 @@ impl Shared {
                 .ok_or(());
         }
         let path = req.uri().path();
-        if self.exempt.iter().any(|p| p.matches(path)) {
+        if self.exempt.matches(path) {
             return Err(());
         }
         Ok(self
             .routes
-            .iter()
-            .find(|(p, i)| {
-                p.matches(path)
-                    && self.policies[*i]
-                        .policy
-                        .methods
-                        .as_ref()
-                        .is_none_or(|m| m.contains(req.method()))
+            .longest(path, |&i| {
+                self.policies[i]
+                    .policy
+                    .methods
+                    .as_ref()
+                    .is_none_or(|m| m.contains(req.method()))
             })
-            .map(|(_, i)| *i))
+            .copied())
     }
 
     fn decide<B, R>(&self, req: &Request<B>, only: Option<&str>) -> Verdict<R> {
@@ -591,10 +610,7 @@ impl Shared {
         metrics.acquired.increment(1);
         Verdict::Pass(
             headers,
-            Held {
-                global: Held::keep(global_adm.map(|a| a.lease)),
-                route: Held::keep(route_adm.map(|a| a.lease)),
-            },
+            Held::new(global_adm.map(|a| a.lease), route_adm.map(|a| a.lease)),
         )
     }
 }
@@ -633,10 +649,7 @@ impl Pending {
 
     /// The request goes on: the in-flight permits to hold.
     fn admit(&mut self) -> Held {
-        Held {
-            global: Held::keep(self.global.take()),
-            route: Held::keep(self.route.take()),
-        }
+        Held::new(self.global.take(), self.route.take())
     }
 }
 
@@ -674,10 +687,12 @@ where
         let kind = match current.decide::<B, R>(&req, self.only.as_deref()) {
             Verdict::Pass(headers, held) => Kind::Inner {
                 fut: self.inner.call(req),
-                headers,
+                headers: headers.map(Box::new),
                 held: Some(held),
             },
-            Verdict::Respond(r) => Kind::Ready { response: Some(r) },
+            Verdict::Respond(r) => Kind::Ready {
+                response: Some(Box::new(r)),
+            },
             Verdict::Wait(wait) => {
                 let clone = self.inner.clone();
                 let mut inner = core::mem::replace(&mut self.inner, clone);

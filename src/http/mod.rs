@@ -115,7 +115,8 @@
 //! [`KeySource`] per policy: [`Global`](KeySource::Global) (one bucket),
 //! [`PeerIp`](KeySource::PeerIp), [`ClientIp`](KeySource::ClientIp) (behind
 //! proxies), [`Header`](KeySource::Header) (an API key),
-//! [`Custom`](KeySource::custom). Keys live in a
+//! [`Custom`](KeySource::custom). A global token or leaky bucket is one
+//! bucket; other keys live in a
 //! [`ShardedKeyedTable`](crate::keyed::ShardedKeyedTable) of
 //! [`Policy::max_keys`] slots: memory is fixed, refilled keys are evicted
 //! losslessly, throttled keys are never evicted, and when every slot is
@@ -305,13 +306,23 @@
 //! share one state: every clone and every connection draws from the same
 //! buckets.
 //!
-//! An admitted request costs one clock read, the routing, the key
+//! An admitted request costs one clock read (a TSC read through
+//! [`QuantaClock`](crate::QuantaClock), shared by every layer of the
+//! process; the `http` feature enables `quanta`), the routing (a walk down
+//! a tree of path segments, whatever the number of prefixes), the key
 //! extraction (a header or custom key copies its bytes; an IP or the
-//! global key allocates nothing) and one store check per limiter; no
-//! boxed future and no `Arc` clone: the response future and body are
-//! stack types, and an in-flight lease (which must outlive the call)
-//! clones its store's `Arc`. Only a request that waits its turn or asks a
-//! remote backend is boxed (and holds the configuration's `Arc`).
+//! global key allocates nothing) and one store check per limiter: a
+//! global token or leaky bucket is one bucket, not a keyed table. No heap
+//! allocation, no boxed future and no `Arc` clone: the response future
+//! and body are stack types, and an in-flight lease (which must outlive
+//! the call) clones its store's `Arc`. Only a request that waits its turn
+//! or asks a remote backend is boxed (and holds the configuration's
+//! `Arc`). A refusal clones precomputed header values (`Retry-After` up
+//! to 10 minutes, the policy's `RateLimit` item up to a minute). A quota,
+//! window or window segment finer than the clock's resolution is refused
+//! when the layer is built. (axum's `Router::layer` boxes a response body
+//! that is not its own `Body`, so it boxes [`RateLimitBody`]: one
+//! allocation per response that is axum's, not the layer's.)
 
 mod backend;
 mod body;

@@ -92,6 +92,10 @@ impl Shared {
                 map.insert(RATELIMIT_POLICY, item.clone());
             }
             if !map.contains_key(RATELIMIT) {
+                if let Some(v) = refusing.refusal_state.get(headers::secs_ceil(wait_nanos)) {
+                    map.insert(RATELIMIT, v);
+                    return res;
+                }
                 let mut t = StackText::new();
                 if headers::write_state_item(&mut t, &refusing.name, 0, wait_nanos).is_ok() {
                     if let Some(v) = t.header_value() {

@@ -1,7 +1,9 @@
 //! Path-prefix matching: segment-bounded, ASCII case-insensitive, longest
 //! prefix wins.
 
+use std::boxed::Box;
 use std::string::String;
+use std::vec::Vec;
 
 /// A normalised path prefix: starts with `/`, no trailing `/` (except the
 /// root prefix `/`), lower case.
@@ -58,13 +60,16 @@ impl PathPrefix {
     }
 
     /// Length used to rank matches (longer = more specific).
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
 
     /// True when `path` is this prefix or lies under it, segment-bounded and
     /// ignoring ASCII case: `/test` matches `/test`, `/Test/x`, `/test/`,
-    /// not `/testxxx` or `/contest`.
+    /// not `/testxxx` or `/contest`. (The layer matches through a
+    /// [`PrefixTree`]; its tests and the routing fuzz target compare against
+    /// this; config checks use it through [`PathPrefix::covers`].)
     pub(crate) fn matches(&self, path: &str) -> bool {
         let p = self.0.as_bytes();
         if p == b"/" {
@@ -75,6 +80,128 @@ impl PathPrefix {
             return false;
         }
         matches!(path.get(p.len()), None | Some(b'/'))
+    }
+}
+
+/// Path prefixes in a tree of path segments: a lookup walks the path's
+/// segments once, with a binary search among each node's children, so its
+/// cost grows with the path's depth, not with the number of prefixes.
+///
+/// It answers exactly as testing every [`PathPrefix::matches`] and keeping
+/// the longest match: a node at depth `d` is the prefix made of the first
+/// `d` segments, so the deepest node reached that holds an accepted value
+/// is the longest matching prefix.
+#[derive(Debug, Clone)]
+pub(crate) struct PrefixTree<T> {
+    nodes: Vec<Node<T>>,
+}
+
+#[derive(Debug, Clone)]
+struct Node<T> {
+    /// (lower-case segment, node index), sorted by segment.
+    children: Vec<(Box<[u8]>, usize)>,
+    /// The values of the prefix ending here, in registration order.
+    values: Vec<T>,
+}
+
+impl<T> Node<T> {
+    fn new() -> Self {
+        Self {
+            children: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+}
+
+/// Compares `segment` ASCII-lower-cased with `key` (already lower case).
+fn cmp_lower(key: &[u8], segment: &[u8]) -> core::cmp::Ordering {
+    let n = key.len().min(segment.len());
+    for i in 0..n {
+        let o = key[i].cmp(&segment[i].to_ascii_lowercase());
+        if o.is_ne() {
+            return o;
+        }
+    }
+    key.len().cmp(&segment.len())
+}
+
+impl<T> Default for PrefixTree<T> {
+    fn default() -> Self {
+        Self {
+            nodes: std::vec![Node::new()],
+        }
+    }
+}
+
+impl<T> PrefixTree<T> {
+    /// The segments of a prefix or path after its leading `/` (`None` for
+    /// the root prefix `/`).
+    fn segments(path: &str) -> Option<core::str::Split<'_, char>> {
+        let rest = path.strip_prefix('/')?;
+        Some(rest.split('/'))
+    }
+
+    /// Adds `value` under `prefix` (after the values already there).
+    pub(crate) fn insert(&mut self, prefix: &PathPrefix, value: T) {
+        let mut node = 0;
+        if prefix.0 != "/" {
+            for seg in Self::segments(&prefix.0).into_iter().flatten() {
+                let seg = seg.as_bytes();
+                node = match self.nodes[node]
+                    .children
+                    .binary_search_by(|(k, _)| cmp_lower(k, seg))
+                {
+                    Ok(i) => self.nodes[node].children[i].1,
+                    Err(i) => {
+                        let child = self.nodes.len();
+                        self.nodes.push(Node::new());
+                        self.nodes[node]
+                            .children
+                            .insert(i, (seg.to_ascii_lowercase().into(), child));
+                        child
+                    }
+                };
+            }
+        }
+        self.nodes[node].values.push(value);
+    }
+
+    /// The first value `accept`s, of the longest prefix that matches `path`
+    /// and holds one (a shorter prefix's values are tried only when no
+    /// longer matching prefix has an accepted value).
+    #[inline]
+    pub(crate) fn longest(&self, path: &str, accept: impl Fn(&T) -> bool) -> Option<&T> {
+        let mut best = self.nodes[0].values.iter().find(|v| accept(v));
+        let Some(segments) = Self::segments(path) else {
+            return best;
+        };
+        let mut node = &self.nodes[0];
+        for seg in segments {
+            if node.children.is_empty() {
+                break;
+            }
+            let seg = seg.as_bytes();
+            match node.children.binary_search_by(|(k, _)| cmp_lower(k, seg)) {
+                Ok(i) => node = &self.nodes[node.children[i].1],
+                Err(_) => break,
+            }
+            if let Some(v) = node.values.iter().find(|v| accept(v)) {
+                best = Some(v);
+            }
+        }
+        best
+    }
+
+    /// True if some prefix matches `path`.
+    #[inline]
+    pub(crate) fn matches(&self, path: &str) -> bool {
+        !self.is_empty() && self.longest(path, |_| true).is_some()
+    }
+
+    /// True if the tree holds no prefix.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.nodes.len() == 1 && self.nodes[0].values.is_empty()
     }
 }
 
@@ -107,5 +234,71 @@ mod tests {
         assert!(api.covers(&PathPrefix::parse("/api/login").unwrap()));
         assert!(!api.covers(&PathPrefix::parse("/apix").unwrap()));
         assert!(root.covers(&api));
+    }
+
+    /// The tree answers like the linear scan it replaces: every matching
+    /// prefix tested, the longest kept, registration order among equals.
+    #[test]
+    fn tree_matches_the_linear_scan() {
+        use std::{format, vec};
+        let raw = [
+            "/",
+            "/api",
+            "/API/v1",
+            "/api/v1/",
+            "/api/v1/users",
+            "/a//b",
+            "/apix",
+            "/api/v2",
+            "/health",
+            "/Health/live",
+            "/x/y/z",
+            "/api",
+        ];
+        let prefixes: Vec<PathPrefix> = raw.iter().map(|r| PathPrefix::parse(r).unwrap()).collect();
+        // registered as the layer does: longest first, stable
+        let mut order: Vec<usize> = (0..prefixes.len()).collect();
+        order.sort_by_key(|&i| core::cmp::Reverse(prefixes[i].len()));
+        let mut tree = PrefixTree::default();
+        for &i in &order {
+            tree.insert(&prefixes[i], i);
+        }
+        let segs = [
+            "", "api", "API", "v1", "V1", "v2", "users", "apix", "a", "b", "health", "live", "x",
+            "y", "z", "q",
+        ];
+        let mut paths = vec![String::new(), "*".into(), "api".into()];
+        // every path of up to 4 segments drawn from `segs`, with and without a trailing slash
+        let mut frontier = vec![String::new()];
+        for _ in 0..4 {
+            let mut next = Vec::new();
+            for p in &frontier {
+                for s in segs {
+                    let q = format!("{p}/{s}");
+                    paths.push(q.clone());
+                    paths.push(format!("{q}/"));
+                    next.push(q);
+                }
+            }
+            frontier = next;
+        }
+        // odd-numbered policies accept only some requests (a method filter)
+        for filter in [false, true] {
+            let accept = |i: &usize| !filter || i.is_multiple_of(2);
+            for path in &paths {
+                let linear = order
+                    .iter()
+                    .find(|&&i| prefixes[i].matches(path) && accept(&i))
+                    .copied();
+                assert_eq!(tree.longest(path, accept).copied(), linear, "{path:?}");
+                assert_eq!(
+                    tree.matches(path),
+                    prefixes.iter().any(|p| p.matches(path)),
+                    "{path:?}"
+                );
+            }
+        }
+        assert!(PrefixTree::<()>::default().is_empty());
+        assert!(!PrefixTree::<()>::default().matches("/"));
     }
 }
