@@ -771,6 +771,7 @@ impl TickGcra {
     /// up to the threshold can see it busy, so dropping it (a keyed table's
     /// eviction) or storing the sentinel changes no decision.
     #[inline]
+    #[cfg(feature = "std")] // the compact keyed table's
     pub(crate) const fn idle_for_threshold(&self, tat: u32, now: u32) -> bool {
         self.lead_at(tat, now) == 0 && self.lead_at(tat, now.wrapping_sub(self.heal_threshold)) == 0
     }
@@ -792,6 +793,7 @@ impl TickGcra {
     ///
     /// # Errors
     /// [`CapacityExceeded`] if `n` is above the burst.
+    #[cfg(feature = "std")] // the compact keyed table's
     pub(crate) fn wait_of(&self, tat: u32, n: u32, ns: u64) -> Result<u64, CapacityExceeded> {
         if n > self.capacity {
             return Err(self.exceeded(n));
@@ -805,6 +807,7 @@ impl TickGcra {
 
     /// The snapshot of a stored `tat` at `ns`.
     #[inline]
+    #[cfg(feature = "std")] // the compact keyed table's
     pub(crate) fn snapshot_of(&self, tat: u32, ns: u64) -> Snapshot {
         self.snapshot_at(self.lead_at(tat, self.ticks_at(ns) as u32), ns)
     }
@@ -812,6 +815,7 @@ impl TickGcra {
     /// Nanoseconds from `ns` until `ticks` ticks later (exact; see
     /// [`TickGcra::wait_nanos`]).
     #[inline]
+    #[cfg(feature = "std")] // the compact keyed table's
     pub(crate) fn ticks_to_nanos_from(&self, ns: u64, ticks: u32) -> u64 {
         self.wait_nanos(ns, u64::from(ticks))
     }
@@ -850,6 +854,7 @@ impl TickGcra {
     }
 
     /// The configuration as five words (for a table's seqlocked cell).
+    #[cfg(feature = "std")] // the compact keyed table's
     pub(crate) const fn to_words(self) -> [u64; 5] {
         let kind = match self.kind {
             BucketKind::TokenBucket => 0,
@@ -866,6 +871,7 @@ impl TickGcra {
 
     /// The configuration back from [`TickGcra::to_words`].
     #[inline(always)]
+    #[cfg(feature = "std")] // the compact keyed table's
     pub(crate) const fn from_words(w: [u64; 5]) -> Self {
         Self {
             interval: (w[0] >> 32) as u32,
