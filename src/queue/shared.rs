@@ -419,6 +419,10 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
             if self.driving.swap(1, Ordering::SeqCst) != 0 {
                 return; // the running driver will see `due`
             }
+            // A limiter that panics inside `process` unwinds out of here with
+            // `driving` set: without this guard no later kick would ever
+            // drive again, and every waiter would wait forever.
+            let _unwinding = ReleaseDrivingOnPanic(&self.driving);
             while self.due.swap(0, Ordering::SeqCst) != 0 {
                 let now = self.now();
                 let mut wakers = WakeList::default();
@@ -553,6 +557,20 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
         self.limiter.refund(n, self.now());
         if self.gate.load(Ordering::SeqCst) >> 1 != 0 {
             self.kick();
+        }
+    }
+}
+
+/// Clears the queue's `driving` flag when the admission loop unwinds (a
+/// user's limiter panicked in it), so the next kick drives again. On the
+/// normal path it does nothing: the loop clears the flag itself, in the
+/// order the hand-over needs.
+struct ReleaseDrivingOnPanic<'a>(&'a AtomicU32);
+
+impl Drop for ReleaseDrivingOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.swap(0, Ordering::SeqCst);
         }
     }
 }

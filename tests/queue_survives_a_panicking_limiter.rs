@@ -1,0 +1,90 @@
+//! A limiter that panics inside the queue's admission loop takes down the
+//! code that ran the loop (here: the code cancelling a waiter), not the
+//! queue: once the limiter behaves again, waiters are admitted as before. (The loop used to leave its "a driver is
+//! running" flag set when it unwound, so every later waiter waited forever.)
+#![cfg(feature = "tokio")]
+
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use tollgate::queue::Queue;
+use tollgate::{Bucket, CapacityExceeded, Decision, Gcra, Limiter, Quota, Snapshot, Timestamp};
+
+/// A token bucket that panics on every check while `armed` is set.
+struct Panicky {
+    inner: Bucket<Gcra>,
+    armed: Arc<AtomicBool>,
+}
+
+impl Limiter for Panicky {
+    fn capacity(&self) -> u32 {
+        self.inner.capacity()
+    }
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
+        assert!(!self.armed.load(Ordering::SeqCst), "the limiter panics");
+        self.inner.check_n(n, now)
+    }
+    fn refund(&self, n: u32, now: Timestamp) {
+        self.inner.refund(n, now);
+    }
+    fn snapshot(&self, now: Timestamp) -> Snapshot {
+        self.inner.snapshot(now)
+    }
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
+        self.inner.time_until_ready(n, now)
+    }
+    fn is_idle(&self, now: Timestamp) -> bool {
+        self.inner.is_idle(now)
+    }
+    fn required_resolution(&self) -> Duration {
+        self.inner.required_resolution()
+    }
+}
+
+/// Polls `fut` once, in this task.
+async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_are_admitted_after_the_limiter_panicked_in_the_loop() {
+    let armed = Arc::new(AtomicBool::new(false));
+    let limiter = Panicky {
+        inner: Bucket::new(Gcra::token_bucket(Quota::per_second(1).unwrap())),
+        armed: armed.clone(),
+    };
+    let queue = Queue::new(limiter);
+    let _burst = queue.acquire(1).await.expect("the burst is free");
+
+    // Two waiters: `first` at the head of the line, `second` behind it.
+    let mut first = Box::pin(queue.acquire(1));
+    assert!(
+        poll_once(&mut first).await.is_pending(),
+        "the bucket is empty"
+    );
+    let mut second = Box::pin(queue.acquire(1));
+    assert!(
+        poll_once(&mut second).await.is_pending(),
+        "behind the first"
+    );
+
+    // Cancelling the head runs the admission loop for `second`, and the
+    // limiter panics in it: the panic reaches the code that cancelled.
+    armed.store(true, Ordering::SeqCst);
+    let cancelled = catch_unwind(AssertUnwindSafe(move || drop(first)));
+    assert!(cancelled.is_err(), "the limiter's panic reaches the caller");
+
+    // The limiter behaves again: `second` is admitted when the bucket
+    // refills (1 s), instead of the loop staying marked as running forever.
+    armed.store(false, Ordering::SeqCst);
+    let admitted = tokio::time::timeout(Duration::from_secs(5), second).await;
+    assert!(
+        matches!(admitted, Ok(Ok(_))),
+        "the waiter behind is admitted within the refill"
+    );
+}
