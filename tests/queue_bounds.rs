@@ -1,7 +1,6 @@
 //! Queue bounds: queue_limit counted in permits, max_wait refused at once,
 //! per-call deadlines, requests that can never succeed.
 #![cfg(feature = "tokio")]
-#![cfg(feature = "tokio")]
 
 mod support;
 

@@ -1,6 +1,5 @@
 //! close() refuses every waiter and every later call.
 #![cfg(feature = "tokio")]
-#![cfg(feature = "tokio")]
 
 mod support;
 

@@ -2,7 +2,6 @@
 //! size, patience) on a paused clock; every request is granted or gives up
 //! at exactly the instant a simple FIFO-over-a-credit-counter model says.
 #![cfg(feature = "tokio")]
-#![cfg(feature = "tokio")]
 
 mod support;
 

@@ -3,7 +3,6 @@
 //! the instant a simple LIFO-over-a-credit-counter model (with .NET's
 //! "refuse the oldest to fit the newest" rule) says.
 #![cfg(feature = "tokio")]
-#![cfg(feature = "tokio")]
 
 mod support;
 

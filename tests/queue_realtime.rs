@@ -6,7 +6,6 @@
 //! stalls the runtime for longer than the bucket's tolerance loses capacity
 //! no queue could recover).
 #![cfg(feature = "tokio")]
-#![cfg(feature = "tokio")]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

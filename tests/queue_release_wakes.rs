@@ -6,7 +6,6 @@
 //! `InFlight` (tests/support) is a release-based `Limiter` of the test's
 //! own around the same limiter, with a counter of its checks.
 #![cfg(feature = "tokio")]
-#![cfg(feature = "tokio")]
 
 mod support;
 

@@ -9,7 +9,6 @@
 //! `AsRef<[u8]>` key). The function they share is therefore generic over
 //! `AsyncKeyedLimiter<String>`.
 #![cfg(feature = "redis")]
-#![cfg(feature = "redis")]
 
 mod support;
 
