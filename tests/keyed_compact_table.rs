@@ -2,6 +2,7 @@
 //! fingerprint collisions only ever share one bucket (never more than one
 //! quota between the colliding keys), lossless eviction, overflow
 //! policies, live reconfiguration, threads, and its memory.
+#![cfg(feature = "std")]
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
