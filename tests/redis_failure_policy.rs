@@ -14,8 +14,12 @@ use tollgate::remote::{AsyncKeyedLimiter, DecisionSource};
 use tollgate::Quota;
 
 const TIMEOUT: Duration = Duration::from_millis(50);
-/// Scheduling slack on a loaded CI machine, on top of the timeout.
-const SLACK: Duration = Duration::from_millis(40);
+/// Scheduling slack on top of the timeout. The suite must pass while two
+/// CPU burners share the 2-core machine (`scripts/stress-tests.sh`), where a
+/// woken timer can run tens of milliseconds late; 150 ms still separates
+/// "answered at the timeout" from a call that waited on a dead connection
+/// (seconds, or forever on a frozen server).
+const SLACK: Duration = Duration::from_millis(150);
 
 fn config(policy: FailurePolicy) -> RedisConfig {
     RedisConfig::token_bucket(Quota::per_second(10).unwrap().with_burst(5).unwrap())
