@@ -273,8 +273,11 @@ def main():
     groups = load_results()
     if not groups:
         sys.exit("no criterion results under target/criterion")
+    # rendered before the file is opened for writing: render() reads the
+    # `## HTTP` sections of the current file, which "w" would truncate first
+    text = render(groups, figures)
     with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
-        f.write(render(groups, figures))
+        f.write(text)
     print("wrote BENCHMARKS.md")
 
 
