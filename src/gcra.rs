@@ -494,31 +494,58 @@ impl Gcra {
         if n > self.capacity {
             return Err(self.exceeded(n));
         }
+        let (outcome, store) = self.outcome_in(tat, n, now);
+        Ok((self.decision_of::<SCALED>(outcome), store))
+    }
+
+    /// The GCRA step for `n ≤ capacity` as scalars: what was decided and
+    /// the TAT to store (`None`: leave it unchanged), in the bucket's
+    /// units. `n = 0` is a peek.
+    #[inline(always)]
+    fn outcome_in(&self, tat: u64, n: u32, now: u64) -> (Outcome, Option<u64>) {
         let raw_lead = tat.saturating_sub(now);
         let healed = raw_lead > self.heal_limit;
         let lead = if healed { self.empty_lead } else { raw_lead };
         if n == 0 {
-            return Ok((Decision::Allowed(self.snapshot_in::<SCALED>(lead)), None));
+            return (Outcome { retry: 0, lead }, None);
         }
         let admit_lead = self.admit_lead(n);
         if lead > admit_lead {
-            // the exact wait in whole nanoseconds rounded up: the first
-            // instant at which the retry succeeds
-            let retry = lead - admit_lead;
-            let decision = Decision::Denied(Denied::from_nanos(
-                self.nanos_in::<SCALED>(retry),
-                self.snapshot_in::<SCALED>(lead),
-            ));
             // Persist a heal so the bucket recovers instead of re-healing
             // forever.
             let store = healed.then(|| now.saturating_add(self.empty_lead));
-            return Ok((decision, store));
+            return (
+                Outcome {
+                    retry: lead - admit_lead,
+                    lead,
+                },
+                store,
+            );
         }
         let new_lead = lead + (n as u64) * self.interval; // ≤ max_lead
-        Ok((
-            Decision::Allowed(self.snapshot_in::<SCALED>(new_lead)),
+        (
+            Outcome {
+                retry: 0,
+                lead: new_lead,
+            },
             Some(now.saturating_add(new_lead)),
-        ))
+        )
+    }
+
+    /// The [`Decision`] of an [`Outcome`].
+    #[inline(always)]
+    fn decision_of<const SCALED: bool>(&self, outcome: Outcome) -> Decision {
+        let snapshot = self.snapshot_in::<SCALED>(outcome.lead);
+        if outcome.retry == 0 {
+            Decision::Allowed(snapshot)
+        } else {
+            // the exact wait in whole nanoseconds rounded up: the first
+            // instant at which the retry succeeds
+            Decision::Denied(Denied::from_nanos(
+                self.nanos_in::<SCALED>(outcome.retry),
+                snapshot,
+            ))
+        }
     }
 
     /// The TAT after refunding `n` permits at `now` (ns; `None`:
@@ -697,30 +724,23 @@ impl Gcra {
 }
 
 impl Gcra {
-    /// [`Algorithm::check_n`] of a bucket in units of `1/d` ns, `d > 1`.
+    /// [`Gcra::outcome_cas`] of a bucket in units of `1/d` ns, `d > 1`
+    /// (out of line: the whole-nanosecond path stays small).
     #[inline(never)]
-    fn check_n_scaled(
-        &self,
-        state: &GcraState,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Decision, CapacityExceeded> {
-        self.check_n_in::<true>(state, n, self.scaled(now.as_nanos()))
+    fn outcome_scaled(&self, state: &GcraState, n: u32, now: Timestamp) -> Outcome {
+        self.outcome_cas::<true>(state, n, self.scaled(now.as_nanos()))
     }
 
-    /// [`Algorithm::check_n`] with `now` in the bucket's units.
+    /// The compare-and-swap loop of [`Algorithm::check_n`] with `now` in
+    /// the bucket's units and `n` within the capacity; it carries scalars
+    /// only.
     #[inline(always)]
-    fn check_n_in<const SCALED: bool>(
-        &self,
-        state: &GcraState,
-        n: u32,
-        now: u64,
-    ) -> Result<Decision, CapacityExceeded> {
+    fn outcome_cas<const SCALED: bool>(&self, state: &GcraState, n: u32, now: u64) -> Outcome {
         let mut tat = state.tat.load(Ordering::Relaxed);
         loop {
-            let (decision, store) = self.step_in::<SCALED>(tat, n, now)?;
+            let (outcome, store) = self.outcome_in(tat, n, now);
             let Some(new_tat) = store else {
-                return Ok(decision);
+                return outcome;
             };
             // A lost race means someone else moved the TAT: decide again on
             // their value.
@@ -730,11 +750,22 @@ impl Gcra {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Ok(decision),
+                Ok(_) => return outcome,
                 Err(current) => tat = current,
             }
         }
     }
+}
+
+/// What one GCRA step decided, in the bucket's units, before it is turned
+/// into a [`Decision`]: two words, so that it travels in registers.
+#[derive(Clone, Copy)]
+struct Outcome {
+    /// 0 if admitted (or a peek); else the wait until the request fits
+    /// (a refusal always has one of at least 1 unit).
+    retry: u64,
+    /// The TAT's lead after the step (after the admission, or unchanged).
+    lead: u64,
 }
 
 /// A GCRA bucket's state: one atomic `u64` theoretical arrival time.
@@ -790,13 +821,20 @@ impl Algorithm for Gcra {
         n: u32,
         now: Timestamp,
     ) -> Result<Decision, CapacityExceeded> {
-        // the one flag: whole nanoseconds run inline as before; a scaled
-        // bucket continues out of line (a tail call, so the whole-nanosecond
-        // path pays no stack frame for it)
-        if self.scale != 1 {
-            return self.check_n_scaled(state, n, now);
+        if n > self.capacity {
+            return Err(self.exceeded(n));
         }
-        self.check_n_in::<false>(state, n, self.clamped(now.as_nanos()))
+        // the one flag: whole nanoseconds run inline; a scaled bucket runs
+        // its compare-and-swap loop out of line. Both hand back an
+        // `Outcome` of two words (in registers, never through a stack
+        // slot), and the decision is built from it here, inline: a caller
+        // that reads only `is_allowed()` pays for nothing else.
+        if self.scale != 1 {
+            let outcome = self.outcome_scaled(state, n, now);
+            return Ok(self.decision_of::<true>(outcome));
+        }
+        let outcome = self.outcome_cas::<false>(state, n, self.clamped(now.as_nanos()));
+        Ok(self.decision_of::<false>(outcome))
     }
 
     #[inline]

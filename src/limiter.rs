@@ -185,15 +185,21 @@ fn check_one<A: Algorithm>(algorithm: &A, state: &A::State, now: Timestamp) -> D
     match algorithm.check_n(state, 1, now) {
         Ok(decision) => decision,
         // capacity 0, which no tollgate constructor allows: refuse
-        Err(_) => refuse_forever(algorithm.snapshot(state, now)),
+        Err(_) => Decision::Denied(crate::Denied::from_nanos(
+            u64::MAX,
+            cold_snapshot(algorithm, state, now),
+        )),
     }
 }
 
-/// The refusal of a request that can never succeed (cold: out of line).
+/// The snapshot for the refusal of a request that can never succeed
+/// (cold: out of line). Only the snapshot is returned through memory; the
+/// decision itself is built inline, so the common path's decision never
+/// has to live in a stack slot shared with this one.
 #[cold]
 #[inline(never)]
-fn refuse_forever(snapshot: Snapshot) -> Decision {
-    Decision::Denied(crate::Denied::from_nanos(u64::MAX, snapshot))
+fn cold_snapshot<A: Algorithm>(algorithm: &A, state: &A::State, now: Timestamp) -> Snapshot {
+    algorithm.snapshot(state, now)
 }
 
 /// An [`Algorithm`] together with its state: the one-limiter case.
