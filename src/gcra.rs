@@ -728,14 +728,14 @@ impl Gcra {
     /// (out of line: the whole-nanosecond path stays small).
     #[inline(never)]
     fn outcome_scaled(&self, state: &GcraState, n: u32, now: Timestamp) -> Outcome {
-        self.outcome_cas::<true>(state, n, self.scaled(now.as_nanos()))
+        self.outcome_cas(state, n, self.scaled(now.as_nanos()))
     }
 
     /// The compare-and-swap loop of [`Algorithm::check_n`] with `now` in
     /// the bucket's units and `n` within the capacity; it carries scalars
     /// only.
     #[inline(always)]
-    fn outcome_cas<const SCALED: bool>(&self, state: &GcraState, n: u32, now: u64) -> Outcome {
+    fn outcome_cas(&self, state: &GcraState, n: u32, now: u64) -> Outcome {
         let mut tat = state.tat.load(Ordering::Relaxed);
         loop {
             let (outcome, store) = self.outcome_in(tat, n, now);
@@ -833,7 +833,7 @@ impl Algorithm for Gcra {
             let outcome = self.outcome_scaled(state, n, now);
             return Ok(self.decision_of::<true>(outcome));
         }
-        let outcome = self.outcome_cas::<false>(state, n, self.clamped(now.as_nanos()));
+        let outcome = self.outcome_cas(state, n, self.clamped(now.as_nanos()));
         Ok(self.decision_of::<false>(outcome))
     }
 
