@@ -15,9 +15,13 @@
 //! - **limits, per key**: every client key (one of tens of thousands, a new
 //!   generation of keys every few seconds, sent as `X-Forwarded-For` from a
 //!   trusted loopback proxy) is admitted at most `burst + rate·t` by each
-//!   rule, `t` from the key's first request sent to its last answer; on the
-//!   Redis rule, fail-open admissions (flagged) do not count and a key
-//!   active across the restart may get one more burst (Redis kept nothing);
+//!   rule, `t` from the key's first request sent to its last answer, read
+//!   on this process's monotonic clock and stretched by
+//!   [`CLOCK_RATE_TOLERANCE`] (the server decides on its own TSC clock; a
+//!   key over the exact bound but within the stretch is counted and shown,
+//!   not failed); on the Redis rule, fail-open admissions (flagged) do not
+//!   count and a key active across the restart may get one more burst
+//!   (Redis kept nothing);
 //! - **the outage**: requests sent to the Redis rule while Redis is down
 //!   (after a grace of the store timeout plus the longest cached refusal)
 //!   are answered by the configured failure policy and flagged (the demo
@@ -55,6 +59,19 @@ const CHURN_RATE: f64 = 5.0;
 const CHURN_BURST: u64 = 5;
 const REDIS_RATE: f64 = 2.0;
 const REDIS_BURST: u64 = 3;
+/// How much faster than this process's monotonic clock the server's clock
+/// may run. The in-process rule decides on the HTTP layer's clock: the TSC
+/// through `quanta`, scaled by a ratio that `quanta` calibrates once, at
+/// start-up, against the OS monotonic clock over about a millisecond. The
+/// two clocks then run at slightly different rates: measured on the CI
+/// machine (2 cores, 16 processes calibrating at once beside two busy
+/// loops, 96 processes), the TSC clock ran between 1.7e-5 slower and
+/// 3.9e-5 faster. A key pinned to its limit for 4.4 s at 5 per second can
+/// thus see its 22nd refill on the server's clock up to 0.2 ms before this
+/// clock says it is due. 1e-4 is 2.5 times the largest rate error
+/// measured; over a 4.4 s key life it stretches `t` by 0.44 ms, a 450th
+/// of one refill interval at 5 per second.
+const CLOCK_RATE_TOLERANCE: f64 = 1e-4;
 /// Client keys active at once, and how long a generation of keys lives.
 const ACTIVE_KEYS: u64 = 1_000;
 const GENERATION: Duration = Duration::from_secs(5);
@@ -536,7 +553,9 @@ fn main() {
 
     // ---- per-key bounds
     let mut worst: (f64, String) = (0.0, String::new());
-    let mut violations = 0;
+    let (mut violations, mut within_tolerance) = (0, 0);
+    // the largest clock-rate error that a key over the exact bound needs
+    let mut rate_error_needed: f64 = 0.0;
     for (&(rule, key), s) in &log.keys {
         let Some(first_sent) = s.first_sent else {
             continue;
@@ -550,25 +569,41 @@ fn main() {
         // sides may get a fresh burst
         let restarts =
             u64::from(rule == Rule::Redis && first_sent < restarted && s.last_answered > stopped);
-        let bound = burst * (1 + restarts) + (rate * t).floor() as u64;
-        let ratio = s.admitted as f64 / bound as f64;
+        let bursts = burst * (1 + restarts);
+        let exact = bursts + (rate * t).floor() as u64;
+        let bound = bursts + (rate * t * (1.0 + CLOCK_RATE_TOLERANCE)).floor() as u64;
+        let ratio = s.admitted as f64 / exact as f64;
         if ratio > worst.0 {
             worst = (
                 ratio,
-                format!("{rule:?} key {key}: {} of {bound} in {t:.2} s", s.admitted),
+                format!("{rule:?} key {key}: {} of {exact} in {t:.6} s", s.admitted),
             );
+        }
+        if s.admitted > exact && t > 0.0 {
+            // the refills it got take this long at `rate`
+            let needed = (s.admitted - bursts) as f64 / rate / t - 1.0;
+            rate_error_needed = rate_error_needed.max(needed);
+            if s.admitted <= bound {
+                within_tolerance += 1;
+                println!(
+                    "SOAK over_exact_bound {rule:?} key {key}: admitted {} > {exact} in t = {t:.6} s (a server clock {needed:.1e} fast explains it)",
+                    s.admitted
+                );
+            }
         }
         if s.admitted > bound {
             violations += 1;
             if violations <= 5 {
                 fail(format!(
-                    "{rule:?} key {key}: admitted {} > burst + rate·t = {bound} (t = {t:.3} s)",
+                    "{rule:?} key {key}: admitted {} > burst + rate·t·(1 + {CLOCK_RATE_TOLERANCE:e}) = {bound} (t = {t:.6} s)",
                     s.admitted
                 ));
             }
         }
     }
     println!("SOAK keys_over_bound {violations}");
+    println!("SOAK keys_over_exact_bound_within_clock_tolerance {within_tolerance}");
+    println!("SOAK largest_clock_rate_error_needed {rate_error_needed:.1e}");
     println!(
         "SOAK worst_key_admitted_over_bound {:.3} ({})",
         worst.0, worst.1

@@ -308,7 +308,9 @@
 //!
 //! An admitted request costs one clock read (a TSC read through
 //! [`QuantaClock`](crate::QuantaClock), shared by every layer of the
-//! process; the `http` feature enables `quanta`), the routing (a walk down
+//! process; the `http` feature enables `quanta`; limits hold on that
+//! clock, whose rate differs from the OS clock's by a few parts in 10⁵, as
+//! its docs say), the routing (a walk down
 //! a tree of path segments, whatever the number of prefixes), the key
 //! extraction (a header or custom key copies its bytes; an IP or the
 //! global key allocates nothing) and one store check per limiter: a
