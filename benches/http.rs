@@ -90,7 +90,8 @@ fn tollgate(keying: Keying, path: Path) -> Router {
     }
     .build()
     .expect("layer");
-    router().layer(layer)
+    // as the README and the crate docs show it for an axum router
+    router().layer(layer.for_axum())
 }
 
 fn governor(keying: Keying, path: Path) -> Router {

@@ -2,7 +2,7 @@
 //! hello-world axum server, with or without tollgate's layer.
 //!
 //! ```text
-//! cargo run --release --example loopback --features http -- MODE [ADDR]
+//! cargo run --release --example loopback --features axum -- MODE [ADDR]
 //! ```
 //!
 //! `MODE`:
@@ -64,7 +64,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/", get(|| async { "Hello, World!" }))
         .route("/health", get(|| async { "ok" }));
     let app = match layer(&mode)? {
-        Some(l) => app.layer(l),
+        Some(l) => app.layer(l.for_axum()),
         None => app,
     };
     let listener = tokio::net::TcpListener::bind(&addr).await?;

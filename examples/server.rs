@@ -2,7 +2,7 @@
 //! `examples/tollgate.toml`:
 //!
 //! ```text
-//! cargo run --example server --features http,config,tracing
+//! cargo run --example server --features axum,config,tracing
 //! for i in 1 2 3; do curl -si -X POST localhost:3000/api/login | head -n 1; done
 //! curl -si -X POST localhost:3000/api/login     # 429, Retry-After, RateLimit
 //! curl -si localhost:3000/health                # exempt: always 200
@@ -64,7 +64,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/health", get(|| async { "ok\n" }))
         .route("/api/hello", get(|| async { "hello from the api\n" }))
         .route("/api/login", post(|| async { "logged in\n" }))
-        .layer(layer)
+        .layer(layer.for_axum())
         .layer(axum::middleware::map_response(expose_store_unavailable));
 
     let addr = std::env::var("TOLLGATE_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into());

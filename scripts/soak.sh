@@ -46,7 +46,7 @@ case "$profile" in
   *) bin="target/$profile/examples" ;;
 esac
 echo "building the demo server and the soak driver ($profile)"
-cargo build --profile "$profile" --features http,config,tracing,redis --example server --example soak >"$out/build.log" 2>&1 || {
+cargo build --profile "$profile" --features axum,config,tracing,redis --example server --example soak >"$out/build.log" 2>&1 || {
   tail -40 "$out/build.log" >&2
   exit 2
 }

@@ -587,7 +587,7 @@
 //! reloaded from the file without losing the buckets of unchanged rules.
 //!
 //! ```
-//! # #[cfg(feature = "http")] {
+//! # #[cfg(feature = "axum")] {
 //! use tollgate::http::{KeySource, Policy, RateLimitLayer};
 //! use tollgate::Quota;
 //!
@@ -599,13 +599,14 @@
 //!     .build()?;
 //! let app: axum::Router = axum::Router::new()
 //!     .route("/api/items", axum::routing::get(|| async { "items" }))
-//!     .layer(layer);
+//!     // axum's own Body in the responses: the router need not box them
+//!     .layer(layer.for_axum());
 //! # let _ = app;
 //! # }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! `cargo run --example server --features http,config,tracing` serves
+//! `cargo run --example server --features axum,config,tracing` serves
 //! `examples/tollgate.toml` on 127.0.0.1:3000; the `http` module docs
 //! describe every option.
 //!
@@ -618,6 +619,7 @@
 //! | `embassy` | no | `embassy::EmbassyClock`, async `acquire(n).await` / `until_ready(n).await` with deadlines (module `embassy`) |
 //! | `tokio` | no | `queue`: async queued acquisition; `TokioClock` (implies `std`) |
 //! | `http` | no | `http::RateLimitLayer`: tower middleware (global + per-route policies, keys, 429 + `Retry-After` + IETF `RateLimit` headers, queueing, reload), built in code; no serde (implies `std`, `tokio`) |
+//! | `axum` | no | `http::RateLimitLayer::for_axum`: the layer answering with axum's own `Body`, which axum's router takes as it is instead of boxing each response body again (axum-core; implies `http`) |
 //! | `config` | no | `http::config`: `LayerConfig` reads the layer's rules from TOML or JSON, durations in humantime's format (`"1m30s"`) (implies `http`) |
 //! | `tracing` | no | `tracing` events: the HTTP layer's refusals (debug), dry-run decisions (info) and missing keys (warn), the Redis store's circuit breaker (warn) (implies `std`) |
 //! | `metrics` | no | `metrics` counters, gauge and histogram of the HTTP layer, named in `http::metrics` (implies `std`) |
@@ -778,6 +780,6 @@ pub use wrapping_clock::WrappingClock;
 
 /// The README's Rust examples, compiled and run as doctests so they stay true
 /// (they need the features their sections name).
-#[cfg(all(doctest, feature = "config", feature = "redis"))]
+#[cfg(all(doctest, feature = "axum", feature = "config", feature = "redis"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

@@ -17,11 +17,14 @@ use super::layer::HttpLease;
 /// dropped. Boxed, and only when there is a lease to hold (a rate limit's
 /// permits are spent at once): every other response carries one empty
 /// pointer, which keeps the layer's future and body small.
+///
+/// (`pub` in this private module only so that the sealed [`LayerBody`]
+/// can name it; nothing outside the crate can.)
 #[derive(Debug, Default)]
-pub(crate) struct Held(Option<Box<Leases>>);
+pub struct Held(Option<Box<Leases>>);
 
 #[derive(Debug)]
-struct Leases {
+pub struct Leases {
     #[allow(dead_code)] // held for its drop: it gives the permits back
     global: Option<HttpLease>,
     #[allow(dead_code)]
@@ -101,7 +104,8 @@ impl<B> RateLimitBody<B> {
         }
     }
 
-    /// A body of `data` built by the layer (a refusal).
+    /// A body of `data` built by the layer (a refusal; empty data: no
+    /// frame).
     pub(crate) fn full(data: Bytes) -> Self {
         Self {
             kind: Kind::Full {
@@ -111,17 +115,100 @@ impl<B> RateLimitBody<B> {
         }
     }
 
-    /// An empty body built by the layer.
-    pub(crate) fn empty() -> Self {
-        Self {
-            kind: Kind::Full { data: None },
-            held: Held::default(),
-        }
-    }
-
     /// True while the body holds a concurrency policy's in-flight permit.
     pub fn holds_in_flight(&self) -> bool {
         !self.held.is_empty()
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// How a layer's responses carry their bodies: the type parameter of
+/// [`RateLimitLayer`](super::RateLimitLayer) and
+/// [`RateLimitService`](super::RateLimitService). Sealed: [`Wrapped`] (the
+/// default: any body, in a [`RateLimitBody`]) or [`AxumBody`] (axum's own
+/// `Body`; feature `axum`).
+pub trait BodyMode<R>: sealed::Sealed {
+    /// The body of the layer's responses when the inner service answers
+    /// with bodies of type `R`.
+    type Body: LayerBody<R>;
+}
+
+/// A body type the layer answers with (sealed; see [`BodyMode`]).
+pub trait LayerBody<R>: sealed::Sealed + Send + Sized + 'static {
+    /// An admitted response's body: the inner service's, holding `held`'s
+    /// in-flight permits until it ends.
+    #[doc(hidden)]
+    fn admitted(body: R, held: Held) -> Self;
+    /// A body built by the layer (a refusal): `data`, or nothing if empty.
+    #[doc(hidden)]
+    fn built(data: Bytes) -> Self;
+}
+
+/// The default [`BodyMode`]: responses carry a [`RateLimitBody`] around
+/// the inner service's body, whatever its type (axum, hyper, tonic).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Wrapped;
+
+impl sealed::Sealed for Wrapped {}
+impl<R> sealed::Sealed for RateLimitBody<R> {}
+
+impl<R: Send + 'static> BodyMode<R> for Wrapped {
+    type Body = RateLimitBody<R>;
+}
+
+impl<R: Send + 'static> LayerBody<R> for RateLimitBody<R> {
+    #[inline]
+    fn admitted(body: R, held: Held) -> Self {
+        Self::holding(body, held)
+    }
+
+    fn built(data: Bytes) -> Self {
+        Self::full(data)
+    }
+}
+
+/// The [`BodyMode`] of [`RateLimitLayer::for_axum`](super::RateLimitLayer::for_axum)
+/// (feature `axum`): responses carry axum's own
+/// [`Body`](axum_core::body::Body), so that axum's `Router::layer` and
+/// `route_layer` take them as they are instead of boxing each body into a
+/// new `Body` (one allocation and one free per response, about 80 ns). An
+/// admitted response's body is the handler's unchanged, except while a
+/// concurrency policy's in-flight permit must outlive the handler: then
+/// the layer boxes a [`RateLimitBody`] that holds it into the `Body`.
+#[cfg(feature = "axum")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct AxumBody;
+
+#[cfg(feature = "axum")]
+impl sealed::Sealed for AxumBody {}
+#[cfg(feature = "axum")]
+impl sealed::Sealed for axum_core::body::Body {}
+
+#[cfg(feature = "axum")]
+impl BodyMode<axum_core::body::Body> for AxumBody {
+    type Body = axum_core::body::Body;
+}
+
+#[cfg(feature = "axum")]
+impl LayerBody<axum_core::body::Body> for axum_core::body::Body {
+    #[inline]
+    fn admitted(body: Self, held: Held) -> Self {
+        if held.is_empty() {
+            body
+        } else {
+            Self::new(RateLimitBody::holding(body, held))
+        }
+    }
+
+    fn built(data: Bytes) -> Self {
+        if data.is_empty() {
+            Self::empty()
+        } else {
+            Self::from(data)
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The tower [`Layer`] and [`Service`]: global limiter + per-route policies.
 
 use core::future::Future;
+use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
@@ -17,7 +18,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::backend::StoreUnavailable;
-use super::body::{Held, RateLimitBody};
+use super::body::{BodyMode, Held, LayerBody, Wrapped};
 use super::headers::{self, Precomputed, RATELIMIT, RATELIMIT_POLICY};
 use super::key::{
     self, BackendKey, Extracted, IpNet, KeyDigest, PeerAddrFn, RequestHead, TableKey,
@@ -246,14 +247,24 @@ impl Compiled {
 /// # let _ = app;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone)]
-pub struct RateLimitLayer {
+pub struct RateLimitLayer<M = Wrapped> {
     /// The configuration every clone and service reads; a reload swaps it.
     pub(crate) cell: Arc<ArcSwap<Shared>>,
     only: Option<Arc<str>>,
+    mode: PhantomData<fn() -> M>,
 }
 
-impl core::fmt::Debug for RateLimitLayer {
+impl<M> Clone for RateLimitLayer<M> {
+    fn clone(&self) -> Self {
+        Self {
+            cell: Arc::clone(&self.cell),
+            only: self.only.clone(),
+            mode: PhantomData,
+        }
+    }
+}
+
+impl<M> core::fmt::Debug for RateLimitLayer<M> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let shared = self.cell.load();
         f.debug_struct("RateLimitLayer")
@@ -272,6 +283,25 @@ impl RateLimitLayer {
         Self {
             cell: Arc::new(ArcSwap::from_pointee(shared)),
             only: None,
+            mode: PhantomData,
+        }
+    }
+}
+
+impl<M> RateLimitLayer<M> {
+    /// The same layer (the same buckets, reloads and all), answering with
+    /// axum's own `Body` (feature `axum`): axum's `Router::layer` and
+    /// `route_layer` then take its responses as they are instead of boxing
+    /// each body. The layer for an axum router; see [`AxumBody`].
+    ///
+    /// [`AxumBody`]: super::AxumBody
+    #[cfg(feature = "axum")]
+    #[must_use]
+    pub fn for_axum(self) -> RateLimitLayer<super::AxumBody> {
+        RateLimitLayer {
+            cell: self.cell,
+            only: self.only,
+            mode: PhantomData,
         }
     }
 
@@ -285,31 +315,45 @@ impl RateLimitLayer {
         Some(Self {
             cell: Arc::clone(&self.cell),
             only: Some(Arc::from(name)),
+            mode: PhantomData,
         })
     }
 }
 
-impl<S> Layer<S> for RateLimitLayer {
-    type Service = RateLimitService<S>;
+impl<S, M> Layer<S> for RateLimitLayer<M> {
+    type Service = RateLimitService<S, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
         RateLimitService {
             inner,
             cell: Arc::clone(&self.cell),
             only: self.only.clone(),
+            mode: PhantomData,
         }
     }
 }
 
-/// The service made by [`RateLimitLayer`].
-#[derive(Clone)]
-pub struct RateLimitService<S> {
+/// The service made by [`RateLimitLayer`]; `M` is the layer's
+/// [`BodyMode`].
+pub struct RateLimitService<S, M = Wrapped> {
     inner: S,
     cell: Arc<ArcSwap<Shared>>,
     only: Option<Arc<str>>,
+    mode: PhantomData<fn() -> M>,
 }
 
-impl<S: core::fmt::Debug> core::fmt::Debug for RateLimitService<S> {
+impl<S: Clone, M> Clone for RateLimitService<S, M> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            cell: Arc::clone(&self.cell),
+            only: self.only.clone(),
+            mode: PhantomData,
+        }
+    }
+}
+
+impl<S: core::fmt::Debug, M> core::fmt::Debug for RateLimitService<S, M> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RateLimitService")
             .field("inner", &self.inner)
@@ -334,44 +378,45 @@ impl SuccessHeaders {
 
 /// What the inner service's future resolves to, boxed (a request that
 /// waits its turn or asks a remote backend).
-type BoxedResponse<R, E> =
-    Pin<Box<dyn Future<Output = Result<Response<RateLimitBody<R>>, E>> + Send>>;
+type BoxedResponse<O, E> = Pin<Box<dyn Future<Output = Result<Response<O>, E>> + Send>>;
 
 pin_project! {
-    /// The future of [`RateLimitService`].
-    pub struct ResponseFuture<F, R, E> {
+    /// The future of [`RateLimitService`]: the inner service's future `F`,
+    /// answering with bodies of type `O` (the [`BodyMode`]'s body).
+    pub struct ResponseFuture<F, O, E> {
         #[pin]
-        kind: Kind<F, R, E>,
+        kind: Kind<F, O, E>,
     }
 }
 
 pin_project! {
     #[project = KindProj]
-    enum Kind<F, R, E> {
+    enum Kind<F, O, E> {
         // Admitted: the inner service's future, then headers to add and
         // in-flight permits to hand to the body.
         // (Headers are boxed: they are rare, and the future stays small.)
         Inner { #[pin] fut: F, headers: Option<Box<SuccessHeaders>>, held: Option<Held> },
         // Refused (or no key): the response is ready (boxed: a response
         // is large, and every request's future would be as large).
-        Ready { response: Option<Box<Response<RateLimitBody<R>>>> },
+        Ready { response: Option<Box<Response<O>>> },
         // Waiting its turn (a queueing policy) or a remote backend's
         // decision, then the inner service.
-        Boxed { fut: BoxedResponse<R, E> },
+        Boxed { fut: BoxedResponse<O, E> },
     }
 }
 
-impl<F, R, E> core::fmt::Debug for ResponseFuture<F, R, E> {
+impl<F, O, E> core::fmt::Debug for ResponseFuture<F, O, E> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("ResponseFuture")
     }
 }
 
-impl<F, R, E> Future for ResponseFuture<F, R, E>
+impl<F, R, O, E> Future for ResponseFuture<F, O, E>
 where
     F: Future<Output = Result<Response<R>, E>>,
+    O: LayerBody<R>,
 {
-    type Output = Result<Response<RateLimitBody<R>>, E>;
+    type Output = Result<Response<O>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
@@ -381,7 +426,7 @@ where
                     h.add_to(&mut res);
                 }
                 let held = held.take().unwrap_or_default();
-                Poll::Ready(Ok(res.map(|b| RateLimitBody::holding(b, held))))
+                Poll::Ready(Ok(res.map(|b| O::admitted(b, held))))
             }
             KindProj::Ready { response } => match response.take() {
                 Some(r) => Poll::Ready(Ok(*r)),
@@ -403,10 +448,10 @@ struct Wait {
 }
 
 /// What the checks decided.
-enum Verdict<R> {
+enum Verdict<O> {
     /// Admitted now: headers to add, in-flight permits to hold.
     Pass(Option<SuccessHeaders>, Held),
-    Respond(Response<RateLimitBody<R>>),
+    Respond(Response<O>),
     /// Admitted after a delay.
     Wait(Wait),
     /// Ask route policy `usize`'s remote backend for this key (after the
@@ -521,7 +566,7 @@ impl Shared {
             .copied())
     }
 
-    fn decide<B, R>(&self, req: &Request<B>, only: Option<&str>) -> Verdict<R> {
+    fn decide<B, R, O: LayerBody<R>>(&self, req: &Request<B>, only: Option<&str>) -> Verdict<O> {
         let Ok(route) = self.route_of(req, only) else {
             return Verdict::Pass(None, Held::default());
         };
@@ -543,10 +588,10 @@ impl Shared {
                 Charge::Admitted(a) => global_adm = a,
                 Charge::Refused(wait) => {
                     metrics.global_limiter.increment(1);
-                    return Verdict::Respond(self.reject(g, true, wait));
+                    return Verdict::Respond(self.reject::<O, R>(g, true, wait));
                 }
                 Charge::NoKey(status) => {
-                    return Verdict::Respond(super::rejection::status_only(status))
+                    return Verdict::Respond(super::rejection::status_only::<O, R>(status))
                 }
             }
         }
@@ -574,11 +619,11 @@ impl Shared {
                 Charge::Refused(wait) => {
                     cancel_global(global_adm);
                     metrics.endpoint_limiter.increment(1);
-                    return Verdict::Respond(self.reject(c, false, wait));
+                    return Verdict::Respond(self.reject::<O, R>(c, false, wait));
                 }
                 Charge::NoKey(status) => {
                     cancel_global(global_adm);
-                    return Verdict::Respond(super::rejection::status_only(status));
+                    return Verdict::Respond(super::rejection::status_only::<O, R>(status));
                 }
             }
         }
@@ -666,17 +711,18 @@ impl Drop for Pending {
     }
 }
 
-impl<S, B, R> Service<Request<B>> for RateLimitService<S>
+impl<S, B, R, M> Service<Request<B>> for RateLimitService<S, M>
 where
     S: Service<Request<B>, Response = Response<R>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
     B: Send + 'static,
     R: Send + 'static,
+    M: BodyMode<R>,
 {
-    type Response = Response<RateLimitBody<R>>;
+    type Response = Response<M::Body>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future, R, S::Error>;
+    type Future = ResponseFuture<S::Future, M::Body, S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -684,7 +730,7 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let current = self.cell.load();
-        let kind = match current.decide::<B, R>(&req, self.only.as_deref()) {
+        let kind = match current.decide::<B, R, M::Body>(&req, self.only.as_deref()) {
             Verdict::Pass(headers, held) => Kind::Inner {
                 fut: self.inner.call(req),
                 headers: headers.map(Box::new),
@@ -716,7 +762,7 @@ where
                         if let Some(h) = wait.headers {
                             h.add_to(&mut res);
                         }
-                        Ok(res.map(|b| RateLimitBody::holding(b, held)))
+                        Ok(res.map(|b| M::Body::admitted(b, held)))
                     }),
                 }
             }
@@ -778,12 +824,16 @@ where
                                 if let Some(h) = headers {
                                     h.add_to(&mut res);
                                 }
-                                res.map(|b| RateLimitBody::holding(b, held))
+                                res.map(|b| M::Body::admitted(b, held))
                             }
                             Err(wait) => {
                                 pending.cancel();
                                 c.metrics.endpoint_limiter.increment(1);
-                                shared.reject(c, false, wait.max(Duration::from_nanos(1)))
+                                shared.reject::<M::Body, R>(
+                                    c,
+                                    false,
+                                    wait.max(Duration::from_nanos(1)),
+                                )
                             }
                         };
                         if unavailable {

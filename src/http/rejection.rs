@@ -7,7 +7,7 @@ use core::time::Duration;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 
-use super::body::RateLimitBody;
+use super::body::LayerBody;
 use super::headers::{self, StackText, RATELIMIT, RATELIMIT_POLICY};
 use super::layer::{Compiled, Shared, SuccessHeaders};
 use super::policy::Rejection;
@@ -57,12 +57,12 @@ impl Shared {
     /// an empty body with `status`. A route policy's handler never answers
     /// for the global limiter. The standard headers the handler did not set
     /// are added (none of `RateLimit*` for an in-flight limit).
-    pub(crate) fn reject<R>(
+    pub(crate) fn reject<O: LayerBody<R>, R>(
         &self,
         refusing: &Compiled,
         global: bool,
         wait: Duration,
-    ) -> Response<RateLimitBody<R>> {
+    ) -> Response<O> {
         let wait_nanos = duration_to_nanos(wait);
         #[cfg(feature = "tracing")]
         tracing::debug!(policy = %refusing.name, global, retry_after_ms = wait_nanos / 1_000_000, "request rate limited");
@@ -79,7 +79,7 @@ impl Shared {
                     retry_after: wait,
                     status: self.status,
                 };
-                h(&rej).map(|text| RateLimitBody::full(Bytes::from(text)))
+                h(&rej).map(|text| O::built(Bytes::from(text)))
             }
             None => status_only(self.status),
         };
@@ -109,8 +109,8 @@ impl Shared {
 }
 
 /// An empty response with `status`.
-pub(crate) fn status_only<R>(status: StatusCode) -> Response<RateLimitBody<R>> {
-    let mut r = Response::new(RateLimitBody::empty());
+pub(crate) fn status_only<O: LayerBody<R>, R>(status: StatusCode) -> Response<O> {
+    let mut r = Response::new(O::built(Bytes::new()));
     *r.status_mut() = status;
     r
 }
