@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Instructions per direct check, tollgate against governor, counted by
-# valgrind's callgrind (repeatable on a busy machine, unlike times): each
-# case runs at 100,000 and 200,000 calls, and the difference of the two
-# totals over 100,000 is the cost of one call, loop included.
+# Instructions per direct check, tollgate against governor, and per HTTP
+# request through an axum router (bare, tollgate's layer, tower_governor's),
+# counted by valgrind's callgrind (repeatable on a busy machine, unlike
+# times): each case runs at two loop lengths, and the difference of the two
+# totals over the difference of the lengths is the cost of one call, loop
+# included.
 #
 #   scripts/instructions-per-check.sh
 #
@@ -10,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { apt-get update && apt-get install -y valgrind; }
-cargo build --release --example instructions_per_check
+cargo build --release --features axum --example instructions_per_check --example instructions_per_request
 BIN=target/release/examples/instructions_per_check
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -23,5 +25,14 @@ for path in allow deny; do
     a=$(total "$case" 100000 "$path")
     b=$(total "$case" 200000 "$path")
     echo "$path $case: $(( (b - a) / 100000 )) instructions per call"
+  done
+done
+# HTTP: the cost a layer adds is its count less the bare router's
+BIN=target/release/examples/instructions_per_request
+for keying in global per_ip; do
+  for case in bare tollgate tower_governor; do
+    a=$(total "$case" 20000 "$keying")
+    b=$(total "$case" 40000 "$keying")
+    echo "http $keying $case: $(( (b - a) / 20000 )) instructions per request"
   done
 done

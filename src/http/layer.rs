@@ -447,17 +447,25 @@ struct Wait {
     route_index: Option<usize>,
 }
 
-/// What the checks decided.
+/// What the checks decided: three words, whatever the variant (the rare
+/// ones are boxed), so that the admitted path moves nothing large.
 enum Verdict<O> {
     /// Admitted now: headers to add, in-flight permits to hold.
-    Pass(Option<SuccessHeaders>, Held),
-    Respond(Response<O>),
+    Pass(Option<Box<SuccessHeaders>>, Held),
+    Respond(Box<Response<O>>),
     /// Admitted after a delay.
-    Wait(Wait),
-    /// Ask route policy `usize`'s remote backend for this key (after the
-    /// global limiter's delay, if it queues); the global admission (if any)
-    /// is cancelled if it refuses.
-    Remote(usize, BackendKey, Option<Admission<HttpLease>>),
+    Wait(Box<Wait>),
+    /// Ask a route policy's remote backend for this key.
+    Remote(Box<Remote>),
+}
+
+/// A request for a route policy's remote backend: policy `policy`, for
+/// `key` (after the global limiter's delay, if it queues); the global
+/// admission (if any) is cancelled if the backend refuses.
+struct Remote {
+    policy: usize,
+    key: BackendKey,
+    global: Option<Admission<HttpLease>>,
 }
 
 /// Outcome of charging one in-process policy.
@@ -588,10 +596,12 @@ impl Shared {
                 Charge::Admitted(a) => global_adm = a,
                 Charge::Refused(wait) => {
                     metrics.global_limiter.increment(1);
-                    return Verdict::Respond(self.reject::<O, R>(g, true, wait));
+                    return Verdict::Respond(Box::new(self.reject::<O, R>(g, true, wait)));
                 }
                 Charge::NoKey(status) => {
-                    return Verdict::Respond(super::rejection::status_only::<O, R>(status))
+                    return Verdict::Respond(Box::new(super::rejection::status_only::<O, R>(
+                        status,
+                    )))
                 }
             }
         }
@@ -606,7 +616,11 @@ impl Shared {
             let charge = if c.policy.backend.is_some() {
                 match self.key_of(c, &head) {
                     Ok(k) => {
-                        return Verdict::Remote(i, k.backend_key(c.policy.ipv6_prefix), global_adm)
+                        return Verdict::Remote(Box::new(Remote {
+                            policy: i,
+                            key: k.backend_key(c.policy.ipv6_prefix),
+                            global: global_adm,
+                        }))
                     }
                     Err(NoKey::Allow) => Charge::Admitted(None),
                     Err(NoKey::Reject(status)) => Charge::NoKey(status),
@@ -619,11 +633,13 @@ impl Shared {
                 Charge::Refused(wait) => {
                     cancel_global(global_adm);
                     metrics.endpoint_limiter.increment(1);
-                    return Verdict::Respond(self.reject::<O, R>(c, false, wait));
+                    return Verdict::Respond(Box::new(self.reject::<O, R>(c, false, wait)));
                 }
                 Charge::NoKey(status) => {
                     cancel_global(global_adm);
-                    return Verdict::Respond(super::rejection::status_only::<O, R>(status));
+                    return Verdict::Respond(Box::new(super::rejection::status_only::<O, R>(
+                        status,
+                    )));
                 }
             }
         }
@@ -640,13 +656,13 @@ impl Shared {
             .map_or(Duration::ZERO, |a| a.delay)
             .max(route_adm.as_ref().map_or(Duration::ZERO, |a| a.delay));
         if !delay.is_zero() {
-            return Verdict::Wait(Wait {
+            return Verdict::Wait(Box::new(Wait {
                 delay,
                 global: global_adm.map(|a| a.lease),
                 route: route_adm.map(|a| a.lease),
                 headers,
                 route_index: route,
-            });
+            }));
         }
         if global.is_some_and(Compiled::queues) || route_c.is_some_and(Compiled::queues) {
             // admitted at once under a queueing policy: no time in its queue
@@ -654,7 +670,7 @@ impl Shared {
         }
         metrics.acquired.increment(1);
         Verdict::Pass(
-            headers,
+            headers.map(Box::new),
             Held::new(global_adm.map(|a| a.lease), route_adm.map(|a| a.lease)),
         )
     }
@@ -731,14 +747,17 @@ where
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let current = self.cell.load();
         let kind = match current.decide::<B, R, M::Body>(&req, self.only.as_deref()) {
-            Verdict::Pass(headers, held) => Kind::Inner {
-                fut: self.inner.call(req),
-                headers: headers.map(Box::new),
-                held: Some(held),
-            },
-            Verdict::Respond(r) => Kind::Ready {
-                response: Some(Box::new(r)),
-            },
+            // built in the return slot: the admitted path copies no future
+            Verdict::Pass(headers, held) => {
+                return ResponseFuture {
+                    kind: Kind::Inner {
+                        fut: self.inner.call(req),
+                        headers,
+                        held: Some(held),
+                    },
+                }
+            }
+            Verdict::Respond(r) => Kind::Ready { response: Some(r) },
             Verdict::Wait(wait) => {
                 let clone = self.inner.clone();
                 let mut inner = core::mem::replace(&mut self.inner, clone);
@@ -766,7 +785,12 @@ where
                     }),
                 }
             }
-            Verdict::Remote(policy, key, global) => {
+            Verdict::Remote(remote) => {
+                let Remote {
+                    policy,
+                    key,
+                    global,
+                } = *remote;
                 let clone = self.inner.clone();
                 let mut inner = core::mem::replace(&mut self.inner, clone);
                 let shared = Arc::clone(&current);
