@@ -319,6 +319,7 @@ impl Limiter for LiveBucket {
         self.algorithm().capacity()
     }
 
+    #[inline]
     fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
         let now_ns = now.as_nanos();
         loop {

@@ -122,6 +122,17 @@ trait Store<K>: Send + Sync {
         n: u32,
         now: Timestamp,
     ) -> Result<KeyedDecision, CapacityExceeded>;
+    /// [`Store::check_n`] for a caller that reads only the verdict: 0 if
+    /// admitted, else the wait in nanoseconds. (Instantiated per store
+    /// type, so the check inlines and the snapshot it would build is
+    /// never computed.)
+    #[inline]
+    fn admit(&self, key: Option<&K>, n: u32, now: Timestamp) -> Result<u64, CapacityExceeded> {
+        self.check_n(key, n, now).map(|d| match d.decision() {
+            Decision::Allowed(_) => 0,
+            Decision::Denied(denied) => denied.retry_after_nanos().max(1),
+        })
+    }
     fn refund(&self, key: Option<&K>, n: u32, now: Timestamp);
     fn time_until_ready(
         &self,
@@ -813,6 +824,10 @@ impl<K> Admission<Lease<K>> {
     }
 }
 
+/// The snapshot of an admission from [`Partitioned::try_admit_key`],
+/// whose caller does not read it (an unlimited one, recognisable).
+pub(crate) const UNREAD_SNAPSHOT: Snapshot = Snapshot::exact(u32::MAX, u32::MAX, 0);
+
 /// A refused request: which limiter and policy refused, and when to retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refusal<'a> {
@@ -1085,6 +1100,43 @@ impl<R, K> Partitioned<R, K> {
                 None => Ok(Admission::free()),
             },
             None => self.charge_default(Some(key), n, now),
+        }
+    }
+
+    /// [`Partitioned::try_acquire_key`] for a caller that reads neither
+    /// the admission's snapshot nor the refusal's details, only its wait
+    /// (the HTTP layer when it sends no headers on success): the store
+    /// decides without building a snapshot. The admission's snapshot is
+    /// [`UNREAD_SNAPSHOT`], not the limiter's state. A shaping policy, the
+    /// default limiter and an index past the last policy take the full
+    /// path.
+    pub(crate) fn try_admit_key(
+        &self,
+        index: Option<usize>,
+        key: K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Admission<Lease<K>>, Duration> {
+        let policy = index.and_then(|i| Some(i).zip(self.policies.get(i)));
+        let Some((i, p)) = policy.filter(|(_, p)| p.store.shaping.is_none()) else {
+            return self
+                .try_acquire_key(index, key, n, now)
+                .map_err(|r| r.retry_after());
+        };
+        match p.store.store.admit(Some(&key), n, now) {
+            Ok(0) => Ok(Admission {
+                lease: Lease {
+                    policy: i,
+                    key: Some(key),
+                    n,
+                    release: p.store.releases.then(|| Arc::clone(&p.store.store)),
+                },
+                delay: Duration::ZERO,
+                snapshot: UNREAD_SNAPSHOT,
+            }),
+            Ok(wait) => Err(Duration::from_nanos(wait)),
+            // never admissible (what the full path's refusal says)
+            Err(_) => Err(Duration::MAX),
         }
     }
 

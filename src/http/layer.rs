@@ -522,7 +522,15 @@ impl Shared {
             Err(NoKey::Allow) => return Charge::Admitted(None),
             Err(NoKey::Reject(status)) => return Charge::NoKey(status),
         };
-        match stores.try_acquire_key(c.slot, key, 1, now) {
+        // without success headers nothing reads the snapshot: the lean path
+        let acquired = if self.headers_on_success {
+            stores
+                .try_acquire_key(c.slot, key, 1, now)
+                .map_err(|r| r.retry_after())
+        } else {
+            stores.try_admit_key(c.slot, key, 1, now)
+        };
+        match acquired {
             Ok(a) if a.delay.is_zero() || !c.policy.dry_run => Charge::Admitted(Some(a)),
             Ok(a) => {
                 #[cfg(feature = "tracing")]
@@ -531,15 +539,15 @@ impl Shared {
                 stores.cancel(a.lease, now);
                 Charge::Admitted(None)
             }
-            Err(refusal) if c.policy.dry_run => {
+            Err(wait) if c.policy.dry_run => {
                 #[cfg(feature = "tracing")]
-                tracing::info!(policy = %c.name, retry_after_ms = refusal.retry_after().as_millis() as u64, "dry run: would refuse");
+                tracing::info!(policy = %c.name, retry_after_ms = wait.as_millis() as u64, "dry run: would refuse");
                 #[cfg(not(feature = "tracing"))]
-                let _ = refusal;
+                let _ = wait;
                 c.metrics.dry_run.increment(1);
                 Charge::Admitted(None)
             }
-            Err(refusal) => Charge::Refused(refusal.retry_after()),
+            Err(wait) => Charge::Refused(wait),
         }
     }
 

@@ -172,6 +172,10 @@ impl<T> PrefixTree<T> {
     #[inline]
     pub(crate) fn longest(&self, path: &str, accept: impl Fn(&T) -> bool) -> Option<&T> {
         let mut best = self.nodes[0].values.iter().find(|v| accept(v));
+        if self.nodes[0].children.is_empty() {
+            // no prefix below the root: nothing to split the path for
+            return best;
+        }
         let Some(segments) = Self::segments(path) else {
             return best;
         };
