@@ -21,11 +21,17 @@ total() {
   sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$out/log"
 }
 TOGGLE=
+# per_call CASE CALLS ARG: instructions per call of CASE, from runs of CALLS
+# and 2 x CALLS calls
+per_call() {
+  local a b
+  a=$(total "$1" "$2" "$3")
+  b=$(total "$1" $(($2 * 2)) "$3")
+  echo $(((b - a) / $2))
+}
 for path in allow deny; do
   for case in try_acquire check governor; do
-    a=$(total "$case" 100000 "$path")
-    b=$(total "$case" 200000 "$path")
-    echo "$path $case: $(( (b - a) / 100000 )) instructions per call"
+    echo "$path $case: $(per_call "$case" 100000 "$path") instructions per call"
   done
 done
 # HTTP: the cost a layer adds is its count less the bare router's; only
@@ -35,8 +41,6 @@ BIN=target/release/examples/instructions_per_request
 TOGGLE="--toggle-collect=*instructions_per_request::counted*"
 for keying in global per_ip; do
   for case in bare tollgate tower_governor; do
-    a=$(total "$case" 20000 "$keying")
-    b=$(total "$case" 40000 "$keying")
-    echo "http $keying $case: $(( (b - a) / 20000 )) instructions per request"
+    echo "http $keying $case: $(per_call "$case" 20000 "$keying") instructions per request"
   done
 done

@@ -6,85 +6,24 @@
 
 mod support;
 
-use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::routing::get;
 use axum::Router;
-use bytes::Bytes;
-use http_body::Frame;
-use support::http::{connect, connect_info, request_bytes, send, serve, Req};
+use support::http::{connect, connect_info, request_bytes, send, serve, start_stream, Req, Ticks};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer};
-
-/// A body of `left` chunks, one every `every`.
-struct Ticks {
-    left: u32,
-    every: Duration,
-    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl http_body::Body for Ticks {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if self.left == 0 {
-            return Poll::Ready(None);
-        }
-        let every = self.every;
-        let sleep = self
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
-        std::task::ready!(sleep.as_mut().poll(cx));
-        self.sleep = None;
-        self.left -= 1;
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"tick\n")))))
-    }
-}
 
 /// `/stream` streams `chunks` chunks `every` apart, behind `layer`.
 fn streaming(layer: RateLimitLayer, chunks: u32, every: Duration) -> Router {
     Router::new()
         .route(
             "/stream",
-            get(move || async move {
-                Body::new(Ticks {
-                    left: chunks,
-                    every,
-                    sleep: None,
-                })
-            }),
+            get(move || async move { Body::new(Ticks::new(chunks, every)) }),
         )
         .route("/quick", get(|| async { "ok" }))
         .layer(layer)
-}
-
-/// Opens a request from `from` and reads until the first chunk arrived.
-async fn start_stream(addr: std::net::SocketAddr, from: [u8; 4]) -> (TcpStream, Vec<u8>) {
-    let mut c = connect(addr, from.into()).await;
-    c.write_all(&request_bytes(addr, &Req::get("/stream").from(from)))
-        .await
-        .unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !String::from_utf8_lossy(&got).contains("tick") {
-        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
-            .await
-            .expect("first chunk within 5 s")
-            .unwrap();
-        assert!(n > 0, "closed before the first chunk");
-        got.extend_from_slice(&buf[..n]);
-    }
-    (c, got)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,7 +48,7 @@ key = "peer_ip"
     let s = serve(streaming(layer, 6, Duration::from_millis(100))).await;
 
     let start = Instant::now();
-    let (mut a, mut got) = start_stream(s.addr, [127, 0, 0, 1]).await;
+    let (mut a, mut got) = start_stream(s.addr, "/stream", [127, 0, 0, 1]).await;
     // the handler has returned (a chunk arrived) but the body is still
     // streaming: the same client is refused, with Retry-After and no
     // RateLimit items (an in-flight limit has no rate)
@@ -129,7 +68,7 @@ key = "peer_ip"
     a.read_to_end(&mut got).await.unwrap();
     assert_eq!(String::from_utf8_lossy(&got).matches("tick").count(), 6);
     assert!(start.elapsed() >= Duration::from_millis(550));
-    let (_again, _) = start_stream(s.addr, [127, 0, 0, 1]).await;
+    let (_again, _) = start_stream(s.addr, "/stream", [127, 0, 0, 1]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,7 +85,7 @@ async fn a_client_that_disconnects_mid_stream_frees_its_slot() {
     // a 30 s stream: "freed by the disconnect" must not be confused with
     // "freed when the stream ended", however slow the machine
     let s = serve(streaming(layer, 600, Duration::from_millis(50))).await;
-    let (a, _) = start_stream(s.addr, [127, 0, 0, 1]).await;
+    let (a, _) = start_stream(s.addr, "/stream", [127, 0, 0, 1]).await;
     assert_eq!(send(s.addr, Req::get("/stream")).await.status, 429);
     let hung_up = Instant::now();
     drop(a);
@@ -171,7 +110,7 @@ async fn a_client_that_disconnects_mid_stream_frees_its_slot() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // the other client was never affected
-    let (_b, _) = start_stream(s.addr, [127, 0, 0, 2]).await;
+    let (_b, _) = start_stream(s.addr, "/stream", [127, 0, 0, 2]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,18 +123,12 @@ async fn route_layer_accepts_the_body_and_holds_the_permit() {
     let app = Router::new()
         .route(
             "/stream",
-            get(|| async {
-                Body::new(Ticks {
-                    left: 4,
-                    every: Duration::from_millis(100),
-                    sleep: None,
-                })
-            }),
+            get(|| async { Body::new(Ticks::new(4, Duration::from_millis(100))) }),
         )
         .route_layer(layer.policy("streams").unwrap())
         .route("/quick", get(|| async { "ok" }));
     let s = serve(app).await;
-    let (_a, _) = start_stream(s.addr, [127, 0, 0, 1]).await;
+    let (_a, _) = start_stream(s.addr, "/stream", [127, 0, 0, 1]).await;
     assert_eq!(send(s.addr, Req::get("/stream")).await.status, 429);
     assert_eq!(send(s.addr, Req::get("/quick")).await.status, 200);
 }
@@ -213,12 +146,12 @@ async fn permits_in_flight_stay_held_across_a_reload() {
     };
     let layer = rules(1).build().unwrap();
     let s = serve(streaming(layer.clone(), 40, Duration::from_millis(50))).await;
-    let (_a, _) = start_stream(s.addr, [127, 0, 0, 1]).await;
+    let (_a, _) = start_stream(s.addr, "/stream", [127, 0, 0, 1]).await;
     let report = layer
         .reload(rules(2), tollgate::Inheritance::UsedAmount)
         .unwrap();
     assert_eq!(report.reconfigured, ["streams"]);
     // the stream started before the reload still holds one of the two
-    let (_b, _) = start_stream(s.addr, [127, 0, 0, 1]).await;
+    let (_b, _) = start_stream(s.addr, "/stream", [127, 0, 0, 1]).await;
     assert_eq!(send(s.addr, Req::get("/stream")).await.status, 429);
 }

@@ -12,10 +12,7 @@ mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::convert::Infallible;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -23,11 +20,9 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
 use axum::Router;
-use bytes::Bytes;
 use http::{Request, StatusCode};
-use http_body::Frame;
-use support::http::{connect, connect_info, request_bytes, send, serve, Req};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use support::http::{connect_info, send, serve, start_stream, Req, Ticks};
+use tokio::io::AsyncReadExt;
 use tollgate::http::{KeySource, MissingKey, Policy, RateLimitLayer};
 use tollgate::Quota;
 use tower_service::Service;
@@ -197,35 +192,6 @@ async fn an_admitted_request_allocates_nothing_beyond_a_forwarding_middleware() 
     assert_eq!(wrapped, identity + 1.0);
 }
 
-/// A body of `left` chunks, one every `every`.
-struct Ticks {
-    left: u32,
-    every: Duration,
-    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl http_body::Body for Ticks {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if self.left == 0 {
-            return Poll::Ready(None);
-        }
-        let every = self.every;
-        let sleep = self
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
-        std::task::ready!(sleep.as_mut().poll(cx));
-        self.sleep = None;
-        self.left -= 1;
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"tick\n")))))
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_and_handler_text_are_axum_bodies() {
     let layer = RateLimitLayer::builder()
@@ -300,30 +266,12 @@ async fn an_in_flight_permit_is_held_until_the_streamed_body_ends() {
     let app = Router::new()
         .route(
             "/stream",
-            get(|| async {
-                Body::new(Ticks {
-                    left: 4,
-                    every: Duration::from_millis(100),
-                    sleep: None,
-                })
-            }),
+            get(|| async { Body::new(Ticks::new(4, Duration::from_millis(100))) }),
         )
         .layer(layer);
     let s = serve(app).await;
-    let mut a = connect(s.addr, [127, 0, 0, 1].into()).await;
-    a.write_all(&request_bytes(s.addr, &Req::get("/stream")))
-        .await
-        .unwrap();
-    let mut got = Vec::new();
+    let (mut a, mut got) = start_stream(s.addr, "/stream", [127, 0, 0, 1]).await;
     let mut buf = [0u8; 1024];
-    while !String::from_utf8_lossy(&got).contains("tick") {
-        let n = tokio::time::timeout(Duration::from_secs(5), a.read(&mut buf))
-            .await
-            .expect("first chunk within 5 s")
-            .unwrap();
-        assert!(n > 0, "closed before the first chunk");
-        got.extend_from_slice(&buf[..n]);
-    }
     // the handler returned, the body streams: the permit is still taken
     let r = send(s.addr, Req::get("/stream")).await;
     assert_eq!(r.status, 429);

@@ -390,3 +390,70 @@ impl Conn {
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
+
+/// A response body of `left` chunks (`tick\n`), one every `every`: a
+/// streaming handler's body, still being sent after the handler returned.
+pub struct Ticks {
+    left: u32,
+    every: Duration,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Ticks {
+    /// `chunks` chunks, `every` apart.
+    pub fn new(chunks: u32, every: Duration) -> Self {
+        Self {
+            left: chunks,
+            every,
+            sleep: None,
+        }
+    }
+}
+
+impl http_body::Body for Ticks {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        if self.left == 0 {
+            return Poll::Ready(None);
+        }
+        let every = self.every;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
+        std::task::ready!(sleep.as_mut().poll(cx));
+        self.sleep = None;
+        self.left -= 1;
+        Poll::Ready(Some(Ok(http_body::Frame::data(bytes::Bytes::from_static(
+            b"tick\n",
+        )))))
+    }
+}
+
+/// Sends `GET path` from `from` and reads until the first chunk of a
+/// [`Ticks`] body arrived: the connection and what was read.
+pub async fn start_stream(
+    addr: SocketAddr,
+    path: &str,
+    from: [u8; 4],
+) -> (tokio::net::TcpStream, Vec<u8>) {
+    let mut c = connect(addr, from.into()).await;
+    c.write_all(&request_bytes(addr, &Req::get(path).from(from)))
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&got).contains("tick") {
+        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+            .await
+            .expect("first chunk within 5 s")
+            .unwrap();
+        assert!(n > 0, "closed before the first chunk");
+        got.extend_from_slice(&buf[..n]);
+    }
+    (c, got)
+}
