@@ -125,7 +125,8 @@ trait Store<K>: Send + Sync {
     /// [`Store::check_n`] for a caller that reads only the verdict: 0 if
     /// admitted, else the wait in nanoseconds. (Instantiated per store
     /// type, so the check inlines and the snapshot it would build is
-    /// never computed.)
+    /// never computed.) Used by the HTTP layer.
+    #[cfg(feature = "http")]
     #[inline]
     fn admit(&self, key: Option<&K>, n: u32, now: Timestamp) -> Result<u64, CapacityExceeded> {
         self.check_n(key, n, now).map(|d| match d.decision() {
@@ -826,6 +827,7 @@ impl<K> Admission<Lease<K>> {
 
 /// The snapshot of an admission from [`Partitioned::try_admit_key`],
 /// whose caller does not read it (an unlimited one, recognisable).
+#[cfg(feature = "http")]
 pub(crate) const UNREAD_SNAPSHOT: Snapshot = Snapshot::exact(u32::MAX, u32::MAX, 0);
 
 /// A refused request: which limiter and policy refused, and when to retry.
@@ -1110,6 +1112,7 @@ impl<R, K> Partitioned<R, K> {
     /// [`UNREAD_SNAPSHOT`], not the limiter's state. A shaping policy, the
     /// default limiter and an index past the last policy take the full
     /// path.
+    #[cfg(feature = "http")]
     pub(crate) fn try_admit_key(
         &self,
         index: Option<usize>,
