@@ -781,6 +781,23 @@ impl<K> Lease<K> {
         }
     }
 
+    /// The lease of `n` permits taken from policy `policy`'s `store` for
+    /// `key`; it holds the store when the store `releases` (in flight).
+    fn taken(
+        policy: usize,
+        key: Option<K>,
+        n: u32,
+        store: &Arc<dyn Store<K>>,
+        releases: bool,
+    ) -> Self {
+        Self {
+            policy,
+            key,
+            n,
+            release: releases.then(|| Arc::clone(store)),
+        }
+    }
+
     /// True if the lease holds in-flight permits (given back on drop).
     #[must_use]
     pub fn holds_in_flight(&self) -> bool {
@@ -820,15 +837,14 @@ impl<K> Admission<Lease<K>> {
         Self {
             lease: Lease::free(),
             delay: Duration::ZERO,
-            snapshot: Snapshot::exact(u32::MAX, u32::MAX, 0),
+            snapshot: UNLIMITED_SNAPSHOT,
         }
     }
 }
 
-/// The snapshot of an admission from [`Partitioned::try_admit_key`],
-/// whose caller does not read it (an unlimited one, recognisable).
-#[cfg(feature = "http")]
-pub(crate) const UNREAD_SNAPSHOT: Snapshot = Snapshot::exact(u32::MAX, u32::MAX, 0);
+/// The snapshot of an admission that charged nothing, and of one from
+/// [`Partitioned::try_admit_key`], whose caller does not read it.
+const UNLIMITED_SNAPSHOT: Snapshot = Snapshot::exact(u32::MAX, u32::MAX, 0);
 
 /// A refused request: which limiter and policy refused, and when to retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1109,7 +1125,7 @@ impl<R, K> Partitioned<R, K> {
     /// the admission's snapshot nor the refusal's details, only its wait
     /// (the HTTP layer when it sends no headers on success): the store
     /// decides without building a snapshot. The admission's snapshot is
-    /// [`UNREAD_SNAPSHOT`], not the limiter's state. A shaping policy, the
+    /// [`UNLIMITED_SNAPSHOT`], not the limiter's state. A shaping policy, the
     /// default limiter and an index past the last policy take the full
     /// path.
     #[cfg(feature = "http")]
@@ -1128,14 +1144,9 @@ impl<R, K> Partitioned<R, K> {
         };
         match p.store.store.admit(Some(&key), n, now) {
             Ok(0) => Ok(Admission {
-                lease: Lease {
-                    policy: i,
-                    key: Some(key),
-                    n,
-                    release: p.store.releases.then(|| Arc::clone(&p.store.store)),
-                },
+                lease: Lease::taken(i, Some(key), n, &p.store.store, p.store.releases),
                 delay: Duration::ZERO,
-                snapshot: UNREAD_SNAPSHOT,
+                snapshot: UNLIMITED_SNAPSHOT,
             }),
             Ok(wait) => Err(Duration::from_nanos(wait)),
             // never admissible (what the full path's refusal says)
@@ -1175,12 +1186,7 @@ impl<R, K> Partitioned<R, K> {
         match d.decision() {
             Decision::Allowed(after) => {
                 let delay = shaping.map_or(Duration::ZERO, |s| s.delay(after, n));
-                let lease = Lease {
-                    policy: index,
-                    key,
-                    n,
-                    release: releases.then(|| Arc::clone(store)),
-                };
+                let lease = Lease::taken(index, key, n, store, releases);
                 if let Some(max) = shaping.and_then(|s| s.max_wait) {
                     if delay > max {
                         // too long a wait: give the reservation back
