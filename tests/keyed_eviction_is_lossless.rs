@@ -229,8 +229,44 @@ fn a_stale_caller_gains_nothing_from_an_eviction<T: KeyedLimiter<u64>>(
     assert_eq!(fresh.decision().retry_after(), Duration::from_nanos(T));
 }
 
+/// As above, but a second sweep runs between the eviction and the stale
+/// caller, itself on a stale `now` (its caller was preempted too). It must
+/// not make the table forget the first sweep's later time: the stale
+/// caller's re-inserted key still gets no credit for the gap.
+fn a_stale_sweep_keeps_the_latest_sweep_time<T: KeyedLimiter<u64>>(
+    make: impl Fn(Spec) -> T,
+    max_keys: usize,
+) {
+    const T: u64 = 10_000_000; // 100 per second, burst 1
+    let alg = Gcra::token_bucket(quota(100, 1_000, 1));
+    let table = make(Spec::new(alg, max_keys));
+    assert!(table.check(&1, t(0)).is_allowed()); // TAT = T
+    assert_eq!(table.evict_refilled(t(10 * T)), 1);
+    // the stale sweep: evicts nothing, but runs at an earlier `now`
+    assert_eq!(table.evict_refilled(t(T / 4)), 0);
+    assert!(table.check(&1, t(T / 2)).is_allowed());
+    let fresh = table.check(&1, t(10 * T));
+    assert!(fresh.is_denied());
+    assert_eq!(fresh.decision().retry_after(), Duration::from_nanos(T));
+}
+
 keyed_support::every_table! {
     full_table_of_live_keys_overflows_instead_of_evicting: heapless 4,
+}
+
+#[test]
+fn sharded_a_stale_sweep_keeps_the_latest_sweep_time() {
+    a_stale_sweep_keeps_the_latest_sweep_time(keyed_support::sharded, 1);
+}
+
+#[test]
+fn lock_free_a_stale_sweep_keeps_the_latest_sweep_time() {
+    a_stale_sweep_keeps_the_latest_sweep_time(keyed_support::lock_free, 1);
+}
+
+#[test]
+fn heapless_a_stale_sweep_keeps_the_latest_sweep_time() {
+    a_stale_sweep_keeps_the_latest_sweep_time(keyed_support::heapless::<2>, 2);
 }
 
 #[test]

@@ -535,7 +535,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
         // refused with a retry_after of centuries. Checks racing the sweep
         // only lower the hint to a TAT the sweep sees too, so publishing
         // over them loses nothing.
-        let mut hint = SweepHint::new();
+        let mut hint = shard.hint.resume();
         hint.start(now);
         // A slot empty before any eviction: no probe run crosses it (the
         // spare slots guarantee one exists).

@@ -416,6 +416,21 @@ impl<K: ?Sized, A, F: Fn(&K) -> A> KeyQuota<K, A> for F {
 /// threshold.
 pub(crate) const STALE_LIMIT_NANOS: u64 = crate::gcra::DEFAULT_HEAL_THRESHOLD_NANOS;
 
+/// The time to remember as "the latest sweep" after one at `now`: the
+/// later of the two, so that a sweep whose caller's `now` is stale cannot
+/// make [`SweepHint::insert_time`] forget an earlier sweep at a later time
+/// (whose evictions a stale insert would otherwise judge at the stale
+/// time). A `now` behind by more than [`STALE_LIMIT_NANOS`] is a clock
+/// that went back: it replaces the old time.
+#[inline]
+fn latest_sweep(swept_at: u64, now: u64) -> u64 {
+    if now < swept_at && swept_at - now <= STALE_LIMIT_NANOS {
+        swept_at
+    } else {
+        now
+    }
+}
+
 /// The earliest time any tracked key can become idle, as learnt by the last
 /// sweep and lowered by every check since: a full table skips sweeping
 /// while `swept_at <= now < next_idle_at`. A clock that went back
@@ -459,7 +474,7 @@ impl SweepHint {
     /// Start recording a sweep at `now`.
     #[inline]
     pub(crate) fn start(&mut self, now: u64) {
-        self.swept_at = now;
+        self.swept_at = latest_sweep(self.swept_at, now);
         self.next_idle_at = u64::MAX;
     }
 
@@ -473,11 +488,7 @@ impl SweepHint {
     /// not staleness: the caller's `now` is used.
     #[inline]
     pub(crate) fn insert_time(&self, now: u64) -> u64 {
-        if now < self.swept_at && self.swept_at - now <= STALE_LIMIT_NANOS {
-            self.swept_at
-        } else {
-            now
-        }
+        latest_sweep(self.swept_at, now)
     }
 
     /// Nanoseconds from `now` until a slot may free up (at least 1).
@@ -528,8 +539,18 @@ impl AtomicSweepHint {
     }
 
     pub(crate) fn start(&self, now: u64) {
-        self.swept_at.store(now, Ordering::Relaxed);
+        let swept_at = latest_sweep(self.swept_at.load(Ordering::Relaxed), now);
+        self.swept_at.store(swept_at, Ordering::Relaxed);
         self.next_idle_at.store(u64::MAX, Ordering::Relaxed);
+    }
+
+    /// A [`SweepHint`] to build a sweep in aside (see
+    /// [`publish`](Self::publish)), remembering the latest sweep so far.
+    pub(crate) fn resume(&self) -> SweepHint {
+        SweepHint {
+            swept_at: self.swept_at.load(Ordering::Relaxed),
+            next_idle_at: self.next_idle_at.load(Ordering::Relaxed),
+        }
     }
 
     /// Installs a sweep's hint built in a [`SweepHint`], all at once, for
@@ -544,12 +565,7 @@ impl AtomicSweepHint {
 
     #[inline]
     pub(crate) fn insert_time(&self, now: u64) -> u64 {
-        let swept_at = self.swept_at.load(Ordering::Relaxed);
-        if now < swept_at && swept_at - now <= STALE_LIMIT_NANOS {
-            swept_at
-        } else {
-            now
-        }
+        latest_sweep(self.swept_at.load(Ordering::Relaxed), now)
     }
 
     #[inline]
