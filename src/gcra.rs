@@ -471,6 +471,40 @@ impl Gcra {
         self.step_in::<false>(tat, n, self.clamped(now))
     }
 
+    /// [`Gcra::step`] for a caller that reads only whether `n` permits
+    /// were admitted: the wait in whole nanoseconds (0: admitted; a
+    /// refusal waits at least 1 ns) and the TAT to store, without the
+    /// snapshot (no division on the way).
+    #[cfg(feature = "http")]
+    #[inline]
+    pub(crate) fn step_wait(
+        &self,
+        tat: u64,
+        n: u32,
+        now: u64,
+    ) -> Result<(u64, Option<u64>), CapacityExceeded> {
+        if n > self.capacity {
+            return Err(self.exceeded(n));
+        }
+        if self.scale != 1 {
+            return Ok(self.step_wait_scaled(tat, n, now));
+        }
+        let (outcome, store) = self.outcome_in(tat, n, self.clamped(now));
+        Ok((outcome.retry, store))
+    }
+
+    /// [`Gcra::step_wait`] of a bucket in units of `1/d` ns, `d > 1`.
+    #[cfg(feature = "http")]
+    #[inline(never)]
+    fn step_wait_scaled(&self, tat: u64, n: u32, now: u64) -> (u64, Option<u64>) {
+        let (outcome, store) = self.outcome_in(tat, n, self.scaled(now));
+        let wait = match outcome.retry {
+            0 => 0,
+            retry => self.nanos_in::<true>(retry),
+        };
+        (wait, store)
+    }
+
     /// [`Gcra::step`] of a bucket in units of `1/d` ns, `d > 1`.
     #[inline(never)]
     fn step_scaled(
