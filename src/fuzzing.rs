@@ -36,7 +36,7 @@ pub fn parse_net(s: &str) -> Option<IpNet> {
 }
 
 /// The 128-bit key a table stores for header bytes, under a fixed secret.
-pub fn header_digest(k0: u64, k1: u64, bytes: &[u8]) -> u128 {
+pub fn header_digest(k0: u64, k1: u64, bytes: &[u8]) -> [u64; 2] {
     crate::http::key::KeyDigest::with_keys(k0, k1).digest(bytes)
 }
 

@@ -124,7 +124,7 @@
 //! them instead: their permits could not be counted).
 //!
 //! **Fixed memory per key, whatever the client sends.** A slot never holds
-//! the client's bytes: its key is at most 32 bytes (on 64-bit targets)
+//! the client's bytes: its key is at most 24 bytes (on 64-bit targets)
 //! beside the algorithm's state, so a policy's memory is `max_keys` slots
 //! however long or numerous the keys are. Header and custom keys are
 //! stored as a 128-bit SipHash-2-4 digest under a secret drawn from the
