@@ -46,3 +46,35 @@ async fn named_policy_on_axum_routes() {
         assert_eq!(send(s.addr, Req::get("/read")).await.status, 200);
     }
 }
+
+#[tokio::test]
+async fn exempt_wins_over_a_policy_attached_by_name() {
+    let layer = RateLimitLayer::builder()
+        .peer_addr(connect_info)
+        .exempt("/health")
+        .policy(Policy::token_bucket("writes", Quota::per_hour(1).unwrap()))
+        .build()
+        .unwrap();
+    let writes = layer.policy("writes").unwrap();
+    // the named policy is attached to an exempt route and to a limited one
+    let app = Router::new()
+        .route("/health", post(|| async { "ok" }))
+        .route("/a", post(|| async { "a" }))
+        .route_layer(writes)
+        .layer(layer);
+    let s = serve(app).await;
+    for _ in 0..5 {
+        let r = send(s.addr, Req::get("/health").method("POST")).await;
+        assert_eq!(r.status, 200);
+        assert!(r.policies().is_empty(), "an exempt path is not charged");
+    }
+    // the bucket was never charged by /health: /a still gets its one permit
+    assert_eq!(
+        send(s.addr, Req::get("/a").method("POST")).await.status,
+        200
+    );
+    assert_eq!(
+        send(s.addr, Req::get("/a").method("POST")).await.status,
+        429
+    );
+}

@@ -111,7 +111,8 @@ impl RateLimitLayerBuilder {
     }
 
     /// Exempts paths under `prefix` from every limiter, global included
-    /// (ASP.NET's `DisableRateLimiting`).
+    /// (ASP.NET's `DisableRateLimiting`), and from policies attached to
+    /// routes by name ([`RateLimitLayer::policy`](super::RateLimitLayer::policy)) too.
     #[must_use]
     pub fn exempt(mut self, prefix: impl Into<String>) -> Self {
         let loc = format!("exempt[{}]", self.exempt.len());

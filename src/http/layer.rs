@@ -307,7 +307,9 @@ impl<M> RateLimitLayer<M> {
 
     /// A layer that applies only the policy `name`, sharing its buckets:
     /// attach it to specific routes (axum `route_layer`). It ignores path
-    /// prefixes, method filters and the global limiter. `None` if no policy
+    /// prefixes, method filters and the global limiter, but not
+    /// [exemptions](crate::http::RateLimitLayerBuilder::exempt): an exempt path is never
+    /// charged, however the policy is attached. `None` if no policy
     /// has that name. (After a [`reload`](Self::reload) that removes the
     /// policy, the layer lets requests through.)
     pub fn policy(&self, name: &str) -> Option<Self> {
@@ -557,6 +559,11 @@ impl Shared {
         req: &Request<B>,
         only: Option<&str>,
     ) -> Result<Option<usize>, ()> {
+        let path = req.uri().path();
+        // exempt wins over every policy, however it is attached
+        if self.exempt.matches(path) {
+            return Err(());
+        }
         if let Some(name) = only {
             // a route layer whose policy a reload removed lets requests through
             return self
@@ -565,10 +572,6 @@ impl Shared {
                 .position(|c| c.name == name)
                 .map(Some)
                 .ok_or(());
-        }
-        let path = req.uri().path();
-        if self.exempt.matches(path) {
-            return Err(());
         }
         Ok(self
             .routes

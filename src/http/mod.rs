@@ -103,7 +103,8 @@
 //!   chosen (a POST-only `/api/login` policy leaves `GET /api/login` to
 //!   the `/api` policy).
 //! - **Exemptions** ([`RateLimitLayerBuilder::exempt`]): neither the global
-//!   limiter nor any policy applies (ASP.NET's `DisableRateLimiting`).
+//!   limiter nor any policy applies, however it is attached (ASP.NET's
+//!   `DisableRateLimiting`).
 //!   Exemptions are by path prefix, because the outer layer runs before
 //!   axum's router knows the route.
 //! - **Attached to axum routes** by name: [`RateLimitLayer::policy`] gives a
