@@ -84,6 +84,7 @@
 //! Reconfiguration between quotas of different `d` converts the TAT
 //! exactly and rounds so the bucket never gains room.
 
+use core::num::NonZeroU32;
 use core::time::Duration;
 
 use crate::decision::{units_to_nanos_ceil, CapacityExceeded, Decision, Denied, Snapshot};
@@ -119,15 +120,23 @@ pub struct Gcra {
     /// exact quota with `d > 1`). Every time below is in these units except
     /// `heal_threshold`.
     interval: u64,
-    /// `capacity × interval`: the largest lead a monotonic clock can leave.
-    max_lead: u64,
+    /// The horizon `u64::MAX − 2 − max_lead` (see `Gcra::units`), where
+    /// `max_lead = capacity × interval` is the largest lead a monotonic
+    /// clock can leave: stored rather than `max_lead` because every check
+    /// compares `now` with it (`Gcra::max_lead` gives it back exactly,
+    /// as a validated quota's `max_lead` is below 2⁶⁰).
+    horizon: u64,
     /// `max_lead + heal_threshold`, saturating.
     heal_limit: u64,
-    /// Lead of a bucket that is "empty at now": `τ + T`.
-    empty_lead: u64,
+    /// The largest lead with which one permit is admitted: `τ` for a token
+    /// bucket, 0 for a leaky bucket (the lead of a bucket "empty at now",
+    /// `Gcra::empty_lead`, is this plus `T`).
+    admit_one: u64,
     /// In nanoseconds, as configured.
     heal_threshold: u64,
-    capacity: u32,
+    /// At least 1 (a validated quota's burst), which lets a check of one
+    /// permit skip its capacity test.
+    capacity: NonZeroU32,
     kind: BucketKind,
     /// Units per nanosecond: `d` for an exact quota with `d > 1`, else 1.
     scale: u8,
@@ -177,11 +186,11 @@ impl Gcra {
         };
         Self {
             interval,
-            max_lead,
+            horizon: (u64::MAX - 2).saturating_sub(max_lead),
             heal_limit: max_lead.saturating_add(heal_threshold.saturating_mul(scale as u64)),
-            empty_lead,
+            admit_one: empty_lead.saturating_sub(interval),
             heal_threshold,
-            capacity,
+            capacity: at_least_one(capacity),
             kind,
             scale,
         }
@@ -199,7 +208,7 @@ impl Gcra {
             self.kind,
             self.interval,
             self.scale,
-            self.capacity,
+            self.capacity.get(),
             duration_to_nanos(threshold),
         )
     }
@@ -231,7 +240,7 @@ impl Gcra {
             self.kind,
             self.interval_nanos(),
             1,
-            self.capacity,
+            self.capacity.get(),
             self.heal_threshold,
         )
     }
@@ -255,7 +264,7 @@ impl Gcra {
     pub const fn tolerance(&self) -> Duration {
         Duration::from_nanos(match self.kind {
             BucketKind::TokenBucket => {
-                units_to_nanos_ceil(self.max_lead - self.interval, self.scale as u32)
+                units_to_nanos_ceil(self.max_lead() - self.interval, self.scale as u32)
             }
             BucketKind::LeakyBucket => 0,
         })
@@ -282,11 +291,11 @@ impl Gcra {
         };
         [
             self.interval,
-            self.max_lead,
+            self.horizon,
             self.heal_limit,
-            self.empty_lead,
+            self.admit_one,
             self.heal_threshold,
-            (self.scale as u64) << 40 | (self.capacity as u64) << 1 | kind,
+            (self.scale as u64) << 40 | (self.capacity.get() as u64) << 1 | kind,
         ]
     }
 
@@ -295,11 +304,11 @@ impl Gcra {
     pub(crate) const fn from_words(w: [u64; 6]) -> Self {
         Self {
             interval: w[0],
-            max_lead: w[1],
+            horizon: w[1],
             heal_limit: w[2],
-            empty_lead: w[3],
+            admit_one: w[3],
             heal_threshold: w[4],
-            capacity: (w[5] >> 1) as u32,
+            capacity: at_least_one((w[5] >> 1) as u32),
             kind: if w[5] & 1 == 0 {
                 BucketKind::TokenBucket
             } else {
@@ -307,6 +316,20 @@ impl Gcra {
             },
             scale: (w[5] >> 40) as u8,
         }
+    }
+
+    /// `capacity × interval`: the largest lead a monotonic clock can leave
+    /// (exact: see the `horizon` field).
+    #[inline(always)]
+    const fn max_lead(&self) -> u64 {
+        (u64::MAX - 2) - self.horizon
+    }
+
+    /// The lead of a bucket that is "empty at `now`": `τ + T` (the
+    /// capacity's whole lead for a token bucket, `T` for a leaky bucket).
+    #[inline(always)]
+    const fn empty_lead(&self) -> u64 {
+        self.admit_one + self.interval
     }
 
     /// `now` (ns) in the bucket's units. For `d = 1` it is `now` itself;
@@ -331,7 +354,7 @@ impl Gcra {
     /// closed. One compare, predicted not taken.
     #[inline(always)]
     const fn clamped(&self, now: u64) -> u64 {
-        let horizon = (u64::MAX - 2).saturating_sub(self.max_lead);
+        let horizon = self.horizon;
         if now < horizon {
             now
         } else {
@@ -341,7 +364,7 @@ impl Gcra {
 
     #[inline]
     const fn scaled(&self, now: u64) -> u64 {
-        let horizon = (u64::MAX - 2).saturating_sub(self.max_lead);
+        let horizon = self.horizon;
         let units = now.saturating_mul(self.scale as u64);
         if units < horizon {
             units
@@ -391,7 +414,7 @@ impl Gcra {
         match self.kind {
             // n ≤ capacity, so n·T ≤ max_lead (saturating all the same)
             BucketKind::TokenBucket => self
-                .max_lead
+                .max_lead()
                 .saturating_sub((n as u64).saturating_mul(self.interval)),
             BucketKind::LeakyBucket => 0,
         }
@@ -418,20 +441,26 @@ impl Gcra {
     #[inline(always)]
     fn snapshot_in<const SCALED: bool>(&self, lead: u64) -> Snapshot {
         let slack = match self.kind {
-            BucketKind::TokenBucket => self.max_lead.saturating_sub(lead),
-            BucketKind::LeakyBucket if lead == 0 => self.max_lead,
+            BucketKind::TokenBucket => self.max_lead().saturating_sub(lead),
+            BucketKind::LeakyBucket if lead == 0 => self.max_lead(),
             BucketKind::LeakyBucket => 0,
         };
         let scale = if SCALED { self.scale as u32 } else { 1 };
         let reset_after = self.nanos_in::<SCALED>(lead);
-        Snapshot::from_slack(self.capacity, slack, self.interval, reset_after, scale)
+        Snapshot::from_slack(
+            self.capacity.get(),
+            slack,
+            self.interval,
+            reset_after,
+            scale,
+        )
     }
 
     #[inline]
     fn exceeded(&self, n: u32) -> CapacityExceeded {
         CapacityExceeded {
             requested: n,
-            capacity: self.capacity,
+            capacity: self.capacity.get(),
         }
     }
 
@@ -439,12 +468,7 @@ impl Gcra {
     /// healed if it is beyond what a monotonic clock can leave.
     #[inline]
     fn lead_at(&self, tat: u64, now: u64) -> u64 {
-        let lead = tat.saturating_sub(now);
-        if lead > self.heal_limit {
-            self.empty_lead
-        } else {
-            lead
-        }
+        self.lead_of(tat.saturating_sub(now))
     }
 
     /// GCRA as a pure function of a stored TAT: the decision for `n`
@@ -483,7 +507,7 @@ impl Gcra {
         n: u32,
         now: u64,
     ) -> Result<(u64, Option<u64>), CapacityExceeded> {
-        if n > self.capacity {
+        if n > self.capacity.get() {
             return Err(self.exceeded(n));
         }
         if self.scale != 1 {
@@ -525,7 +549,7 @@ impl Gcra {
         n: u32,
         now: u64,
     ) -> Result<(Decision, Option<u64>), CapacityExceeded> {
-        if n > self.capacity {
+        if n > self.capacity.get() {
             return Err(self.exceeded(n));
         }
         let (outcome, store) = self.outcome_in(tat, n, now);
@@ -535,35 +559,82 @@ impl Gcra {
     /// The GCRA step for `n ≤ capacity` as scalars: what was decided and
     /// the TAT to store (`None`: leave it unchanged), in the bucket's
     /// units. `n = 0` is a peek.
+    ///
+    /// Ordered for the common cases: an admission is decided by one
+    /// compare, a refusal by two (the second rules out a clock that went
+    /// back), and only a lead beyond the heal limit takes the third path.
+    /// The largest lead with which `n ≥ 1` permits are admitted is `τ + T −
+    /// n·T` for a token bucket and 0 for a leaky bucket; both are
+    /// `empty_lead − n·T`, saturating (a leaky bucket's `empty_lead` is
+    /// `T`), so no branch on the kind is needed.
     #[inline(always)]
     fn outcome_in(&self, tat: u64, n: u32, now: u64) -> (Outcome, Option<u64>) {
         let raw_lead = tat.saturating_sub(now);
-        let healed = raw_lead > self.heal_limit;
-        let lead = if healed { self.empty_lead } else { raw_lead };
         if n == 0 {
-            return (Outcome { retry: 0, lead }, None);
-        }
-        let admit_lead = self.admit_lead(n);
-        if lead > admit_lead {
-            // Persist a heal so the bucket recovers instead of re-healing
-            // forever.
-            let store = healed.then(|| now.saturating_add(self.empty_lead));
             return (
                 Outcome {
-                    retry: lead - admit_lead,
-                    lead,
+                    retry: 0,
+                    lead: self.lead_of(raw_lead),
                 },
-                store,
+                None,
             );
         }
-        let new_lead = lead + (n as u64) * self.interval; // ≤ max_lead
+        // n ≤ capacity, so n·T ≤ max_lead (saturating all the same)
+        let cost = (n as u64).saturating_mul(self.interval);
+        let admit_lead = if n == 1 {
+            self.admit_one
+        } else {
+            self.empty_lead().saturating_sub(cost)
+        };
+        if raw_lead <= admit_lead {
+            // admit_lead ≤ max_lead ≤ heal_limit: not a clock gone back
+            let new_lead = raw_lead + cost; // ≤ max_lead
+            return (
+                Outcome {
+                    retry: 0,
+                    lead: new_lead,
+                },
+                Some(now.saturating_add(new_lead)),
+            );
+        }
+        if raw_lead <= self.heal_limit {
+            return (
+                Outcome {
+                    retry: raw_lead - admit_lead,
+                    lead: raw_lead,
+                },
+                None,
+            );
+        }
+        self.healed_refusal(admit_lead, now)
+    }
+
+    /// The refusal of a bucket whose lead is beyond what a monotonic clock
+    /// can leave (the clock went back): its lead is taken as "empty at
+    /// `now`", which refuses every request (`empty_lead` exceeds the
+    /// largest admitting lead of any `n ≥ 1`), and that TAT is stored so
+    /// the bucket recovers instead of healing again on every check.
+    #[cold]
+    #[inline(never)]
+    fn healed_refusal(&self, admit_lead: u64, now: u64) -> (Outcome, Option<u64>) {
         (
             Outcome {
-                retry: 0,
-                lead: new_lead,
+                retry: self.empty_lead() - admit_lead,
+                lead: self.empty_lead(),
             },
-            Some(now.saturating_add(new_lead)),
+            Some(now.saturating_add(self.empty_lead())),
         )
+    }
+
+    /// A raw lead (`TAT − now`, saturating) healed if it is beyond what a
+    /// monotonic clock can leave.
+    #[inline(always)]
+    const fn lead_of(&self, raw_lead: u64) -> u64 {
+        if raw_lead > self.heal_limit {
+            self.empty_lead()
+        } else {
+            raw_lead
+        }
     }
 
     /// The [`Decision`] of an [`Outcome`].
@@ -623,7 +694,7 @@ impl Gcra {
     /// [`CapacityExceeded`] if `n` can never be granted.
     #[inline]
     pub(crate) fn wait_of(&self, tat: u64, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
-        if n > self.capacity {
+        if n > self.capacity.get() {
             return Err(self.exceeded(n));
         }
         if n == 0 {
@@ -654,7 +725,7 @@ impl Gcra {
     /// [`Algorithm::time_until_ready_after`]). `None` if `n` can never be
     /// granted.
     pub(crate) fn wait_after_of(&self, tat: u64, ahead: u64, n: u32, now: u64) -> Option<u64> {
-        if n > self.capacity {
+        if n > self.capacity.get() {
             return None;
         }
         let lead = self.lead_at(tat, self.units(now));
@@ -663,7 +734,7 @@ impl Gcra {
             BucketKind::TokenBucket => lead
                 .saturating_add(ahead_cost)
                 .saturating_add((n as u64) * self.interval)
-                .saturating_sub(self.max_lead),
+                .saturating_sub(self.max_lead()),
             BucketKind::LeakyBucket if n == 0 && ahead == 0 => 0,
             BucketKind::LeakyBucket => lead.saturating_add(ahead_cost),
         };
@@ -675,6 +746,15 @@ impl Gcra {
     #[inline]
     pub(crate) const fn tat_nanos(&self, tat: u64) -> u64 {
         self.nanos_ceil(tat)
+    }
+}
+
+/// `capacity` as a [`NonZeroU32`]: every quota's burst is at least 1
+/// (validated), so the fallback is never taken.
+const fn at_least_one(capacity: u32) -> NonZeroU32 {
+    match NonZeroU32::new(capacity) {
+        Some(c) => c,
+        None => NonZeroU32::MIN,
     }
 }
 
@@ -746,13 +826,13 @@ impl Gcra {
                 (u128::from(lead) * u128::from(self.interval)).div_ceil(u128::from(old.interval))
             }
             // fraction used = lead / max_lead_old, of the new max lead
-            Inheritance::UsedFraction => (u128::from(lead) * u128::from(self.max_lead))
-                .div_ceil(u128::from(old.max_lead.max(1))),
+            Inheritance::UsedFraction => (u128::from(lead) * u128::from(self.max_lead()))
+                .div_ceil(u128::from(old.max_lead().max(1))),
         };
         // More used than the new bucket holds: it is empty, no debt beyond.
         let new_lead = u64::try_from(new_lead)
             .unwrap_or(u64::MAX)
-            .min(self.max_lead);
+            .min(self.max_lead());
         now_new.saturating_add(new_lead)
     }
 }
@@ -845,7 +925,7 @@ impl Algorithm for Gcra {
 
     #[inline]
     fn capacity(&self) -> u32 {
-        self.capacity
+        self.capacity.get()
     }
 
     #[inline(always)]
@@ -855,7 +935,7 @@ impl Algorithm for Gcra {
         n: u32,
         now: Timestamp,
     ) -> Result<Decision, CapacityExceeded> {
-        if n > self.capacity {
+        if n > self.capacity.get() {
             return Err(self.exceeded(n));
         }
         // the one flag: whole nanoseconds run inline; a scaled bucket runs
