@@ -350,7 +350,7 @@ mod coarse {
 
 #[cfg(feature = "std")]
 pub use coarse::CoarseClock;
-#[cfg(feature = "std")]
+#[cfg(feature = "tokio")]
 pub(crate) use std_clock::process_origin;
 #[cfg(feature = "std")]
 pub use std_clock::StdClock;
