@@ -1,7 +1,8 @@
 //! The layer reads the clock it is given: with a `TokioClock` under tokio's
 //! paused time, a real axum server on loopback refills its buckets and
 //! serves its queue when the test advances tokio's time, and a minute of
-//! the layer's time passes in no real time at all.
+//! the layer's time passes in no real time at all. The given clock's
+//! resolution bounds the quotas the layer accepts.
 #![cfg(all(feature = "http", feature = "metrics"))]
 
 mod support;
@@ -107,4 +108,50 @@ async fn a_queued_request_goes_when_tokio_time_reaches_its_turn() {
         "{:?}",
         real.elapsed()
     );
+}
+
+/// The given clock's resolution bounds the quotas the layer accepts, when
+/// it is built and when it is reloaded (checked against the layer's clock,
+/// which a reload keeps).
+#[test]
+fn a_quota_finer_than_the_given_clock_is_refused() {
+    use tollgate::{Inheritance, ManualClock, Timestamp};
+    let ten_ms = || ManualClock::with_resolution(Timestamp::ZERO, Duration::from_millis(10));
+    let per_second = |n: u32| {
+        Policy::token_bucket("api", Quota::per_second(n).unwrap())
+            .prefix("/")
+            .key(tollgate::http::KeySource::PeerIp)
+    };
+    // 1000 a second is a 1 ms interval: a 10 ms clock cannot show it
+    let err = RateLimitLayer::builder()
+        .clock(ten_ms())
+        .policy(per_second(1000))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.location(), "policies[0].rate");
+    assert!(
+        err.to_string()
+            .contains("finer than the layer clock's resolution"),
+        "{err}"
+    );
+    // 100 a second (10 ms) it can
+    let layer = RateLimitLayer::builder()
+        .clock(ten_ms())
+        .policy(per_second(100))
+        .build()
+        .unwrap();
+    // a reload's rules are checked against the layer's clock, not the
+    // reload builder's (here the default, which resolves 1 ns)
+    let err = layer
+        .reload(
+            RateLimitLayer::builder().policy(per_second(1000)),
+            Inheritance::UsedAmount,
+        )
+        .unwrap_err();
+    assert_eq!(err.location(), "policies[0].rate");
+    // and the default clock takes any quota
+    assert!(RateLimitLayer::builder()
+        .policy(per_second(1000))
+        .build()
+        .is_ok());
 }
