@@ -24,7 +24,8 @@ use crate::time::{duration_to_nanos, Timestamp};
 /// [`StdClock`](crate::StdClock) (a `tokio::time::Instant` is a
 /// `std::time::Instant`; both are measured from the one origin). Under
 /// paused time it reads tokio's time on that same time line: the real time
-/// the runtime started, plus what tokio has advanced since.
+/// at which tokio's clock was paused (with `start_paused`, when the runtime
+/// was built), plus what tokio has advanced since.
 ///
 /// Every `TokioClock` agrees with every other. Resolution is reported as
 /// 1 ns; tokio's *timers* fire on a 1 ms grid, which only delays a
