@@ -157,18 +157,56 @@ mod std_clock {
         }
     }
 
-    /// The process-wide origin of every [`StdClock`].
+    /// The process-wide origin of every std clock.
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
 
+    /// How far before the first clock of the process its origin lies (see
+    /// [`process_origin`]).
+    const ORIGIN_MARGIN: Duration = Duration::from_secs(3600);
+
+    /// The one origin of every std clock ([`StdClock`], `CoarseClock`,
+    /// `QuantaClock`, `TokioClock`): fixed when the first of them is made,
+    /// [`ORIGIN_MARGIN`] before that moment (less where the platform's
+    /// `Instant` cannot go back that far, as on a Windows machine booted
+    /// within the hour).
+    ///
+    /// Why the margin: under tokio's paused time, a runtime's clock starts
+    /// at the real time the runtime was built and then moves only when
+    /// tokio advances it, so it can read *earlier* than a later real-time
+    /// reading. Were the origin that later reading (another thread's first
+    /// `StdClock`, say), a `TokioClock` would read zero, standing still,
+    /// until tokio's time caught up, and a paused test would see its time
+    /// shortened by the difference. An hour of margin covers any paused
+    /// runtime that has not lagged the real clock by an hour.
+    pub(crate) fn process_origin() -> Instant {
+        *ORIGIN.get_or_init(|| {
+            let now = Instant::now();
+            [
+                ORIGIN_MARGIN,
+                Duration::from_secs(60),
+                Duration::from_secs(1),
+            ]
+            .into_iter()
+            .find_map(|margin| now.checked_sub(margin))
+            .unwrap_or(now)
+        })
+    }
+
     /// The operating system's monotonic clock (`std::time::Instant`),
-    /// counted from one origin shared by the whole process (the first
-    /// `StdClock` created).
+    /// counted from one origin shared by the whole process and by every
+    /// std clock of tollgate ([`CoarseClock`](super::CoarseClock),
+    /// `QuantaClock` and `TokioClock` count from it too).
     ///
     /// Every `StdClock` agrees with every other, so a timestamp read from
     /// one can be given to a limiter that another reads (a fresh
-    /// `StdClock::new()` per call is fine, if wasteful). Resolution is
-    /// reported as 1 ns (what `Instant` represents on Linux, macOS and
-    /// Windows' QueryPerformanceCounter-based clock).
+    /// `StdClock::new()` per call is fine, if wasteful). The origin is
+    /// fixed when the process makes its first std clock, an hour before
+    /// that moment (so that tokio's paused time, which can lag the real
+    /// clock, never reads before it; less where the platform's `Instant`
+    /// cannot go back an hour): a timestamp is therefore not "time since
+    /// the process started", only a point on the process's one time line.
+    /// Resolution is reported as 1 ns (what `Instant` represents on Linux,
+    /// macOS and Windows' QueryPerformanceCounter-based clock).
     ///
     /// ```
     /// use tollgate::{Bucket, Clock, Limiter, Quota, StdClock};
@@ -186,11 +224,11 @@ mod std_clock {
     }
 
     impl StdClock {
-        /// The process's clock (all `StdClock`s share one origin).
+        /// The process's clock (every std clock shares one origin).
         #[must_use]
         pub fn new() -> Self {
             Self {
-                origin: *ORIGIN.get_or_init(Instant::now),
+                origin: process_origin(),
             }
         }
 
@@ -244,7 +282,8 @@ mod coarse {
     /// Its honest [`resolution`](Clock::resolution) is the refresh period,
     /// so a quota whose interval is finer than the period is rejected when
     /// paired with it. It reads the same time line as [`StdClock`] (the
-    /// process-wide origin). Clones share one timestamp and one thread; the
+    /// process-wide origin every std clock shares), one period behind at
+    /// most. Clones share one timestamp and one thread; the
     /// thread ends within one period after the last clone is dropped.
     ///
     /// The timestamp may lag the true time by up to one period (more if the
@@ -311,24 +350,66 @@ mod coarse {
 
 #[cfg(feature = "std")]
 pub use coarse::CoarseClock;
+#[cfg(feature = "tokio")]
+pub(crate) use std_clock::process_origin;
 #[cfg(feature = "std")]
 pub use std_clock::StdClock;
 
 #[cfg(feature = "quanta")]
 mod tsc {
-    use super::Clock;
+    extern crate std;
+    use std::sync::OnceLock;
+    use std::time::Instant;
+
+    use super::{Clock, StdClock};
     use crate::time::Timestamp;
+
+    /// Where every `QuantaClock` meets the process's time line: a raw TSC
+    /// reading and the [`StdClock`] timestamp of the same moment.
+    #[derive(Debug, Clone, Copy)]
+    struct Anchor {
+        raw: u64,
+        at: u64,
+    }
+
+    static ANCHOR: OnceLock<Anchor> = OnceLock::new();
+
+    /// Reads the TSC between two reads of the OS clock and takes the
+    /// midpoint of those as its time: the anchor is off by at most half
+    /// the (sub-microsecond) gap.
+    fn anchor(clock: &quanta::Clock) -> Anchor {
+        *ANCHOR.get_or_init(|| {
+            let std_clock = StdClock::new();
+            let before = Instant::now();
+            let raw = clock.raw();
+            let after = Instant::now();
+            let mid = before + (after - before) / 2;
+            Anchor {
+                raw,
+                at: std_clock.timestamp(mid).as_nanos(),
+            }
+        })
+    }
 
     /// A TSC-based clock through the `quanta` crate (feature `quanta`), the
     /// clock governor uses: cheaper to read than `std::time::Instant` on
     /// x86_64 with an invariant TSC.
+    ///
+    /// It counts from the process origin every std clock shares (see
+    /// [`StdClock`]): the first `QuantaClock` of the process anchors the
+    /// TSC to that time line once (one TSC read between two OS clock
+    /// reads), and every reading is that anchor plus the TSC ticks since,
+    /// scaled — one TSC read, a multiply and an add. All `QuantaClock`s
+    /// share the anchor, so they agree exactly with each other; with a
+    /// [`StdClock`] they agree at the anchor and then drift apart at
+    /// quanta's rate error (below).
     ///
     /// Caveat: TSCs of different cores or sockets can disagree slightly, so
     /// readings from two threads may not be monotonic with respect to each
     /// other. tollgate stays safe under that: a reading behind the bucket's
     /// state only makes the bucket look fuller (no extra admission), and
     /// only a jump back larger than the heal threshold resets the bucket.
-    /// Readings before the clock's origin saturate to 0.
+    /// A TSC reading before the anchor reads as the anchor.
     ///
     /// Rate: `quanta` turns TSC ticks into nanoseconds by a ratio it
     /// calibrates once per process against the OS monotonic clock (over
@@ -338,8 +419,11 @@ mod tsc {
     /// 3.9e-5 faster than `Instant`. A limit holds exactly on the clock it
     /// reads; measured on `Instant`, a bucket on this clock may admit that
     /// fraction more over a long interval (at 4e-5, one permit more per
-    /// 25,000 permits). Use [`StdClock`](super::StdClock) where a limit must
-    /// hold to the OS clock.
+    /// 25,000 permits). The same fraction is how far its timestamps drift
+    /// from a [`StdClock`]'s (at 4e-5, 0.14 s an hour after the anchor):
+    /// the two share an origin, so a mix is close, but a limiter should
+    /// still read one clock. Use [`StdClock`] where a limit must hold to
+    /// the OS clock.
     ///
     /// The calibration runs in `quanta`'s own code, so it is only as good
     /// as that code is optimised: in a debug build, 48 processes beside a
@@ -351,19 +435,30 @@ mod tsc {
     /// [profile.dev.package.quanta]
     /// opt-level = 3
     /// ```
+    ///
+    /// ```
+    /// use tollgate::{Clock, QuantaClock, StdClock};
+    ///
+    /// let tsc = QuantaClock::new();
+    /// let os = StdClock::new();
+    /// // one time line: readings taken together are close (microseconds
+    /// // apart, plus the rate drift since the anchor)
+    /// let (a, b) = (tsc.now(), os.now());
+    /// assert!(a.max(b) - a.min(b) < std::time::Duration::from_millis(50));
+    /// ```
     #[derive(Debug, Clone)]
     pub struct QuantaClock {
         clock: quanta::Clock,
-        origin: u64,
+        anchor: Anchor,
     }
 
     impl QuantaClock {
-        /// A clock whose zero is now.
+        /// The TSC clock, on the process's time line (see the type's docs).
         #[must_use]
         pub fn new() -> Self {
             let clock = quanta::Clock::new();
-            let origin = clock.raw();
-            Self { clock, origin }
+            let anchor = anchor(&clock);
+            Self { clock, anchor }
         }
     }
 
@@ -376,8 +471,9 @@ mod tsc {
     impl Clock for QuantaClock {
         #[inline]
         fn now(&self) -> Timestamp {
-            // quanta returns 0 for a reading before the origin
-            Timestamp::from_nanos(self.clock.delta_as_nanos(self.origin, self.clock.raw()))
+            // quanta returns 0 for a reading before the anchor
+            let since = self.clock.delta_as_nanos(self.anchor.raw, self.clock.raw());
+            Timestamp::from_nanos(self.anchor.at.saturating_add(since))
         }
     }
 }

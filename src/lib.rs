@@ -78,8 +78,9 @@
 //! reads timestamps; wherever a limiter meets a clock ([`RateLimiter`],
 //! [`KeyedRateLimiter`], embassy's `acquire`, the HTTP layer) a limiter whose
 //! step is finer than the clock's resolution is refused with
-//! [`ConfigError::ClockTooCoarse`]. Every [`StdClock`] shares one
-//! process-wide origin, so timestamps from any of them agree.
+//! [`ConfigError::ClockTooCoarse`]. Every std clock ([`StdClock`],
+//! [`CoarseClock`], `QuantaClock`, `TokioClock`) shares one process-wide
+//! origin, so their timestamps lie on one time line.
 //!
 //! ## Buckets in `static`s
 //!

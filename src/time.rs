@@ -76,10 +76,11 @@ use core::time::Duration;
 /// A point in time on a monotonic clock: nanoseconds since the clock's
 /// origin, in a `u64` (584 years of range).
 ///
-/// What the origin is depends on the clock: process start for
-/// [`StdClock`](crate::StdClock), boot for an embassy tick counter, zero
-/// for a [`ManualClock`](crate::ManualClock). Timestamps of different
-/// clocks must not be mixed on one limiter. See the [module
+/// What the origin is depends on the clock: one process-wide origin for
+/// every std clock ([`StdClock`](crate::StdClock), `CoarseClock`,
+/// `QuantaClock`, `TokioClock`), boot for an embassy tick counter, zero
+/// for a [`ManualClock`](crate::ManualClock). Timestamps of clocks with
+/// different origins must not be mixed on one limiter. See the [module
 /// documentation](self).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[repr(transparent)]

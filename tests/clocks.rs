@@ -152,3 +152,67 @@ fn quanta_clock_advances_with_real_time() {
     let rl = RateLimiter::token_bucket(Quota::per_second(10).unwrap(), c).unwrap();
     assert!(rl.try_acquire().is_allowed());
 }
+
+/// Every std clock counts from the one process origin: readings of
+/// `StdClock`, `QuantaClock`, `TokioClock` (real time) and `CoarseClock`
+/// taken one after another lie on one time line. Before, `QuantaClock`
+/// and `TokioClock` read zero when made, so a mix was silently wrong by
+/// the time since the process's first `StdClock`.
+#[cfg(all(feature = "quanta", feature = "tokio"))]
+#[tokio::test]
+async fn std_quanta_tokio_and_coarse_clocks_share_one_time_line() {
+    let std_clock = StdClock::new();
+    // The clocks below are made once the time line has run at least 10 ms
+    // (at once with one shared origin, which lies before the first clock):
+    // a clock that counted from its own creation would then read at least
+    // 10 ms behind. Polls a condition, bounded.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std_clock.now() < Timestamp::from_millis(10) {
+        assert!(Instant::now() < deadline, "the OS clock stood still");
+        sleep(Duration::from_millis(1));
+    }
+    let coarse = CoarseClock::start(Duration::from_millis(1)).unwrap();
+    let quanta = tollgate::QuantaClock::new();
+    let tokio_clock = tollgate::TokioClock::new();
+
+    let a = std_clock.now();
+    let q = quanta.now();
+    let t = tokio_clock.now();
+    let b = std_clock.now();
+    // tokio's clock (not paused) is the OS clock: exactly between the two
+    // reads around it
+    assert!(a <= t && t <= b, "{a:?} <= {t:?} <= {b:?}");
+    // quanta's TSC is anchored to the origin once, to within a microsecond,
+    // then runs at its calibrated rate (off by at most 2e-4 in a loaded
+    // debug build, see QuantaClock's docs: 5 ms would take 25 s of this
+    // process after the anchor). 5 ms is far below the 10 ms a clock of
+    // its own would be off by, and far above what rate and anchor explain.
+    let bound = Duration::from_millis(5);
+    assert!(
+        q + bound >= a && q <= b + bound,
+        "quanta {q:?} not within {bound:?} of [{a:?}, {b:?}]"
+    );
+    // the coarse clock lags by its refresh period (more when its thread is
+    // descheduled): wait until it has refreshed after `a`, then it lies
+    // between `a` and a later OS reading. A clock of its own origin would
+    // never reach `a` (it would read 10 ms less), and the wait would fail.
+    while coarse.now() < a {
+        assert!(
+            Instant::now() < deadline,
+            "the coarse clock never reached the OS clock's reading: {:?} < {a:?}",
+            coarse.now()
+        );
+        sleep(Duration::from_millis(1)); // polls a condition
+    }
+    let c = coarse.now();
+    let d = std_clock.now();
+    assert!(a <= c && c <= d, "{a:?} <= {c:?} <= {d:?}");
+    // and each clock keeps its shared origin: the same instant, the same
+    // timestamp on StdClock and TokioClock
+    let instant = Instant::now();
+    assert_eq!(
+        tokio_clock.timestamp(tokio::time::Instant::from_std(instant)),
+        std_clock.timestamp(instant)
+    );
+    assert_eq!(tokio_clock.origin().into_std(), std_clock.origin());
+}

@@ -1,28 +1,54 @@
 //! Every algorithm behind a policy, in code and in a config file, on a real
 //! server: fixed and sliding windows (headers `q=limit;w=window`), an
 //! in-flight limit (no `RateLimit-Policy` item), and errors that name the
-//! field.
+//! field. The window tests run on tokio's paused time, the layer reading a
+//! `TokioClock`, from the start of a window: no window ends mid-test, and
+//! the retry hints are exact.
 #![cfg(all(feature = "http", feature = "config"))]
 
 mod support;
 
 use std::time::Duration;
 
-use support::http::{connect_info, hello, send, serve, Req};
+use support::http::{connect_info, hello, now, paused_clock, send, send_paused, serve, Req};
 use tollgate::http::{KeySource, LayerConfig, Policy, PolicyAlgorithm, RateLimitLayer};
 use tollgate::Quota;
 
 async fn statuses(addr: std::net::SocketAddr, req: Req<'_>, n: usize) -> Vec<u16> {
     let mut out = Vec::new();
     for _ in 0..n {
-        out.push(send(addr, req.clone()).await.status);
+        out.push(send_paused(addr, req.clone()).await.status);
     }
     out
 }
 
-#[tokio::test]
+/// Advances tokio's paused time to the start of a window of each length
+/// in `lens` (windows, and a sliding window's segments, start at multiples
+/// of their length on the layer's clock, which counts from the process
+/// origin).
+async fn to_a_window_start(lens: &[Duration]) {
+    let lcm = lens
+        .iter()
+        .map(|d| d.as_nanos())
+        .fold(1, |a, b| a / gcd(a, b) * b);
+    let into = now().as_nanos() % lcm;
+    if into != 0 {
+        tokio::time::advance(Duration::from_nanos((lcm - into) as u64)).await;
+    }
+}
+
+fn gcd(a: u128, b: u128) -> u128 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn windows_in_code_limit_per_key_and_report_their_window() {
     let layer = RateLimitLayer::builder()
+        .clock(paused_clock())
         .peer_addr(connect_info)
         .headers_on_success(true)
         .policy(
@@ -38,8 +64,9 @@ async fn windows_in_code_limit_per_key_and_report_their_window() {
         .build()
         .unwrap();
     let s = serve(hello(layer)).await;
+    to_a_window_start(&[Duration::from_secs(3600), Duration::from_secs(60)]).await;
 
-    let r = send(s.addr, Req::get("/fixed")).await;
+    let r = send_paused(s.addr, Req::get("/fixed")).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.header("ratelimit-policy"), Some("\"fixed\";q=3;w=3600"));
     assert_eq!(r.remaining("fixed"), Some(2));
@@ -47,33 +74,40 @@ async fn windows_in_code_limit_per_key_and_report_their_window() {
         statuses(s.addr, Req::get("/fixed"), 3).await,
         [200, 200, 429]
     );
-    let r = send(s.addr, Req::get("/fixed")).await;
+    let r = send_paused(s.addr, Req::get("/fixed")).await;
     assert_eq!(r.status, 429);
     assert_eq!(r.header("ratelimit-policy"), Some("\"fixed\";q=3;w=3600"));
-    let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
-    assert!(
-        (1..=3600).contains(&retry),
-        "until the window ends: {retry}"
-    );
+    // until the window ends: a whole hour, as no time has passed
+    assert_eq!(r.header("retry-after"), Some("3600"));
     // another client has its own window
     assert_eq!(
-        send(s.addr, Req::get("/fixed").from([127, 0, 0, 9]))
+        send_paused(s.addr, Req::get("/fixed").from([127, 0, 0, 9]))
             .await
             .status,
         200
     );
 
-    let r = send(s.addr, Req::get("/sliding")).await;
+    let r = send_paused(s.addr, Req::get("/sliding")).await;
     assert_eq!(r.header("ratelimit-policy"), Some("\"sliding\";q=2;w=60"));
     assert_eq!(r.remaining("sliding"), Some(1));
     assert_eq!(statuses(s.addr, Req::get("/sliding"), 2).await, [200, 429]);
-    let r = send(s.addr, Req::get("/sliding")).await;
-    let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
-    // the first permit leaves the window when its 6 s segment does
-    assert!((1..=60).contains(&retry), "{retry}");
+    let r = send_paused(s.addr, Req::get("/sliding")).await;
+    // the first permit leaves the window when its 6 s segment does: 60 s
+    // after that segment began, which is now
+    assert_eq!(r.header("retry-after"), Some("60"));
+    // and it does, with the other one of its segment: a minute later
+    // there is room for two again
+    tokio::time::advance(Duration::from_secs(60)).await;
+    assert_eq!(
+        statuses(s.addr, Req::get("/sliding"), 3).await,
+        [200, 200, 429]
+    );
+    // while the fixed window still has 59 minutes to go
+    let r = send_paused(s.addr, Req::get("/fixed")).await;
+    assert_eq!(r.header("retry-after"), Some("3540"));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn every_algorithm_from_a_config_file() {
     let layer = LayerConfig::from_toml(
         r#"
@@ -113,21 +147,23 @@ key = "peer_ip"
     .unwrap()
     .into_builder()
     .unwrap()
+    .clock(paused_clock())
     .peer_addr(connect_info)
     .build()
     .unwrap();
     let s = serve(hello(layer)).await;
+    to_a_window_start(&[Duration::from_secs(3600), Duration::from_secs(600)]).await;
     assert_eq!(statuses(s.addr, Req::get("/leaky"), 2).await, [200, 429]);
     assert_eq!(
         statuses(s.addr, Req::get("/fixed"), 3).await,
         [200, 200, 429]
     );
-    let r = send(s.addr, Req::get("/sliding")).await;
+    let r = send_paused(s.addr, Req::get("/sliding")).await;
     assert_eq!(r.header("ratelimit-policy"), Some("\"sliding\";q=2;w=600"));
     assert_eq!(statuses(s.addr, Req::get("/sliding"), 2).await, [200, 429]);
     // a quick handler gives its in-flight permit back at once: never refused
     for _ in 0..10 {
-        let r = send(s.addr, Req::get("/inflight")).await;
+        let r = send_paused(s.addr, Req::get("/inflight")).await;
         assert_eq!(r.status, 200);
         // an in-flight limit has no rate to report
         assert_eq!(r.header("ratelimit-policy"), None);

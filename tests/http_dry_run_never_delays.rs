@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
-use support::http::{connect_info, hello, send, serve, Req};
+use support::http::{connect_info, hello, now, paused_clock, send_paused, serve, Req};
 use tollgate::http::metrics::REQUESTS;
 use tollgate::http::{Policy, RateLimitLayer};
 use tollgate::Quota;
@@ -82,8 +82,10 @@ impl std::io::Write for Log {
 
 /// Issue 16.3: a dry-run policy that queues never delays nor refuses: it
 /// logs and counts what it would do and answers at once. (Current-thread
-/// runtime: the server runs on this thread, under this test's subscriber.)
-#[tokio::test]
+/// runtime: the server runs on this thread, under this test's subscriber.
+/// On tokio's paused time, the layer reading a `TokioClock`: a delay slept
+/// would move tokio's time, so "at once" is exact.)
+#[tokio::test(start_paused = true)]
 async fn a_dry_run_queue_never_delays_what_a_client_sees() {
     let log = Log::default();
     let writer = log.clone();
@@ -96,6 +98,7 @@ async fn a_dry_run_queue_never_delays_what_a_client_sees() {
     let rec = MemoryRecorder::default();
     let layer = metrics::with_local_recorder(&rec, || {
         RateLimitLayer::builder()
+            .clock(paused_clock())
             .peer_addr(connect_info)
             .headers_on_success(true)
             // 1 per minute, up to 10 waiting 5 minutes: would delay
@@ -116,19 +119,16 @@ async fn a_dry_run_queue_never_delays_what_a_client_sees() {
             .unwrap()
     });
     let s = serve(hello(layer)).await;
-    let start = std::time::Instant::now();
+    let start = now();
     for path in ["/delay", "/refuse"] {
         for i in 0..5 {
-            let r = send(s.addr, Req::get(path)).await;
+            let r = send_paused(s.addr, Req::get(path)).await;
             assert_eq!(r.status, 200, "{path} #{i}");
             assert_eq!(r.body, "ok");
         }
     }
-    assert!(
-        start.elapsed() < Duration::from_secs(1),
-        "answered at once: {:?}",
-        start.elapsed()
-    );
+    // no timer ran: tokio's time has not moved
+    assert_eq!(now() - start, Duration::ZERO, "answered at once");
     for policy in ["shadow_delay", "shadow_refuse"] {
         assert_eq!(rec.counter(policy, "acquired"), 5, "{policy}");
         assert_eq!(rec.counter(policy, "dry_run"), 4, "{policy}");
@@ -139,7 +139,8 @@ async fn a_dry_run_queue_never_delays_what_a_client_sees() {
     assert_eq!(text.matches("dry run: would refuse").count(), 4, "{text}");
     assert!(text.contains("shadow_delay") && text.contains("shadow_refuse"));
     // the shadow bucket holds what it admitted at once, not the delays it
-    // gave back: each would-be wait is one interval, not 1, 2, 3, 4 of them
+    // gave back: each would-be wait is one interval (exactly: no time
+    // passed), not 1, 2, 3, 4 of them
     let delays: Vec<u64> = text
         .split("delay_ms=")
         .skip(1)
@@ -149,7 +150,5 @@ async fn a_dry_run_queue_never_delays_what_a_client_sees() {
         })
         .collect();
     assert_eq!(delays.len(), 4, "{text}");
-    for d in delays {
-        assert!((59_000..=60_000).contains(&d), "{d} ms: {text}");
-    }
+    assert_eq!(delays, [60_000; 4], "{text}");
 }

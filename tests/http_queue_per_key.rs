@@ -1,15 +1,19 @@
 //! Queueing per key on a real server: each client's excess waits in its own
 //! line (bounded per key, `max_wait`), a client that disconnects frees its
 //! place, and the config file's nginx mapping gives nginx's `limit_req`
-//! timings (`nodelay`, `burst` alone, `delay=`).
+//! timings (`nodelay`, `burst` alone, `delay=`). On tokio's paused time,
+//! the layer reading a `TokioClock`: every turn comes exactly on time, and
+//! no test waits for real time.
 #![cfg(all(feature = "http", feature = "config", feature = "metrics"))]
 
 mod support;
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::http::{connect, connect_info, hello_marked, origin, request_bytes, send, serve, Req};
+use support::http::{
+    connect, connect_info, hello_marked, now, paused_clock, request_bytes, send_paused, serve, Req,
+};
 use support::recorder::MemoryRecorder;
 use tokio::io::AsyncWriteExt;
 use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer};
@@ -19,8 +23,8 @@ use tollgate::Quota;
 #[derive(Debug, Clone, Copy)]
 struct Got {
     status: u16,
-    /// When the server had it ready, since the burst began (a busy machine
-    /// may make this late, never early).
+    /// When the server had it ready, since the burst began, on tokio's
+    /// clock.
     ready: Duration,
     retry_after: bool,
     /// Decided on the first poll: admitted or refused without waiting
@@ -31,11 +35,11 @@ struct Got {
 /// Sends `n` requests at once from `from` to a server built with
 /// `hello_marked`, sorted by ready time.
 async fn burst(addr: SocketAddr, path: &'static str, from: [u8; 4], n: usize) -> Vec<Got> {
-    let start = origin().elapsed();
+    let start = now();
     let tasks: Vec<_> = (0..n)
         .map(|_| {
             tokio::spawn(async move {
-                let r = send(addr, Req::get(path).from(from)).await;
+                let r = send_paused(addr, Req::get(path).from(from)).await;
                 Got {
                     status: r.status,
                     ready: r.ready_at() - start,
@@ -57,12 +61,19 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// `got` was ready exactly at `turn` after the burst began (its timer
+/// fires on tokio's 1 ms grid).
+fn at_turn(got: &Got, turn: Duration) -> bool {
+    got.ready >= turn && got.ready <= turn + ms(1)
+}
+
+#[tokio::test(start_paused = true)]
 async fn each_client_waits_in_its_own_line() {
     // 4 per second per client (250 ms apart), burst 1, two may wait
     let rec = MemoryRecorder::default();
     let layer = metrics::with_local_recorder(&rec, || {
         RateLimitLayer::builder()
+            .clock(paused_clock())
             .peer_addr(connect_info)
             .headers_on_success(true)
             .policy(
@@ -80,8 +91,8 @@ async fn each_client_waits_in_its_own_line() {
     let s = serve(hello_marked(layer)).await;
     let (a, b) = tokio::join!(burst(s.addr, "/", [127, 0, 0, 1], 4), async {
         // B comes while A's line is occupied (an explicit signal, not a
-        // sleep)
-        support::eventually("A's line has a waiter", || rec.queued("paced") >= 1.0).await;
+        // sleep; yields only: tokio's time stands still meanwhile)
+        support::until(|| rec.queued("paced") >= 1.0).await;
         burst(s.addr, "/", [127, 0, 0, 2], 1).await
     });
     // A: one at once, two in its line 250 ms apart, the fourth refused at once
@@ -90,24 +101,18 @@ async fn each_client_waits_in_its_own_line() {
     assert_eq!((ok.len(), refused.len()), (3, 1), "{a:?}");
     assert!(refused[0].at_once && refused[0].retry_after, "{a:?}");
     assert!(ok[0].at_once, "{a:?}");
-    // the k-th admission of A's line never before k intervals (sound on
-    // any machine); the upper bounds are generous
-    assert!(
-        !ok[1].at_once && ok[1].ready >= ms(250) && ok[1].ready < ms(800),
-        "{a:?}"
-    );
-    assert!(
-        !ok[2].at_once && ok[2].ready >= ms(500) && ok[2].ready < ms(1300),
-        "{a:?}"
-    );
+    // the k-th admission of A's line k intervals after the burst began
+    assert!(!ok[1].at_once && at_turn(&ok[1], ms(250)), "{a:?}");
+    assert!(!ok[2].at_once && at_turn(&ok[2], ms(500)), "{a:?}");
     // B's line is its own: served at once, behind nobody
     assert_eq!(b[0].status, 200);
     assert!(b[0].at_once, "{b:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn remaining_does_not_count_the_queue_as_free_permits() {
     let layer = RateLimitLayer::builder()
+        .clock(paused_clock())
         .peer_addr(connect_info)
         .headers_on_success(true)
         .policy(
@@ -121,25 +126,26 @@ async fn remaining_does_not_count_the_queue_as_free_permits() {
     let s = serve(hello_marked(layer)).await;
     // burst 2: one left after the first, none after the second (the three
     // queue slots are not permits anyone gets at once)
-    let r = send(s.addr, Req::get("/")).await;
+    let r = send_paused(s.addr, Req::get("/")).await;
     assert_eq!(r.header("ratelimit-policy"), Some("\"q\";q=2;w=60"));
     assert_eq!(r.remaining("q"), Some(1));
-    let r = send(s.addr, Req::get("/")).await;
+    let r = send_paused(s.addr, Req::get("/")).await;
     assert_eq!(r.remaining("q"), Some(0));
     // the next would wait 30 s, past max_wait: refused at once
-    let r = send(s.addr, Req::get("/")).await;
+    let r = send_paused(s.addr, Req::get("/")).await;
     assert_eq!(r.status, 429);
     assert!(r.at_once());
     assert_eq!(r.header("retry-after"), Some("25"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_client_that_disconnects_frees_its_place_in_its_line() {
     // 1 per 2 s per client, one may wait
     let refill = Duration::from_secs(2);
     let rec = MemoryRecorder::default();
     let layer = metrics::with_local_recorder(&rec, || {
         RateLimitLayer::builder()
+            .clock(paused_clock())
             .peer_addr(connect_info)
             .policy(
                 Policy::token_bucket("slow", Quota::new(1, refill).unwrap())
@@ -151,30 +157,35 @@ async fn a_client_that_disconnects_frees_its_place_in_its_line() {
             .unwrap()
     });
     let s = serve(hello_marked(layer)).await;
-    let first = Instant::now();
-    assert_eq!(send(s.addr, Req::get("/")).await.status, 200);
+    let first = send_paused(s.addr, Req::get("/")).await;
+    assert_eq!(first.status, 200);
     let mut waiting = connect(s.addr, "127.0.0.1".parse().unwrap()).await;
     waiting
         .write_all(&request_bytes(s.addr, &Req::get("/")))
         .await
         .unwrap();
     // explicit signals, not sleeps: the queue gauge shows it in, then out
-    support::eventually("the request queued", || rec.queued("slow") == 1.0).await;
-    assert_eq!(send(s.addr, Req::get("/")).await.status, 429, "line full");
+    // (yields only: tokio's time stands still meanwhile)
+    support::until(|| rec.queued("slow") == 1.0).await;
+    assert_eq!(
+        send_paused(s.addr, Req::get("/")).await.status,
+        429,
+        "line full"
+    );
     // another client's line is empty
-    let r = send(s.addr, Req::get("/").from([127, 0, 0, 3])).await;
+    let r = send_paused(s.addr, Req::get("/").from([127, 0, 0, 3])).await;
     assert_eq!(r.status, 200);
     assert!(r.at_once());
     drop(waiting);
-    support::eventually("the place freed", || rec.queued("slow") == 0.0).await;
-    let r = send(s.addr, Req::get("/")).await;
+    support::until(|| rec.queued("slow") == 0.0).await;
+    let r = send_paused(s.addr, Req::get("/")).await;
     assert_eq!(r.status, 200, "place freed");
-    // it queued and waited for the refill (sound: never admitted before)
+    // it queued and went at the refill, on tokio's clock
     assert!(!r.at_once());
+    let served = r.ready_at() - first.ready_at();
     assert!(
-        first.elapsed() >= refill,
-        "waited its turn: served {:?} after the first",
-        first.elapsed()
+        served >= refill && served <= refill + ms(1),
+        "waited its turn: served {served:?} after the first"
     );
 }
 
@@ -212,6 +223,7 @@ queue = { limit = 2, max_wait = "10s" }
     .unwrap()
     .into_builder()
     .unwrap()
+    .clock(paused_clock())
     .peer_addr(connect_info)
     .build()
     .unwrap()
@@ -231,7 +243,7 @@ fn split(got: &[Got]) -> (Vec<Got>, Vec<Got>) {
     (ok, refused)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn nginx_delay_passes_d_plus_one_then_spaces_the_rest_then_refuses() {
     let s = serve(hello_marked(nginx_layer())).await;
     // burst=4 delay=2 at 2r/s: 3 at once, 2 more 500 ms apart, 2 refused
@@ -241,18 +253,12 @@ async fn nginx_delay_passes_d_plus_one_then_spaces_the_rest_then_refuses() {
     for g in &ok[..3] {
         assert!(g.at_once, "first D + 1 at once: {got:?}");
     }
-    // one interval apart: never before their turn (sound on any machine)
-    assert!(
-        !ok[3].at_once && ok[3].ready >= ms(500) && ok[3].ready < ms(1200),
-        "{got:?}"
-    );
-    assert!(
-        !ok[4].at_once && ok[4].ready >= ms(1000) && ok[4].ready < ms(1900),
-        "{got:?}"
-    );
+    // one interval apart, each at its turn
+    assert!(!ok[3].at_once && at_turn(&ok[3], ms(500)), "{got:?}");
+    assert!(!ok[4].at_once && at_turn(&ok[4], ms(1000)), "{got:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn nginx_burst_without_nodelay_spaces_every_excess_request() {
     let s = serve(hello_marked(nginx_layer())).await;
     // burst=3 at 4r/s: 1 at once, 3 more 250 ms apart, 2 refused
@@ -260,14 +266,13 @@ async fn nginx_burst_without_nodelay_spaces_every_excess_request() {
     let (ok, refused) = split(&got);
     assert_eq!((ok.len(), refused.len()), (4, 2), "{got:?}");
     assert!(ok[0].at_once, "{got:?}");
-    // paced: the k-th never before k intervals (sound on any machine)
+    // paced: the k-th k intervals after the burst began
     for (k, g) in ok.iter().enumerate().skip(1) {
-        assert!(!g.at_once && g.ready >= ms(250) * k as u32, "{got:?}");
+        assert!(!g.at_once && at_turn(g, ms(250) * k as u32), "{got:?}");
     }
-    assert!(ok[3].ready < ms(1500), "{got:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn nginx_nodelay_admits_burst_plus_one_at_once() {
     let s = serve(hello_marked(nginx_layer())).await;
     // burst=3 nodelay: 4 at once, the rest refused at once
@@ -279,16 +284,15 @@ async fn nginx_nodelay_admits_burst_plus_one_at_once() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_queueing_global_limiter_delays_before_any_route_policy() {
     // the global limiter: 4 per second, burst 1, two may wait; a route
     // policy whose buckets live in a (here in-memory) remote backend
-    let backend = tollgate::RateLimiter::token_bucket(
-        Quota::per_second(100).unwrap(),
-        tollgate::StdClock::new(),
-    )
-    .unwrap();
+    let backend =
+        tollgate::RateLimiter::token_bucket(Quota::per_second(100).unwrap(), paused_clock())
+            .unwrap();
     let layer = RateLimitLayer::builder()
+        .clock(paused_clock())
         .peer_addr(connect_info)
         .global(
             Policy::token_bucket(
@@ -311,12 +315,15 @@ async fn a_queueing_global_limiter_delays_before_any_route_policy() {
         assert_eq!((ok.len(), refused.len()), (3, 1), "{path}: {got:?}");
         assert!(ok[0].at_once, "{path}: {got:?}");
         assert!(
-            !ok[2].at_once && ok[2].ready >= ms(500),
+            !ok[1].at_once && at_turn(&ok[1], ms(250)),
             "{path}: the global turn was waited: {got:?}"
         );
-        // the next burst starts on a refilled bucket. Kept real sleep: the
-        // refill with real time is the point; the last admission is done,
-        // so 800 ms (more under load) is past its TAT (+250 ms).
+        assert!(
+            !ok[2].at_once && at_turn(&ok[2], ms(500)),
+            "{path}: the global turn was waited: {got:?}"
+        );
+        // the next burst starts on a refilled bucket: the last admission
+        // is done, so 800 ms of tokio's time is past its TAT (+250 ms)
         tokio::time::sleep(ms(800)).await;
     }
 }

@@ -2,12 +2,17 @@
 //! buckets (a throttled client stays throttled), a rule whose quota changes
 //! carries each client's usage over by the chosen inheritance rule, new
 //! rules start fresh, removed rules stop limiting, and a bad file changes
-//! nothing. Real axum server on loopback, real HTTP client.
+//! nothing. Real axum server on loopback, real HTTP client, on tokio's
+//! paused time with the layer reading a `TokioClock`: no bucket refills
+//! while a test runs, however slow the machine, unless the test advances
+//! tokio's time.
 #![cfg(feature = "config")]
 
 mod support;
 
-use support::http::{connect_info, hello, send, serve, Req};
+use std::time::Duration;
+
+use support::http::{connect_info, hello, paused_clock, send_paused, serve, Req};
 use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer, RateLimitLayerBuilder};
 use tollgate::{Inheritance, Quota};
 
@@ -26,11 +31,14 @@ key = "peer_ip"
     )
 }
 
+/// The rules of `text`, on tokio's clock (a reload keeps the layer's
+/// clock: the one given here counts only when the layer is built).
 fn builder(text: &str) -> RateLimitLayerBuilder {
     LayerConfig::from_toml(text)
         .unwrap()
         .into_builder()
         .unwrap()
+        .clock(paused_clock())
         .peer_addr(connect_info)
 }
 
@@ -41,12 +49,12 @@ fn layer(text: &str) -> RateLimitLayer {
 async fn statuses(addr: std::net::SocketAddr, path: &str, n: usize) -> Vec<u16> {
     let mut out = Vec::new();
     for _ in 0..n {
-        out.push(send(addr, Req::get(path)).await.status);
+        out.push(send_paused(addr, Req::get(path)).await.status);
     }
     out
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_unchanged_rule_keeps_its_buckets() {
     let text = rules(3, 2, "");
     let layer = layer(&text);
@@ -59,7 +67,31 @@ async fn an_unchanged_rule_keeps_its_buckets() {
     assert_eq!(statuses(s.addr, "/api/login", 1).await, [429]);
 }
 
-#[tokio::test]
+/// The layer's clock survives a reload: the buckets it keeps refill on
+/// the clock they were filled on, whatever clock the reload's builder has.
+#[tokio::test(start_paused = true)]
+async fn a_reload_keeps_the_layers_clock() {
+    // 3 per minute, burst 2: one permit every 20 s of tokio's time
+    let text = rules(3, 2, "");
+    let layer = layer(&text);
+    let s = serve(hello(layer.clone())).await;
+    assert_eq!(statuses(s.addr, "/api/login", 3).await, [200, 200, 429]);
+    // the same rules from a builder that names no clock (the default one)
+    let plain = LayerConfig::from_toml(&text)
+        .unwrap()
+        .into_builder()
+        .unwrap()
+        .peer_addr(connect_info);
+    let report = layer.reload(plain, Inheritance::Reset).unwrap();
+    assert_eq!(report.kept, ["login"]);
+    assert_eq!(statuses(s.addr, "/api/login", 1).await, [429]);
+    // 40 s of tokio's time refill the two permits: the layer still reads
+    // tokio's clock
+    tokio::time::advance(Duration::from_secs(40)).await;
+    assert_eq!(statuses(s.addr, "/api/login", 3).await, [200, 200, 429]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_changed_quota_carries_usage_over_by_the_rule() {
     for (how, expect) in [
         // 2 of 2 used; the new burst is 4: 2 stay used, 2 free
@@ -79,12 +111,12 @@ async fn a_changed_quota_carries_usage_over_by_the_rule() {
             expect,
             "{how:?}"
         );
-        let r = send(s.addr, Req::get("/api/login")).await;
+        let r = send_paused(s.addr, Req::get("/api/login")).await;
         assert_eq!(r.header("ratelimit-policy"), Some("\"login\";q=6;w=60"));
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn added_rules_start_fresh_and_removed_rules_stop_limiting() {
     let layer = layer(&rules(3, 2, ""));
     let s = serve(hello(layer.clone())).await;
@@ -106,7 +138,7 @@ key = "peer_ip"
     assert_eq!(statuses(s.addr, "/api/search", 2).await, [200, 429]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_changed_key_source_starts_fresh() {
     let layer = layer(&rules(3, 2, ""));
     let s = serve(hello(layer.clone())).await;
@@ -120,10 +152,10 @@ async fn a_changed_key_source_starts_fresh() {
         .unwrap();
     assert_eq!(report.fresh, ["login"]);
     let with_key = || Req::get("/api/login").header("x-api-key", "k1");
-    assert_eq!(send(s.addr, with_key()).await.status, 200);
+    assert_eq!(send_paused(s.addr, with_key()).await.status, 200);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_bad_reload_changes_nothing() {
     let layer = layer(&rules(3, 2, ""));
     let s = serve(hello(layer.clone())).await;
@@ -134,11 +166,12 @@ async fn a_bad_reload_changes_nothing() {
     assert_eq!(statuses(s.addr, "/api/login", 1).await, [429]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_route_layer_follows_its_policy_across_reloads() {
     // a policy without a prefix, attached to a route by name
     let login = |rate: u32, burst: u32| {
         RateLimitLayer::builder()
+            .clock(paused_clock())
             .policy(
                 Policy::token_bucket(
                     "login",
@@ -173,7 +206,7 @@ key = "peer_ip"
     )
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_window_rule_is_reconfigured_and_a_new_kind_starts_fresh() {
     let layer = layer(&window_rule("fixed_window", 2));
     let s = serve(hello(layer.clone())).await;
@@ -187,7 +220,7 @@ async fn a_window_rule_is_reconfigured_and_a_new_kind_starts_fresh() {
         .unwrap();
     assert_eq!(report.reconfigured, ["win"]);
     assert_eq!(statuses(s.addr, "/win", 3).await, [200, 200, 429]);
-    let r = send(s.addr, Req::get("/win")).await;
+    let r = send_paused(s.addr, Req::get("/win")).await;
     assert_eq!(r.header("ratelimit-policy"), Some("\"win\";q=4;w=3600"));
     // another kind of algorithm: fresh windows
     let report = layer
@@ -200,7 +233,7 @@ async fn a_window_rule_is_reconfigured_and_a_new_kind_starts_fresh() {
     assert_eq!(statuses(s.addr, "/win", 5).await, [200, 200, 200, 200, 429]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn adding_a_queue_reconfigures_the_bucket_it_carries() {
     let layer = layer(&rules(1, 1, ""));
     let s = serve(hello(layer.clone())).await;
@@ -212,7 +245,7 @@ async fn adding_a_queue_reconfigures_the_bucket_it_carries() {
     assert_eq!(report.reconfigured, ["login"]);
     // still throttled: the next turn is 60 s away, past max_wait, so it is
     // refused at once (a fresh bucket would have admitted it)
-    let r = send(s.addr, Req::get("/api/login")).await;
+    let r = send_paused(s.addr, Req::get("/api/login")).await;
     assert_eq!(r.status, 429);
     assert_eq!(r.header("retry-after"), Some("50"));
     // the same rule again: kept, queue and all
@@ -221,7 +254,7 @@ async fn adding_a_queue_reconfigures_the_bucket_it_carries() {
     assert_eq!(statuses(s.addr, "/api/login", 1).await, [429]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_in_flight_rule_keeps_its_store() {
     let conc = |limit: u32| {
         format!(

@@ -8,13 +8,25 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use tollgate::queue::{Queue, WaitError};
-use tollgate::{Bucket, FixedWindow, SlidingWindow};
+use tollgate::{Bucket, Clock, FixedWindow, SlidingWindow, TokioClock};
+
+/// Advances tokio's paused time to the start of the next window of length
+/// `len`: windows start at multiples of their length on the queue's clock,
+/// which counts from the process origin (not from the test's start).
+async fn to_a_window_start(len: Duration) {
+    let len = len.as_nanos() as u64;
+    let into = TokioClock::new().now().as_nanos() % len;
+    if into != 0 {
+        tokio::time::advance(Duration::from_nanos(len - into)).await;
+    }
+}
 
 #[tokio::test(start_paused = true)]
 async fn a_fixed_window_queue_reports_retry_after() {
     // 2 per 20 s, both used at t = 0; one permit may wait
     let window = Bucket::new(FixedWindow::new(2, Duration::from_secs(20)).unwrap());
     let queue = Arc::new(Queue::builder(window).queue_limit(1).build());
+    to_a_window_start(Duration::from_secs(20)).await;
     queue.acquire(2).await.unwrap().forget();
     // a request that must wait is told when: the next window, 20 s away
     let e = queue.try_acquire(1).unwrap_err();
@@ -40,6 +52,7 @@ async fn a_wait_beyond_max_wait_is_refused_with_the_estimate() {
     let queue = Queue::builder(window)
         .max_wait(Duration::from_secs(10))
         .build();
+    to_a_window_start(Duration::from_secs(20)).await;
     queue.acquire(2).await.unwrap().forget();
     match queue.acquire(1).await {
         Err(WaitError::MaxWaitExceeded {
@@ -60,6 +73,7 @@ async fn a_sliding_window_queue_reports_when_segments_expire() {
     let queue = Queue::builder(window)
         .max_wait(Duration::from_millis(100))
         .build();
+    to_a_window_start(Duration::from_secs(1)).await;
     queue.acquire(3).await.unwrap().forget();
     tokio::time::advance(Duration::from_millis(600)).await;
     queue.acquire(1).await.unwrap().forget();

@@ -11,7 +11,7 @@ use super::headers::valid_policy_name;
 use super::key::{
     canonical_net, socket_addr_extension, IpNet, KeyDigest, KeySource, PeerAddrFn, TableKey,
 };
-use super::layer::{layer_clock, HttpStore, LayerSettings, RateLimitLayer, Routed, Rule, Shared};
+use super::layer::{HttpStore, LayerClock, LayerSettings, RateLimitLayer, Routed, Rule, Shared};
 use super::policy::{
     ConfigError, ConfigErrorKind, MissingKey, Plan, Policy, Rejection, RejectionHandler, StoreAlg,
 };
@@ -35,6 +35,8 @@ pub struct RateLimitLayerBuilder {
     missing_key: MissingKey,
     on_rejected: Option<RejectionHandler>,
     headers_on_success: bool,
+    /// `None`: the default clock (or, on a reload, the layer's).
+    clock: Option<LayerClock>,
 }
 
 impl core::fmt::Debug for RateLimitLayerBuilder {
@@ -59,6 +61,7 @@ impl Default for RateLimitLayerBuilder {
             missing_key: MissingKey::default(),
             on_rejected: None,
             headers_on_success: false,
+            clock: None,
         }
     }
 }
@@ -182,6 +185,59 @@ impl RateLimitLayerBuilder {
         self
     }
 
+    /// The clock the layer reads (default: one TSC clock shared by every
+    /// layer of the process, a [`QuantaClock`](crate::QuantaClock); its
+    /// read is inline and costs no indirect call). Any [`Clock`] that is
+    /// `Send + Sync + 'static` will do, an `Arc` of one too; a given clock
+    /// is read through a vtable (a few instructions a request more).
+    ///
+    /// The usual one is a [`TokioClock`](crate::TokioClock), so that the
+    /// layer's limits follow tokio's time: under tokio's paused time
+    /// (`#[tokio::test(start_paused = true)]`) a test of refills, retry
+    /// hints and queueing delays then runs in no real time, with
+    /// `tokio::time::advance` moving the buckets and the timers together.
+    /// A request that waits its turn under a queueing policy sleeps its
+    /// delay on tokio's timer, so with a clock that moves with tokio's time
+    /// it goes on exactly when the clock says its turn has come; with a
+    /// clock that does not (a [`ManualClock`](crate::ManualClock)) it still
+    /// sleeps the delay on tokio's timer.
+    ///
+    /// Every policy's quota, window or window segment is checked against
+    /// the clock's [`resolution`](Clock::resolution): one finer than the
+    /// clock can show is refused by [`build`](Self::build).
+    ///
+    /// A [`reload`](RateLimitLayer::reload) keeps the layer's clock (the
+    /// buckets it keeps were filled on that clock's time line): a clock
+    /// set on the builder given to `reload` is ignored, and the new rules
+    /// are checked against the layer's clock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::{Policy, RateLimitLayer};
+    /// use tollgate::{CoarseClock, Quota, TokioClock};
+    ///
+    /// let layer = RateLimitLayer::builder()
+    ///     .clock(TokioClock::new())
+    ///     .global(Policy::token_bucket("global", Quota::per_minute(1)?))
+    ///     .build()?;
+    /// # let _ = layer;
+    ///
+    /// // 1000 a second needs a clock that resolves a millisecond
+    /// let coarse = CoarseClock::start(Duration::from_millis(10))?;
+    /// let refused = RateLimitLayer::builder()
+    ///     .clock(coarse)
+    ///     .global(Policy::token_bucket("global", Quota::per_second(1000)?))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(refused.location(), "global.rate");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn clock<C: Clock + Send + Sync + 'static>(mut self, clock: C) -> Self {
+        self.clock = Some(LayerClock::Given(std::sync::Arc::new(clock)));
+        self
+    }
+
     /// Validates everything and builds the layer.
     pub fn build(self) -> Result<RateLimitLayer, ConfigError> {
         let (shared, _) = self.compile(None)?;
@@ -194,6 +250,13 @@ impl RateLimitLayerBuilder {
         self,
         previous: Option<(&Shared, Inheritance)>,
     ) -> Result<(Shared, ReloadReport), ConfigError> {
+        // a reload keeps the layer's clock: its kept buckets are on it
+        let clock = match (previous, self.clock) {
+            (Some((s, _)), _) => s.clock.clone(),
+            (None, Some(clock)) => clock,
+            (None, None) => LayerClock::default(),
+        };
+        let resolution = clock.resolution();
         let mut names: Vec<&str> = Vec::new();
         error_status("status", self.status)?;
         if let MissingKey::Reject(status) = self.missing_key {
@@ -209,7 +272,7 @@ impl RateLimitLayerBuilder {
         }
         let mut plans = Vec::new();
         for (loc, p) in self.global.iter().chain(self.policies.iter()) {
-            plans.push(validate(loc, p)?);
+            plans.push(validate(loc, p, resolution)?);
             if names.contains(&p.name.as_str()) {
                 return Err(ConfigError::new(
                     format!("{loc}.name"),
@@ -284,6 +347,7 @@ impl RateLimitLayerBuilder {
             on_rejected: self.on_rejected,
             headers_on_success: self.headers_on_success,
             digest,
+            clock,
         });
         Ok((shared, report))
     }
@@ -366,7 +430,7 @@ fn check_resolution(loc: &str, plan: &Plan, resolution: Duration) -> Result<(), 
 }
 
 /// Checks `p`; the store it will run.
-fn validate(loc: &str, p: &Policy) -> Result<Plan, ConfigError> {
+fn validate(loc: &str, p: &Policy, resolution: Duration) -> Result<Plan, ConfigError> {
     if !valid_policy_name(&p.name) {
         return Err(ConfigError::invalid(
             format!("{loc}.name"),
@@ -394,7 +458,7 @@ fn validate(loc: &str, p: &Policy) -> Result<Plan, ConfigError> {
         ));
     }
     let plan = p.plan(loc)?;
-    check_resolution(loc, &plan, layer_clock().resolution())?;
+    check_resolution(loc, &plan, resolution)?;
     if p.backend.is_some() && p.queue.is_some() {
         return Err(ConfigError::invalid(
             format!("{loc}.queue"),
@@ -512,7 +576,7 @@ mod tests {
             check_resolution("x", &plan(StoreAlg::InFlight(3)), ms),
             Ok(())
         );
-        // the layer's clock resolves a nanosecond: any quota fits
-        assert_eq!(layer_clock().resolution(), Duration::from_nanos(1));
+        // the layer's default clock resolves a nanosecond: any quota fits
+        assert_eq!(LayerClock::default().resolution(), Duration::from_nanos(1));
     }
 }

@@ -52,13 +52,49 @@ fn routed_by_the_layer(_: &Routed) -> Option<TableKey> {
     None
 }
 
-/// The clock of every layer: one process-wide TSC clock (`quanta`, which
-/// falls back to the OS's monotonic clock where the TSC is unusable), so
-/// that a store carried across a reload stays on one time line. Reading it
-/// is a `rdtsc` and a scaling, cheaper than `Instant::now`.
+/// The default clock of every layer: one process-wide TSC clock (`quanta`,
+/// which falls back to the OS's monotonic clock where the TSC is
+/// unusable). Reading it is a `rdtsc` and a scaling, cheaper than
+/// `Instant::now`.
 pub(crate) fn layer_clock() -> QuantaClock {
     static CLOCK: std::sync::OnceLock<QuantaClock> = std::sync::OnceLock::new();
     CLOCK.get_or_init(QuantaClock::new).clone()
+}
+
+/// The clock a layer reads: [`layer_clock`] unless the builder was given
+/// another ([`RateLimitLayerBuilder::clock`](super::RateLimitLayerBuilder::clock)).
+///
+/// An enum rather than a `dyn Clock`: the default clock is the first
+/// variant and is read inline (a compare of the variant, then the TSC
+/// read), with no indirect call; only a clock given by the user is called
+/// through its vtable.
+#[derive(Clone)]
+pub(crate) enum LayerClock {
+    Quanta(QuantaClock),
+    Given(Arc<dyn Clock + Send + Sync>),
+}
+
+impl Default for LayerClock {
+    fn default() -> Self {
+        Self::Quanta(layer_clock())
+    }
+}
+
+impl Clock for LayerClock {
+    #[inline]
+    fn now(&self) -> Timestamp {
+        match self {
+            Self::Quanta(c) => c.now(),
+            Self::Given(c) => c.now(),
+        }
+    }
+
+    fn resolution(&self) -> Duration {
+        match self {
+            Self::Quanta(c) => c.resolution(),
+            Self::Given(c) => c.resolution(),
+        }
+    }
 }
 
 /// One policy, ready to check.
@@ -93,9 +129,10 @@ pub(crate) struct Shared {
     /// The secret keyed digest of header and custom keys (carried across
     /// reloads: a kept store's keys stay the same).
     pub(crate) digest: KeyDigest,
-    /// The clock of every store: [`layer_clock`], one TSC read a request.
-    /// Delays are slept on tokio's timer.
-    pub(crate) clock: QuantaClock,
+    /// The clock of every store: [`layer_clock`] (one TSC read a request)
+    /// unless the builder was given another; kept by a reload. Delays are
+    /// slept on tokio's timer.
+    pub(crate) clock: LayerClock,
     no_policy_metrics: PolicyMetrics,
 }
 
@@ -120,6 +157,7 @@ pub(crate) struct LayerSettings {
     pub(crate) on_rejected: Option<RejectionHandler>,
     pub(crate) headers_on_success: bool,
     pub(crate) digest: KeyDigest,
+    pub(crate) clock: LayerClock,
 }
 
 /// Adds `rules` to a store, compiling each.
@@ -173,7 +211,7 @@ impl Shared {
             on_rejected: s.on_rejected,
             headers_on_success: s.headers_on_success,
             digest: s.digest,
-            clock: layer_clock(),
+            clock: s.clock,
             no_policy_metrics: PolicyMetrics::new(""),
         }
     }
@@ -779,12 +817,18 @@ where
                         let m = pending.shared.metrics_of(wait.route_index);
                         m.queued.increment(1.0);
                         pending.waiting = Some(wait.route_index);
-                        let started = std::time::Instant::now();
+                        // the time in the queue on the layer's clock (an
+                        // injected TokioClock under paused time records
+                        // tokio's time); the delay is slept on tokio's
+                        // timer, measured from now: never shorter on a
+                        // clock that moves with tokio's time
+                        let started = pending.shared.clock.now();
                         tokio::time::sleep(wait.delay).await;
                         pending.waiting = None;
                         let m = pending.shared.metrics_of(wait.route_index);
                         m.queued.decrement(1.0);
-                        m.time_in_queue.record(started.elapsed().as_secs_f64());
+                        let waited = pending.shared.clock.now() - started;
+                        m.time_in_queue.record(waited.as_secs_f64());
                         m.acquired.increment(1);
                         let held = pending.admit();
                         drop(pending);

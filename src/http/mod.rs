@@ -307,11 +307,13 @@
 //! share one state: every clone and every connection draws from the same
 //! buckets.
 //!
-//! An admitted request costs one clock read (a TSC read through
-//! [`QuantaClock`](crate::QuantaClock), shared by every layer of the
-//! process; the `http` feature enables `quanta`; limits hold on that
+//! An admitted request costs one clock read (by default a TSC read
+//! through [`QuantaClock`](crate::QuantaClock), shared by every layer of
+//! the process; the `http` feature enables `quanta`; limits hold on that
 //! clock, whose rate differs from the OS clock's by a few parts in 10⁵, as
-//! its docs say), the routing (a walk down
+//! its docs say; [`RateLimitLayerBuilder::clock`] gives the layer another,
+//! such as a [`TokioClock`](crate::TokioClock) for tests on tokio's paused
+//! time), the routing (a walk down
 //! a tree of path segments, whatever the number of prefixes), the key
 //! extraction (a header or custom key copies its bytes; an IP or the
 //! global key allocates nothing) and one store check per limiter: a

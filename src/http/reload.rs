@@ -169,7 +169,9 @@ impl RateLimitLayer {
     ///   lives in its store anyway).
     ///
     /// Requests in flight finish under the configuration they started
-    /// with. The new rules are validated first: on error nothing changes.
+    /// with. The layer keeps its clock (see
+    /// [`RateLimitLayerBuilder::clock`]). The new rules are validated
+    /// first: on error nothing changes.
     ///
     /// ```
     /// use tollgate::http::{KeySource, LayerConfig, RateLimitLayer};

@@ -13,50 +13,58 @@ use crate::clock::Clock;
 use crate::time::{duration_to_nanos, Timestamp};
 
 /// tokio's monotonic clock (`tokio::time::Instant`), counted in nanoseconds
-/// from the moment the clock value was created.
+/// from the process origin every std clock shares (see
+/// [`StdClock`](crate::StdClock)).
 ///
 /// It follows tokio's paused time: under `#[tokio::test(start_paused =
 /// true)]` (or `tokio::time::pause`) it stands still until tokio advances
 /// it, so a limiter driven by it and the timers of a
 /// [`Queue`](crate::queue::Queue) agree exactly. Without paused time it
-/// reads the operating system's monotonic clock, like
-/// [`StdClock`](crate::StdClock).
+/// reads the operating system's monotonic clock, and agrees with
+/// [`StdClock`](crate::StdClock) (a `tokio::time::Instant` is a
+/// `std::time::Instant`; both are measured from the one origin). Under
+/// paused time it reads tokio's time on that same time line: the real time
+/// at which tokio's clock was paused (with `start_paused`, when the runtime
+/// was built), plus what tokio has advanced since.
 ///
-/// Copies share the origin, so they agree with each other. Resolution is
-/// reported as 1 ns; tokio's *timers* fire on a 1 ms grid, which only
-/// delays a wake-up, never an admission decision.
+/// Every `TokioClock` agrees with every other. Resolution is reported as
+/// 1 ns; tokio's *timers* fire on a 1 ms grid, which only delays a
+/// wake-up, never an admission decision.
 ///
 /// ```
+/// use std::time::Duration;
 /// use tollgate::{Clock, TokioClock};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// let clock = TokioClock::new();
-/// tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-/// assert_eq!(clock.now(), tollgate::Timestamp::from_millis(5)); // paused time: exact
+/// let start = clock.now();
+/// tokio::time::sleep(Duration::from_millis(5)).await;
+/// assert_eq!(clock.now() - start, Duration::from_millis(5)); // paused time: exact
+/// // the timer instant of a timestamp, and back
+/// let at = start + Duration::from_secs(1);
+/// assert_eq!(clock.timestamp(clock.instant_at(at)), at);
 /// # }
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct TokioClock {
+    /// The process origin, as a tokio `Instant`.
     origin: Instant,
 }
 
 impl TokioClock {
-    /// A clock whose zero is now (tokio's now: paused time if paused).
+    /// tokio's clock on the process's time line (tokio's now: paused time
+    /// if paused).
     #[must_use]
     pub fn new() -> Self {
-        Self {
-            origin: Instant::now(),
-        }
-    }
-
-    /// A clock whose zero is `origin`.
-    #[must_use]
-    pub const fn from_origin(origin: Instant) -> Self {
+        let origin = crate::clock::process_origin();
+        #[cfg(not(loom))]
+        let origin = Instant::from_std(origin);
         Self { origin }
     }
 
-    /// The `Instant` that reads as zero on this clock.
+    /// The `Instant` that reads as zero: the process origin, the same
+    /// instant as [`StdClock::origin`](crate::StdClock::origin).
     #[must_use]
     pub const fn origin(&self) -> Instant {
         self.origin

@@ -6,9 +6,8 @@
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::OnceLock;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::ConnectInfo;
 use axum::routing::any;
@@ -17,6 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinHandle;
 use tollgate::http::RateLimitLayer;
+use tollgate::{Clock, TokioClock};
 
 /// Reads the peer address from axum's `ConnectInfo`.
 pub fn connect_info(ext: &::http::Extensions) -> Option<SocketAddr> {
@@ -37,11 +37,21 @@ pub fn hello_marked(layer: RateLimitLayer) -> Router {
     hello(layer).layer(MarkWaitLayer)
 }
 
-/// The instant [`Resp::ready_at`] counts from (the first use in the test
-/// process).
-pub fn origin() -> Instant {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    *ORIGIN.get_or_init(Instant::now)
+/// Now on tokio's clock, as the time since the process origin every
+/// tollgate std clock shares (what a [`TokioClock`] reads): the time line
+/// [`Resp::ready_at`] is on. Under real time the OS clock; under tokio's
+/// paused time, tokio's time (the time the layer sees when built with
+/// [`paused_clock`]).
+pub fn now() -> Duration {
+    TokioClock::new().now().elapsed_since_origin()
+}
+
+/// The clock a test on tokio's paused time gives the layer
+/// (`RateLimitLayerBuilder::clock`): its buckets then move with
+/// `tokio::time::advance` and with tokio's auto-advance, as the layer's
+/// queueing timers do.
+pub fn paused_clock() -> TokioClock {
+    TokioClock::new()
 }
 
 /// Wraps [`MarkWait`] around a service.
@@ -58,8 +68,8 @@ impl<S> tower_layer::Layer<S> for MarkWaitLayer {
 /// Marks each response with whether the service it wraps (the rate
 /// limiter) answered on the FIRST poll of its future (`x-test-wait: none`:
 /// decided at once, admitted or refused without waiting) or only on a later
-/// one (`waited`), and with the instant it became ready (`x-test-ready-us`,
-/// µs since [`origin`]). Unlike a client's stopwatch, the first can tell "at
+/// one (`waited`), and with the instant it became ready (`x-test-ready-ns`,
+/// ns on tokio's clock, see [`now`]). Unlike a client's stopwatch, the first can tell "at
 /// once" from "after a wait" however slowly a loaded machine delivers the
 /// response.
 #[derive(Debug, Clone)]
@@ -89,11 +99,11 @@ where
             let at_once = std::mem::replace(&mut first, false);
             match fut.as_mut().poll(cx) {
                 Poll::Ready(Ok(mut res)) => {
-                    let ready = origin().elapsed().as_micros().to_string();
+                    let ready = now().as_nanos().to_string();
                     let headers = res.headers_mut();
                     let wait = if at_once { "none" } else { "waited" };
                     headers.insert("x-test-wait", wait.parse().unwrap());
-                    headers.insert("x-test-ready-us", ready.parse().unwrap());
+                    headers.insert("x-test-ready-ns", ready.parse().unwrap());
                     Poll::Ready(Ok(res))
                 }
                 other => other,
@@ -164,14 +174,14 @@ impl Resp {
         }
     }
 
-    /// When the server had the response ready, since [`origin`] (see
-    /// [`MarkWait`]).
+    /// When the server had the response ready, on tokio's clock (see
+    /// [`now`] and [`MarkWait`]).
     pub fn ready_at(&self) -> Duration {
-        let us = self
-            .header("x-test-ready-us")
+        let ns = self
+            .header("x-test-ready-ns")
             .and_then(|v| v.parse().ok())
             .expect("response marked by MarkWait");
-        Duration::from_micros(us)
+        Duration::from_nanos(ns)
     }
 
     /// `(policy name, params)` of each member of a structured-field list
@@ -283,19 +293,27 @@ pub fn request_bytes(addr: SocketAddr, req: &Req<'_>) -> Vec<u8> {
 }
 
 /// Sends `req` to `addr` and reads the whole response (10 s cap).
+///
+/// Not for tests on paused time: use [`send_paused`] there.
 pub async fn send(addr: SocketAddr, req: Req<'_>) -> Resp {
-    tokio::time::timeout(Duration::from_secs(10), async {
-        let mut stream = connect(addr, req.from).await;
-        stream
-            .write_all(&request_bytes(addr, &req))
-            .await
-            .expect("write");
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).await.expect("read");
-        parse_response(&raw)
-    })
-    .await
-    .expect("response within 10 s")
+    tokio::time::timeout(Duration::from_secs(10), send_paused(addr, req))
+        .await
+        .expect("response within 10 s")
+}
+
+/// Sends `req` to `addr` and reads the whole response, with no timeout:
+/// for tests on tokio's paused time. A client timeout is a tokio timer, and
+/// paused time jumps to the next timer whenever every task waits (on a
+/// socket, say): it would move the buckets under test by the timeout.
+pub async fn send_paused(addr: SocketAddr, req: Req<'_>) -> Resp {
+    let mut stream = connect(addr, req.from).await;
+    stream
+        .write_all(&request_bytes(addr, &req))
+        .await
+        .expect("write");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.expect("read");
+    parse_response(&raw)
 }
 
 /// Parses an HTTP/1.1 response with a `content-length` or chunked body.
