@@ -355,6 +355,7 @@ impl LiveBucket {
     /// (after a last look at `seq`). A change of quota since the
     /// reservation replaces the TAT with a carried-over one, which the
     /// rounded `full_at` almost never matches: the permits then stay spent.
+    #[cfg(feature = "std")]
     pub(crate) fn refund_if_last(&self, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
         let (full_at, now) = (full_at.as_nanos(), now.as_nanos());
         loop {
