@@ -74,6 +74,29 @@ pub trait Algorithm {
     /// `now`; the GCRA can credit permits that had already expired).
     fn refund(&self, state: &Self::State, n: u32, now: Timestamp);
 
+    /// Gives back `n` permits of a *reservation* (an admission whose turn
+    /// is still ahead, as a shaped policy books them) only if it is still
+    /// the last one: `full_at` is the instant its admission left the state
+    /// full (its `now` plus its snapshot's
+    /// [`reset_after`](Snapshot::reset_after)). True if given back.
+    ///
+    /// Unlike [`refund`](Algorithm::refund), it never moves capacity
+    /// under a later admission: when another reservation was booked after
+    /// this one, the permits stay spent (the later one keeps its turn, and
+    /// no newcomer is given the same turn). The default gives nothing back,
+    /// which never admits more than promised; the [`Gcra`](crate::Gcra)
+    /// implements it exactly.
+    fn refund_if_last(
+        &self,
+        state: &Self::State,
+        n: u32,
+        full_at: Timestamp,
+        now: Timestamp,
+    ) -> bool {
+        let _ = (state, n, full_at, now);
+        false
+    }
+
     /// The state at `now`, without changing it.
     fn snapshot(&self, state: &Self::State, now: Timestamp) -> Snapshot;
 

@@ -345,6 +345,44 @@ impl LiveBucket {
         }
     }
 
+    /// Gives back `n` permits of a reservation only if it is still the
+    /// last admission ([`Algorithm::refund_if_last`]: `full_at` is when
+    /// its admission left the bucket full). True if given back.
+    ///
+    /// The check protocol around [`Gcra::cancelled`]: decided on a
+    /// consistent `(configuration, TAT)` pair, installed with one
+    /// compare-and-swap from exactly the TAT that reservation stored
+    /// (after a last look at `seq`). A change of quota since the
+    /// reservation replaces the TAT with a carried-over one, which the
+    /// rounded `full_at` almost never matches: the permits then stay spent.
+    #[cfg(feature = "std")]
+    pub(crate) fn refund_if_last(&self, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
+        let (full_at, now) = (full_at.as_nanos(), now.as_nanos());
+        loop {
+            let seq = self.stable_seq();
+            let tat = self.stable_tat();
+            let gcra = self.config.load();
+            if self.seq.load(Ordering::Acquire) != seq {
+                continue;
+            }
+            let Some(new_tat) = gcra.cancelled(tat, n, full_at, now) else {
+                // a later booking (or a change) moved the TAT: stays spent
+                return false;
+            };
+            if self.seq.load(Ordering::Acquire) != seq {
+                continue;
+            }
+            match self
+                .tat
+                .compare_exchange(tat, new_tat, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                // moved since it was read: decide again on the new value
+                Err(_) => continue,
+            }
+        }
+    }
+
     /// [`Limiter::check_n`] for a caller that reads only the outcome: the
     /// wait in whole nanoseconds until `n` permits would be admitted, 0 if
     /// they were (and are taken now). The same decision as `check_n`,

@@ -1,8 +1,9 @@
 //! Async acquisition through a partitioned limiter on tokio's paused clock:
 //! each key's excess requests wait their turn in arrival order (a shaped
 //! policy), a flooding key never delays another key, the line is bounded by
-//! the key's burst, a waiter that goes away gives its place back, and an
-//! unshaped policy waits for capacity up to a maximum wait.
+//! the key's burst, waiters that go away from the end of the line give
+//! their places back (one with waiters behind it leaves its place spent),
+//! and an unshaped policy waits for capacity up to a maximum wait.
 #![cfg(feature = "tokio")]
 
 use core::time::Duration;
@@ -96,7 +97,7 @@ async fn a_flooding_client_never_delays_another() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_waiter_that_goes_away_gives_its_place_back() {
+async fn waiters_that_go_away_from_the_end_of_the_line_give_their_places_back() {
     let p = per_client(Some(Shaping::delay_all()));
     let clock = TokioClock::new();
     // fill the line: delays 0..=500 ms
@@ -112,12 +113,19 @@ async fn a_waiter_that_goes_away_gives_its_place_back() {
     }
     tokio::task::yield_now().await;
     assert!(p.try_acquire(&1, tollgate::Clock::now(&clock)).is_err());
-    // half of them disconnect
-    for w in waiting.drain(3..) {
+    // one in the middle disconnects: the waiters behind it keep their
+    // turns, so its place stays spent (giving it to a newcomer would put
+    // two requests on one turn)
+    let middle = waiting.remove(2);
+    middle.abort();
+    let _ = middle.await;
+    assert!(p.try_acquire(&1, tollgate::Clock::now(&clock)).is_err());
+    // the last three disconnect, latest first: each is then the last
+    // place booked, and comes back
+    for w in waiting.drain(2..).rev() {
         w.abort();
         let _ = w.await;
     }
-    // their three places came back: three new requests fit again
     for _ in 0..3 {
         assert!(p.try_acquire(&1, tollgate::Clock::now(&clock)).is_ok());
     }

@@ -726,8 +726,10 @@ impl Shared {
 }
 
 /// What a request that waits (its turn, or a remote backend) holds: its
-/// leases are cancelled (their permits given back) unless it is admitted,
-/// for a client that goes away meanwhile (its future dropped).
+/// leases are cancelled unless it is admitted, for a client that goes away
+/// meanwhile (its future dropped). A queueing policy's reservation comes
+/// back only while it is the last turn booked; with a later one on top it
+/// stays spent (see [`PartitionedLimiter::cancel`]).
 struct Pending {
     shared: Arc<Shared>,
     global: Option<HttpLease>,

@@ -209,11 +209,24 @@
 //! (`Shaping::delay_all()`). A request that finds its key's line full, or
 //! whose turn is more than `max_wait` away, is refused at once. Lines are
 //! bounded per key by `queue_limit` and in total by the table's
-//! [`Policy::max_keys`]. A client that disconnects while waiting (its
-//! response future dropped) gives its turn back, and its global admission
-//! too. Queueing works with every key source, on the global limiter too,
-//! and only on token and leaky buckets. The config file maps nginx's
-//! `limit_req` one to one (see [`config`]).
+//! [`Policy::max_keys`]. Queueing works with every key source, on the
+//! global limiter too, and only on token and leaky buckets. The config
+//! file maps nginx's `limit_req` one to one (see [`config`]).
+//!
+//! A client that disconnects while waiting (its response future dropped)
+//! gives its turn back **only if it is still the last turn booked** in its
+//! line; otherwise the turn stays spent, as nginx keeps the slot of a
+//! client that disconnects while delayed (and so does its global
+//! admission, by the same rule). The waiters behind it keep the turns they
+//! booked, so a turn given back from the middle of the line would be
+//! booked again by the next arrival: two requests on one turn, and a later
+//! request served before earlier ones. Keeping it spent admits less, never
+//! more: the handler sees at most `burst + rate·t` in every window of
+//! length `t`, and waiters are served in arrival order however many
+//! disconnect. Clients that leave from the end of the line, latest first,
+//! give every turn back. See [the partitioned limiter's
+//! docs](crate::partitioned#a-waiter-that-goes-away) for why later waiters
+//! are not moved up.
 //!
 //! # Observability
 //!

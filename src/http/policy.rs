@@ -331,7 +331,10 @@ impl Policy {
     /// bucket, the first passes and up to `queue_limit` more wait, one per
     /// interval. A request that would wait past `max_wait`, or finds its
     /// key's line full, is refused at once. A client that disconnects while
-    /// waiting gives its place back. Token and leaky buckets only.
+    /// waiting gives its place back if no later request booked a place
+    /// after it; otherwise the place stays spent (admitting less, never
+    /// two requests on one turn: see the [module docs](super)). Token and
+    /// leaky buckets only.
     #[must_use]
     pub fn queue(mut self, max_wait: Duration, queue_limit: u64) -> Self {
         self.queue = Some(QueueMode {

@@ -238,6 +238,28 @@ where
         });
     }
 
+    fn refund_if_last(&self, key: &K, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
+        self.with_slots(|slots| {
+            let default = &slots.default;
+            match slots.map.get(key) {
+                Some(state) => {
+                    let given = with_algorithm(&self.quota, default, key, |alg| {
+                        alg.refund_if_last(state, n, full_at, now)
+                    });
+                    if given {
+                        slots.hint.reset();
+                    }
+                    given
+                }
+                None if self.policy == OverflowPolicy::SharedBucket => {
+                    default.refund_if_last(&self.shared, n, full_at, now)
+                }
+                None => false,
+            }
+        })
+        .unwrap_or(false)
+    }
+
     fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
         self.with_slots(|slots| {
             with_algorithm(&self.quota, &slots.default, key, |alg| {

@@ -232,6 +232,18 @@ pub trait KeyedLimiter<K: ?Sized> {
     /// [`OverflowPolicy::SharedBucket`] the shared state gets them back.
     fn refund(&self, key: &K, n: u32, now: Timestamp);
 
+    /// Gives back `n` permits of a reservation for `key` only if it is
+    /// still the key's last admission (see
+    /// [`Algorithm::refund_if_last`]): `full_at` is when its admission
+    /// left the key's state full (its `now` plus its snapshot's
+    /// `reset_after`). True if given back. An untracked key's reservation
+    /// came from the overflow path, as for [`refund`](Self::refund). The
+    /// default gives nothing back (never more capacity than promised).
+    fn refund_if_last(&self, key: &K, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
+        let _ = (key, n, full_at, now);
+        false
+    }
+
     /// `key`'s state at `now` (a fresh state's if the key is not tracked).
     fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot;
 
