@@ -58,6 +58,25 @@
 //! — is done). [`PartitionedLimiter::cancel`] gives back a lease's permits
 //! of either kind (work that never happened).
 //!
+//! # Waiting for an in-flight limit: woken by the release
+//!
+//! An in-flight limit's permits come back only when a lease drops, so a
+//! waiter on one ([`PartitionedLimiter::acquire_n`],
+//! [`PartitionedLimiter::acquire_in_line`],
+//! [`Partitioned::acquire_key_in_line`]) takes a place in **its key's
+//! line** and sleeps until a release of that key hands it the permits: no
+//! timer, no polling, one wake-up per admission, and the waiters of other
+//! keys are not woken. A release costs one atomic load more when nobody
+//! waits anywhere in the table. Each key's line is served in arrival order,
+//! a large request included; while it waits, a newcomer's plain check for
+//! that key is refused rather than overtaking it. A waiter that goes away
+//! leaves its line, and permits handed to it that it never saw go on to
+//! the next waiter. A rate policy's waiter sleeps on a timer until its
+//! `retry_after`. A [`Chained`] waiter is admitted by its members in order,
+//! each waiting in its own way, holding what the earlier ones granted (a
+//! rate's permit stays spent while the in-flight limit after it is awaited,
+//! as in ASP.NET Core's chained limiters).
+//!
 //! # Stores: carried across reloads
 //!
 //! Each policy charges a [`PolicyStore`]: its keyed table and how it is
@@ -90,10 +109,13 @@
 //! exceed [`Shaping::max_wait`] is refused at once; a waiter that goes away
 //! (its future dropped) gives its place back. Memory is the table's: fixed.
 
+mod lines;
+
 use core::any::{Any, TypeId};
 use core::fmt;
-#[cfg(all(feature = "tokio", not(loom)))]
 use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::boxed::Box;
 use std::string::String;
@@ -109,6 +131,7 @@ use crate::keyed::{KeyedDecision, KeyedLimiter, KeyedPath, ShardedKeyedTable, Ta
 use crate::limiter::{Algorithm, Limiter};
 use crate::live::{Inheritance, LiveBucket};
 use crate::time::Timestamp;
+use lines::{InFlightStore, Join, Ticket};
 
 /// A policy's keyed store, with its type erased: what a [`Partitioned`]
 /// charges.
@@ -153,6 +176,80 @@ trait Store<K>: Send + Sync {
     fn reconfigure(&self, next: &mut dyn Any, how: Inheritance, now: Timestamp) -> bool {
         let _ = (next, how, now);
         false
+    }
+    /// Takes `n` permits for `key` or joins the key's line of at most
+    /// `limit` waiters (`None`: the store has no lines, not in flight).
+    fn join_line(&self, key: &K, n: u32, limit: usize, waker: &Waker) -> Option<Join> {
+        let _ = (key, n, limit, waker);
+        None
+    }
+    /// A queued waiter's outcome (see [`InFlightStore::poll`]).
+    fn poll_line(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<Snapshot, CapacityExceeded>> {
+        let _ = (ticket, waker);
+        Poll::Ready(Err(CapacityExceeded::new(0, 0)))
+    }
+    /// A queued waiter goes away (see [`InFlightStore::leave`]).
+    fn leave_line(&self, ticket: Ticket) {
+        let _ = ticket;
+    }
+}
+
+impl<K> Store<K> for InFlightStore<K>
+where
+    K: core::hash::Hash + Eq + Clone + Send + Sync,
+{
+    fn check_n(
+        &self,
+        key: Option<&K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<KeyedDecision, CapacityExceeded> {
+        match key {
+            Some(key) => InFlightStore::check_n(self, key, n, now),
+            None => Err(CapacityExceeded::new(n, 0)), // never: policies have keys
+        }
+    }
+    fn refund(&self, key: Option<&K>, n: u32, _: Timestamp) {
+        if let Some(key) = key {
+            self.release(key, n);
+        }
+    }
+    fn time_until_ready(
+        &self,
+        key: Option<&K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded> {
+        match key {
+            Some(key) => self.table.time_until_ready(key, n, now),
+            None => Err(CapacityExceeded::new(n, 0)),
+        }
+    }
+    fn algorithm_type(&self) -> Option<TypeId> {
+        Some(TypeId::of::<InFlight>())
+    }
+    fn reconfigure(&self, next: &mut dyn Any, how: Inheritance, now: Timestamp) -> bool {
+        match next
+            .downcast_mut::<Option<InFlight>>()
+            .and_then(Option::take)
+        {
+            Some(alg) => {
+                self.table.reconfigure(alg, how, now);
+                // a raised limit lets waiters in
+                self.serve_all();
+                true
+            }
+            None => false,
+        }
+    }
+    fn join_line(&self, key: &K, n: u32, limit: usize, waker: &Waker) -> Option<Join> {
+        Some(self.join(key, n, limit, waker))
+    }
+    fn poll_line(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<Snapshot, CapacityExceeded>> {
+        self.poll(ticket, waker)
+    }
+    fn leave_line(&self, ticket: Ticket) {
+        self.leave(ticket);
     }
 }
 
@@ -440,7 +537,7 @@ impl<K: 'static> PolicyStore<K> {
         K: core::hash::Hash + Eq + Clone + Send + Sync,
     {
         Self {
-            store: Arc::new(Keyed(table.0)),
+            store: Arc::new(table.0),
             releases: true,
             shaping: None,
         }
@@ -714,7 +811,9 @@ impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
 impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> PartitionedBuilder<R, K> {
     /// An in-flight limit per key (nginx `limit_conn`): at most `limit`
     /// leases of a key held at once; a refusal's `retry_after` is a 1 ms
-    /// hint. Build `table` with [`Partitioned::in_flight_table`].
+    /// hint, and a waiter is woken by the release instead (see the [module
+    /// documentation](self)). Build `table` with
+    /// [`Partitioned::in_flight_table`].
     pub fn concurrency(
         self,
         name: impl Into<String>,
@@ -725,9 +824,11 @@ impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> PartitionedBui
     }
 }
 
-/// A keyed table of in-flight limits, for [`PartitionedBuilder::concurrency`].
+/// A keyed table of in-flight limits, for [`PartitionedBuilder::concurrency`],
+/// with each key's line of waiters (see
+/// [`Partitioned::acquire_in_line`]).
 #[derive(Debug)]
-pub struct InFlightTable<K>(ShardedKeyedTable<K, InFlight>);
+pub struct InFlightTable<K>(InFlightStore<K>);
 
 impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> Partitioned<R, K> {
     /// A table of at most `limit` in flight per key, for up to `max_keys`
@@ -747,12 +848,12 @@ impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> Partitioned<R,
         let alg = InFlight::with_limit(limit);
         let table: TableBuilder<ShardedKeyedTable<K, InFlight>, InFlight, _> =
             ShardedKeyedTable::builder(alg);
-        Ok(InFlightTable(
+        Ok(InFlightTable(InFlightStore::new(
             table
                 .max_keys(max_keys)
                 .overflow(crate::keyed::OverflowPolicy::Deny)
                 .build()?,
-        ))
+        )))
     }
 }
 
@@ -970,11 +1071,34 @@ pub trait PartitionedLimiter<R: ?Sized> {
         }
     }
 
+    /// Admits `resource` for `n` permits at `now`, or, when an in-flight
+    /// limit refuses it, waits in that key's line until a release lets it
+    /// in (see [`Partitioned::acquire_key_in_line`]): woken by the release,
+    /// no timer, on any executor. Any other refusal (a rate) resolves at
+    /// once, as [`try_acquire_n`](Self::try_acquire_n). Bound the wait with
+    /// a timeout; dropping the future gives back whatever it had taken. In
+    /// a [`Chained`] limiter the members are admitted in order, each
+    /// waiting in its own line, holding what the earlier ones granted.
+    ///
+    /// The default (a limiter with no in-flight lines) is
+    /// [`try_acquire_n`](Self::try_acquire_n).
+    fn acquire_in_line<'a>(
+        &'a self,
+        resource: &'a R,
+        n: u32,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Admission<Self::Lease>, Refusal<'a>>> + 'a {
+        core::future::ready(self.try_acquire_n(resource, n, now))
+    }
+
     /// Admits `resource` for `n` permits, waiting its turn: a shaped
-    /// policy's delay, or, for a refusal, up to `max_wait` for capacity to
-    /// return (checking again when the refusal's `retry_after` passes).
-    /// Dropping the future gives back whatever it had reserved. Sleeps on
-    /// tokio's timer (feature `tokio`) and reads `clock`.
+    /// policy's delay; for an in-flight limit, a place in its key's line,
+    /// woken by the release that lets it in
+    /// ([`acquire_in_line`](Self::acquire_in_line)); for any other refusal,
+    /// checking again when the refusal's `retry_after` passes. Waits at
+    /// most `max_wait` (a shaped delay is bounded by its policy's own
+    /// maximum). Dropping the future gives back whatever it had reserved.
+    /// Sleeps on tokio's timer (feature `tokio`) and reads `clock`.
     ///
     /// # Errors
     /// The last [`Refusal`] when the wait would exceed `max_wait`.
@@ -995,7 +1119,18 @@ pub trait PartitionedLimiter<R: ?Sized> {
             let start = clock.now();
             loop {
                 let now = clock.now();
-                match self.try_acquire_n(resource, n, now) {
+                let left = max_wait.saturating_sub(now.saturating_duration_since(start));
+                let (attempt, timed_out) = match tokio::time::timeout(
+                    left,
+                    self.acquire_in_line(resource, n, now),
+                )
+                .await
+                {
+                    Ok(attempt) => (attempt, false),
+                    // the wait is over while in a line: one last look
+                    Err(_) => (self.try_acquire_n(resource, n, clock.now()), true),
+                };
+                match attempt {
                     Ok(admission) => {
                         if admission.delay.is_zero() {
                             return Ok(admission.lease);
@@ -1010,8 +1145,9 @@ pub trait PartitionedLimiter<R: ?Sized> {
                         return Ok(guard.defuse());
                     }
                     Err(refusal) => {
-                        let waited = now.saturating_duration_since(start);
-                        if refusal.is_capacity_exceeded()
+                        let waited = clock.now().saturating_duration_since(start);
+                        if timed_out
+                            || refusal.is_capacity_exceeded()
                             || waited.saturating_add(refusal.retry_after()) > max_wait
                         {
                             return Err(refusal);
@@ -1266,6 +1402,19 @@ impl<R, K> PartitionedLimiter<R> for Partitioned<R, K> {
         self.cancel_lease(lease, now);
     }
 
+    fn acquire_in_line<'a>(
+        &'a self,
+        resource: &'a R,
+        n: u32,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Admission<Lease<K>>, Refusal<'a>>> + 'a {
+        let line = match self.claim(resource) {
+            Some((i, key)) => Line::Policy(self.in_line(i, key, n, usize::MAX, now)),
+            None => Line::Ready(Some(self.charge_default(None, n, now))),
+        };
+        line
+    }
+
     fn time_until_ready(&self, resource: &R, n: u32, now: Timestamp) -> Duration {
         let (store, key) = match self.claim(resource) {
             Some((i, key)) => (&self.policies[i].store.store, Some(key)),
@@ -1277,6 +1426,219 @@ impl<R, K> PartitionedLimiter<R> for Partitioned<R, K> {
         store
             .time_until_ready(key.as_ref(), n, now)
             .unwrap_or(Duration::MAX)
+    }
+}
+
+/// Cancels the lease a chain's first member granted unless defused (the
+/// chain's second member refused, or the waiting future was dropped).
+struct CancelFirst<'a, P: PartitionedLimiter<R>, R: ?Sized> {
+    limiter: &'a P,
+    lease: Option<P::Lease>,
+    now: Timestamp,
+    resource: core::marker::PhantomData<fn(&R)>,
+}
+
+impl<P: PartitionedLimiter<R>, R: ?Sized> CancelFirst<'_, P, R> {
+    fn defuse(mut self) -> P::Lease {
+        match self.lease.take() {
+            Some(lease) => lease,
+            None => unreachable!("a lease is taken once"),
+        }
+    }
+}
+
+impl<P: PartitionedLimiter<R>, R: ?Sized> Drop for CancelFirst<'_, P, R> {
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            self.limiter.cancel(lease, self.now);
+        }
+    }
+}
+
+/// The future of [`Partitioned`]'s `acquire_in_line`: a policy's line, or
+/// an answer known at once (the default limiter).
+enum Line<'a, R, K> {
+    Policy(InLine<'a, R, K>),
+    Ready(Option<Result<Admission<Lease<K>>, Refusal<'a>>>),
+}
+
+impl<R, K> Unpin for Line<'_, R, K> {}
+
+impl<'a, R, K> Future for Line<'a, R, K> {
+    type Output = Result<Admission<Lease<K>>, Refusal<'a>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Line::Policy(line) => Pin::new(line).poll(cx),
+            Line::Ready(answer) => match answer.take() {
+                Some(answer) => Poll::Ready(answer),
+                None => Poll::Pending, // polled after completion
+            },
+        }
+    }
+}
+
+/// A place in a key's line of an in-flight policy (see
+/// [`Partitioned::acquire_key_in_line`]). Dropped while queued, it leaves
+/// the line; dropped after it was granted permits it never returned, it
+/// gives them back (to the next waiter).
+struct InLine<'a, R, K> {
+    limiter: &'a Partitioned<R, K>,
+    index: usize,
+    /// `None` once the future has resolved.
+    key: Option<K>,
+    n: u32,
+    queue_limit: usize,
+    now: Timestamp,
+    ticket: Option<Ticket>,
+}
+
+impl<R, K> Unpin for InLine<'_, R, K> {}
+
+impl<'a, R, K> Future for InLine<'a, R, K> {
+    type Output = Result<Admission<Lease<K>>, Refusal<'a>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let limiter = this.limiter;
+        let Some(policy) = limiter.policies.get(this.index) else {
+            return Poll::Ready(Ok(Admission::free()));
+        };
+        let store = &policy.store.store;
+        let granted = match this.ticket {
+            Some(ticket) => match store.poll_line(ticket, cx.waker()) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(outcome) => {
+                    this.ticket = None;
+                    outcome.map_err(|e| capacity_refusal(&limiter.name, &policy.name, e))
+                }
+            },
+            None => {
+                let Some(key) = this.key.as_ref() else {
+                    return Poll::Pending; // polled after completion
+                };
+                match store.join_line(key, this.n, this.queue_limit, cx.waker()) {
+                    // not an in-flight policy: one plain check
+                    None => {
+                        let key = this.key.take();
+                        return Poll::Ready(match key {
+                            Some(key) => {
+                                limiter.try_acquire_key(Some(this.index), key, this.n, this.now)
+                            }
+                            None => Ok(Admission::free()),
+                        });
+                    }
+                    Some(Join::Queued(ticket)) => {
+                        this.ticket = Some(ticket);
+                        return Poll::Pending;
+                    }
+                    Some(Join::Taken(after)) => Ok(after),
+                    Some(Join::Full(denied)) => Err(Refusal {
+                        limiter: &limiter.name,
+                        policy: &policy.name,
+                        stage: 0,
+                        retry_after: denied.retry_after(),
+                        snapshot: *denied.snapshot(),
+                        path: KeyedPath::Own,
+                    }),
+                    Some(Join::Capacity(e)) => {
+                        Err(capacity_refusal(&limiter.name, &policy.name, e))
+                    }
+                }
+            }
+        };
+        let key = this.key.take();
+        Poll::Ready(granted.map(|after| Admission {
+            lease: Lease::taken(this.index, key, this.n, store, true),
+            delay: Duration::ZERO,
+            snapshot: after,
+        }))
+    }
+}
+
+impl<R, K> Drop for InLine<'_, R, K> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            if let Some(policy) = self.limiter.policies.get(self.index) {
+                policy.store.store.leave_line(ticket);
+            }
+        }
+    }
+}
+
+impl<R, K> Partitioned<R, K> {
+    fn in_line(
+        &self,
+        index: usize,
+        key: K,
+        n: u32,
+        queue_limit: usize,
+        now: Timestamp,
+    ) -> InLine<'_, R, K> {
+        InLine {
+            limiter: self,
+            index,
+            key: Some(key),
+            n,
+            queue_limit,
+            now,
+            ticket: None,
+        }
+    }
+
+    /// Admits `key` on policy `index` for `n` permits, waiting in the
+    /// key's line when the policy is an in-flight limit
+    /// ([`PartitionedBuilder::concurrency`]) and its permits are held: the
+    /// release that frees them hands them to the line's front and wakes
+    /// that waiter only — no timer, no polling, on any executor. Each key's
+    /// line is served in arrival order (a newcomer's
+    /// [`try_acquire_key`](Self::try_acquire_key) is refused while the
+    /// key's line waits, so it does not overtake), with at most
+    /// `queue_limit` waiters: one more is refused at once. The future has
+    /// no maximum wait of its own: bound it with a timeout. Dropping it
+    /// leaves the line, or gives back permits it was granted but never
+    /// returned (they go to the next waiter): none is lost or given twice.
+    ///
+    /// A policy that is not an in-flight limit (and an index past the last
+    /// policy) answers at once, as [`try_acquire_key`](Self::try_acquire_key)
+    /// at `now`; an in-flight limit ignores `now`.
+    ///
+    /// ```
+    /// use std::future::Future;
+    /// use tollgate::partitioned::{Partitioned, PartitionedLimiter};
+    /// use tollgate::Timestamp;
+    ///
+    /// let jobs = Partitioned::<u32, u32>::builder("jobs")
+    ///     .concurrency(
+    ///         "per_tenant",
+    ///         |t: &u32| Some(*t),
+    ///         Partitioned::<u32, u32>::in_flight_table(1, 100)?,
+    ///     )
+    ///     .build();
+    /// let now = Timestamp::ZERO;
+    /// let running = jobs.try_acquire(&7, now).expect("a free permit");
+    /// let mut waiting = Box::pin(jobs.acquire_key_in_line(0, 7, 1, 10, now));
+    /// let waker = std::task::Waker::noop();
+    /// let mut cx = std::task::Context::from_waker(&waker);
+    /// assert!(waiting.as_mut().poll(&mut cx).is_pending()); // in tenant 7's line
+    /// assert!(jobs.try_acquire(&7, now).is_err()); // no overtaking
+    /// drop(running); // the release hands its permit to the line
+    /// assert!(waiting.as_mut().poll(&mut cx).is_ready());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The [`Refusal`] of a full line (with the retry hint), of `n` above
+    /// the limit, or of a policy that is not in flight.
+    pub fn acquire_key_in_line(
+        &self,
+        index: usize,
+        key: K,
+        n: u32,
+        queue_limit: usize,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Admission<Lease<K>>, Refusal<'_>>> + '_ {
+        self.in_line(index, key, n, queue_limit, now)
     }
 }
 
@@ -1362,6 +1724,38 @@ where
     fn cancel(&self, lease: Self::Lease, now: Timestamp) {
         self.first.cancel(lease.0, now);
         self.second.cancel(lease.1, now);
+    }
+
+    async fn acquire_in_line<'a>(
+        &'a self,
+        resource: &'a R,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Admission<Self::Lease>, Refusal<'a>> {
+        // in order, each in its own line, holding what the first granted
+        let a = self.first.acquire_in_line(resource, n, now).await?;
+        let guard = CancelFirst {
+            limiter: &self.first,
+            lease: Some(a.lease),
+            now,
+            resource: core::marker::PhantomData,
+        };
+        match self.second.acquire_in_line(resource, n, now).await {
+            Ok(b) => Ok(Admission {
+                delay: a.delay.max(b.delay),
+                snapshot: if a.snapshot.remaining() < b.snapshot.remaining() {
+                    a.snapshot
+                } else {
+                    b.snapshot
+                },
+                lease: (guard.defuse(), b.lease),
+            }),
+            Err(mut r) => {
+                drop(guard); // the first member's permits go back
+                r.stage += self.first.stages();
+                Err(r)
+            }
+        }
     }
 
     fn time_until_ready(&self, resource: &R, n: u32, now: Timestamp) -> Duration {
