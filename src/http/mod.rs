@@ -87,8 +87,11 @@
 //! fails, or when it is dropped (a client that disconnects mid-stream).
 //! A streaming response keeps its client's slot busy until the last chunk.
 //! An in-flight limit has no rate: it sends no `RateLimit-Policy` or
-//! `RateLimit` item (a refusal still says `Retry-After: 1`), cannot queue
-//! and cannot use a remote backend.
+//! `RateLimit` item (a refusal still says `Retry-After: 1`) and cannot use
+//! a remote backend. It can queue (see [Queueing](#queueing-per-key)): a
+//! request over the limit waits in its key's line and is served when a
+//! running request's response body ends, as ASP.NET Core's concurrency
+//! limiter serves its queue.
 //!
 //! # Routing
 //!
@@ -211,8 +214,20 @@
 //! [`Policy::max_keys`]. A client that disconnects while waiting (its
 //! response future dropped) gives its turn back, and its global admission
 //! too. Queueing works with every key source, on the global limiter too,
-//! and only on token and leaky buckets. The config file maps nginx's
-//! `limit_req` one to one (see [`config`]).
+//! on token and leaky buckets and on in-flight limits (not on windows).
+//! The config file maps nginx's `limit_req` one to one (see [`config`]).
+//!
+//! **An in-flight limit that queues** ([`Policy::concurrency`] with
+//! [`Policy::queue`]) has no turns to reserve: a request over the limit
+//! joins its key's FIFO line (at most `queue_limit` waiting; one more is
+//! refused at once with `Retry-After: 1`) and sleeps until a running
+//! request of that key ends its response body — the release hands the
+//! permit to the front of the line and wakes that request only, with no
+//! timer and no retry. A request still waiting after `max_wait` is
+//! refused then (`Retry-After: 1`). While a key's line waits, a newcomer
+//! does not overtake it. The global limiter's line comes first; a request
+//! waiting in a route policy's line holds what the global limiter granted,
+//! and gives it back if it is refused or goes away.
 //!
 //! # Observability
 //!
@@ -288,7 +303,7 @@
 //! | key: header | `.key(KeySource::Header(HeaderName::from_static("x-api-key")))` | |
 //! | key: closure | `.key(KeySource::custom(\|h\| Some(PartitionKey::Bytes(h.uri.path().as_bytes().into()))))` | |
 //! | keys tracked | `.max_keys(50_000)` | 10 000 |
-//! | queueing (per key, buckets only) | `.queue(Duration::from_secs(2), 20)` | refuse at once |
+//! | queueing (per key; buckets and in-flight limits) | `.queue(Duration::from_secs(2), 20)` | refuse at once |
 //! | dry run | `.dry_run(true)` | off |
 //! | missing key for this policy | `.missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED))` | the layer's |
 //! | rejection handler for this policy | `.on_rejected(\|r\| Response::new(format!("retry in {:?}", r.retry_after)))` | the layer's |

@@ -1,0 +1,203 @@
+//! An in-flight (concurrency) policy that queues, on a real server: a
+//! request over the limit waits in its key's line and is served when a
+//! running request's response body ends; the line is bounded (a request
+//! beyond it is refused at once) and a request still waiting at `max_wait`
+//! is refused then. Streams end when the test says so (a signal, not a
+//! timer).
+#![cfg(all(feature = "http", feature = "config", feature = "metrics"))]
+
+mod support;
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::routing::get;
+use axum::Router;
+use support::http::{connect_info, send, serve, start_stream, Req};
+use support::recorder::MemoryRecorder;
+use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
+use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer};
+
+/// A body that sends `tick\n`, then ends once the test's signal reaches
+/// its number (the `n`-th stream served ends when the signal is `n`).
+struct Gated {
+    first: bool,
+    until: Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+}
+
+impl Gated {
+    fn new(n: u32, mut signal: watch::Receiver<u32>) -> Self {
+        Self {
+            first: true,
+            until: Box::pin(async move {
+                let _ = signal.wait_for(|ended| *ended >= n).await;
+            }),
+        }
+    }
+}
+
+impl http_body::Body for Gated {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        if std::mem::take(&mut self.first) {
+            return Poll::Ready(Some(Ok(http_body::Frame::data(bytes::Bytes::from_static(
+                b"tick\n",
+            )))));
+        }
+        std::task::ready!(self.until.as_mut().poll(cx));
+        Poll::Ready(None)
+    }
+}
+
+/// `/stream` behind `layer`: the `n`-th request served streams until the
+/// signal reaches `n`; `served` counts the requests the handler saw.
+fn gated(layer: RateLimitLayer, signal: watch::Receiver<u32>, served: Arc<AtomicU32>) -> Router {
+    Router::new()
+        .route(
+            "/stream",
+            get(move || {
+                let n = served.fetch_add(1, Ordering::SeqCst) + 1;
+                let signal = signal.clone();
+                async move { Body::new(Gated::new(n, signal)) }
+            }),
+        )
+        .layer(layer)
+}
+
+fn one_stream_per_client(max_wait: &str, queue_limit: u32) -> String {
+    format!(
+        r#"
+[[rules]]
+name = "streams"
+prefix = "/stream"
+algorithm = "concurrency"
+limit = 1
+key = "peer_ip"
+queue = {{ max_wait = "{max_wait}", limit = {queue_limit} }}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_request_is_served_when_the_running_response_body_ends() {
+    let rec = MemoryRecorder::default();
+    let layer = metrics::with_local_recorder(&rec, || {
+        LayerConfig::from_toml(&one_stream_per_client("30s", 1))
+            .unwrap()
+            .into_builder()
+            .unwrap()
+            .peer_addr(connect_info)
+            .build()
+            .unwrap()
+    });
+    let (end, signal) = watch::channel(0u32);
+    let served = Arc::new(AtomicU32::new(0));
+    let s = serve(gated(layer, signal, Arc::clone(&served))).await;
+
+    // A streams: its body is open, its permit held
+    let (mut a, mut got_a) = start_stream(s.addr, "/stream", [127, 0, 0, 1]).await;
+    // B comes from the same client: it waits in the line
+    let addr = s.addr;
+    let b = tokio::spawn(async move {
+        let (conn, _) = start_stream(addr, "/stream", [127, 0, 0, 1]).await;
+        (Instant::now(), conn)
+    });
+    support::eventually("B waits in the line", || rec.queued("streams") >= 1.0).await;
+    assert_eq!(
+        served.load(Ordering::SeqCst),
+        1,
+        "B was served while A streams"
+    );
+    // C finds the line full (1): refused at once, with Retry-After
+    let c = send(s.addr, Req::get("/stream")).await;
+    assert_eq!(c.status, 429);
+    assert_eq!(c.header("retry-after"), Some("1"));
+    assert_eq!(served.load(Ordering::SeqCst), 1);
+    assert!(!b.is_finished());
+
+    // A's body ends: B is served right after, without a retry
+    let ended = Instant::now();
+    end.send(1).unwrap();
+    a.read_to_end(&mut got_a).await.unwrap();
+    let (b_started, _b_conn) = b.await.unwrap();
+    assert!(b_started >= ended);
+    assert!(
+        b_started - ended < Duration::from_secs(5),
+        "B served {:?} after A's body ended",
+        b_started - ended
+    );
+    assert_eq!(served.load(Ordering::SeqCst), 2);
+    assert_eq!(rec.queued("streams"), 0.0);
+    assert_eq!(rec.counter("streams", "acquired"), 2);
+    assert_eq!(rec.counter("streams", "endpoint_limiter"), 1);
+    end.send(2).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_request_is_refused_when_its_max_wait_passes() {
+    let layer = RateLimitLayer::builder()
+        .peer_addr(connect_info)
+        .policy(
+            Policy::concurrency("streams", 1)
+                .prefix("/stream")
+                .key(KeySource::PeerIp)
+                .queue(Duration::from_millis(300), 5),
+        )
+        .build()
+        .unwrap();
+    let (end, signal) = watch::channel(0u32);
+    let served = Arc::new(AtomicU32::new(0));
+    let s = serve(gated(layer, signal, Arc::clone(&served))).await;
+    let (_a, _) = start_stream(s.addr, "/stream", [127, 0, 0, 1]).await;
+    let asked = Instant::now();
+    let b = send(s.addr, Req::get("/stream")).await;
+    assert_eq!(b.status, 429);
+    assert_eq!(b.header("retry-after"), Some("1"));
+    assert!(asked.elapsed() >= Duration::from_millis(300));
+    assert_eq!(served.load(Ordering::SeqCst), 1);
+    // another client has its own line (and its own permit)
+    let (_other, _) = start_stream(s.addr, "/stream", [127, 0, 0, 2]).await;
+    end.send(u32::MAX).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_global_in_flight_limit_queues_too() {
+    let rec = MemoryRecorder::default();
+    let layer = metrics::with_local_recorder(&rec, || {
+        RateLimitLayer::builder()
+            .peer_addr(connect_info)
+            .global(Policy::concurrency("global", 1).queue(Duration::from_secs(30), 4))
+            .build()
+            .unwrap()
+    });
+    let (end, signal) = watch::channel(0u32);
+    let served = Arc::new(AtomicU32::new(0));
+    let s = serve(gated(layer, signal, Arc::clone(&served))).await;
+    let (mut a, mut got_a) = start_stream(s.addr, "/stream", [127, 0, 0, 1]).await;
+    let addr = s.addr;
+    // from another client: the global limit is one for everybody
+    let b = tokio::spawn(async move {
+        let (conn, _) = start_stream(addr, "/stream", [127, 0, 0, 2]).await;
+        (Instant::now(), conn)
+    });
+    // no route policy: the global limiter's queue is counted without one
+    support::eventually("B waits in the global line", || rec.queued("") >= 1.0).await;
+    assert_eq!(served.load(Ordering::SeqCst), 1);
+    let ended = Instant::now();
+    end.send(1).unwrap();
+    a.read_to_end(&mut got_a).await.unwrap();
+    let (b_started, _b_conn) = b.await.unwrap();
+    assert!(b_started >= ended);
+    assert_eq!(served.load(Ordering::SeqCst), 2);
+    end.send(2).unwrap();
+}
