@@ -9,8 +9,8 @@
 mod support;
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,7 @@ use axum::routing::get;
 use axum::Router;
 use support::http::{connect_info, send, serve, start_stream, Req};
 use support::recorder::MemoryRecorder;
+use support::CountPolls;
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer};
@@ -74,6 +75,41 @@ fn gated(layer: RateLimitLayer, signal: watch::Receiver<u32>, served: Arc<Atomic
         .layer(layer)
 }
 
+/// Counts the polls of every request's response future (outside the
+/// rate-limit layer), in the order the requests came.
+#[derive(Clone, Default)]
+struct CountPollsLayer(Arc<Mutex<Vec<Arc<AtomicUsize>>>>);
+
+impl CountPollsLayer {
+    fn polls(&self, request: usize) -> usize {
+        self.0.lock().unwrap()[request].load(Ordering::SeqCst)
+    }
+}
+
+impl<S> tower_layer::Layer<S> for CountPollsLayer {
+    type Service = CountPollsService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        CountPollsService(inner, self.clone())
+    }
+}
+
+#[derive(Clone)]
+struct CountPollsService<S>(S, CountPollsLayer);
+
+impl<S: tower_service::Service<Q>, Q> tower_service::Service<Q> for CountPollsService<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = CountPolls<S::Future>;
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+    fn call(&mut self, req: Q) -> Self::Future {
+        let polls = Arc::new(AtomicUsize::new(0));
+        (self.1).0.lock().unwrap().push(Arc::clone(&polls));
+        CountPolls::new(self.0.call(req), polls)
+    }
+}
+
 fn one_stream_per_client(max_wait: &str, queue_limit: u32) -> String {
     format!(
         r#"
@@ -102,7 +138,8 @@ async fn a_queued_request_is_served_when_the_running_response_body_ends() {
     });
     let (end, signal) = watch::channel(0u32);
     let served = Arc::new(AtomicU32::new(0));
-    let s = serve(gated(layer, signal, Arc::clone(&served))).await;
+    let counted = CountPollsLayer::default();
+    let s = serve(gated(layer, signal, Arc::clone(&served)).layer(counted.clone())).await;
 
     // A streams: its body is open, its permit held
     let (mut a, mut got_a) = start_stream(s.addr, "/stream", [127, 0, 0, 1]).await;
@@ -137,6 +174,9 @@ async fn a_queued_request_is_served_when_the_running_response_body_ends() {
         b_started - ended
     );
     assert_eq!(served.load(Ordering::SeqCst), 2);
+    // B's response future: its first poll, then woken by the release only
+    // (no timer, no retries) — at most 2 wake-ups
+    assert!(counted.polls(1) <= 3, "B polled {} times", counted.polls(1));
     assert_eq!(rec.queued("streams"), 0.0);
     assert_eq!(rec.counter("streams", "acquired"), 2);
     assert_eq!(rec.counter("streams", "endpoint_limiter"), 1);

@@ -105,7 +105,10 @@ fn a_granted_waiter_cancelled_racing_the_release_passes_the_permit_on_once() {
             Poll::Ready(r) => r.expect("the permit went on to the next waiter"),
             Poll::Pending => panic!("the permit was lost"),
         };
-        assert!(p.try_acquire(&7, NOW).is_err(), "the permit was given twice");
+        assert!(
+            p.try_acquire(&7, NOW).is_err(),
+            "the permit was given twice"
+        );
         drop(admission);
         assert!(p.try_acquire(&7, NOW).is_ok());
     });
