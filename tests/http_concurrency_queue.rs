@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::routing::get;
 use axum::Router;
-use support::http::{connect_info, send, serve, start_stream, Req};
+use support::http::{connect, connect_info, request_bytes, send, serve, start_stream, Req};
 use support::recorder::MemoryRecorder;
 use support::CountPolls;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer};
 
@@ -240,4 +240,47 @@ async fn the_global_in_flight_limit_queues_too() {
     assert!(b_started >= ended);
     assert_eq!(served.load(Ordering::SeqCst), 2);
     end.send(2).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_client_that_disconnects_frees_its_place_and_takes_no_permit() {
+    let rec = MemoryRecorder::default();
+    let layer = metrics::with_local_recorder(&rec, || {
+        LayerConfig::from_toml(&one_stream_per_client("30s", 1))
+            .unwrap()
+            .into_builder()
+            .unwrap()
+            .peer_addr(connect_info)
+            .build()
+            .unwrap()
+    });
+    let (end, signal) = watch::channel(0u32);
+    let served = Arc::new(AtomicU32::new(0));
+    let s = serve(gated(layer, signal, Arc::clone(&served))).await;
+    let (mut a, mut got_a) = start_stream(s.addr, "/stream", [127, 0, 0, 1]).await;
+
+    // B queues, then hangs up
+    let mut b = connect(s.addr, [127, 0, 0, 1].into()).await;
+    b.write_all(&request_bytes(s.addr, &Req::get("/stream")))
+        .await
+        .unwrap();
+    support::eventually("B waits in the line", || rec.queued("streams") >= 1.0).await;
+    assert_eq!(
+        send(s.addr, Req::get("/stream")).await.status,
+        429,
+        "line full"
+    );
+    drop(b);
+    support::eventually("B left the line", || rec.queued("streams") == 0.0).await;
+    assert_eq!(rec.counter("streams", "request_canceled"), 1);
+
+    // D takes the place B left, and gets A's permit when A's body ends
+    let addr = s.addr;
+    let d = tokio::spawn(async move { start_stream(addr, "/stream", [127, 0, 0, 1]).await });
+    support::eventually("D waits in the line", || rec.queued("streams") >= 1.0).await;
+    end.send(1).unwrap();
+    a.read_to_end(&mut got_a).await.unwrap();
+    let (_d, _) = d.await.unwrap();
+    assert_eq!(served.load(Ordering::SeqCst), 2, "A and D; never B");
+    end.send(u32::MAX).unwrap();
 }
