@@ -247,3 +247,24 @@ fn a_full_line_refuses_at_once() {
     assert_eq!(refusal.policy(), "per_tenant");
     assert_eq!(refusal.retry_after(), Duration::from_millis(1));
 }
+
+#[test]
+fn a_key_without_a_slot_in_a_full_table_is_refused_not_queued() {
+    // one key tracked: while tenant 7 is busy, tenant 8 has no slot, and no
+    // release of its own would ever serve a line
+    let p = Partitioned::<u32, u32>::builder("jobs")
+        .concurrency(
+            "per_tenant",
+            |t: &u32| Some(*t),
+            Partitioned::<u32, u32>::in_flight_table(1, 1).unwrap(),
+        )
+        .build();
+    let now = Timestamp::ZERO;
+    let _busy = p.try_acquire(&7, now).unwrap();
+    let (_, waker) = counting_waker();
+    let mut no_slot = Box::pin(p.acquire_key_in_line(0, 8, 1, 10, now));
+    let Poll::Ready(Err(refusal)) = poll(&mut no_slot, &waker) else {
+        panic!("a key without a slot must not wait for its own release")
+    };
+    assert!(refusal.path().is_overflow());
+}

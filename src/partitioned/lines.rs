@@ -9,7 +9,9 @@
 //! wake-up per admission, none for the waiters of other keys, and no timer.
 //! While a key has a line, a newcomer's plain check for that key is
 //! refused (it would overtake the line), so each key is served in arrival
-//! order, a large request included.
+//! order, a large request included. A key refused because the table is
+//! full of busy keys (it has no slot, so none of its own releases would
+//! come) is refused at once rather than queued.
 //!
 //! # State protocol (for model checking)
 //!
@@ -48,8 +50,9 @@ pub(super) enum Join {
     Taken(Snapshot),
     /// In the line; poll the ticket.
     Queued(Ticket),
-    /// The key's line is full: refused now.
-    Full(Denied),
+    /// The key's line is full (or the key has no slot in a full table,
+    /// `path`): refused now.
+    Full(Denied, KeyedPath),
     /// More permits than the limit: refused for ever.
     Capacity(CapacityExceeded),
 }
@@ -214,6 +217,11 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
         let take = |this: &Self| match this.table.check_n(key, n, Timestamp::ZERO) {
             Ok(d) => match d.decision() {
                 Decision::Allowed(after) => Some(Join::Taken(*after)),
+                // a full table of busy keys: no release of this key (it
+                // has no slot) would ever serve a line, so no line
+                Decision::Denied(denied) if d.path().is_overflow() => {
+                    Some(Join::Full(*denied, d.path()))
+                }
                 Decision::Denied(_) => None,
             },
             Err(e) => Some(Join::Capacity(e)),
@@ -238,7 +246,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
         }
         if queued >= limit {
             self.waiting.fetch_sub(1, Ordering::SeqCst);
-            return Join::Full(self.denied(key));
+            return Join::Full(self.denied(key), KeyedPath::Own);
         }
         let slot = Slot {
             generation: 0,

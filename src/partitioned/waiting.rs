@@ -10,7 +10,6 @@ use core::time::Duration;
 
 use super::lines::{Join, Ticket};
 use super::{capacity_refusal, Admission, Lease, Partitioned, Refusal};
-use crate::keyed::KeyedPath;
 use crate::time::Timestamp;
 
 /// The future of [`Partitioned`]'s `acquire_in_line`: a policy's line, or
@@ -91,13 +90,13 @@ impl<'a, R, K> Future for InLine<'a, R, K> {
                         return Poll::Pending;
                     }
                     Some(Join::Taken(after)) => Ok(after),
-                    Some(Join::Full(denied)) => Err(Refusal {
+                    Some(Join::Full(denied, path)) => Err(Refusal {
                         limiter: &limiter.name,
                         policy: &policy.name,
                         stage: 0,
                         retry_after: denied.retry_after(),
                         snapshot: *denied.snapshot(),
-                        path: KeyedPath::Own,
+                        path,
                     }),
                     Some(Join::Capacity(e)) => {
                         Err(capacity_refusal(&limiter.name, &policy.name, e))
