@@ -1409,11 +1409,10 @@ impl<R, K> PartitionedLimiter<R> for Partitioned<R, K> {
         n: u32,
         now: Timestamp,
     ) -> impl Future<Output = Result<Admission<Lease<K>>, Refusal<'a>>> + 'a {
-        let line = match self.claim(resource) {
+        match self.claim(resource) {
             Some((i, key)) => Line::Policy(self.in_line(i, key, n, usize::MAX, now)),
             None => Line::Ready(Some(self.charge_default(None, n, now))),
-        };
-        line
+        }
     }
 
     fn time_until_ready(&self, resource: &R, n: u32, now: Timestamp) -> Duration {
