@@ -42,7 +42,10 @@
 //! reports the limiter's *retry hint* (default [`DEFAULT_RETRY_HINT`], 1 ms;
 //! set it with [`ConcurrencyLimiter::with_retry_hint`]) as `retry_after`: a
 //! back-off for HTTP clients (`Retry-After` rounds it up to 1 s), not a
-//! promise. `reset_after` in a snapshot is likewise zero when nothing is in
+//! promise. Nothing in tollgate waits on it: every waiter on an in-flight
+//! limit (this limiter's [`acquire`](ConcurrencyLimiter::acquire), a
+//! `queue::Queue`, a partitioned limiter's per-key in-flight policy, an
+//! HTTP concurrency policy that queues) is woken by the release. `reset_after` in a snapshot is likewise zero when nothing is in
 //! flight and the hint otherwise.
 //!
 //! # Leaked permits

@@ -60,6 +60,25 @@
 //! reservation comes back only while it is the last place booked (see
 //! [A waiter that goes away](#a-waiter-that-goes-away)).
 //!
+//! # Waiting for an in-flight limit: woken by the release
+//!
+//! An in-flight limit's permits come back only when a lease drops, so a
+//! waiter on one ([`PartitionedLimiter::acquire_n`],
+//! [`PartitionedLimiter::acquire_in_line`],
+//! [`Partitioned::acquire_key_in_line`]) takes a place in **its key's
+//! line** and sleeps until a release of that key hands it the permits: no
+//! timer, no polling, one wake-up per admission, and the waiters of other
+//! keys are not woken. A release costs one atomic load more when nobody
+//! waits anywhere in the table. Each key's line is served in arrival order,
+//! a large request included; while it waits, a newcomer's plain check for
+//! that key is refused rather than overtaking it. A waiter that goes away
+//! leaves its line, and permits handed to it that it never saw go on to
+//! the next waiter. A rate policy's waiter sleeps on a timer until its
+//! `retry_after`. A [`Chained`] waiter is admitted by its members in order,
+//! each waiting in its own way, holding what the earlier ones granted (a
+//! rate's permit stays spent while the in-flight limit after it is awaited,
+//! as in ASP.NET Core's chained limiters).
+//!
 //! # Stores: carried across reloads
 //!
 //! Each policy charges a [`PolicyStore`]: its keyed table and how it is
@@ -124,10 +143,13 @@
 //! reservation at once, so it is still the last one unless another
 //! request booked in the same instant.
 
+mod lines;
+mod waiting;
+
 use core::any::{Any, TypeId};
 use core::fmt;
-#[cfg(all(feature = "tokio", not(loom)))]
 use core::future::Future;
+use core::task::{Poll, Waker};
 use core::time::Duration;
 use std::boxed::Box;
 use std::string::String;
@@ -143,6 +165,8 @@ use crate::keyed::{KeyedDecision, KeyedLimiter, KeyedPath, ShardedKeyedTable, Ta
 use crate::limiter::{Algorithm, Limiter};
 use crate::live::{Inheritance, LiveBucket};
 use crate::time::Timestamp;
+use lines::{InFlightStore, Join, Ticket};
+use waiting::Line;
 
 /// A policy's keyed store, with its type erased: what a [`Partitioned`]
 /// charges.
@@ -193,6 +217,80 @@ trait Store<K>: Send + Sync {
     fn reconfigure(&self, next: &mut dyn Any, how: Inheritance, now: Timestamp) -> bool {
         let _ = (next, how, now);
         false
+    }
+    /// Takes `n` permits for `key` or joins the key's line of at most
+    /// `limit` waiters (`None`: the store has no lines, not in flight).
+    fn join_line(&self, key: &K, n: u32, limit: usize, waker: &Waker) -> Option<Join> {
+        let _ = (key, n, limit, waker);
+        None
+    }
+    /// A queued waiter's outcome (see [`InFlightStore::poll`]).
+    fn poll_line(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<Snapshot, CapacityExceeded>> {
+        let _ = (ticket, waker);
+        Poll::Ready(Err(CapacityExceeded::new(0, 0)))
+    }
+    /// A queued waiter goes away (see [`InFlightStore::leave`]).
+    fn leave_line(&self, ticket: Ticket) {
+        let _ = ticket;
+    }
+}
+
+impl<K> Store<K> for InFlightStore<K>
+where
+    K: core::hash::Hash + Eq + Clone + Send + Sync,
+{
+    fn check_n(
+        &self,
+        key: Option<&K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<KeyedDecision, CapacityExceeded> {
+        match key {
+            Some(key) => InFlightStore::check_n(self, key, n, now),
+            None => Err(CapacityExceeded::new(n, 0)), // never: policies have keys
+        }
+    }
+    fn refund(&self, key: Option<&K>, n: u32, _: Timestamp) {
+        if let Some(key) = key {
+            self.release(key, n);
+        }
+    }
+    fn time_until_ready(
+        &self,
+        key: Option<&K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, CapacityExceeded> {
+        match key {
+            Some(key) => self.table.time_until_ready(key, n, now),
+            None => Err(CapacityExceeded::new(n, 0)),
+        }
+    }
+    fn algorithm_type(&self) -> Option<TypeId> {
+        Some(TypeId::of::<InFlight>())
+    }
+    fn reconfigure(&self, next: &mut dyn Any, how: Inheritance, now: Timestamp) -> bool {
+        match next
+            .downcast_mut::<Option<InFlight>>()
+            .and_then(Option::take)
+        {
+            Some(alg) => {
+                self.table.reconfigure(alg, how, now);
+                // a raised limit lets waiters in
+                self.serve_all();
+                true
+            }
+            None => false,
+        }
+    }
+    fn join_line(&self, key: &K, n: u32, limit: usize, waker: &Waker) -> Option<Join> {
+        Some(self.join(key, n, limit, waker))
+    }
+    fn poll_line(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<Snapshot, CapacityExceeded>> {
+        self.poll(ticket, waker)
+    }
+    fn leave_line(&self, ticket: Ticket) {
+        self.leave(ticket);
     }
 }
 
@@ -488,7 +586,7 @@ impl<K: 'static> PolicyStore<K> {
         K: core::hash::Hash + Eq + Clone + Send + Sync,
     {
         Self {
-            store: Arc::new(Keyed(table.0)),
+            store: Arc::new(table.0),
             releases: true,
             shaping: None,
         }
@@ -762,7 +860,9 @@ impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
 impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> PartitionedBuilder<R, K> {
     /// An in-flight limit per key (nginx `limit_conn`): at most `limit`
     /// leases of a key held at once; a refusal's `retry_after` is a 1 ms
-    /// hint. Build `table` with [`Partitioned::in_flight_table`].
+    /// hint, and a waiter is woken by the release instead (see the [module
+    /// documentation](self)). Build `table` with
+    /// [`Partitioned::in_flight_table`].
     pub fn concurrency(
         self,
         name: impl Into<String>,
@@ -773,9 +873,11 @@ impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> PartitionedBui
     }
 }
 
-/// A keyed table of in-flight limits, for [`PartitionedBuilder::concurrency`].
+/// A keyed table of in-flight limits, for [`PartitionedBuilder::concurrency`],
+/// with each key's line of waiters (see
+/// [`Partitioned::acquire_in_line`]).
 #[derive(Debug)]
-pub struct InFlightTable<K>(ShardedKeyedTable<K, InFlight>);
+pub struct InFlightTable<K>(InFlightStore<K>);
 
 impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> Partitioned<R, K> {
     /// A table of at most `limit` in flight per key, for up to `max_keys`
@@ -795,12 +897,12 @@ impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> Partitioned<R,
         let alg = InFlight::with_limit(limit);
         let table: TableBuilder<ShardedKeyedTable<K, InFlight>, InFlight, _> =
             ShardedKeyedTable::builder(alg);
-        Ok(InFlightTable(
+        Ok(InFlightTable(InFlightStore::new(
             table
                 .max_keys(max_keys)
                 .overflow(crate::keyed::OverflowPolicy::Deny)
                 .build()?,
-        ))
+        )))
     }
 }
 
@@ -1027,13 +1129,38 @@ pub trait PartitionedLimiter<R: ?Sized> {
         }
     }
 
+    /// Admits `resource` for `n` permits at `now`, or, when an in-flight
+    /// limit refuses it, waits in that key's line until a release lets it
+    /// in (see [`Partitioned::acquire_key_in_line`]): woken by the release,
+    /// no timer, on any executor. Any other refusal (a rate) resolves at
+    /// once, as [`try_acquire_n`](Self::try_acquire_n). Bound the wait with
+    /// a timeout; dropping the future gives back whatever it had taken. In
+    /// a [`Chained`] limiter the members are admitted in order, each
+    /// waiting in its own line, holding what the earlier ones granted.
+    ///
+    /// The default (a limiter with no in-flight lines) is
+    /// [`try_acquire_n`](Self::try_acquire_n).
+    fn acquire_in_line<'a>(
+        &'a self,
+        resource: &'a R,
+        n: u32,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Admission<Self::Lease>, Refusal<'a>>> + 'a {
+        core::future::ready(self.try_acquire_n(resource, n, now))
+    }
+
     /// Admits `resource` for `n` permits, waiting its turn: a shaped
-    /// policy's delay, or, for a refusal, up to `max_wait` for capacity to
-    /// return (checking again when the refusal's `retry_after` passes).
-    /// Dropping the future cancels what it had reserved: its place comes
-    /// back if it is still the last one booked, else it stays spent (see
-    /// the [module documentation](self)). Sleeps on
-    /// tokio's timer (feature `tokio`) and reads `clock`.
+    /// policy's delay; for an in-flight limit, a place in its key's line,
+    /// woken by the release that lets it in
+    /// ([`acquire_in_line`](Self::acquire_in_line)); for any other refusal,
+    /// checking again when the refusal's `retry_after` passes. Waits at
+    /// most `max_wait` (a shaped delay is bounded by its policy's own
+    /// maximum). Dropping the future cancels what it had reserved: a
+    /// shaped place comes back if it is still the last one booked, else it
+    /// stays spent (see the [module documentation](self)); a place in an
+    /// in-flight line is left, and a permit granted to it passes to the
+    /// next waiter. Sleeps on tokio's timer (feature `tokio`) and reads
+    /// `clock`.
     ///
     /// # Errors
     /// The last [`Refusal`] when the wait would exceed `max_wait`.
@@ -1054,7 +1181,18 @@ pub trait PartitionedLimiter<R: ?Sized> {
             let start = clock.now();
             loop {
                 let now = clock.now();
-                match self.try_acquire_n(resource, n, now) {
+                let left = max_wait.saturating_sub(now.saturating_duration_since(start));
+                let (attempt, timed_out) = match tokio::time::timeout(
+                    left,
+                    self.acquire_in_line(resource, n, now),
+                )
+                .await
+                {
+                    Ok(attempt) => (attempt, false),
+                    // the wait is over while in a line: one last look
+                    Err(_) => (self.try_acquire_n(resource, n, clock.now()), true),
+                };
+                match attempt {
                     Ok(admission) => {
                         if admission.delay.is_zero() {
                             return Ok(admission.lease);
@@ -1069,8 +1207,9 @@ pub trait PartitionedLimiter<R: ?Sized> {
                         return Ok(guard.defuse());
                     }
                     Err(refusal) => {
-                        let waited = now.saturating_duration_since(start);
-                        if refusal.is_capacity_exceeded()
+                        let waited = clock.now().saturating_duration_since(start);
+                        if timed_out
+                            || refusal.is_capacity_exceeded()
                             || waited.saturating_add(refusal.retry_after()) > max_wait
                         {
                             return Err(refusal);
@@ -1341,6 +1480,18 @@ impl<R, K> PartitionedLimiter<R> for Partitioned<R, K> {
         self.cancel_lease(lease, now);
     }
 
+    fn acquire_in_line<'a>(
+        &'a self,
+        resource: &'a R,
+        n: u32,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Admission<Lease<K>>, Refusal<'a>>> + 'a {
+        match self.claim(resource) {
+            Some((i, key)) => Line::Policy(self.in_line(i, key, n, usize::MAX, now)),
+            None => Line::Ready(Some(self.charge_default(None, n, now))),
+        }
+    }
+
     fn time_until_ready(&self, resource: &R, n: u32, now: Timestamp) -> Duration {
         let (store, key) = match self.claim(resource) {
             Some((i, key)) => (&self.policies[i].store.store, Some(key)),
@@ -1352,6 +1503,32 @@ impl<R, K> PartitionedLimiter<R> for Partitioned<R, K> {
         store
             .time_until_ready(key.as_ref(), n, now)
             .unwrap_or(Duration::MAX)
+    }
+}
+
+/// Cancels the lease a chain's first member granted unless defused (the
+/// chain's second member refused, or the waiting future was dropped).
+struct CancelFirst<'a, P: PartitionedLimiter<R>, R: ?Sized> {
+    limiter: &'a P,
+    lease: Option<P::Lease>,
+    now: Timestamp,
+    resource: core::marker::PhantomData<fn(&R)>,
+}
+
+impl<P: PartitionedLimiter<R>, R: ?Sized> CancelFirst<'_, P, R> {
+    fn defuse(mut self) -> P::Lease {
+        match self.lease.take() {
+            Some(lease) => lease,
+            None => unreachable!("a lease is taken once"),
+        }
+    }
+}
+
+impl<P: PartitionedLimiter<R>, R: ?Sized> Drop for CancelFirst<'_, P, R> {
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            self.limiter.cancel(lease, self.now);
+        }
     }
 }
 
@@ -1437,6 +1614,38 @@ where
     fn cancel(&self, lease: Self::Lease, now: Timestamp) {
         self.first.cancel(lease.0, now);
         self.second.cancel(lease.1, now);
+    }
+
+    async fn acquire_in_line<'a>(
+        &'a self,
+        resource: &'a R,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Admission<Self::Lease>, Refusal<'a>> {
+        // in order, each in its own line, holding what the first granted
+        let a = self.first.acquire_in_line(resource, n, now).await?;
+        let guard = CancelFirst {
+            limiter: &self.first,
+            lease: Some(a.lease),
+            now,
+            resource: core::marker::PhantomData,
+        };
+        match self.second.acquire_in_line(resource, n, now).await {
+            Ok(b) => Ok(Admission {
+                delay: a.delay.max(b.delay),
+                snapshot: if a.snapshot.remaining() < b.snapshot.remaining() {
+                    a.snapshot
+                } else {
+                    b.snapshot
+                },
+                lease: (guard.defuse(), b.lease),
+            }),
+            Err(mut r) => {
+                drop(guard); // the first member's permits go back
+                r.stage += self.first.stages();
+                Err(r)
+            }
+        }
     }
 
     fn time_until_ready(&self, resource: &R, n: u32, now: Timestamp) -> Duration {

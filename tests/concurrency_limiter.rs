@@ -344,6 +344,39 @@ async fn a_waiting_task_completes_right_after_the_permit_is_dropped() {
     );
 }
 
+/// A direct waiter behind a holder of 10 s (paused time) is admitted at
+/// the instant of the release, after one wake-up (its polls are counted):
+/// the direct case of "every in-flight waiter is woken by the release".
+#[cfg(feature = "std")] // owned permits need `Arc`
+#[tokio::test(start_paused = true)]
+async fn a_direct_waiter_is_admitted_at_the_release_and_woken_once() {
+    let limiter = Arc::new(ConcurrencyLimiter::with_limit(1).unwrap());
+    let held = limiter.try_acquire_owned(1).unwrap();
+    let polls = Arc::new(AtomicUsize::new(0));
+    let task = tokio::spawn({
+        let (limiter, polls) = (Arc::clone(&limiter), Arc::clone(&polls));
+        async move {
+            let mut acquire = pin!(limiter.acquire_owned(1));
+            let permit = std::future::poll_fn(|cx| {
+                polls.fetch_add(1, Ordering::SeqCst);
+                acquire.as_mut().poll(cx)
+            })
+            .await
+            .unwrap();
+            let admitted = tokio::time::Instant::now();
+            drop(permit);
+            admitted
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let released = tokio::time::Instant::now();
+    drop(held);
+    let admitted = task.await.unwrap();
+    assert_eq!(admitted, released);
+    let polls = polls.load(Ordering::SeqCst);
+    assert!(polls - 1 <= 2, "{polls} polls for one admission");
+}
+
 #[cfg(feature = "std")] // owned permits need `Arc`
 #[test]
 fn acquire_above_the_limit_resolves_at_once_to_capacity_exceeded() {

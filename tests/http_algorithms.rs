@@ -217,11 +217,15 @@ fn code_errors_name_the_policy_and_field() {
     );
     assert_eq!(
         err(Policy::sliding_window("s", 1, Duration::from_secs(1)).queue(Duration::from_secs(1), 1)),
-        "policies[1].queue: queueing needs algorithm = \"token_bucket\" or \"leaky_bucket\""
+        "policies[1].queue: queueing needs algorithm = \"token_bucket\", \"leaky_bucket\" or \"concurrency\""
     );
     assert_eq!(
-        err(Policy::concurrency("c", 1).queue(Duration::from_secs(1), 1)),
-        "policies[1].queue: queueing needs algorithm = \"token_bucket\" or \"leaky_bucket\""
+        err(Policy::concurrency("c", 1).queue(Duration::from_secs(1), 0)),
+        "policies[1].queue.limit: must be at least 1"
+    );
+    assert_eq!(
+        err(Policy::concurrency("c", 1).queue(Duration::ZERO, 1)),
+        "policies[1].queue.max_wait: must be positive"
     );
     assert_eq!(
         err(Policy::token_bucket("q", Quota::per_second(1).unwrap())

@@ -133,11 +133,11 @@ fn each_kind_of_bad_document_names_rule_and_field() {
         ),
         (
             third("rate = 1\nalgorithm = \"fixed_window\"\nqueue = { max_wait = \"1s\" }\n"),
-            "rules[2].queue: queueing needs algorithm = \"token_bucket\" or \"leaky_bucket\"",
+            "rules[2].queue: queueing needs algorithm = \"token_bucket\", \"leaky_bucket\" or \"concurrency\"",
         ),
         (
-            third("algorithm = \"concurrency\"\nlimit = 2\nqueue = { max_wait = \"1s\" }\n"),
-            "rules[2].queue: queueing needs algorithm = \"token_bucket\" or \"leaky_bucket\"",
+            third("algorithm = \"concurrency\"\nlimit = 2\nqueue = { max_wait = \"1s\", limit = 0 }\n"),
+            "rules[2].queue.limit: must be at least 1",
         ),
         (
             third("algorithm = \"concurrency\"\n"),

@@ -23,7 +23,7 @@
 //! # header = "x-api-key"            # with key = "header"
 //! # methods = ["POST"]
 //! # dry_run = true
-//! # queue = { max_wait = "2s", limit = 10 }   # buckets only; per key
+//! # queue = { max_wait = "2s", limit = 10 }   # buckets and concurrency; per key
 //! # backend = "redis"               # buckets shared in Redis (feature `redis`)
 //! # redis_url = "redis://127.0.0.1:6379/"
 //! # redis_prefix = "myapp:api:"     # default "tollgate:<name>:"
@@ -36,6 +36,7 @@
 //! algorithm = "concurrency"
 //! limit = 2                         # instead of rate, period and burst
 //! key = "client_ip"
+//! # queue = { max_wait = "30s", limit = 10 }  # wait for a running download to end
 //! ```
 //!
 //! **Algorithms.** `token_bucket` (the default) and `leaky_bucket` take
@@ -48,7 +49,7 @@
 //! rule's algorithm is an error naming it (`rules[1].rate: does not apply
 //! to algorithm = "concurrency"`), as is a missing one (`rules[1].limit:
 //! is required with algorithm = "concurrency"`). `queue` is for buckets
-//! only.
+//! and `concurrency`, not for windows.
 //!
 //! **nginx `limit_req`, one to one.** `queue` makes a bucket delay its
 //! excess instead of refusing it, in each key's own line, exactly as nginx
@@ -77,6 +78,24 @@
 //! queue = { limit = 4, max_wait = "1s" }  # burst - delay: 4 more, 200 ms apart
 //! key = "client_ip"
 //! ```
+//!
+//! **In-flight limits that queue (ASP.NET Core's concurrency limiter).**
+//! nginx's `limit_conn` refuses at once; ASP.NET Core's
+//! `AddConcurrencyLimiter` queues a request behind the running ones and
+//! serves it when one of them ends. `queue` on `algorithm = "concurrency"`
+//! does the latter, per key:
+//!
+//! | ASP.NET Core `ConcurrencyLimiterOptions` / nginx | tollgate rule |
+//! |---|---|
+//! | `PermitLimit = N`, `QueueLimit = 0` (nginx `limit_conn zone N`) | `algorithm = "concurrency"`, `limit = N` |
+//! | `PermitLimit = N`, `QueueLimit = Q`, `OldestFirst` | `limit = N`, `queue = { limit = Q, max_wait = "…" }` |
+//! | a queued request's cancellation token (timeout) | `queue.max_wait` |
+//!
+//! A request over `limit` waits in its key's line (FIFO) and is served
+//! when a running request of that key ends its response body; one that
+//! finds `queue.limit` requests already waiting is refused at once, and one
+//! still waiting after `queue.max_wait` is refused then (both with
+//! `Retry-After: 1`).
 //!
 //! A rule with `backend = "redis"` keeps its buckets in a
 //! [`RedisStore`](crate::redis::RedisStore) (same algorithm and quota as

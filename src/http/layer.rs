@@ -1,5 +1,7 @@
 //! The tower [`Layer`] and [`Service`]: global limiter + per-route policies.
 
+mod in_line;
+
 use core::future::Future;
 use core::marker::PhantomData;
 use core::pin::Pin;
@@ -257,9 +259,16 @@ impl Compiled {
         }
     }
 
-    /// True if the policy queues (its store delays instead of refusing).
+    /// True if the policy queues (its store delays instead of refusing,
+    /// or it is an in-flight limit with a line per key).
     fn queues(&self) -> bool {
-        self.plan.shaping.is_some()
+        self.plan.shaping.is_some() || self.waits_in_line()
+    }
+
+    /// True for an in-flight limit that queues: a request over the limit
+    /// waits in its key's line for a release.
+    fn waits_in_line(&self) -> bool {
+        self.policy.is_concurrency() && self.policy.queue.is_some()
     }
 }
 
@@ -497,6 +506,18 @@ enum Verdict<O> {
     Wait(Box<Wait>),
     /// Ask a route policy's remote backend for this key.
     Remote(Box<Remote>),
+    /// Wait in a key's line of an in-flight policy that queues.
+    Line(Box<InLine>),
+}
+
+/// A request refused by an in-flight policy that queues: it waits in
+/// `key`'s line of the global limiter (`route` is charged after it) or of
+/// route policy `route` (holding the global admission meanwhile).
+struct InLine {
+    global_line: bool,
+    key: TableKey,
+    route: Option<usize>,
+    global: Option<Admission<HttpLease>>,
 }
 
 /// A request for a route policy's remote backend: policy `policy`, for
@@ -515,6 +536,8 @@ enum Charge {
     Admitted(Option<Admission<HttpLease>>),
     Refused(Duration),
     NoKey(StatusCode),
+    /// Refused by an in-flight limit that queues: wait in this key's line.
+    Line(TableKey),
 }
 
 /// A policy's key could not be extracted.
@@ -587,6 +610,8 @@ impl Shared {
                 c.metrics.dry_run.increment(1);
                 Charge::Admitted(None)
             }
+            // never admissible (Duration::MAX) is refused, not queued
+            Err(wait) if c.waits_in_line() && wait != Duration::MAX => Charge::Line(key),
             Err(wait) => Charge::Refused(wait),
         }
     }
@@ -652,8 +677,31 @@ impl Shared {
                         status,
                     )))
                 }
+                Charge::Line(key) => {
+                    return Verdict::Line(Box::new(InLine {
+                        global_line: true,
+                        key,
+                        route,
+                        global: None,
+                    }))
+                }
             }
         }
+        self.decide_route(&head, route, global, global_adm, now)
+    }
+
+    /// The route policy's part of [`Shared::decide`], after the global
+    /// limiter admitted (`global_adm`, if it charged anything).
+    fn decide_route<R, O: LayerBody<R>>(
+        &self,
+        head: &RequestHead<'_>,
+        route: Option<usize>,
+        global: Option<&Compiled>,
+        global_adm: Option<Admission<HttpLease>>,
+        now: Timestamp,
+    ) -> Verdict<O> {
+        let route_c = route.map(|i| &self.policies[i]);
+        let metrics = self.metrics_of(route);
         // the route refused: the global admission is given back
         let cancel_global = |a: Option<Admission<HttpLease>>| {
             if let Some(a) = a {
@@ -663,7 +711,7 @@ impl Shared {
         let mut route_adm = None;
         if let (Some(i), Some(c)) = (route, route_c) {
             let charge = if c.policy.backend.is_some() {
-                match self.key_of(c, &head) {
+                match self.key_of(c, head) {
                     Ok(k) => {
                         return Verdict::Remote(Box::new(Remote {
                             policy: i,
@@ -675,10 +723,18 @@ impl Shared {
                     Err(NoKey::Reject(status)) => Charge::NoKey(status),
                 }
             } else {
-                self.charge(c, &self.route_store, &head, now)
+                self.charge(c, &self.route_store, head, now)
             };
             match charge {
                 Charge::Admitted(a) => route_adm = a,
+                Charge::Line(key) => {
+                    return Verdict::Line(Box::new(InLine {
+                        global_line: false,
+                        key,
+                        route,
+                        global: global_adm,
+                    }))
+                }
                 Charge::Refused(wait) => {
                     cancel_global(global_adm);
                     metrics.endpoint_limiter.increment(1);
@@ -843,90 +899,111 @@ where
                 }
             }
             Verdict::Remote(remote) => {
-                let Remote {
-                    policy,
-                    key,
-                    global,
-                } = *remote;
                 let clone = self.inner.clone();
-                let mut inner = core::mem::replace(&mut self.inner, clone);
+                let inner = core::mem::replace(&mut self.inner, clone);
                 let shared = Arc::clone(&current);
                 Kind::Boxed {
-                    fut: Box::pin(async move {
-                        let (global, global_snapshot, delay) = match global {
-                            Some(a) => (Some(a.lease), Some(a.snapshot), a.delay),
-                            None => (None, None, Duration::ZERO),
-                        };
-                        let mut pending = Pending::new(shared, global, None);
-                        if !delay.is_zero() {
-                            // the global limiter queues: its turn first
-                            tokio::time::sleep(delay).await;
-                        }
-                        let shared = Arc::clone(&pending.shared);
-                        let c = &shared.policies[policy];
-                        let result = match c.policy.backend.as_ref() {
-                            Some(b) => b.check_n(key.as_bytes(), 1).await,
-                            None => Err(crate::decision::CapacityExceeded::new(1, 0)),
-                        };
-                        let unavailable = matches!(&result, Ok(d) if d.store_unavailable());
-                        let admitted = match result {
-                            Ok(d) => match d.into_decision() {
-                                Decision::Allowed(s) => Ok(Some(s)),
-                                Decision::Denied(denied) if c.policy.dry_run => {
-                                    #[cfg(feature = "tracing")]
-                                    tracing::info!(policy = %c.name, retry_after_ms = denied.retry_after().as_millis() as u64, "dry run: would refuse");
-                                    #[cfg(not(feature = "tracing"))]
-                                    let _ = denied;
-                                    c.metrics.dry_run.increment(1);
-                                    Ok(None)
-                                }
-                                Decision::Denied(denied) => Err(denied.retry_after()),
-                            },
-                            // n = 1 exceeds only a zero capacity: never admissible
-                            Err(_) => Err(c
-                                .policy
-                                .quota()
-                                .map_or(Duration::from_secs(1), |q| q.interval())),
-                        };
-                        let mut res = match admitted {
-                            Ok(route_snapshot) => {
-                                c.metrics.acquired.increment(1);
-                                let headers = if shared.headers_on_success {
-                                    shared.success_headers(
-                                        shared.global.as_ref().zip(global_snapshot.as_ref()),
-                                        Some(c).zip(route_snapshot.as_ref()),
-                                    )
-                                } else {
-                                    None
-                                };
-                                let held = pending.admit();
-                                drop(pending);
-                                let mut res = inner.call(req).await?;
-                                if let Some(h) = headers {
-                                    h.add_to(&mut res);
-                                }
-                                res.map(|b| M::Body::admitted(b, held))
-                            }
-                            Err(wait) => {
-                                pending.cancel();
-                                c.metrics.endpoint_limiter.increment(1);
-                                shared.reject::<M::Body, R>(
-                                    c,
-                                    false,
-                                    wait.max(Duration::from_nanos(1)),
-                                )
-                            }
-                        };
-                        if unavailable {
-                            res.extensions_mut().insert(StoreUnavailable {
-                                policy: c.name.clone(),
-                            });
-                        }
-                        Ok(res)
-                    }),
+                    fut: Box::pin(serve_remote::<S, B, R, M::Body>(
+                        shared, *remote, inner, req,
+                    )),
+                }
+            }
+            Verdict::Line(line) => {
+                let clone = self.inner.clone();
+                let inner = core::mem::replace(&mut self.inner, clone);
+                let shared = Arc::clone(&current);
+                Kind::Boxed {
+                    fut: Box::pin(in_line::serve_in_line::<S, B, R, M::Body>(
+                        shared, *line, inner, req,
+                    )),
                 }
             }
         };
         ResponseFuture { kind }
     }
+}
+
+/// Asks route policy `remote.policy`'s backend, then serves `req` with
+/// `inner` or answers the refusal.
+async fn serve_remote<S, B, R, O>(
+    shared: Arc<Shared>,
+    remote: Remote,
+    mut inner: S,
+    req: Request<B>,
+) -> Result<Response<O>, S::Error>
+where
+    S: Service<Request<B>, Response = Response<R>>,
+    O: LayerBody<R>,
+{
+    let Remote {
+        policy,
+        key,
+        global,
+    } = remote;
+    let (global, global_snapshot, delay) = match global {
+        Some(a) => (Some(a.lease), Some(a.snapshot), a.delay),
+        None => (None, None, Duration::ZERO),
+    };
+    let mut pending = Pending::new(shared, global, None);
+    if !delay.is_zero() {
+        // the global limiter queues: its turn first
+        tokio::time::sleep(delay).await;
+    }
+    let shared = Arc::clone(&pending.shared);
+    let c = &shared.policies[policy];
+    let result = match c.policy.backend.as_ref() {
+        Some(b) => b.check_n(key.as_bytes(), 1).await,
+        None => Err(crate::decision::CapacityExceeded::new(1, 0)),
+    };
+    let unavailable = matches!(&result, Ok(d) if d.store_unavailable());
+    let admitted = match result {
+        Ok(d) => match d.into_decision() {
+            Decision::Allowed(s) => Ok(Some(s)),
+            Decision::Denied(denied) if c.policy.dry_run => {
+                #[cfg(feature = "tracing")]
+                tracing::info!(policy = %c.name, retry_after_ms = denied.retry_after().as_millis() as u64, "dry run: would refuse");
+                #[cfg(not(feature = "tracing"))]
+                let _ = denied;
+                c.metrics.dry_run.increment(1);
+                Ok(None)
+            }
+            Decision::Denied(denied) => Err(denied.retry_after()),
+        },
+        // n = 1 exceeds only a zero capacity: never admissible
+        Err(_) => Err(c
+            .policy
+            .quota()
+            .map_or(Duration::from_secs(1), |q| q.interval())),
+    };
+    let mut res = match admitted {
+        Ok(route_snapshot) => {
+            c.metrics.acquired.increment(1);
+            let headers = if shared.headers_on_success {
+                shared.success_headers(
+                    shared.global.as_ref().zip(global_snapshot.as_ref()),
+                    Some(c).zip(route_snapshot.as_ref()),
+                )
+            } else {
+                None
+            };
+            let held = pending.admit();
+            drop(pending);
+            let mut res = inner.call(req).await?;
+            if let Some(h) = headers {
+                h.add_to(&mut res);
+            }
+            res.map(|b| O::admitted(b, held))
+        }
+        Err(wait) => {
+            pending.cancel();
+            c.metrics.endpoint_limiter.increment(1);
+            shared.reject::<O, R>(c, false, wait.max(Duration::from_nanos(1)))
+        }
+    };
+    if unavailable {
+        res.extensions_mut().insert(StoreUnavailable {
+            policy: c.name.clone(),
+        });
+    }
+    Ok(res)
 }

@@ -87,8 +87,11 @@
 //! fails, or when it is dropped (a client that disconnects mid-stream).
 //! A streaming response keeps its client's slot busy until the last chunk.
 //! An in-flight limit has no rate: it sends no `RateLimit-Policy` or
-//! `RateLimit` item (a refusal still says `Retry-After: 1`), cannot queue
-//! and cannot use a remote backend.
+//! `RateLimit` item (a refusal still says `Retry-After: 1`) and cannot use
+//! a remote backend. It can queue (see [Queueing](#queueing-per-key)): a
+//! request over the limit waits in its key's line and is served when a
+//! running request's response body ends, as ASP.NET Core's concurrency
+//! limiter serves its queue.
 //!
 //! # Routing
 //!
@@ -210,23 +213,37 @@
 //! whose turn is more than `max_wait` away, is refused at once. Lines are
 //! bounded per key by `queue_limit` and in total by the table's
 //! [`Policy::max_keys`]. Queueing works with every key source, on the
-//! global limiter too, and only on token and leaky buckets. The config
-//! file maps nginx's `limit_req` one to one (see [`config`]).
+//! global limiter too, on token and leaky buckets and on in-flight limits
+//! (not on windows). The config file maps nginx's `limit_req` one to one
+//! (see [`config`]).
 //!
-//! A client that disconnects while waiting (its response future dropped)
-//! gives its turn back **only if it is still the last turn booked** in its
-//! line; otherwise the turn stays spent, as nginx keeps the slot of a
-//! client that disconnects while delayed (and so does its global
-//! admission, by the same rule). The waiters behind it keep the turns they
-//! booked, so a turn given back from the middle of the line would be
-//! booked again by the next arrival: two requests on one turn, and a later
-//! request served before earlier ones. Keeping it spent admits less, never
-//! more: the handler sees at most `burst + rate·t` in every window of
-//! length `t`, and waiters are served in arrival order however many
-//! disconnect. Clients that leave from the end of the line, latest first,
-//! give every turn back. See [the partitioned limiter's
+//! A client that disconnects while waiting for a bucket's turn (its
+//! response future dropped) gives its turn back **only if it is still the
+//! last turn booked** in its line; otherwise the turn stays spent, as nginx
+//! keeps the slot of a client that disconnects while delayed (and so does
+//! its global admission, by the same rule). The waiters behind it keep the
+//! turns they booked, so a turn given back from the middle of the line
+//! would be booked again by the next arrival: two requests on one turn, and
+//! a later request served before earlier ones. Keeping it spent admits
+//! less, never more: the handler sees at most `burst + rate·t` in every
+//! window of length `t`, and waiters are served in arrival order however
+//! many disconnect. Clients that leave from the end of the line, latest
+//! first, give every turn back. See [the partitioned limiter's
 //! docs](crate::partitioned#a-waiter-that-goes-away) for why later waiters
 //! are not moved up.
+//!
+//! **An in-flight limit that queues** ([`Policy::concurrency`] with
+//! [`Policy::queue`]) has no turns to reserve: a request over the limit
+//! joins its key's FIFO line (at most `queue_limit` waiting; one more is
+//! refused at once with `Retry-After: 1`) and sleeps until a running
+//! request of that key ends its response body — the release hands the
+//! permit to the front of the line and wakes that request only, with no
+//! timer and no retry. A request still waiting after `max_wait` is
+//! refused then (`Retry-After: 1`). While a key's line waits, a newcomer
+//! does not overtake it; one that goes away leaves the line and takes no
+//! permit. The global limiter's line comes first; a request waiting in a
+//! route policy's line holds what the global limiter granted, and gives it
+//! back if it is refused or goes away.
 //!
 //! # Observability
 //!
@@ -302,7 +319,7 @@
 //! | key: header | `.key(KeySource::Header(HeaderName::from_static("x-api-key")))` | |
 //! | key: closure | `.key(KeySource::custom(\|h\| Some(PartitionKey::Bytes(h.uri.path().as_bytes().into()))))` | |
 //! | keys tracked | `.max_keys(50_000)` | 10 000 |
-//! | queueing (per key, buckets only) | `.queue(Duration::from_secs(2), 20)` | refuse at once |
+//! | queueing (per key; buckets and in-flight limits) | `.queue(Duration::from_secs(2), 20)` | refuse at once |
 //! | dry run | `.dry_run(true)` | off |
 //! | missing key for this policy | `.missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED))` | the layer's |
 //! | rejection handler for this policy | `.on_rejected(\|r\| Response::new(format!("retry in {:?}", r.retry_after)))` | the layer's |

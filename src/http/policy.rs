@@ -270,7 +270,9 @@ impl Policy {
     /// its permit until its response body has been sent or dropped (a
     /// client that disconnects frees it). A refusal says `Retry-After: 1`.
     /// It has no rate, so it sends no `RateLimit-Policy` or `RateLimit`
-    /// item, and it cannot queue.
+    /// item. With [`queue`](Self::queue), a request over the limit waits in
+    /// its key's line and is served when a running request's response body
+    /// ends.
     pub fn concurrency(name: impl Into<String>, limit: u32) -> Self {
         Self::from_algorithm(name, PolicyAlgorithm::Concurrency { limit })
     }
@@ -333,8 +335,14 @@ impl Policy {
     /// key's line full, is refused at once. A client that disconnects while
     /// waiting gives its place back if no later request booked a place
     /// after it; otherwise the place stays spent (admitting less, never
-    /// two requests on one turn: see the [module docs](super)). Token and
-    /// leaky buckets only.
+    /// two requests on one turn: see the [module docs](super)).
+    ///
+    /// On an in-flight limit ([`concurrency`](Self::concurrency)), a request
+    /// over the limit joins its key's line (at most `queue_limit` waiting)
+    /// and is served when a running request of that key ends its response
+    /// body — woken by that release, in arrival order — or refused when it
+    /// has waited `max_wait`; one that finds the line full is refused at
+    /// once. Not on fixed or sliding windows.
     #[must_use]
     pub fn queue(mut self, max_wait: Duration, queue_limit: u64) -> Self {
         self.queue = Some(QueueMode {
@@ -433,11 +441,27 @@ impl Policy {
     /// field at `loc` (`policies[1].limit`, `rules[0].queue.limit`).
     pub(crate) fn plan(&self, loc: &str) -> Result<Plan, ConfigError> {
         let at = |field: &str| format!("{loc}.{field}");
+        // a queue's max wait and limit, checked
+        let mode_checked = |mode: QueueMode| {
+            if mode.max_wait.is_zero() {
+                return Err(ConfigError::invalid(
+                    at("queue.max_wait"),
+                    "must be positive",
+                ));
+            }
+            if mode.queue_limit == 0 {
+                return Err(ConfigError::invalid(
+                    at("queue.limit"),
+                    "must be at least 1",
+                ));
+            }
+            Ok(mode)
+        };
         let no_queue = |alg| {
             if self.queue.is_some() {
                 return Err(ConfigError::invalid(
                     at("queue"),
-                    "queueing needs algorithm = \"token_bucket\" or \"leaky_bucket\"",
+                    "queueing needs algorithm = \"token_bucket\", \"leaky_bucket\" or \"concurrency\"",
                 ));
             }
             Ok(Plan {
@@ -461,18 +485,7 @@ impl Policy {
                         queue_slots: 0,
                     });
                 };
-                if mode.max_wait.is_zero() {
-                    return Err(ConfigError::invalid(
-                        at("queue.max_wait"),
-                        "must be positive",
-                    ));
-                }
-                if mode.queue_limit == 0 {
-                    return Err(ConfigError::invalid(
-                        at("queue.limit"),
-                        "must be at least 1",
-                    ));
-                }
+                let mode = mode_checked(mode)?;
                 let too_long = || {
                     ConfigError::invalid(
                         at("queue.limit"),
@@ -506,7 +519,16 @@ impl Policy {
                 if limit == 0 {
                     return Err(ConfigError::invalid(at("limit"), "must be at least 1"));
                 }
-                no_queue(StoreAlg::InFlight(limit))
+                let Some(mode) = self.queue else {
+                    return no_queue(StoreAlg::InFlight(limit));
+                };
+                // a line per key, served by the releases
+                let mode = mode_checked(mode)?;
+                Ok(Plan {
+                    alg: StoreAlg::InFlight(limit),
+                    shaping: None,
+                    queue_slots: u32::try_from(mode.queue_limit).unwrap_or(u32::MAX),
+                })
             }
         }
     }

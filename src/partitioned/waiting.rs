@@ -1,0 +1,201 @@
+//! Waiting in a key's line of an in-flight policy: the future of
+//! [`Partitioned::acquire_key_in_line`] and of a partitioned limiter's
+//! [`acquire_in_line`](super::PartitionedLimiter::acquire_in_line) (the
+//! line itself is in `lines`).
+
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
+
+use super::lines::{Join, Ticket};
+use super::{capacity_refusal, Admission, Lease, Partitioned, Refusal};
+use crate::time::Timestamp;
+
+/// The future of [`Partitioned`]'s `acquire_in_line`: a policy's line, or
+/// an answer known at once (the default limiter).
+pub(super) enum Line<'a, R, K> {
+    Policy(InLine<'a, R, K>),
+    Ready(Option<Result<Admission<Lease<K>>, Refusal<'a>>>),
+}
+
+impl<R, K> Unpin for Line<'_, R, K> {}
+
+impl<'a, R, K> Future for Line<'a, R, K> {
+    type Output = Result<Admission<Lease<K>>, Refusal<'a>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Line::Policy(line) => Pin::new(line).poll(cx),
+            Line::Ready(answer) => match answer.take() {
+                Some(answer) => Poll::Ready(answer),
+                None => Poll::Pending, // polled after completion
+            },
+        }
+    }
+}
+
+/// A place in a key's line of an in-flight policy (see
+/// [`Partitioned::acquire_key_in_line`]). Dropped while queued, it leaves
+/// the line; dropped after it was granted permits it never returned, it
+/// gives them back (to the next waiter).
+pub(super) struct InLine<'a, R, K> {
+    limiter: &'a Partitioned<R, K>,
+    index: usize,
+    /// `None` once the future has resolved.
+    key: Option<K>,
+    n: u32,
+    queue_limit: usize,
+    now: Timestamp,
+    ticket: Option<Ticket>,
+}
+
+impl<R, K> Unpin for InLine<'_, R, K> {}
+
+impl<'a, R, K> Future for InLine<'a, R, K> {
+    type Output = Result<Admission<Lease<K>>, Refusal<'a>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let limiter = this.limiter;
+        let Some(policy) = limiter.policies.get(this.index) else {
+            return Poll::Ready(Ok(Admission::free()));
+        };
+        let store = &policy.store.store;
+        let granted = match this.ticket {
+            Some(ticket) => match store.poll_line(ticket, cx.waker()) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(outcome) => {
+                    this.ticket = None;
+                    outcome.map_err(|e| capacity_refusal(&limiter.name, &policy.name, e))
+                }
+            },
+            None => {
+                let Some(key) = this.key.as_ref() else {
+                    return Poll::Pending; // polled after completion
+                };
+                match store.join_line(key, this.n, this.queue_limit, cx.waker()) {
+                    // not an in-flight policy: one plain check
+                    None => {
+                        let key = this.key.take();
+                        return Poll::Ready(match key {
+                            Some(key) => {
+                                limiter.try_acquire_key(Some(this.index), key, this.n, this.now)
+                            }
+                            None => Ok(Admission::free()),
+                        });
+                    }
+                    Some(Join::Queued(ticket)) => {
+                        this.ticket = Some(ticket);
+                        return Poll::Pending;
+                    }
+                    Some(Join::Taken(after)) => Ok(after),
+                    Some(Join::Full(denied, path)) => Err(Refusal {
+                        limiter: &limiter.name,
+                        policy: &policy.name,
+                        stage: 0,
+                        retry_after: denied.retry_after(),
+                        snapshot: *denied.snapshot(),
+                        path,
+                    }),
+                    Some(Join::Capacity(e)) => {
+                        Err(capacity_refusal(&limiter.name, &policy.name, e))
+                    }
+                }
+            }
+        };
+        let key = this.key.take();
+        Poll::Ready(granted.map(|after| Admission {
+            lease: Lease::taken(this.index, key, this.n, store, true),
+            delay: Duration::ZERO,
+            snapshot: after,
+        }))
+    }
+}
+
+impl<R, K> Drop for InLine<'_, R, K> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            if let Some(policy) = self.limiter.policies.get(self.index) {
+                policy.store.store.leave_line(ticket);
+            }
+        }
+    }
+}
+
+impl<R, K> Partitioned<R, K> {
+    pub(super) fn in_line(
+        &self,
+        index: usize,
+        key: K,
+        n: u32,
+        queue_limit: usize,
+        now: Timestamp,
+    ) -> InLine<'_, R, K> {
+        InLine {
+            limiter: self,
+            index,
+            key: Some(key),
+            n,
+            queue_limit,
+            now,
+            ticket: None,
+        }
+    }
+
+    /// Admits `key` on policy `index` for `n` permits, waiting in the
+    /// key's line when the policy is an in-flight limit
+    /// ([`PartitionedBuilder::concurrency`](super::PartitionedBuilder::concurrency))
+    /// and its permits are held: the release that frees them hands them to
+    /// the line's front and wakes that waiter only — no timer, no polling,
+    /// on any executor. Each key's
+    /// line is served in arrival order (a newcomer's
+    /// [`try_acquire_key`](Self::try_acquire_key) is refused while the
+    /// key's line waits, so it does not overtake), with at most
+    /// `queue_limit` waiters: one more is refused at once. The future has
+    /// no maximum wait of its own: bound it with a timeout. Dropping it
+    /// leaves the line, or gives back permits it was granted but never
+    /// returned (they go to the next waiter): none is lost or given twice.
+    ///
+    /// A policy that is not an in-flight limit (and an index past the last
+    /// policy) answers at once, as [`try_acquire_key`](Self::try_acquire_key)
+    /// at `now`; an in-flight limit ignores `now`.
+    ///
+    /// ```
+    /// use std::future::Future;
+    /// use tollgate::partitioned::{Partitioned, PartitionedLimiter};
+    /// use tollgate::Timestamp;
+    ///
+    /// let jobs = Partitioned::<u32, u32>::builder("jobs")
+    ///     .concurrency(
+    ///         "per_tenant",
+    ///         |t: &u32| Some(*t),
+    ///         Partitioned::<u32, u32>::in_flight_table(1, 100)?,
+    ///     )
+    ///     .build();
+    /// let now = Timestamp::ZERO;
+    /// let running = jobs.try_acquire(&7, now).expect("a free permit");
+    /// let mut waiting = Box::pin(jobs.acquire_key_in_line(0, 7, 1, 10, now));
+    /// let waker = std::task::Waker::noop();
+    /// let mut cx = std::task::Context::from_waker(&waker);
+    /// assert!(waiting.as_mut().poll(&mut cx).is_pending()); // in tenant 7's line
+    /// assert!(jobs.try_acquire(&7, now).is_err()); // no overtaking
+    /// drop(running); // the release hands its permit to the line
+    /// assert!(waiting.as_mut().poll(&mut cx).is_ready());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The [`Refusal`] of a full line (with the retry hint), of `n` above
+    /// the limit, or of a policy that is not in flight.
+    pub fn acquire_key_in_line(
+        &self,
+        index: usize,
+        key: K,
+        n: u32,
+        queue_limit: usize,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Admission<Lease<K>>, Refusal<'_>>> + '_ {
+        self.in_line(index, key, n, queue_limit, now)
+    }
+}
