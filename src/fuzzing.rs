@@ -59,7 +59,7 @@ pub fn build_config(text: &str, json: bool) -> Result<String, String> {
 
 /// A duration as a config file reads it.
 pub fn parse_duration(s: &str) -> Option<Duration> {
-    crate::http::config::parse_duration(s)
+    crate::http::config::parse_duration(s).ok()
 }
 
 /// Route policies, each with its path prefixes and optional methods, built

@@ -50,6 +50,13 @@
 //! request costs nothing**; the [`Refusal`] names the limiter and policy
 //! that refused and carries the longest `retry_after` of the chain.
 //!
+//! Any [`PartitionedLimiter`] is a member, one you write included (an
+//! allow-list, a credit balance, a quota kept elsewhere): it refuses with
+//! [`Refusal::new`], and its [`cancel`](PartitionedLimiter::cancel) is
+//! what the chain calls to give back what it granted. A refusal's
+//! [`stage`](Refusal::stage) counts the members before the refusing one
+//! ([`PartitionedLimiter::stages`]: 1 for a single limiter).
+//!
 //! # Leases
 //!
 //! An admission is a [`Lease`]. A rate limiter's permits are spent when
@@ -1021,6 +1028,39 @@ pub struct Refusal<'a> {
 }
 
 impl<'a> Refusal<'a> {
+    /// A refusal by `policy` of the limiter named `limiter`: retry after
+    /// `retry_after` ([`Duration::MAX`] for a request too large to ever
+    /// be admitted); `snapshot` is the refusing limiter's state for the
+    /// key. For a [`PartitionedLimiter`] of your own; a chain sets the
+    /// [`stage`](Self::stage) (0 here) and the [`path`](Self::path) is
+    /// [`KeyedPath::Own`].
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::partitioned::Refusal;
+    /// use tollgate::Snapshot;
+    ///
+    /// let r = Refusal::new("tenants", "allow_list", Duration::from_secs(60), Snapshot::new(0, 0, Duration::ZERO));
+    /// assert_eq!((r.limiter(), r.policy(), r.stage()), ("tenants", "allow_list", 0));
+    /// assert_eq!(r.to_string(), "refused by tenants/allow_list: retry after 60s");
+    /// ```
+    #[must_use]
+    pub const fn new(
+        limiter: &'a str,
+        policy: &'a str,
+        retry_after: Duration,
+        snapshot: Snapshot,
+    ) -> Self {
+        Self {
+            limiter,
+            policy,
+            stage: 0,
+            retry_after,
+            snapshot,
+            path: KeyedPath::Own,
+        }
+    }
+
     /// The name of the partitioned limiter that refused.
     #[must_use]
     pub const fn limiter(&self) -> &'a str {
@@ -1117,8 +1157,29 @@ pub trait PartitionedLimiter<R: ?Sized> {
         self.try_acquire_n(resource, 1, now)
     }
 
+    /// How many limiters of a chain this one is: 1, the default, for a
+    /// single limiter (a [`Partitioned`] or one of your own); the sum of
+    /// its members for a [`Chained`]. A chain numbers a refusal's
+    /// [`Refusal::stage`] with it, so a limiter of your own that wraps a
+    /// chain forwards it to the chain.
+    ///
+    /// ```
+    /// use tollgate::partitioned::{Partitioned, PartitionedLimiter};
+    ///
+    /// let a = Partitioned::<u32, u32>::builder("a").build();
+    /// let b = Partitioned::<u32, u32>::builder("b").build();
+    /// let c = Partitioned::<u32, u32>::builder("c").build();
+    /// assert_eq!(a.stages(), 1);
+    /// assert_eq!(a.and(b).and(c).stages(), 3);
+    /// ```
+    fn stages(&self) -> usize {
+        1
+    }
+
     /// This limiter, then `next`: both must admit (see the [module
-    /// documentation](self)).
+    /// documentation](self)). Any two limiters chain, yours included:
+    /// when `next` refuses, the chain gives back what this one granted
+    /// with [`cancel`](Self::cancel).
     fn and<B: PartitionedLimiter<R>>(self, next: B) -> Chained<Self, B>
     where
         Self: Sized,
@@ -1552,29 +1613,16 @@ impl<A, B> Chained<A, B> {
     }
 }
 
-/// The number of stages in a chain member (for a refusal's `stage`).
-trait Stages {
-    fn stages(&self) -> usize;
-}
-
-impl<R, K> Stages for Partitioned<R, K> {
-    fn stages(&self) -> usize {
-        1
-    }
-}
-
-impl<A: Stages, B: Stages> Stages for Chained<A, B> {
-    fn stages(&self) -> usize {
-        self.first.stages() + self.second.stages()
-    }
-}
-
 impl<R: ?Sized, A, B> PartitionedLimiter<R> for Chained<A, B>
 where
-    A: PartitionedLimiter<R> + Stages,
+    A: PartitionedLimiter<R>,
     B: PartitionedLimiter<R>,
 {
     type Lease = (A::Lease, B::Lease);
+
+    fn stages(&self) -> usize {
+        self.first.stages().saturating_add(self.second.stages())
+    }
 
     fn try_acquire_n(
         &self,
@@ -1603,7 +1651,7 @@ where
             }),
             Err(mut r) => {
                 self.first.cancel(a.lease, now);
-                r.stage += self.first.stages();
+                r.stage = r.stage.saturating_add(self.first.stages());
                 let wait_a = self.first.time_until_ready(resource, n, now);
                 r.retry_after = r.retry_after.max(wait_a);
                 Err(r)
@@ -1642,7 +1690,7 @@ where
             }),
             Err(mut r) => {
                 drop(guard); // the first member's permits go back
-                r.stage += self.first.stages();
+                r.stage = r.stage.saturating_add(self.first.stages());
                 Err(r)
             }
         }

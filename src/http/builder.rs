@@ -297,7 +297,8 @@ impl RateLimitLayerBuilder {
         check_routes(&self.policies, &exempt)?;
         // every rule is validated before any old bucket is touched
         for (loc, p) in self.global.iter().chain(self.policies.iter()) {
-            crate::keyed::shard_layout(max_keys(p), None).map_err(|_| too_many(loc))?;
+            crate::keyed::shard_layout(max_keys(p), None)
+                .map_err(|e| too_many(loc).caused_by(e))?;
         }
         let names: Vec<String> = names.iter().map(|n| (*n).to_string()).collect();
         let mut carrier = Carrier {
@@ -385,7 +386,7 @@ fn fresh_store(loc: &str, policy: &Policy, plan: &Plan) -> Result<HttpStore, Con
             let table = ShardedKeyedTable::builder(g)
                 .max_keys(keys)
                 .build()
-                .map_err(|_| too_many(loc))?;
+                .map_err(|e| too_many(loc).caused_by(e))?;
             match plan.shaping {
                 Some(s) => PolicyStore::shaped(table, s),
                 None => PolicyStore::keyed(table),
@@ -395,17 +396,17 @@ fn fresh_store(loc: &str, policy: &Policy, plan: &Plan) -> Result<HttpStore, Con
             ShardedKeyedTable::builder(w)
                 .max_keys(keys)
                 .build()
-                .map_err(|_| too_many(loc))?,
+                .map_err(|e| too_many(loc).caused_by(e))?,
         ),
         StoreAlg::Sliding(w) => PolicyStore::keyed(
             ShardedKeyedTable::builder(w)
                 .max_keys(keys)
                 .build()
-                .map_err(|_| too_many(loc))?,
+                .map_err(|e| too_many(loc).caused_by(e))?,
         ),
         StoreAlg::InFlight(limit) => PolicyStore::in_flight(
             Partitioned::<Routed, TableKey>::in_flight_table(limit, keys)
-                .map_err(|_| too_many(loc))?,
+                .map_err(|e| too_many(loc).caused_by(e))?,
         ),
     };
     Ok(store)
@@ -421,11 +422,12 @@ fn check_resolution(loc: &str, plan: &Plan, resolution: Duration) -> Result<(), 
         StoreAlg::Sliding(w) => (w.required_resolution(), "window"),
         StoreAlg::InFlight(_) => return Ok(()),
     };
-    check_clock(step, resolution).map_err(|_| {
+    check_clock(step, resolution).map_err(|e| {
         ConfigError::invalid(
             format!("{loc}.{field}"),
             "finer than the layer clock's resolution can enforce",
         )
+        .caused_by(e)
     })
 }
 

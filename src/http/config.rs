@@ -244,17 +244,15 @@ impl LayerConfig {
     /// Parses a TOML document.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
         toml::from_str(text).map_err(|e| {
-            ConfigError::new(
-                "",
-                ConfigErrorKind::Syntax(e.to_string().trim_end().to_string()),
-            )
+            let text = e.to_string().trim_end().to_string();
+            ConfigError::new("", ConfigErrorKind::Syntax(text)).caused_by(e)
         })
     }
 
     /// Parses a JSON document.
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
         serde_json::from_str(text)
-            .map_err(|e| ConfigError::new("", ConfigErrorKind::Syntax(e.to_string())))
+            .map_err(|e| ConfigError::new("", ConfigErrorKind::Syntax(e.to_string())).caused_by(e))
     }
 
     /// A builder holding every setting of the document; add code-only
@@ -368,19 +366,23 @@ fn trimmed<'a>(loc: &str, value: &'a str) -> Result<&'a str, ConfigError> {
 
 /// Parses a duration with its unit, humantime style: `"250ms"`, `"1s"`,
 /// `"1m30s"`, `"2h"`, `"1d"`. A bare number (`"50"`: seconds or
-/// milliseconds?) and surrounding whitespace are refused.
-pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
+/// milliseconds?) and surrounding whitespace are refused. The error is
+/// humantime's when humantime refused it (`None` for the whitespace and
+/// bare-number rules, which are ours).
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, Option<humantime::DurationError>> {
     if s.trim() != s || !s.bytes().any(|b| b.is_ascii_alphabetic()) {
-        return None;
+        return Err(None);
     }
-    humantime::parse_duration(s).ok()
+    humantime::parse_duration(s).map_err(Some)
 }
 
 /// A positive duration field (`loc`), with `example` in the error.
 fn duration_field(loc: &str, s: &str, what: &'static str) -> Result<Duration, ConfigError> {
-    parse_duration(s)
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| ConfigError::invalid(loc, what))
+    match parse_duration(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) | Err(None) => Err(ConfigError::invalid(loc, what)),
+        Err(Some(e)) => Err(ConfigError::invalid(loc, what).caused_by(e)),
+    }
 }
 
 /// The methods a rule may filter on: the nine of RFC 9110 and PATCH.
@@ -682,7 +684,7 @@ fn redis_backend(loc: &str, _p: Policy, _r: &RuleConfig) -> Result<Policy, Confi
 /// lazily (building never waits for the server).
 #[cfg(feature = "redis")]
 fn redis_backend(loc: &str, p: Policy, r: &RuleConfig) -> Result<Policy, ConfigError> {
-    use crate::redis::{ConfigError as RedisConfigError, FailurePolicy, RedisConfig, RedisStore};
+    use crate::redis::{FailurePolicy, RedisConfig, RedisStore};
     use std::sync::Arc;
 
     let at = |field: &str| format!("{loc}.{field}");
@@ -729,7 +731,18 @@ fn redis_backend(loc: &str, p: Policy, r: &RuleConfig) -> Result<Policy, ConfigE
             ))
         }
     });
-    let store = RedisStore::connect_lazy(url, config).map_err(|e| match e {
+    let store = RedisStore::connect_lazy(url, config).map_err(|e| redis_error(loc, e))?;
+    Ok(p.backend(Arc::new(store)))
+}
+
+/// The rule's field that a Redis store's error is about, with the error
+/// as its source.
+#[cfg(feature = "redis")]
+fn redis_error(loc: &str, e: crate::redis::ConfigError) -> ConfigError {
+    use crate::redis::ConfigError as RedisConfigError;
+
+    let at = |field: &str| format!("{loc}.{field}");
+    let error = match &e {
         RedisConfigError::Connection(_) => {
             ConfigError::invalid(at("redis_url"), "must be a redis:// URL")
         }
@@ -746,12 +759,14 @@ fn redis_backend(loc: &str, p: Policy, r: &RuleConfig) -> Result<Policy, ConfigE
             "burst × interval is longer than Redis computes exactly (about 104 days)",
         ),
         _ => ConfigError::invalid(at("backend"), "the Redis store rejects this rule"),
-    })?;
-    Ok(p.backend(Arc::new(store)))
+    };
+    error.caused_by(e)
 }
 
+/// The rule's field that a quota error is about, with the error as its
+/// source.
 fn quota_error(loc: &str, e: QuotaError) -> ConfigError {
-    match e {
+    let error = match e {
         QuotaError::ZeroPermits => {
             ConfigError::invalid(format!("{loc}.rate"), "must be at least 1")
         }
@@ -764,24 +779,28 @@ fn quota_error(loc: &str, e: QuotaError) -> ConfigError {
             "burst × interval does not fit in 584 years",
         ),
         _ => ConfigError::invalid(loc, "invalid quota"),
-    }
+    };
+    error.caused_by(e)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
     use core::time::Duration;
     use std::format;
 
+    fn parse_duration_ok(s: &str) -> Option<Duration> {
+        super::parse_duration(s).ok()
+    }
+
     #[test]
     fn durations_need_their_unit() {
-        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
-        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("1d"), Some(Duration::from_secs(86_400)));
-        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration_ok("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration_ok("2s"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration_ok("1m"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_duration_ok("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration_ok("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_duration_ok("1d"), Some(Duration::from_secs(86_400)));
+        assert_eq!(parse_duration_ok("1.5s"), Some(Duration::from_millis(1500)));
         for bad in [
             "",
             "2",
@@ -793,8 +812,8 @@ mod tests {
             "1s ",
             "99999999999999999999s",
         ] {
-            assert_eq!(parse_duration(bad), None, "{bad}");
+            assert_eq!(parse_duration_ok(bad), None, "{bad}");
         }
-        assert_eq!(parse_duration(&format!("{}h", u64::MAX)), None);
+        assert_eq!(parse_duration_ok(&format!("{}h", u64::MAX)), None);
     }
 }

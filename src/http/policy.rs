@@ -136,7 +136,7 @@ pub(crate) fn window_error(
     e: crate::error::ConfigError,
 ) -> ConfigError {
     use crate::error::ConfigError as E;
-    match e {
+    let error = match e {
         E::ZeroLimit => ConfigError::invalid(format!("{loc}.{limit_field}"), "must be at least 1"),
         E::ZeroWindow => ConfigError::invalid(format!("{loc}.{window_field}"), "must be positive"),
         E::WindowNotDivisible { .. } => ConfigError::invalid(
@@ -148,7 +148,8 @@ pub(crate) fn window_error(
             "too short for the limit (more than about one request per nanosecond)",
         ),
         _ => ConfigError::invalid(loc, "invalid window"),
-    }
+    };
+    error.caused_by(e)
 }
 
 /// A rate-limiting policy: a quota, a partition key and the requests it
@@ -496,7 +497,7 @@ impl Policy {
                 // the first `immediate` pass at once, the queue's slots wait
                 let immediate = if leaky { 1 } else { q.burst() };
                 let burst = immediate.checked_add(slots).ok_or_else(too_long)?;
-                let shaped = q.with_burst(burst).map_err(|_| too_long())?;
+                let shaped = q.with_burst(burst).map_err(|e| too_long().caused_by(e))?;
                 let shaping = if leaky {
                     Shaping::delay_all()
                 } else {
@@ -536,11 +537,41 @@ impl Policy {
 
 /// A layer that cannot be built, naming where the problem is
 /// (`rules[2].burst: must be at least 1`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// An error made from another one keeps it as its
+/// [`source`](core::error::Error::source): the TOML or JSON parser's error
+/// under a [`ConfigErrorKind::Syntax`], humantime's under a duration that
+/// does not parse, the core's [`crate::ConfigError`] under a quota,
+/// window, table size or clock resolution it refuses, the Redis store's
+/// [`redis::ConfigError`](crate::redis::ConfigError) under a
+/// `backend = "redis"` rule it refuses. The `Display` text stays one
+/// message of its own (a `Syntax` error's is the parser's text, which a
+/// report printing the whole chain shows twice). Two errors are equal when
+/// their location and kind are; the source is not compared.
+///
+/// ```
+/// use std::error::Error;
+/// use tollgate::http::LayerConfig;
+///
+/// let err = LayerConfig::from_json(r#"{"rules": [}"#).unwrap_err();
+/// assert_eq!(err.to_string(), "expected value at line 1 column 12");
+/// assert!(err.source().is_some_and(|s| s.is::<serde_json::Error>()));
+/// ```
+#[derive(Debug, Clone)]
 pub struct ConfigError {
     location: String,
     kind: ConfigErrorKind,
+    /// The error this one was made from.
+    source: Option<Arc<dyn core::error::Error + Send + Sync>>,
 }
+
+impl PartialEq for ConfigError {
+    fn eq(&self, other: &Self) -> bool {
+        self.location == other.location && self.kind == other.kind
+    }
+}
+
+impl Eq for ConfigError {}
 
 /// What is wrong in a [`ConfigError`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -564,6 +595,7 @@ impl ConfigError {
         Self {
             location: location.to_string(),
             kind: ConfigErrorKind::Invalid(what),
+            source: None,
         }
     }
 
@@ -571,7 +603,17 @@ impl ConfigError {
         Self {
             location: location.to_string(),
             kind,
+            source: None,
         }
+    }
+
+    /// This error, made from `source` (reported by `source()`).
+    pub(crate) fn caused_by(
+        mut self,
+        source: impl core::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        self.source = Some(Arc::new(source));
+        self
     }
 
     /// Where: `rules[2].burst`, `global.rate`, `policy "api".name`, ….
@@ -599,4 +641,11 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl core::error::Error for ConfigError {}
+impl core::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match &self.source {
+            Some(source) => Some(&**source),
+            None => None,
+        }
+    }
+}
