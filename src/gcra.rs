@@ -420,19 +420,33 @@ impl Gcra {
         }
     }
 
-    /// The snapshot of a bucket whose TAT is `lead` units ahead of `now`
-    /// (0 for a full bucket). This is how a bucket stored elsewhere (the
-    /// Redis store runs the same step in a Lua script, in nanoseconds, and
-    /// returns the lead) reports exactly the fields an in-process bucket
-    /// would.
-    #[cfg(feature = "redis")]
+    /// The snapshot of this bucket when its theoretical arrival time lies
+    /// `lead` ahead of the present (zero for a full bucket): what
+    /// [`Algorithm::check_n`] would report for such a bucket. For a store
+    /// that keeps the state elsewhere and runs the same step there (the
+    /// Redis store runs it in a Lua script and returns the lead), so that
+    /// it reports exactly the fields an in-process bucket would.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Gcra, Quota};
+    ///
+    /// let gcra = Gcra::token_bucket(Quota::per_second(10)?.with_burst(5)?);
+    /// let full = gcra.snapshot_for_lead(Duration::ZERO);
+    /// assert_eq!((full.remaining(), full.reset_after()), (5, Duration::ZERO));
+    /// // two permits spent: 200 ms until full again
+    /// let spent = gcra.snapshot_for_lead(Duration::from_millis(200));
+    /// assert_eq!((spent.remaining(), spent.reset_after()), (3, Duration::from_millis(200)));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     #[inline]
     #[must_use]
-    pub(crate) fn snapshot_for_lead(&self, lead: u64) -> Snapshot {
+    pub fn snapshot_for_lead(&self, lead: Duration) -> Snapshot {
+        let lead = duration_to_nanos(lead);
         if self.scale == 1 {
             self.snapshot_in::<false>(lead)
         } else {
-            self.snapshot_in::<true>(lead)
+            self.snapshot_in::<true>(lead.saturating_mul(u64::from(self.scale)))
         }
     }
 
@@ -493,40 +507,6 @@ impl Gcra {
             return self.step_scaled(tat, n, now);
         }
         self.step_in::<false>(tat, n, self.clamped(now))
-    }
-
-    /// [`Gcra::step`] for a caller that reads only whether `n` permits
-    /// were admitted: the wait in whole nanoseconds (0: admitted; a
-    /// refusal waits at least 1 ns) and the TAT to store, without the
-    /// snapshot (no division on the way).
-    #[cfg(feature = "http")]
-    #[inline]
-    pub(crate) fn step_wait(
-        &self,
-        tat: u64,
-        n: u32,
-        now: u64,
-    ) -> Result<(u64, Option<u64>), CapacityExceeded> {
-        if n > self.capacity.get() {
-            return Err(self.exceeded(n));
-        }
-        if self.scale != 1 {
-            return Ok(self.step_wait_scaled(tat, n, now));
-        }
-        let (outcome, store) = self.outcome_in(tat, n, self.clamped(now));
-        Ok((outcome.retry, store))
-    }
-
-    /// [`Gcra::step_wait`] of a bucket in units of `1/d` ns, `d > 1`.
-    #[cfg(feature = "http")]
-    #[inline(never)]
-    fn step_wait_scaled(&self, tat: u64, n: u32, now: u64) -> (u64, Option<u64>) {
-        let (outcome, store) = self.outcome_in(tat, n, self.scaled(now));
-        let wait = match outcome.retry {
-            0 => 0,
-            retry => self.nanos_in::<true>(retry),
-        };
-        (wait, store)
     }
 
     /// [`Gcra::step`] of a bucket in units of `1/d` ns, `d > 1`.

@@ -180,20 +180,6 @@ trait Store<K>: Send + Sync {
         n: u32,
         now: Timestamp,
     ) -> Result<KeyedDecision, CapacityExceeded>;
-    /// [`Store::check_n`] for a caller that reads only the verdict: 0 if
-    /// admitted, else the wait in nanoseconds. Used by the HTTP layer.
-    /// The default builds the whole decision and keeps its verdict (the
-    /// compiler does not drop the snapshot arithmetic: counted, the one
-    /// bucket of a global policy took 138 instructions this way and 112
-    /// through its own override, which builds no snapshot).
-    #[cfg(feature = "http")]
-    #[inline]
-    fn admit(&self, key: Option<&K>, n: u32, now: Timestamp) -> Result<u64, CapacityExceeded> {
-        self.check_n(key, n, now).map(|d| match d.decision() {
-            Decision::Allowed(_) => 0,
-            Decision::Denied(denied) => denied.retry_after_nanos().max(1),
-        })
-    }
     fn refund(&self, key: Option<&K>, n: u32, now: Timestamp);
     /// Gives back a shaped reservation only if it is still the last one
     /// booked ([`KeyedLimiter::refund_if_last`]); the default gives
@@ -390,11 +376,6 @@ impl<K> Store<K> for Single {
         now: Timestamp,
     ) -> Result<KeyedDecision, CapacityExceeded> {
         Ok(KeyedDecision::new(self.0.check_n(n, now)?, KeyedPath::Own))
-    }
-    #[cfg(feature = "http")]
-    #[inline]
-    fn admit(&self, _: Option<&K>, n: u32, now: Timestamp) -> Result<u64, CapacityExceeded> {
-        self.0.admit_wait(n, now)
     }
     fn refund(&self, _: Option<&K>, n: u32, now: Timestamp) {
         self.0.refund(n, now);
@@ -1005,8 +986,7 @@ impl<K> Admission<Lease<K>> {
     }
 }
 
-/// The snapshot of an admission that charged nothing, and of one from
-/// [`Partitioned::try_admit_key`], whose caller does not read it.
+/// The snapshot of an admission that charged nothing.
 const UNLIMITED_SNAPSHOT: Snapshot = Snapshot::exact(u32::MAX, u32::MAX, 0);
 
 /// A refused request: which limiter and policy refused, and when to retry.
@@ -1301,6 +1281,7 @@ impl<R, K> Partitioned<R, K> {
     ///
     /// # Errors
     /// The [`Refusal`]; nothing was taken.
+    #[inline]
     pub fn try_acquire_key(
         &self,
         index: Option<usize>,
@@ -1323,39 +1304,6 @@ impl<R, K> Partitioned<R, K> {
                 None => Ok(Admission::free()),
             },
             None => self.charge_default(Some(key), n, now),
-        }
-    }
-
-    /// [`Partitioned::try_acquire_key`] for a caller that reads neither
-    /// the admission's snapshot nor the refusal's details, only its wait
-    /// (the HTTP layer when it sends no headers on success): the store
-    /// decides without building a snapshot. The admission's snapshot is
-    /// [`UNLIMITED_SNAPSHOT`], not the limiter's state. A shaping policy, the
-    /// default limiter and an index past the last policy take the full
-    /// path.
-    #[cfg(feature = "http")]
-    pub(crate) fn try_admit_key(
-        &self,
-        index: Option<usize>,
-        key: K,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Admission<Lease<K>>, Duration> {
-        let policy = index.and_then(|i| Some(i).zip(self.policies.get(i)));
-        let Some((i, p)) = policy.filter(|(_, p)| p.store.shaping.is_none()) else {
-            return self
-                .try_acquire_key(index, key, n, now)
-                .map_err(|r| r.retry_after());
-        };
-        match p.store.store.admit(Some(&key), n, now) {
-            Ok(0) => Ok(Admission {
-                lease: Lease::taken(i, Some(key), n, &p.store.store, p.store.releases),
-                delay: Duration::ZERO,
-                snapshot: UNLIMITED_SNAPSHOT,
-            }),
-            Ok(wait) => Err(Duration::from_nanos(wait)),
-            // never admissible (what the full path's refusal says)
-            Err(_) => Err(Duration::MAX),
         }
     }
 
@@ -1389,6 +1337,33 @@ impl<R, K> Partitioned<R, K> {
             Err(e) => return Err(capacity_refusal(&self.name, name, e)),
         };
         match d.decision() {
+            // the common case, inline in the caller: an unshaped admission
+            Decision::Allowed(after) if shaping.is_none() => Ok(Admission {
+                lease: Lease::taken(index, key, n, store, releases),
+                delay: Duration::ZERO,
+                snapshot: *after,
+            }),
+            _ => self.charge_rest(index, name, store, releases, shaping, key, n, now, &d),
+        }
+    }
+
+    /// [`Partitioned::charge`] after anything but an unshaped admission:
+    /// a shaped one (a delay, perhaps too long) or a refusal.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn charge_rest<'a>(
+        &'a self,
+        index: usize,
+        name: &'a str,
+        store: &Arc<dyn Store<K>>,
+        releases: bool,
+        shaping: Option<Shaping>,
+        key: Option<K>,
+        n: u32,
+        now: Timestamp,
+        d: &KeyedDecision,
+    ) -> Result<Admission<Lease<K>>, Refusal<'a>> {
+        match d.decision() {
             Decision::Allowed(after) => {
                 let delay = shaping.map_or(Duration::ZERO, |s| s.delay(after, n));
                 let mut lease = Lease::taken(index, key, n, store, releases);
@@ -1416,7 +1391,7 @@ impl<R, K> Partitioned<R, K> {
                     snapshot: *after,
                 })
             }
-            Decision::Denied(denied) => Err(refusal(&self.name, name, &d, denied.retry_after())),
+            Decision::Denied(denied) => Err(refusal(&self.name, name, d, denied.retry_after())),
         }
     }
 

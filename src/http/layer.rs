@@ -585,14 +585,9 @@ impl Shared {
             Err(NoKey::Allow) => return Charge::Admitted(None),
             Err(NoKey::Reject(status)) => return Charge::NoKey(status),
         };
-        // without success headers nothing reads the snapshot: the lean path
-        let acquired = if self.headers_on_success {
-            stores
-                .try_acquire_key(c.slot, key, 1, now)
-                .map_err(|r| r.retry_after())
-        } else {
-            stores.try_admit_key(c.slot, key, 1, now)
-        };
+        let acquired = stores
+            .try_acquire_key(c.slot, key, 1, now)
+            .map_err(|r| r.retry_after());
         match acquired {
             Ok(a) if a.delay.is_zero() || !c.policy.dry_run => Charge::Admitted(Some(a)),
             Ok(a) => {
