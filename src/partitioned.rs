@@ -143,6 +143,7 @@
 //! reservation at once, so it is still the last one unless another
 //! request booked in the same instant.
 
+mod limiter;
 mod lines;
 mod waiting;
 
@@ -156,8 +157,6 @@ use std::string::String;
 use std::sync::Arc;
 use std::vec::Vec;
 
-#[cfg(all(feature = "tokio", not(loom)))]
-use crate::clock::Clock;
 use crate::concurrency::InFlight;
 use crate::decision::{CapacityExceeded, Decision, Snapshot};
 use crate::gcra::Gcra;
@@ -165,6 +164,7 @@ use crate::keyed::{KeyedDecision, KeyedLimiter, KeyedPath, ShardedKeyedTable, Ta
 use crate::limiter::{Algorithm, Limiter};
 use crate::live::{Inheritance, LiveBucket};
 use crate::time::Timestamp;
+pub use limiter::PartitionedLimiter;
 use lines::{InFlightStore, Join, Ticket};
 use waiting::Line;
 
@@ -1057,177 +1057,6 @@ impl fmt::Display for Refusal<'_> {
 }
 
 impl core::error::Error for Refusal<'_> {}
-
-/// What a partitioned limiter (or a chain of them) does: admit a resource
-/// or refuse it, all or nothing.
-pub trait PartitionedLimiter<R: ?Sized> {
-    /// What an admission holds.
-    type Lease;
-
-    /// Tries to admit `resource` for `n` permits at `now`.
-    ///
-    /// # Errors
-    /// The [`Refusal`]; nothing was taken.
-    fn try_acquire_n(
-        &self,
-        resource: &R,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Admission<Self::Lease>, Refusal<'_>>;
-
-    /// Gives back every permit a lease took (the work did not happen): an
-    /// in-flight lease's and a rate admission's at once; a shaped policy's
-    /// reservation only if no place was booked after it (else it stays
-    /// spent; see the [module documentation](self)).
-    fn cancel(&self, lease: Self::Lease, now: Timestamp);
-
-    /// The time until `resource` could be admitted for `n` permits, taking
-    /// nothing.
-    fn time_until_ready(&self, resource: &R, n: u32, now: Timestamp) -> Duration;
-
-    /// Tries to admit `resource` for one permit at `now`.
-    ///
-    /// # Errors
-    /// The [`Refusal`]; nothing was taken.
-    fn try_acquire(
-        &self,
-        resource: &R,
-        now: Timestamp,
-    ) -> Result<Admission<Self::Lease>, Refusal<'_>> {
-        self.try_acquire_n(resource, 1, now)
-    }
-
-    /// This limiter, then `next`: both must admit (see the [module
-    /// documentation](self)).
-    fn and<B: PartitionedLimiter<R>>(self, next: B) -> Chained<Self, B>
-    where
-        Self: Sized,
-    {
-        Chained {
-            first: self,
-            second: next,
-        }
-    }
-
-    /// Admits `resource` for `n` permits at `now`, or, when an in-flight
-    /// limit refuses it, waits in that key's line until a release lets it
-    /// in (see [`Partitioned::acquire_key_in_line`]): woken by the release,
-    /// no timer, on any executor. Any other refusal (a rate) resolves at
-    /// once, as [`try_acquire_n`](Self::try_acquire_n). Bound the wait with
-    /// a timeout; dropping the future gives back whatever it had taken. In
-    /// a [`Chained`] limiter the members are admitted in order, each
-    /// waiting in its own line, holding what the earlier ones granted.
-    ///
-    /// The default (a limiter with no in-flight lines) is
-    /// [`try_acquire_n`](Self::try_acquire_n).
-    fn acquire_in_line<'a>(
-        &'a self,
-        resource: &'a R,
-        n: u32,
-        now: Timestamp,
-    ) -> impl Future<Output = Result<Admission<Self::Lease>, Refusal<'a>>> + 'a {
-        core::future::ready(self.try_acquire_n(resource, n, now))
-    }
-
-    /// Admits `resource` for `n` permits, waiting its turn: a shaped
-    /// policy's delay; for an in-flight limit, a place in its key's line,
-    /// woken by the release that lets it in
-    /// ([`acquire_in_line`](Self::acquire_in_line)); for any other refusal,
-    /// checking again when the refusal's `retry_after` passes. Waits at
-    /// most `max_wait` (a shaped delay is bounded by its policy's own
-    /// maximum). Dropping the future cancels what it had reserved: a
-    /// shaped place comes back if it is still the last one booked, else it
-    /// stays spent (see the [module documentation](self)); a place in an
-    /// in-flight line is left, and a permit granted to it passes to the
-    /// next waiter. Sleeps on tokio's timer (feature `tokio`) and reads
-    /// `clock`.
-    ///
-    /// # Errors
-    /// The last [`Refusal`] when the wait would exceed `max_wait`.
-    #[cfg(all(feature = "tokio", not(loom)))]
-    fn acquire_n<'a, C: Clock + Sync>(
-        &'a self,
-        resource: &'a R,
-        n: u32,
-        clock: &'a C,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Self::Lease, Refusal<'a>>> + 'a
-    where
-        Self: Sync,
-        R: Sync,
-        Self::Lease: Send,
-    {
-        async move {
-            let start = clock.now();
-            loop {
-                let now = clock.now();
-                let left = max_wait.saturating_sub(now.saturating_duration_since(start));
-                let (attempt, timed_out) = match tokio::time::timeout(
-                    left,
-                    self.acquire_in_line(resource, n, now),
-                )
-                .await
-                {
-                    Ok(attempt) => (attempt, false),
-                    // the wait is over while in a line: one last look
-                    Err(_) => (self.try_acquire_n(resource, n, clock.now()), true),
-                };
-                match attempt {
-                    Ok(admission) => {
-                        if admission.delay.is_zero() {
-                            return Ok(admission.lease);
-                        }
-                        // dropped while waiting: the reservation goes back
-                        let guard = CancelOnDrop {
-                            limiter: self,
-                            lease: Some(admission.lease),
-                            clock,
-                        };
-                        tokio::time::sleep(admission.delay).await;
-                        return Ok(guard.defuse());
-                    }
-                    Err(refusal) => {
-                        let waited = clock.now().saturating_duration_since(start);
-                        if timed_out
-                            || refusal.is_capacity_exceeded()
-                            || waited.saturating_add(refusal.retry_after()) > max_wait
-                        {
-                            return Err(refusal);
-                        }
-                        tokio::time::sleep(refusal.retry_after()).await;
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Cancels a reserved lease unless defused.
-#[cfg(all(feature = "tokio", not(loom)))]
-struct CancelOnDrop<'a, P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> {
-    limiter: &'a P,
-    lease: Option<P::Lease>,
-    clock: &'a C,
-}
-
-#[cfg(all(feature = "tokio", not(loom)))]
-impl<P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> CancelOnDrop<'_, P, R, C> {
-    fn defuse(mut self) -> P::Lease {
-        match self.lease.take() {
-            Some(lease) => lease,
-            None => unreachable!("a lease is taken once"),
-        }
-    }
-}
-
-#[cfg(all(feature = "tokio", not(loom)))]
-impl<P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> Drop for CancelOnDrop<'_, P, R, C> {
-    fn drop(&mut self) {
-        if let Some(lease) = self.lease.take() {
-            self.limiter.cancel(lease, self.clock.now());
-        }
-    }
-}
 
 fn refusal<'a>(
     limiter: &'a str,
