@@ -509,6 +509,38 @@ impl Gcra {
         self.step_in::<false>(tat, n, self.clamped(now))
     }
 
+    /// [`Gcra::step`] before its decision is built: the [`Outcome`] (two
+    /// words) and the TAT to store. A store that loops on a
+    /// compare-and-swap (the live bucket) steps inside the loop and builds
+    /// the decision with [`Gcra::decision`] once, after the swap stands, so
+    /// that nothing but two words is held across it.
+    #[inline]
+    pub(crate) fn step_outcome(
+        &self,
+        tat: u64,
+        n: u32,
+        now: u64,
+    ) -> Result<(Outcome, Option<u64>), CapacityExceeded> {
+        if n > self.capacity.get() {
+            return Err(self.exceeded(n));
+        }
+        let now = if self.scale != 1 {
+            self.scaled(now)
+        } else {
+            self.clamped(now)
+        };
+        Ok(self.outcome_in(tat, n, now))
+    }
+
+    /// The [`Decision`] of an [`Outcome`] of [`Gcra::step_outcome`].
+    #[inline(always)]
+    pub(crate) fn decision(&self, outcome: Outcome) -> Decision {
+        if self.scale != 1 {
+            return self.decision_of::<true>(outcome);
+        }
+        self.decision_of::<false>(outcome)
+    }
+
     /// [`Gcra::step`] of a bucket in units of `1/d` ns, `d > 1`.
     #[inline(never)]
     fn step_scaled(
@@ -878,7 +910,7 @@ impl Gcra {
 /// What one GCRA step decided, in the bucket's units, before it is turned
 /// into a [`Decision`]: two words, so that it travels in registers.
 #[derive(Clone, Copy)]
-struct Outcome {
+pub(crate) struct Outcome {
     /// 0 if admitted (or a peek); else the wait until the request fits
     /// (a refusal always has one of at least 1 unit).
     retry: u64,

@@ -307,11 +307,15 @@ impl LiveBucket {
     /// `step` decides on a consistent `(configuration, TAT)` pair and says
     /// which TAT to store; the decision stands once the store (or, for a
     /// refusal, the unchanged `seq`) confirms that no change overlapped
-    /// it. [`Limiter::check_n`] steps to a [`Decision`].
+    /// it; `finish` then turns what was decided into the result, with
+    /// the configuration it was decided with. [`Limiter::check_n`] steps
+    /// to an outcome of two words (kept in registers through the swap)
+    /// and builds its [`Decision`] once the swap stands.
     #[inline(always)]
-    fn decide<R>(
+    fn decide<O, R>(
         &self,
-        step: impl Fn(&Gcra, u64) -> Result<(R, Option<u64>), CapacityExceeded>,
+        step: impl Fn(&Gcra, u64) -> Result<(O, Option<u64>), CapacityExceeded>,
+        finish: impl Fn(&Gcra, O) -> R,
     ) -> Result<R, CapacityExceeded> {
         loop {
             let seq = self.stable_seq();
@@ -339,7 +343,7 @@ impl LiveBucket {
                 None => self.seq.load(Ordering::Acquire) == seq,
             };
             if stands {
-                return Ok(decided);
+                return Ok(finish(&gcra, decided));
             }
         }
     }
@@ -402,7 +406,10 @@ impl Limiter for LiveBucket {
 
     #[inline]
     fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
-        self.decide(|gcra, tat| gcra.step(tat, n, now.as_nanos()))
+        self.decide(
+            |gcra, tat| gcra.step_outcome(tat, n, now.as_nanos()),
+            Gcra::decision,
+        )
     }
 
     fn refund(&self, n: u32, now: Timestamp) {
