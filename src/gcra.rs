@@ -491,7 +491,10 @@ impl Gcra {
     ///
     /// This is [`Algorithm::check_n`] without the atomic: for stores that
     /// keep the TAT elsewhere (a lock-free keyed slot) and install the new
-    /// value with their own compare-and-swap. `n = 0` is a peek.
+    /// value with their own compare-and-swap. `n = 0` is a peek. (The live
+    /// bucket, which holds the decision across its swap, uses the two
+    /// halves instead: [`Gcra::step_outcome`] and [`Gcra::decision`].)
+    #[cfg(feature = "std")]
     #[inline]
     pub(crate) fn step(
         &self,
@@ -542,6 +545,7 @@ impl Gcra {
     }
 
     /// [`Gcra::step`] of a bucket in units of `1/d` ns, `d > 1`.
+    #[cfg(feature = "std")]
     #[inline(never)]
     fn step_scaled(
         &self,
@@ -554,6 +558,7 @@ impl Gcra {
 
     /// [`Gcra::step`] with `now` already in the bucket's units; `SCALED`
     /// is false exactly when the scale is 1.
+    #[cfg(feature = "std")]
     #[inline(always)]
     fn step_in<const SCALED: bool>(
         &self,
