@@ -350,8 +350,6 @@ mod coarse {
 
 #[cfg(feature = "std")]
 pub use coarse::CoarseClock;
-#[cfg(feature = "tokio")]
-pub(crate) use std_clock::process_origin;
 #[cfg(feature = "std")]
 pub use std_clock::StdClock;
 

@@ -420,19 +420,33 @@ impl Gcra {
         }
     }
 
-    /// The snapshot of a bucket whose TAT is `lead` units ahead of `now`
-    /// (0 for a full bucket). This is how a bucket stored elsewhere (the
-    /// Redis store runs the same step in a Lua script, in nanoseconds, and
-    /// returns the lead) reports exactly the fields an in-process bucket
-    /// would.
-    #[cfg(feature = "redis")]
+    /// The snapshot of this bucket when its theoretical arrival time lies
+    /// `lead` ahead of the present (zero for a full bucket): what
+    /// [`Algorithm::check_n`] would report for such a bucket. For a store
+    /// that keeps the state elsewhere and runs the same step there (the
+    /// Redis store runs it in a Lua script and returns the lead), so that
+    /// it reports exactly the fields an in-process bucket would.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Gcra, Quota};
+    ///
+    /// let gcra = Gcra::token_bucket(Quota::per_second(10)?.with_burst(5)?);
+    /// let full = gcra.snapshot_for_lead(Duration::ZERO);
+    /// assert_eq!((full.remaining(), full.reset_after()), (5, Duration::ZERO));
+    /// // two permits spent: 200 ms until full again
+    /// let spent = gcra.snapshot_for_lead(Duration::from_millis(200));
+    /// assert_eq!((spent.remaining(), spent.reset_after()), (3, Duration::from_millis(200)));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     #[inline]
     #[must_use]
-    pub(crate) fn snapshot_for_lead(&self, lead: u64) -> Snapshot {
+    pub fn snapshot_for_lead(&self, lead: Duration) -> Snapshot {
+        let lead = duration_to_nanos(lead);
         if self.scale == 1 {
             self.snapshot_in::<false>(lead)
         } else {
-            self.snapshot_in::<true>(lead)
+            self.snapshot_in::<true>(lead.saturating_mul(u64::from(self.scale)))
         }
     }
 
@@ -477,7 +491,10 @@ impl Gcra {
     ///
     /// This is [`Algorithm::check_n`] without the atomic: for stores that
     /// keep the TAT elsewhere (a lock-free keyed slot) and install the new
-    /// value with their own compare-and-swap. `n = 0` is a peek.
+    /// value with their own compare-and-swap. `n = 0` is a peek. (The live
+    /// bucket, which holds the decision across its swap, uses the two
+    /// halves instead: [`Gcra::step_outcome`] and [`Gcra::decision`].)
+    #[cfg(feature = "std")]
     #[inline]
     pub(crate) fn step(
         &self,
@@ -495,41 +512,40 @@ impl Gcra {
         self.step_in::<false>(tat, n, self.clamped(now))
     }
 
-    /// [`Gcra::step`] for a caller that reads only whether `n` permits
-    /// were admitted: the wait in whole nanoseconds (0: admitted; a
-    /// refusal waits at least 1 ns) and the TAT to store, without the
-    /// snapshot (no division on the way).
-    #[cfg(feature = "http")]
+    /// [`Gcra::step`] before its decision is built: the [`Outcome`] (two
+    /// words) and the TAT to store. A store that loops on a
+    /// compare-and-swap (the live bucket) steps inside the loop and builds
+    /// the decision with [`Gcra::decision`] once, after the swap stands, so
+    /// that nothing but two words is held across it.
     #[inline]
-    pub(crate) fn step_wait(
+    pub(crate) fn step_outcome(
         &self,
         tat: u64,
         n: u32,
         now: u64,
-    ) -> Result<(u64, Option<u64>), CapacityExceeded> {
+    ) -> Result<(Outcome, Option<u64>), CapacityExceeded> {
         if n > self.capacity.get() {
             return Err(self.exceeded(n));
         }
-        if self.scale != 1 {
-            return Ok(self.step_wait_scaled(tat, n, now));
-        }
-        let (outcome, store) = self.outcome_in(tat, n, self.clamped(now));
-        Ok((outcome.retry, store))
+        let now = if self.scale != 1 {
+            self.scaled(now)
+        } else {
+            self.clamped(now)
+        };
+        Ok(self.outcome_in(tat, n, now))
     }
 
-    /// [`Gcra::step_wait`] of a bucket in units of `1/d` ns, `d > 1`.
-    #[cfg(feature = "http")]
-    #[inline(never)]
-    fn step_wait_scaled(&self, tat: u64, n: u32, now: u64) -> (u64, Option<u64>) {
-        let (outcome, store) = self.outcome_in(tat, n, self.scaled(now));
-        let wait = match outcome.retry {
-            0 => 0,
-            retry => self.nanos_in::<true>(retry),
-        };
-        (wait, store)
+    /// The [`Decision`] of an [`Outcome`] of [`Gcra::step_outcome`].
+    #[inline(always)]
+    pub(crate) fn decision(&self, outcome: Outcome) -> Decision {
+        if self.scale != 1 {
+            return self.decision_of::<true>(outcome);
+        }
+        self.decision_of::<false>(outcome)
     }
 
     /// [`Gcra::step`] of a bucket in units of `1/d` ns, `d > 1`.
+    #[cfg(feature = "std")]
     #[inline(never)]
     fn step_scaled(
         &self,
@@ -542,6 +558,7 @@ impl Gcra {
 
     /// [`Gcra::step`] with `now` already in the bucket's units; `SCALED`
     /// is false exactly when the scale is 1.
+    #[cfg(feature = "std")]
     #[inline(always)]
     fn step_in<const SCALED: bool>(
         &self,
@@ -898,7 +915,7 @@ impl Gcra {
 /// What one GCRA step decided, in the bucket's units, before it is turned
 /// into a [`Decision`]: two words, so that it travels in registers.
 #[derive(Clone, Copy)]
-struct Outcome {
+pub(crate) struct Outcome {
     /// 0 if admitted (or a peek); else the wait until the request fits
     /// (a refusal always has one of at least 1 unit).
     retry: u64,

@@ -307,12 +307,15 @@ impl LiveBucket {
     /// `step` decides on a consistent `(configuration, TAT)` pair and says
     /// which TAT to store; the decision stands once the store (or, for a
     /// refusal, the unchanged `seq`) confirms that no change overlapped
-    /// it. [`Limiter::check_n`] steps to a [`Decision`];
-    /// [`LiveBucket::admit_wait`] to a bare wait.
+    /// it; `finish` then turns what was decided into the result, with
+    /// the configuration it was decided with. [`Limiter::check_n`] steps
+    /// to an outcome of two words (kept in registers through the swap)
+    /// and builds its [`Decision`] once the swap stands.
     #[inline(always)]
-    fn decide<R>(
+    fn decide<O, R>(
         &self,
-        step: impl Fn(&Gcra, u64) -> Result<(R, Option<u64>), CapacityExceeded>,
+        step: impl Fn(&Gcra, u64) -> Result<(O, Option<u64>), CapacityExceeded>,
+        finish: impl Fn(&Gcra, O) -> R,
     ) -> Result<R, CapacityExceeded> {
         loop {
             let seq = self.stable_seq();
@@ -340,7 +343,7 @@ impl LiveBucket {
                 None => self.seq.load(Ordering::Acquire) == seq,
             };
             if stands {
-                return Ok(decided);
+                return Ok(finish(&gcra, decided));
             }
         }
     }
@@ -382,16 +385,6 @@ impl LiveBucket {
             }
         }
     }
-
-    /// [`Limiter::check_n`] for a caller that reads only the outcome: the
-    /// wait in whole nanoseconds until `n` permits would be admitted, 0 if
-    /// they were (and are taken now). The same decision as `check_n`,
-    /// without building its snapshot.
-    #[cfg(feature = "http")]
-    #[inline]
-    pub(crate) fn admit_wait(&self, n: u32, now: Timestamp) -> Result<u64, CapacityExceeded> {
-        self.decide(|gcra, tat| gcra.step_wait(tat, n, now.as_nanos()))
-    }
 }
 
 /// A check that meets a change in progress waits for it: the change is a
@@ -413,7 +406,10 @@ impl Limiter for LiveBucket {
 
     #[inline]
     fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
-        self.decide(|gcra, tat| gcra.step(tat, n, now.as_nanos()))
+        self.decide(
+            |gcra, tat| gcra.step_outcome(tat, n, now.as_nanos()),
+            Gcra::decision,
+        )
     }
 
     fn refund(&self, n: u32, now: Timestamp) {
@@ -520,54 +516,6 @@ mod tests {
         assert_eq!(b.kind(), BucketKind::LeakyBucket);
         assert_eq!(b.algorithm().heal_threshold(), Duration::from_millis(3));
         assert!(b.is_idle(Timestamp::ZERO));
-    }
-
-    /// The lean admission of the HTTP layer decides what `check_n` decides
-    /// (its wait is the refusal's `retry_after`, 0 when admitted) and
-    /// leaves the same TAT, for whole-nanosecond and exact (scaled) rates,
-    /// token and leaky buckets, `n` beyond the capacity, and after a
-    /// change of quota.
-    #[cfg(feature = "http")]
-    #[test]
-    fn the_lean_admission_decides_as_check_n() {
-        let whole = Quota::new(10, Duration::from_secs(1)).unwrap();
-        // 3 per second: an interval of 1/3 s, kept in units of 1/3 ns
-        let exact = Quota::per_second(3).and_then(|q| q.with_burst(2)).unwrap();
-        for gcra in [
-            Gcra::token_bucket(q(10, 3)),
-            Gcra::leaky_bucket(whole),
-            Gcra::token_bucket(exact),
-            Gcra::leaky_bucket(exact),
-        ] {
-            let lean = LiveBucket::new(gcra);
-            let full = LiveBucket::new(gcra);
-            let mut refused = 0;
-            for step in 0..300u64 {
-                let now = Timestamp::from_millis(step * 37 % 400 + step * 5);
-                let n = (step % 5) as u32;
-                if step == 150 {
-                    lean.set_quota(q(4, 2), Inheritance::UsedAmount, now);
-                    full.set_quota(q(4, 2), Inheritance::UsedAmount, now);
-                }
-                let expected = full.check_n(n, now).map(|d| match d {
-                    Decision::Allowed(_) => 0,
-                    Decision::Denied(denied) => {
-                        refused += 1;
-                        denied.retry_after_nanos()
-                    }
-                });
-                assert_eq!(lean.admit_wait(n, now), expected, "{gcra:?} step {step}");
-                assert_eq!(
-                    lean.snapshot(now),
-                    full.snapshot(now),
-                    "{gcra:?} step {step}"
-                );
-            }
-            assert!(
-                refused > 20,
-                "{gcra:?}: the sequence must refuse, refused {refused}"
-            );
-        }
     }
 
     #[test]

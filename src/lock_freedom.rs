@@ -271,13 +271,6 @@ impl<K, S, Q> LockFreedom for crate::keyed::LockFreeGcraTable<K, S, Q> {
     }
 }
 
-/// A queue keeps its waiting line behind a mutex.
-#[cfg(feature = "tokio")]
-impl<L> LockFreedom for crate::queue::Queue<L> {
-    const IS_LOCK_FREE: bool = false;
-    const IS_INTERRUPT_SAFE: bool = false;
-}
-
 /// A partitioned limiter holds its policies' tables as trait objects (any
 /// keyed table, lock-based ones included): conservatively, neither.
 #[cfg(feature = "std")]

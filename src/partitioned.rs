@@ -150,6 +150,7 @@
 //! reservation at once, so it is still the last one unless another
 //! request booked in the same instant.
 
+mod limiter;
 mod lines;
 mod waiting;
 
@@ -163,8 +164,6 @@ use std::string::String;
 use std::sync::Arc;
 use std::vec::Vec;
 
-#[cfg(all(feature = "tokio", not(loom)))]
-use crate::clock::Clock;
 use crate::concurrency::InFlight;
 use crate::decision::{CapacityExceeded, Decision, Snapshot};
 use crate::gcra::Gcra;
@@ -172,6 +171,7 @@ use crate::keyed::{KeyedDecision, KeyedLimiter, KeyedPath, ShardedKeyedTable, Ta
 use crate::limiter::{Algorithm, Limiter};
 use crate::live::{Inheritance, LiveBucket};
 use crate::time::Timestamp;
+pub use limiter::PartitionedLimiter;
 use lines::{InFlightStore, Join, Ticket};
 use waiting::Line;
 
@@ -187,20 +187,6 @@ trait Store<K>: Send + Sync {
         n: u32,
         now: Timestamp,
     ) -> Result<KeyedDecision, CapacityExceeded>;
-    /// [`Store::check_n`] for a caller that reads only the verdict: 0 if
-    /// admitted, else the wait in nanoseconds. Used by the HTTP layer.
-    /// The default builds the whole decision and keeps its verdict (the
-    /// compiler does not drop the snapshot arithmetic: counted, the one
-    /// bucket of a global policy took 138 instructions this way and 112
-    /// through its own override, which builds no snapshot).
-    #[cfg(feature = "http")]
-    #[inline]
-    fn admit(&self, key: Option<&K>, n: u32, now: Timestamp) -> Result<u64, CapacityExceeded> {
-        self.check_n(key, n, now).map(|d| match d.decision() {
-            Decision::Allowed(_) => 0,
-            Decision::Denied(denied) => denied.retry_after_nanos().max(1),
-        })
-    }
     fn refund(&self, key: Option<&K>, n: u32, now: Timestamp);
     /// Gives back a shaped reservation only if it is still the last one
     /// booked ([`KeyedLimiter::refund_if_last`]); the default gives
@@ -397,11 +383,6 @@ impl<K> Store<K> for Single {
         now: Timestamp,
     ) -> Result<KeyedDecision, CapacityExceeded> {
         Ok(KeyedDecision::new(self.0.check_n(n, now)?, KeyedPath::Own))
-    }
-    #[cfg(feature = "http")]
-    #[inline]
-    fn admit(&self, _: Option<&K>, n: u32, now: Timestamp) -> Result<u64, CapacityExceeded> {
-        self.0.admit_wait(n, now)
     }
     fn refund(&self, _: Option<&K>, n: u32, now: Timestamp) {
         self.0.refund(n, now);
@@ -1012,8 +993,7 @@ impl<K> Admission<Lease<K>> {
     }
 }
 
-/// The snapshot of an admission that charged nothing, and of one from
-/// [`Partitioned::try_admit_key`], whose caller does not read it.
+/// The snapshot of an admission that charged nothing.
 const UNLIMITED_SNAPSHOT: Snapshot = Snapshot::exact(u32::MAX, u32::MAX, 0);
 
 /// A refused request: which limiter and policy refused, and when to retry.
@@ -1118,198 +1098,6 @@ impl fmt::Display for Refusal<'_> {
 
 impl core::error::Error for Refusal<'_> {}
 
-/// What a partitioned limiter (or a chain of them) does: admit a resource
-/// or refuse it, all or nothing.
-pub trait PartitionedLimiter<R: ?Sized> {
-    /// What an admission holds.
-    type Lease;
-
-    /// Tries to admit `resource` for `n` permits at `now`.
-    ///
-    /// # Errors
-    /// The [`Refusal`]; nothing was taken.
-    fn try_acquire_n(
-        &self,
-        resource: &R,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Admission<Self::Lease>, Refusal<'_>>;
-
-    /// Gives back every permit a lease took (the work did not happen): an
-    /// in-flight lease's and a rate admission's at once; a shaped policy's
-    /// reservation only if no place was booked after it (else it stays
-    /// spent; see the [module documentation](self)).
-    fn cancel(&self, lease: Self::Lease, now: Timestamp);
-
-    /// The time until `resource` could be admitted for `n` permits, taking
-    /// nothing.
-    fn time_until_ready(&self, resource: &R, n: u32, now: Timestamp) -> Duration;
-
-    /// Tries to admit `resource` for one permit at `now`.
-    ///
-    /// # Errors
-    /// The [`Refusal`]; nothing was taken.
-    fn try_acquire(
-        &self,
-        resource: &R,
-        now: Timestamp,
-    ) -> Result<Admission<Self::Lease>, Refusal<'_>> {
-        self.try_acquire_n(resource, 1, now)
-    }
-
-    /// How many limiters of a chain this one is: 1, the default, for a
-    /// single limiter (a [`Partitioned`] or one of your own); the sum of
-    /// its members for a [`Chained`]. A chain numbers a refusal's
-    /// [`Refusal::stage`] with it, so a limiter of your own that wraps a
-    /// chain forwards it to the chain.
-    ///
-    /// ```
-    /// use tollgate::partitioned::{Partitioned, PartitionedLimiter};
-    ///
-    /// let a = Partitioned::<u32, u32>::builder("a").build();
-    /// let b = Partitioned::<u32, u32>::builder("b").build();
-    /// let c = Partitioned::<u32, u32>::builder("c").build();
-    /// assert_eq!(a.stages(), 1);
-    /// assert_eq!(a.and(b).and(c).stages(), 3);
-    /// ```
-    fn stages(&self) -> usize {
-        1
-    }
-
-    /// This limiter, then `next`: both must admit (see the [module
-    /// documentation](self)). Any two limiters chain, yours included:
-    /// when `next` refuses, the chain gives back what this one granted
-    /// with [`cancel`](Self::cancel).
-    fn and<B: PartitionedLimiter<R>>(self, next: B) -> Chained<Self, B>
-    where
-        Self: Sized,
-    {
-        Chained {
-            first: self,
-            second: next,
-        }
-    }
-
-    /// Admits `resource` for `n` permits at `now`, or, when an in-flight
-    /// limit refuses it, waits in that key's line until a release lets it
-    /// in (see [`Partitioned::acquire_key_in_line`]): woken by the release,
-    /// no timer, on any executor. Any other refusal (a rate) resolves at
-    /// once, as [`try_acquire_n`](Self::try_acquire_n). Bound the wait with
-    /// a timeout; dropping the future gives back whatever it had taken. In
-    /// a [`Chained`] limiter the members are admitted in order, each
-    /// waiting in its own line, holding what the earlier ones granted.
-    ///
-    /// The default (a limiter with no in-flight lines) is
-    /// [`try_acquire_n`](Self::try_acquire_n).
-    fn acquire_in_line<'a>(
-        &'a self,
-        resource: &'a R,
-        n: u32,
-        now: Timestamp,
-    ) -> impl Future<Output = Result<Admission<Self::Lease>, Refusal<'a>>> + 'a {
-        core::future::ready(self.try_acquire_n(resource, n, now))
-    }
-
-    /// Admits `resource` for `n` permits, waiting its turn: a shaped
-    /// policy's delay; for an in-flight limit, a place in its key's line,
-    /// woken by the release that lets it in
-    /// ([`acquire_in_line`](Self::acquire_in_line)); for any other refusal,
-    /// checking again when the refusal's `retry_after` passes. Waits at
-    /// most `max_wait` (a shaped delay is bounded by its policy's own
-    /// maximum). Dropping the future cancels what it had reserved: a
-    /// shaped place comes back if it is still the last one booked, else it
-    /// stays spent (see the [module documentation](self)); a place in an
-    /// in-flight line is left, and a permit granted to it passes to the
-    /// next waiter. Sleeps on tokio's timer (feature `tokio`) and reads
-    /// `clock`.
-    ///
-    /// # Errors
-    /// The last [`Refusal`] when the wait would exceed `max_wait`.
-    #[cfg(all(feature = "tokio", not(loom)))]
-    fn acquire_n<'a, C: Clock + Sync>(
-        &'a self,
-        resource: &'a R,
-        n: u32,
-        clock: &'a C,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Self::Lease, Refusal<'a>>> + 'a
-    where
-        Self: Sync,
-        R: Sync,
-        Self::Lease: Send,
-    {
-        async move {
-            let start = clock.now();
-            loop {
-                let now = clock.now();
-                let left = max_wait.saturating_sub(now.saturating_duration_since(start));
-                let (attempt, timed_out) = match tokio::time::timeout(
-                    left,
-                    self.acquire_in_line(resource, n, now),
-                )
-                .await
-                {
-                    Ok(attempt) => (attempt, false),
-                    // the wait is over while in a line: one last look
-                    Err(_) => (self.try_acquire_n(resource, n, clock.now()), true),
-                };
-                match attempt {
-                    Ok(admission) => {
-                        if admission.delay.is_zero() {
-                            return Ok(admission.lease);
-                        }
-                        // dropped while waiting: the reservation goes back
-                        let guard = CancelOnDrop {
-                            limiter: self,
-                            lease: Some(admission.lease),
-                            clock,
-                        };
-                        tokio::time::sleep(admission.delay).await;
-                        return Ok(guard.defuse());
-                    }
-                    Err(refusal) => {
-                        let waited = clock.now().saturating_duration_since(start);
-                        if timed_out
-                            || refusal.is_capacity_exceeded()
-                            || waited.saturating_add(refusal.retry_after()) > max_wait
-                        {
-                            return Err(refusal);
-                        }
-                        tokio::time::sleep(refusal.retry_after()).await;
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Cancels a reserved lease unless defused.
-#[cfg(all(feature = "tokio", not(loom)))]
-struct CancelOnDrop<'a, P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> {
-    limiter: &'a P,
-    lease: Option<P::Lease>,
-    clock: &'a C,
-}
-
-#[cfg(all(feature = "tokio", not(loom)))]
-impl<P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> CancelOnDrop<'_, P, R, C> {
-    fn defuse(mut self) -> P::Lease {
-        match self.lease.take() {
-            Some(lease) => lease,
-            None => unreachable!("a lease is taken once"),
-        }
-    }
-}
-
-#[cfg(all(feature = "tokio", not(loom)))]
-impl<P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> Drop for CancelOnDrop<'_, P, R, C> {
-    fn drop(&mut self) {
-        if let Some(lease) = self.lease.take() {
-            self.limiter.cancel(lease, self.clock.now());
-        }
-    }
-}
-
 fn refusal<'a>(
     limiter: &'a str,
     policy: &'a str,
@@ -1362,6 +1150,7 @@ impl<R, K> Partitioned<R, K> {
     ///
     /// # Errors
     /// The [`Refusal`]; nothing was taken.
+    #[inline]
     pub fn try_acquire_key(
         &self,
         index: Option<usize>,
@@ -1384,39 +1173,6 @@ impl<R, K> Partitioned<R, K> {
                 None => Ok(Admission::free()),
             },
             None => self.charge_default(Some(key), n, now),
-        }
-    }
-
-    /// [`Partitioned::try_acquire_key`] for a caller that reads neither
-    /// the admission's snapshot nor the refusal's details, only its wait
-    /// (the HTTP layer when it sends no headers on success): the store
-    /// decides without building a snapshot. The admission's snapshot is
-    /// [`UNLIMITED_SNAPSHOT`], not the limiter's state. A shaping policy, the
-    /// default limiter and an index past the last policy take the full
-    /// path.
-    #[cfg(feature = "http")]
-    pub(crate) fn try_admit_key(
-        &self,
-        index: Option<usize>,
-        key: K,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Admission<Lease<K>>, Duration> {
-        let policy = index.and_then(|i| Some(i).zip(self.policies.get(i)));
-        let Some((i, p)) = policy.filter(|(_, p)| p.store.shaping.is_none()) else {
-            return self
-                .try_acquire_key(index, key, n, now)
-                .map_err(|r| r.retry_after());
-        };
-        match p.store.store.admit(Some(&key), n, now) {
-            Ok(0) => Ok(Admission {
-                lease: Lease::taken(i, Some(key), n, &p.store.store, p.store.releases),
-                delay: Duration::ZERO,
-                snapshot: UNLIMITED_SNAPSHOT,
-            }),
-            Ok(wait) => Err(Duration::from_nanos(wait)),
-            // never admissible (what the full path's refusal says)
-            Err(_) => Err(Duration::MAX),
         }
     }
 
@@ -1450,6 +1206,33 @@ impl<R, K> Partitioned<R, K> {
             Err(e) => return Err(capacity_refusal(&self.name, name, e)),
         };
         match d.decision() {
+            // the common case, inline in the caller: an unshaped admission
+            Decision::Allowed(after) if shaping.is_none() => Ok(Admission {
+                lease: Lease::taken(index, key, n, store, releases),
+                delay: Duration::ZERO,
+                snapshot: *after,
+            }),
+            _ => self.charge_rest(index, name, store, releases, shaping, key, n, now, &d),
+        }
+    }
+
+    /// [`Partitioned::charge`] after anything but an unshaped admission:
+    /// a shaped one (a delay, perhaps too long) or a refusal.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn charge_rest<'a>(
+        &'a self,
+        index: usize,
+        name: &'a str,
+        store: &Arc<dyn Store<K>>,
+        releases: bool,
+        shaping: Option<Shaping>,
+        key: Option<K>,
+        n: u32,
+        now: Timestamp,
+        d: &KeyedDecision,
+    ) -> Result<Admission<Lease<K>>, Refusal<'a>> {
+        match d.decision() {
             Decision::Allowed(after) => {
                 let delay = shaping.map_or(Duration::ZERO, |s| s.delay(after, n));
                 let mut lease = Lease::taken(index, key, n, store, releases);
@@ -1477,7 +1260,7 @@ impl<R, K> Partitioned<R, K> {
                     snapshot: *after,
                 })
             }
-            Decision::Denied(denied) => Err(refusal(&self.name, name, &d, denied.retry_after())),
+            Decision::Denied(denied) => Err(refusal(&self.name, name, d, denied.retry_after())),
         }
     }
 

@@ -166,6 +166,24 @@ async fn a_bad_reload_changes_nothing() {
     assert_eq!(statuses(s.addr, "/api/login", 1).await, [429]);
 }
 
+/// A reload whose later rule asks for more keys than a table can hold
+/// (`keyed::MAX_KEYS`) is refused before any rule is applied: the earlier
+/// rule, whose new quota would reset its bucket, keeps throttling.
+#[tokio::test(start_paused = true)]
+async fn a_reload_with_too_many_keys_touches_no_bucket() {
+    let layer = layer(&rules(3, 2, ""));
+    let s = serve(hello(layer.clone())).await;
+    assert_eq!(statuses(s.addr, "/api/login", 3).await, [200, 200, 429]);
+    let too_many = tollgate::keyed::MAX_KEYS + 1;
+    let bad = format!(
+        "{}\n[[rules]]\nname = \"big\"\nprefix = \"/api/big\"\nrate = 1\nkey = \"peer_ip\"\nmax_keys = {too_many}\n",
+        rules(100, 100, "")
+    );
+    let err = layer.reload(builder(&bad), Inheritance::Reset).unwrap_err();
+    assert_eq!(err.location(), "rules[1].max_keys", "{err}");
+    assert_eq!(statuses(s.addr, "/api/login", 1).await, [429]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_route_layer_follows_its_policy_across_reloads() {
     // a policy without a prefix, attached to a route by name

@@ -297,8 +297,16 @@ impl RateLimitLayerBuilder {
         check_routes(&self.policies, &exempt)?;
         // every rule is validated before any old bucket is touched
         for (loc, p) in self.global.iter().chain(self.policies.iter()) {
-            crate::keyed::shard_layout(max_keys(p), None)
-                .map_err(|e| too_many(loc).caused_by(e))?;
+            let keys = max_keys(p);
+            if keys == 0 {
+                return Err(too_many(loc).caused_by(crate::ConfigError::ZeroKeys));
+            }
+            if keys > crate::keyed::MAX_KEYS {
+                return Err(too_many(loc).caused_by(crate::ConfigError::TooManyKeys {
+                    requested: keys,
+                    max: crate::keyed::MAX_KEYS,
+                }));
+            }
         }
         let names: Vec<String> = names.iter().map(|n| (*n).to_string()).collect();
         let mut carrier = Carrier {

@@ -585,34 +585,29 @@ impl Shared {
             Err(NoKey::Allow) => return Charge::Admitted(None),
             Err(NoKey::Reject(status)) => return Charge::NoKey(status),
         };
-        // without success headers nothing reads the snapshot: the lean path
-        let acquired = if self.headers_on_success {
-            stores
-                .try_acquire_key(c.slot, key, 1, now)
-                .map_err(|r| r.retry_after())
-        } else {
-            stores.try_admit_key(c.slot, key, 1, now)
-        };
-        match acquired {
-            Ok(a) if a.delay.is_zero() || !c.policy.dry_run => Charge::Admitted(Some(a)),
+        // the one public path; an admission returns at once, a refusal is
+        // read for its wait only
+        let wait = match stores.try_acquire_key(c.slot, key, 1, now) {
+            Ok(a) if a.delay.is_zero() || !c.policy.dry_run => return Charge::Admitted(Some(a)),
             Ok(a) => {
                 #[cfg(feature = "tracing")]
                 tracing::info!(policy = %c.name, delay_ms = a.delay.as_millis() as u64, "dry run: would delay");
                 c.metrics.dry_run.increment(1);
                 stores.cancel(a.lease, now);
-                Charge::Admitted(None)
+                return Charge::Admitted(None);
             }
-            Err(wait) if c.policy.dry_run => {
-                #[cfg(feature = "tracing")]
-                tracing::info!(policy = %c.name, retry_after_ms = wait.as_millis() as u64, "dry run: would refuse");
-                #[cfg(not(feature = "tracing"))]
-                let _ = wait;
-                c.metrics.dry_run.increment(1);
-                Charge::Admitted(None)
-            }
+            Err(refusal) => refusal.retry_after(),
+        };
+        if c.policy.dry_run {
+            #[cfg(feature = "tracing")]
+            tracing::info!(policy = %c.name, retry_after_ms = wait.as_millis() as u64, "dry run: would refuse");
+            c.metrics.dry_run.increment(1);
+            Charge::Admitted(None)
+        } else if c.waits_in_line() && wait != Duration::MAX {
             // never admissible (Duration::MAX) is refused, not queued
-            Err(wait) if c.waits_in_line() && wait != Duration::MAX => Charge::Line(key),
-            Err(wait) => Charge::Refused(wait),
+            Charge::Line(key)
+        } else {
+            Charge::Refused(wait)
         }
     }
 

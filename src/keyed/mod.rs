@@ -195,10 +195,8 @@ pub use hash::{RandomSeed, SeededHasher};
 pub use heapless_table::HeaplessKeyedTable;
 #[cfg(feature = "std")]
 pub use lock_free::{LockFreeGcraTable, WordKey};
-#[cfg(feature = "http")]
-pub(crate) use sharded::shard_layout;
 #[cfg(feature = "std")]
-pub use sharded::ShardedKeyedTable;
+pub use sharded::{ShardedKeyedTable, MAX_KEYS};
 
 /// A limiter with one state per key, in a table of fixed capacity: what
 /// every keyed table implements (see the [module documentation](self)).

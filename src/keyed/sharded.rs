@@ -43,6 +43,17 @@ const BUCKET: usize = 4;
 type Bucket<K, S> = heapless::Vec<(K, S), BUCKET, u8>;
 /// Largest shard count.
 const MAX_SHARDS: usize = 1 << 16;
+
+/// The most keys a [`ShardedKeyedTable`] or a
+/// [`LockFreeGcraTable`](super::LockFreeGcraTable) can track (about 268
+/// million): [`TableBuilder::max_keys`](super::TableBuilder::max_keys)
+/// above it, or zero, is a [`ConfigError`] when the table is built. With
+/// the default shard count every capacity from 1 to `MAX_KEYS` builds; an
+/// explicit [`shards`](super::TableBuilder::shards) count holds at most
+/// 4,095 keys per shard. A caller that validates a configuration before
+/// building anything (the HTTP layer checks every policy before it touches
+/// a bucket) checks against it.
+pub const MAX_KEYS: usize = MAX_SHARDS * MAX_PER_SHARD;
 /// Below this many keys per shard, do not split further for parallelism
 /// (small shards fill unevenly).
 const MIN_PER_SHARD_FOR_SPLIT: usize = 512;
@@ -288,7 +299,7 @@ where
 }
 
 /// Validates a capacity and shard count: `(shards, keys per shard)`.
-pub(crate) fn shard_layout(
+pub(super) fn shard_layout(
     max_keys: usize,
     shards: Option<usize>,
 ) -> Result<(usize, usize), ConfigError> {

@@ -147,6 +147,12 @@ use shared::{lock, Counters, Inner, Shared, TimerWake, WakeList, CLOSED};
 pub use tokio_clock::TokioClock;
 use waiters::{Outcome, Waiters};
 
+/// A queue keeps its waiting line behind a mutex.
+impl<L> crate::lock_freedom::LockFreedom for Queue<L> {
+    const IS_LOCK_FREE: bool = false;
+    const IS_INTERRUPT_SAFE: bool = false;
+}
+
 /// Which waiter a queue serves first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum QueueOrder {

@@ -57,7 +57,7 @@ impl TokioClock {
     /// if paused).
     #[must_use]
     pub fn new() -> Self {
-        let origin = crate::clock::process_origin();
+        let origin = crate::StdClock::new().origin();
         #[cfg(not(loom))]
         let origin = Instant::from_std(origin);
         Self { origin }

@@ -638,7 +638,7 @@ pub(crate) fn reply_to_decision(
         .saturating_add(non_negative(now_us)?.saturating_mul(1_000));
     let decision = match gcra {
         Some(gcra) => {
-            let snapshot = gcra.snapshot_for_lead(non_negative(level)?);
+            let snapshot = gcra.snapshot_for_lead(Duration::from_nanos(non_negative(level)?));
             if allowed == 1 {
                 Decision::Allowed(snapshot)
             } else {
