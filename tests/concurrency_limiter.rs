@@ -789,3 +789,66 @@ fn raising_the_limit_wakes_exactly_the_waiters_that_fit() {
     assert!(waiters[2].poll().is_ready());
     drop(permits);
 }
+
+/// Without `std` the line has 8 slots. Two more waiters find them all
+/// taken: each wakes itself at every poll (polled again, never lost), the
+/// 8 in line are never woken by them and are admitted first, in arrival
+/// order, each woken at most twice; the two join as slots free and are
+/// admitted after them. (Before: a ninth registration woke the other 8.)
+#[cfg(not(feature = "std"))]
+#[test]
+fn without_std_waiters_beyond_the_slots_poll_again_and_leave_the_line_alone() {
+    let limiter = ConcurrencyLimiter::with_limit(1).unwrap();
+    let mut held = Some(limiter.try_acquire(1).unwrap());
+    let mut waiters: Vec<Option<Waiter<'_>>> = (0..10)
+        .map(|_| {
+            let (w, first) = Waiter::new(&limiter, 1);
+            assert!(first.is_pending());
+            Some(w)
+        })
+        .collect();
+    let woken = |ws: &[Option<Waiter<'_>>]| -> Vec<usize> {
+        ws.iter()
+            .map(|w| w.as_ref().map_or(0, |w| wakes(&w.count)))
+            .collect()
+    };
+    assert_eq!(woken(&waiters), [0, 0, 0, 0, 0, 0, 0, 0, 1, 1]);
+    // polled again, the two outside the line wake themselves again
+    for w in waiters[8..].iter_mut().flatten() {
+        assert!(w.poll_if_woken().unwrap().is_pending());
+    }
+    assert_eq!(woken(&waiters), [0, 0, 0, 0, 0, 0, 0, 0, 2, 2]);
+
+    let mut admitted = Vec::new();
+    let mut counts = [0; 10];
+    for _ in 0..100 {
+        if admitted.len() == 10 {
+            break;
+        }
+        drop(held.take());
+        for i in (0..10).rev() {
+            let Some(w) = waiters[i].as_mut() else {
+                continue;
+            };
+            if let Some(Poll::Ready(permit)) = w.poll_if_woken() {
+                assert!(held.is_none(), "two admitted by one release");
+                admitted.push(i);
+                counts[i] = wakes(&w.count);
+                held = Some(permit);
+                waiters[i] = None;
+            }
+        }
+        assert_eq!(limiter.in_flight(), 1);
+    }
+    assert_eq!(
+        &admitted[..8],
+        &[0, 1, 2, 3, 4, 5, 6, 7],
+        "the line's order"
+    );
+    let mut late = admitted[8..].to_vec();
+    late.sort_unstable();
+    assert_eq!(late, [8, 9], "the waiters outside the line got in");
+    assert!(counts[..8].iter().all(|&c| c <= 2), "wake-ups: {counts:?}");
+    drop(held);
+    assert_eq!(limiter.in_flight(), 0);
+}
