@@ -852,3 +852,49 @@ fn without_std_waiters_beyond_the_slots_poll_again_and_leave_the_line_alone() {
     drop(held);
     assert_eq!(limiter.in_flight(), 0);
 }
+
+/// Ten tasks wait for the one permit of a limiter held for 10 s (paused
+/// time); the holder and then each task in turn hold it for a second. Each
+/// task is admitted at the instant the permit before it is released, in
+/// the order the tasks started waiting, and is polled at most three times
+/// (spawned, then at most two wake-ups): a release wakes only the task it
+/// admits. (Before: each release woke every waiting task.)
+#[cfg(feature = "std")] // owned permits need `Arc`
+#[tokio::test(start_paused = true)]
+async fn ten_waiting_tasks_are_admitted_at_each_release_in_order() {
+    let limiter = Arc::new(ConcurrencyLimiter::with_limit(1).unwrap());
+    let held = limiter.try_acquire_owned(1).unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..10 {
+        let (limiter, order) = (Arc::clone(&limiter), Arc::clone(&order));
+        tasks.push(tokio::spawn(async move {
+            let mut polls = 0;
+            let mut acquire = pin!(limiter.acquire_owned(1));
+            let permit = std::future::poll_fn(|cx| {
+                polls += 1;
+                acquire.as_mut().poll(cx)
+            })
+            .await
+            .unwrap();
+            let admitted = tokio::time::Instant::now();
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            drop(permit);
+            (admitted, tokio::time::Instant::now(), polls)
+        }));
+        // each task is waiting before the next one starts
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let mut released = tokio::time::Instant::now();
+    drop(held);
+    for task in tasks {
+        let (admitted, done, polls) = task.await.unwrap();
+        assert_eq!(admitted, released, "admitted at the release");
+        assert!(polls <= 3, "{polls} polls for one admission");
+        released = done;
+    }
+    assert_eq!(*order.lock().unwrap(), (0..10).collect::<Vec<_>>());
+    assert_eq!(limiter.in_flight(), 0);
+}
