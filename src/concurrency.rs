@@ -161,10 +161,10 @@ pub struct ConcurrencyLimiter {
     line: LineLock,
 }
 
-#[cfg(all(feature = "std", not(loom)))]
-type LineLock = std::sync::Mutex<Line>;
-#[cfg(all(feature = "std", loom))]
-type LineLock = loom::sync::Mutex<Line>;
+/// The line's lock: std's mutex (loom's under loom, from `crate::sync`),
+/// a critical section without `std`.
+#[cfg(feature = "std")]
+type LineLock = crate::sync::Mutex<Line>;
 #[cfg(not(feature = "std"))]
 type LineLock = critical_section::Mutex<core::cell::RefCell<Line>>;
 
