@@ -15,9 +15,10 @@
 //! - [`ConcurrencyLimiter::acquire`]: a future that resolves when the
 //!   permits are free. It is woken by the release that frees them — no
 //!   timer, no polling — on any executor (tokio, embassy, a plain
-//!   `block_on`). Waiters are not served in order; for a bounded, ordered
-//!   line with a maximum wait, put the limiter in a tokio
-//!   `queue::Queue` (feature `tokio`).
+//!   `block_on`). Waiters are served in the order they started waiting
+//!   (see [Waiting](#waiting-in-line-oldest-first)); for a bounded line
+//!   with a maximum wait, put the limiter in a tokio `queue::Queue`
+//!   (feature `tokio`).
 //!
 //! ```
 //! use core::num::NonZeroU32;
@@ -35,6 +36,44 @@
 //! # drop((b, c));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Waiting in line, oldest first
+//!
+//! An [`acquire`](ConcurrencyLimiter::acquire) that cannot take its
+//! permits at once joins the back of the limiter's line. A release (a
+//! permit dropped, [`release`](ConcurrencyLimiter::release), a raised
+//! limit) hands the freed permits to the front of the line while the front
+//! waiter's request fits, taking them on its behalf, and wakes exactly
+//! those waiters: a release wakes no waiter it cannot admit, so a waiter is
+//! woken once per admission (its first poll aside) however many wait. This
+//! is .NET's `ConcurrencyLimiter` with `QueueProcessingOrder.OldestFirst`:
+//!
+//! - **No overtaking.** A waiter for 3 permits at the front is admitted
+//!   before a later waiter for 1, even while 1 or 2 permits are free: a
+//!   large request is never starved by smaller ones behind it.
+//! - **Newcomers wait their turn.** While anyone waits in the line,
+//!   [`try_acquire`](ConcurrencyLimiter::try_acquire) (and a new `acquire`,
+//!   and a `queue::Queue` over the same limiter) is refused even if permits
+//!   are free: it would overtake the line. Only an `acquire` or
+//!   `try_acquire` that runs *concurrently* with a waiter joining the line
+//!   may be ordered before it.
+//! - **Cancellation.** Dropping a waiting future leaves the line (the
+//!   waiters behind it are served at once if they now fit). A future that
+//!   was granted its permits but dropped before it saw them passes them to
+//!   the next waiters in line: no permit and no wake-up is lost.
+//! - **The limit.** Raising it admits the waiters that now fit; lowering
+//!   it below a waiter's request resolves that waiter to
+//!   [`CapacityExceeded`] (it could never be admitted).
+//! - **Without `std`** the line has 8 slots (no allocation). A waiter that
+//!   finds all 8 taken is not in the line: it wakes itself and is polled
+//!   again (a busy wait through its executor, costing repeated polls and
+//!   never a lost wake-up) until a slot frees, then joins the back. So
+//!   order and "woken once per admission" hold for the 8 oldest waiters;
+//!   the ones beyond them join in the order they find a free slot, and the
+//!   waiters in the line are never woken by them.
+//! - `mem::forget` on a waiting future keeps its place: when its turn
+//!   comes it is granted, and those permits stay in flight (as a forgotten
+//!   permit's do); without `std` its slot is never reused.
 //!
 //! # What `retry_after` means here
 //!
@@ -65,18 +104,32 @@
 //! [`ConcurrencyLimiter::set_limit`] changes the limit of a running
 //! limiter. Permits in flight are not a function of the limit, so nothing
 //! is converted: lowering the limit below the permits in flight refuses new
-//! work until enough of them are released; raising it wakes the waiters.
+//! work until enough of them are released; raising it admits the waiters
+//! that now fit (see [Waiting](#waiting-in-line-oldest-first)).
 //!
 //! # State protocol (for model checking)
 //!
-//! `in_flight` is one `AtomicU32`. Acquiring `n` is a
-//! `compare_exchange_weak` loop from the loaded value `v` to `v + n`, taken
-//! only if `v + n ≤ limit` (otherwise refuse without writing); releasing
-//! `n` is a loop to `v − min(n, v)`, followed by waking the registered
-//! waiters. Those two are `Relaxed` (the word publishes no other data); a
-//! waiter registers its waker, then a `SeqCst` fence, then checks again,
-//! and a release decrements, then a `SeqCst` fence, then looks for
-//! waiters, so one of the two always sees the other.
+//! `in_flight` is one `AtomicU32`. Taking `n` is a `compare_exchange_weak`
+//! loop from the loaded value `v` to `v + n`, taken only if
+//! `v + n ≤ limit` (otherwise refuse without writing); giving back `n` is a
+//! loop to `v − min(n, v)`. Those are `Relaxed` (the word publishes no
+//! other data). `waiting` (an `AtomicU32`) counts the waiters in the line;
+//! it is written under the line's lock and read without it.
+//!
+//! - A newcomer reads `waiting` and is refused if it is not zero, else
+//!   takes as above.
+//! - A waiter refused as a newcomer takes the lock, increments `waiting`,
+//!   then a `SeqCst` fence, then looks again (takes if the line is empty
+//!   and the permits are free, else joins the back).
+//! - A release gives back, then a `SeqCst` fence, then reads `waiting`: at
+//!   zero it returns (one load more than a bare decrement); otherwise,
+//!   under the lock, it takes the permits of the front waiters that fit,
+//!   marks them granted and decrements `waiting` for each, then wakes them
+//!   after letting the lock go. Either the waiter's second look sees the
+//!   release's permits or the release sees the waiter: no lost wake-up.
+//! - A granted waiter's poll finds its permits taken; a granted waiter
+//!   dropped before that gives them back through the release path, which
+//!   hands them on: no permit is lost or given twice.
 
 use core::fmt;
 use core::future::Future;
@@ -87,9 +140,9 @@ use core::time::Duration;
 
 use crate::decision::{CapacityExceeded, Denied, Snapshot};
 use crate::error::{AcquireError, ConfigError};
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{fence, AtomicU32, Ordering};
 use crate::time::duration_to_nanos;
-use crate::wakers::{Registration, WakerSet};
+use crate::wakers::{Line, State, Ticket, Woken};
 
 /// Default `retry_after` of a refusal: 1 ms (see the
 /// [module documentation](self)).
@@ -103,7 +156,40 @@ pub struct ConcurrencyLimiter {
     limit: AtomicU32,
     in_flight: AtomicU32,
     retry_hint: u64,
-    waiters: WakerSet,
+    /// Waiters in the line: written under `line`'s lock, read without it.
+    waiting: AtomicU32,
+    line: LineLock,
+}
+
+/// The line's lock: std's mutex (loom's under loom, from `crate::sync`),
+/// a critical section without `std`.
+#[cfg(feature = "std")]
+type LineLock = crate::sync::Mutex<Line>;
+#[cfg(not(feature = "std"))]
+type LineLock = critical_section::Mutex<core::cell::RefCell<Line>>;
+
+crate::sync::const_fn_unless_loom! {
+    fn new_line() -> LineLock {
+        #[cfg(feature = "std")]
+        {
+            LineLock::new(Line::new())
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            critical_section::Mutex::new(core::cell::RefCell::new(Line::new()))
+        }
+    }
+}
+
+/// What joining the line gave.
+enum Join {
+    /// Taken (the line was empty and the permits free), or refused for
+    /// ever.
+    Done(Result<(), CapacityExceeded>),
+    /// In the line.
+    Queued(Ticket),
+    /// Every slot is taken (only without `std`): not in the line.
+    Full,
 }
 
 impl fmt::Debug for ConcurrencyLimiter {
@@ -135,7 +221,8 @@ impl ConcurrencyLimiter {
                 limit: AtomicU32::new(limit.get()),
                 in_flight: AtomicU32::new(0),
                 retry_hint: duration_to_nanos(DEFAULT_RETRY_HINT),
-                waiters: WakerSet::new(),
+                waiting: AtomicU32::new(0),
+                line: new_line(),
             }
         }
     }
@@ -162,9 +249,10 @@ impl ConcurrencyLimiter {
     /// Takes `n` permits now, behind a guard that gives them back on drop.
     ///
     /// # Errors
-    /// [`AcquireError::Denied`] if fewer than `n` are free now (with the
-    /// retry hint); [`AcquireError::CapacityExceeded`] if `n` is above the
-    /// limit.
+    /// [`AcquireError::Denied`] if fewer than `n` are free now, or if
+    /// waiters of [`acquire`](Self::acquire) are in line (it would overtake
+    /// them), with the retry hint; [`AcquireError::CapacityExceeded`] if
+    /// `n` is above the limit.
     pub fn try_acquire(&self, n: u32) -> Result<ConcurrencyPermit<'_>, AcquireError> {
         self.take(n)?;
         Ok(ConcurrencyPermit {
@@ -173,9 +261,11 @@ impl ConcurrencyLimiter {
         })
     }
 
-    /// Waits until `n` permits are free and takes them; woken by the
-    /// release that frees them. Resolves at once for `n = 0`. Dropping the
-    /// future before it resolves takes nothing.
+    /// Waits until `n` permits are free and takes them, in line behind
+    /// the waiters already there; woken by the release that admits it (see
+    /// [Waiting](self#waiting-in-line-oldest-first)). Resolves at once for
+    /// `n = 0`. Dropping the future before it resolves takes nothing: the
+    /// permits already taken for it go to the next waiters.
     ///
     /// # Errors
     /// The future resolves to [`CapacityExceeded`] at once if `n` is above
@@ -184,12 +274,13 @@ impl ConcurrencyLimiter {
         Acquire {
             limiter: self,
             n,
-            registration: None,
+            ticket: None,
         }
     }
 
-    /// Takes `n` permits without a guard: the internal step of every
-    /// acquisition. `Ok(())` means taken.
+    /// Takes `n` permits without a guard for a newcomer: the internal step
+    /// of every acquisition outside the line. Refused while anyone waits in
+    /// the line (a newcomer never overtakes a waiter). `Ok(())` means taken.
     pub(crate) fn take(&self, n: u32) -> Result<(), AcquireError> {
         let limit = self.limit();
         if n > limit {
@@ -200,6 +291,17 @@ impl ConcurrencyLimiter {
         if n == 0 {
             return Ok(()); // takes nothing: granted whatever is in flight
         }
+        if self.waiting.load(Ordering::SeqCst) != 0 {
+            return Err(AcquireError::Denied(Denied::from_nanos(
+                self.retry_hint,
+                self.snapshot_of(self.in_flight(), limit),
+            )));
+        }
+        self.take_free(n, limit)
+    }
+
+    /// Takes `n` (≤ `limit`) if they are free, whoever waits.
+    fn take_free(&self, n: u32, limit: u32) -> Result<(), AcquireError> {
         let mut v = self.in_flight.load(Ordering::Relaxed);
         loop {
             // v may exceed a lowered limit; compare in u64, no overflow
@@ -267,7 +369,9 @@ impl ConcurrencyLimiter {
             return Err(ConfigError::ZeroLimit);
         }
         self.limit.store(limit, Ordering::Relaxed);
-        self.waiters.wake_all();
+        // refuse the waiters the new limit can never admit, then admit the
+        // ones that now fit
+        self.serve(true);
         Ok(())
     }
 
@@ -282,7 +386,127 @@ impl ConcurrencyLimiter {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
                 (v != 0).then(|| v - core::cmp::min(v, n))
             });
-        self.waiters.wake_all();
+        self.serve(false);
+    }
+
+    fn with_line<R>(&self, f: impl FnOnce(&mut Line) -> R) -> R {
+        #[cfg(feature = "std")]
+        {
+            // every critical section leaves the line consistent
+            let mut line = self
+                .line
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(&mut line)
+        }
+        #[cfg(not(feature = "std"))]
+        critical_section::with(|cs| f(&mut self.line.borrow_ref_mut(cs)))
+    }
+
+    /// Hands the free permits to the front of the line while they fit and
+    /// wakes those waiters (after refusing, if `refuse_above_limit`, every
+    /// waiter above the limit). Call after freeing permits or changing the
+    /// limit: one load when nobody waits.
+    fn serve(&self, refuse_above_limit: bool) {
+        // pairs with the fence in `join`: either this load sees the waiter,
+        // or the waiter's look sees what the caller freed
+        fence(Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        loop {
+            let mut woken = Woken::new();
+            let more = self.with_line(|line| {
+                let limit = self.limit();
+                while refuse_above_limit && !woken.is_full() {
+                    let Some(waker) = line.refuse_first_above(limit) else {
+                        break;
+                    };
+                    self.waiting.fetch_sub(1, Ordering::SeqCst);
+                    woken.push(waker);
+                }
+                while let Some(n) = line.front() {
+                    if woken.is_full() {
+                        return true;
+                    }
+                    let state = if n > limit {
+                        State::Refused(limit)
+                    } else if self.take_free(n, limit).is_ok() {
+                        State::Granted
+                    } else {
+                        break;
+                    };
+                    self.waiting.fetch_sub(1, Ordering::SeqCst);
+                    woken.push(line.pop_front(state));
+                }
+                woken.is_full()
+            });
+            woken.wake();
+            if !more {
+                return;
+            }
+        }
+    }
+
+    /// A waiter refused as a newcomer: takes `n` now if nobody is in the
+    /// line and they are free, else joins the back of the line.
+    fn join(&self, n: u32, waker: &core::task::Waker) -> Join {
+        self.with_line(|line| {
+            // count, then look: a release in between either is seen by this
+            // look or sees the waiter (see the module documentation)
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            let limit = self.limit();
+            let done = if n > limit {
+                Some(Err(CapacityExceeded::new(n, limit)))
+            } else if line.is_empty() && self.take_free(n, limit).is_ok() {
+                Some(Ok(()))
+            } else {
+                None
+            };
+            let joined = match done {
+                Some(done) => Join::Done(done),
+                None => line.push_back(n, waker).map_or(Join::Full, Join::Queued),
+            };
+            if !matches!(joined, Join::Queued(_)) {
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+            }
+            joined
+        })
+    }
+
+    /// A queued waiter's outcome: its permits (taken on its behalf), a
+    /// refusal, or still waiting (keeping `waker`).
+    fn poll_ticket(
+        &self,
+        ticket: Ticket,
+        waker: &core::task::Waker,
+    ) -> Poll<Result<(), CapacityExceeded>> {
+        match self.with_line(|line| line.poll(ticket, waker)) {
+            Some((State::Waiting, _)) => Poll::Pending,
+            Some((State::Granted, _)) => Poll::Ready(Ok(())),
+            Some((State::Refused(limit), n)) => Poll::Ready(Err(CapacityExceeded::new(n, limit))),
+            // a stale ticket (never given out twice): nothing was taken
+            _ => Poll::Ready(Err(CapacityExceeded::new(0, 0))),
+        }
+    }
+
+    /// A queued waiter that goes away: leaves the line (the waiters behind
+    /// it may now fit), or gives back the permits it was granted but never
+    /// saw.
+    fn leave(&self, ticket: Ticket) {
+        let left = self.with_line(|line| {
+            let left = line.remove(ticket);
+            if let Some((State::Waiting, ..)) = left {
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+            }
+            left
+        });
+        match left {
+            Some((State::Waiting, _, true)) => self.serve(false),
+            Some((State::Granted, n, _)) => self.release(n),
+            _ => {}
+        }
     }
 }
 
@@ -333,7 +557,7 @@ impl Drop for ConcurrencyPermit<'_> {
 pub struct Acquire<'a> {
     limiter: &'a ConcurrencyLimiter,
     n: u32,
-    registration: Option<Registration>,
+    ticket: Option<Ticket>,
 }
 
 impl<'a> Future for Acquire<'a> {
@@ -342,38 +566,43 @@ impl<'a> Future for Acquire<'a> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let limiter = this.limiter;
-        let mut registered = false;
-        loop {
+        let outcome = if let Some(ticket) = this.ticket {
+            let Poll::Ready(outcome) = limiter.poll_ticket(ticket, cx.waker()) else {
+                return Poll::Pending;
+            };
+            this.ticket = None;
+            outcome
+        } else {
             match limiter.take(this.n) {
-                Ok(()) => {
-                    if let Some(r) = this.registration.take() {
-                        limiter.waiters.unregister(r);
+                Ok(()) => Ok(()),
+                Err(AcquireError::CapacityExceeded(e)) => Err(e),
+                Err(_) => match limiter.join(this.n, cx.waker()) {
+                    Join::Done(done) => done,
+                    Join::Queued(ticket) => {
+                        this.ticket = Some(ticket);
+                        return Poll::Pending;
                     }
-                    return Poll::Ready(Ok(ConcurrencyPermit {
-                        limiter,
-                        permits: this.n,
-                    }));
-                }
-                Err(AcquireError::CapacityExceeded(e)) => return Poll::Ready(Err(e)),
-                Err(AcquireError::Denied(_)) if registered => return Poll::Pending,
-                Err(AcquireError::Denied(_)) => {
-                    // register, then look again: a release in between has
-                    // either been seen by this second look or sees the waker
-                    this.registration =
-                        Some(limiter.waiters.register(cx.waker(), this.registration));
-                    registered = true;
-                }
+                    Join::Full => {
+                        // not in the line (every slot taken, only without
+                        // `std`): polled again until a slot frees
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                },
             }
-        }
+        };
+        Poll::Ready(outcome.map(|()| ConcurrencyPermit {
+            limiter,
+            permits: this.n,
+        }))
     }
 }
 
 impl Drop for Acquire<'_> {
     fn drop(&mut self) {
-        // A release wakes every registered waiter at once, so a cancelled
-        // one never holds a wake-up that another needed.
-        if let Some(r) = self.registration.take() {
-            self.limiter.waiters.unregister(r);
+        // out of the line; permits granted but never seen go to the next
+        if let Some(ticket) = self.ticket.take() {
+            self.limiter.leave(ticket);
         }
     }
 }
@@ -587,7 +816,7 @@ mod owned {
             AcquireOwned {
                 limiter,
                 n,
-                registration: None,
+                ticket: None,
             }
         }
     }
@@ -595,7 +824,7 @@ mod owned {
     struct AcquireOwned {
         limiter: Arc<ConcurrencyLimiter>,
         n: u32,
-        registration: Option<crate::wakers::Registration>,
+        ticket: Option<crate::wakers::Ticket>,
     }
 
     impl Future for AcquireOwned {
@@ -606,11 +835,11 @@ mod owned {
             let mut borrowed = super::Acquire {
                 limiter: &this.limiter,
                 n: this.n,
-                registration: this.registration.take(),
+                ticket: this.ticket.take(),
             };
             let poll = Pin::new(&mut borrowed).poll(cx);
-            this.registration = borrowed.registration.take();
-            // the borrowed future's Drop has nothing left to unregister
+            this.ticket = borrowed.ticket.take();
+            // the borrowed future's Drop has nothing left to leave
             drop(borrowed);
             poll.map(|r| {
                 r.map(|permit| OwnedConcurrencyPermit {
@@ -623,8 +852,8 @@ mod owned {
 
     impl Drop for AcquireOwned {
         fn drop(&mut self) {
-            if let Some(r) = self.registration.take() {
-                self.limiter.waiters.unregister(r);
+            if let Some(ticket) = self.ticket.take() {
+                self.limiter.leave(ticket);
             }
         }
     }

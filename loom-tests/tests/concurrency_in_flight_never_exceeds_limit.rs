@@ -11,12 +11,13 @@
 //! A thread holding `k` permits also checks that the limiter counts at
 //! least `k` in flight: a permit returned twice (by anyone) makes that fail.
 //!
-//! The async side, `acquire(n).await`, is woken by releases (the
-//! `WakerSet` protocol of `src/wakers.rs`: a waiter registers its waker,
-//! then looks again; a release frees the permit, then wakes every
-//! registered waker): a waiter racing the release of the only permit must
-//! never miss it (no lost wake-up), whether it is polled by hand or by
-//! `loom::future::block_on`.
+//! The async side, `acquire(n).await`, is woken by releases (the line
+//! protocol of `src/concurrency.rs`: a waiter counts itself, then looks
+//! again before it joins the line; a release frees the permit, then hands
+//! it to the front of the line and wakes that waiter; modelled in detail in
+//! `concurrency_line_protocol.rs`): a waiter racing the release of the only
+//! permit must never miss it (no lost wake-up), whether it is polled by
+//! hand or by `loom::future::block_on`.
 #![cfg(loom)]
 
 use std::future::Future;
@@ -249,10 +250,10 @@ fn acquire_is_woken_by_the_release_of_the_only_permit() {
     // The only permit is held; one thread releases it (drops the guard)
     // while the main thread polls `acquire(1)` by hand. If the first poll
     // is pending, the release must have woken the waker by the time it
-    // returns (it freed the permit first, then woke every registered
-    // waiter), and the next poll must then get the permit: a release that
-    // slipped between the waiter's failed take and its registration, and
-    // was not seen by its second look, would be a lost wake-up.
+    // returns (it freed the permit first, then handed it to the waiter in
+    // line), and the next poll must then get the permit: a release that
+    // slipped between the waiter's failed take and its joining the line,
+    // and was not seen by its second look, would be a lost wake-up.
     model::check(|| {
         let limiter = std::sync::Arc::new(ConcurrencyLimiter::with_limit(1).expect("valid limit"));
         let held = limiter.try_acquire_owned(1).expect("free");
