@@ -397,7 +397,8 @@ mod tsc {
     /// [`StdClock`]): the first `QuantaClock` of the process anchors the
     /// TSC to that time line once (one TSC read between two OS clock
     /// reads), and every reading is that anchor plus the TSC ticks since,
-    /// scaled — one TSC read, a multiply and an add. All `QuantaClock`s
+    /// scaled — one TSC read, a multiply and a subtraction (the anchor's
+    /// offset is worked out once, when the clock is made). All `QuantaClock`s
     /// share the anchor, so they agree exactly with each other; with a
     /// [`StdClock`] they agree at the anchor and then drift apart at
     /// quanta's rate error (below).
@@ -407,7 +408,9 @@ mod tsc {
     /// other. tollgate stays safe under that: a reading behind the bucket's
     /// state only makes the bucket look fuller (no extra admission), and
     /// only a jump back larger than the heal threshold resets the bucket.
-    /// A TSC reading before the anchor reads as the anchor.
+    /// A TSC reading before the anchor (another core's slightly behind)
+    /// reads as that much before the anchor's time, which is at least an
+    /// hour after the origin.
     ///
     /// Rate: `quanta` turns TSC ticks into nanoseconds by a ratio it
     /// calibrates once per process against the OS monotonic clock (over
@@ -447,7 +450,9 @@ mod tsc {
     #[derive(Debug, Clone)]
     pub struct QuantaClock {
         clock: quanta::Clock,
-        anchor: Anchor,
+        /// The TSC's scaled reading at the anchor less the anchor's time,
+        /// modulo 2⁶⁴: a reading is the scaled TSC less this.
+        offset: u64,
     }
 
     impl QuantaClock {
@@ -456,7 +461,11 @@ mod tsc {
         pub fn new() -> Self {
             let clock = quanta::Clock::new();
             let anchor = anchor(&clock);
-            Self { clock, anchor }
+            // wrapping: the TSC's own count may be smaller than the
+            // anchor's time (a machine booted less than an hour ago); the
+            // difference of two readings is right modulo 2⁶⁴ all the same
+            let offset = clock.delta_as_nanos(0, anchor.raw).wrapping_sub(anchor.at);
+            Self { clock, offset }
         }
     }
 
@@ -469,9 +478,11 @@ mod tsc {
     impl Clock for QuantaClock {
         #[inline]
         fn now(&self) -> Timestamp {
-            // quanta returns 0 for a reading before the anchor
-            let since = self.clock.delta_as_nanos(self.anchor.raw, self.clock.raw());
-            Timestamp::from_nanos(self.anchor.at.saturating_add(since))
+            // the anchor's time plus the scaled ticks since the anchor:
+            // right whenever the result is below 2⁶⁴ (it is at least an
+            // hour after the origin for any reading near the anchor)
+            let scaled = self.clock.delta_as_nanos(0, self.clock.raw());
+            Timestamp::from_nanos(scaled.wrapping_sub(self.offset))
         }
     }
 }
