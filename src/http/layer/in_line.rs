@@ -72,7 +72,10 @@ where
     let m = shared.metrics_of(route);
     m.queued.increment(1.0);
     pending.waiting = Some(route);
-    let started = std::time::Instant::now();
+    // time in the line on the layer's clock (tokio's paused time in tests),
+    // as the layer's other queue measures it
+    let started = shared.clock.now();
+    let elapsed = || shared.clock.now().saturating_duration_since(started);
     // refused while queued: out of the queue gauge, every permit back
     let leave = |pending: &mut Pending| {
         pending.waiting = None;
@@ -113,7 +116,7 @@ where
                             key: k.backend_key(c.policy.ipv6_prefix),
                             global: pending.global.take().map(|lease| Admission {
                                 lease,
-                                delay: global_delay.saturating_sub(started.elapsed()),
+                                delay: global_delay.saturating_sub(elapsed()),
                                 snapshot: global_snapshot.unwrap_or_else(|| {
                                     crate::decision::Snapshot::exact(u32::MAX, u32::MAX, 0)
                                 }),
@@ -121,7 +124,7 @@ where
                         };
                         pending.waiting = None;
                         m.queued.decrement(1.0);
-                        m.time_in_queue.record(started.elapsed().as_secs_f64());
+                        m.time_in_queue.record(elapsed().as_secs_f64());
                         drop(pending);
                         return serve_remote::<S, B, R, O>(shared, remote, inner, req).await;
                     }
@@ -167,15 +170,13 @@ where
         }
     }
     // a queueing bucket's turn, if one was reserved on the way
-    let delay = global_delay
-        .max(route_delay)
-        .saturating_sub(started.elapsed());
+    let delay = global_delay.max(route_delay).saturating_sub(elapsed());
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
     pending.waiting = None;
     m.queued.decrement(1.0);
-    m.time_in_queue.record(started.elapsed().as_secs_f64());
+    m.time_in_queue.record(elapsed().as_secs_f64());
     m.acquired.increment(1);
     let headers = if shared.headers_on_success {
         shared.success_headers(
