@@ -12,8 +12,9 @@
 //!   without taking anything from the members that did not refuse;
 //! - the snapshot reports the *smallest* `remaining` (with that limiter's
 //!   limit) and the *largest* `reset_after`;
-//! - the capacity is the smallest capacity; a request above it is
-//!   [`CapacityExceeded`] before any member is touched.
+//! - the capacity is the smallest capacity; a request above it is refused
+//!   [`never`](crate::Refusal::is_never) before any member is touched.
+
 //!
 //! `Chain` is a [`Limiter`] when its members are limiters, and an
 //! [`Algorithm`] (with state `(A::State, B::State)`) when they are
@@ -29,8 +30,8 @@
 //!     Bucket::new(FixedWindow::new(20, Duration::from_secs(60))?),
 //! );
 //! let now = Timestamp::ZERO;
-//! assert!(chain.check_n(5, now)?.is_allowed());
-//! let refused = chain.check(now); // the bucket refuses: 100 ms
+//! assert!(chain.check_n(5, now).is_ok());
+//! let refused = chain.check(now).unwrap_err(); // the bucket refuses: 100 ms
 //! assert_eq!(refused.retry_after(), Duration::from_millis(100));
 //! assert_eq!(chain.snapshot(now).remaining(), 0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -47,9 +48,10 @@
 
 use core::time::Duration;
 
-use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
 use crate::limiter::{Algorithm, Limiter};
 use crate::live::Inheritance;
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::time::{duration_to_nanos, Timestamp};
 
 /// Two limiters that must both allow; nest for more. See the
@@ -100,8 +102,8 @@ pub(crate) fn most_restrictive(a: &Snapshot, b: &Snapshot) -> Snapshot {
     }
 }
 
-fn denied(retry_after: u64, a: &Snapshot, b: &Snapshot) -> Decision {
-    Decision::Denied(Denied::from_nanos(retry_after, most_restrictive(a, b)))
+fn denied(retry_after: u64, a: &Snapshot, b: &Snapshot) -> Refusal<'static> {
+    Refusal::from_nanos(retry_after, most_restrictive(a, b))
 }
 
 impl<A: Limiter, B: Limiter> Limiter for Chain<A, B> {
@@ -109,26 +111,23 @@ impl<A: Limiter, B: Limiter> Limiter for Chain<A, B> {
         core::cmp::min(self.first.capacity(), self.second.capacity())
     }
 
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
         let capacity = self.capacity();
         if n > capacity {
-            return Err(CapacityExceeded {
-                requested: n,
-                capacity,
-            });
+            return Err(Refusal::never(n, self.snapshot(now)));
         }
-        let first = match self.first.check_n(n, now)? {
-            Decision::Allowed(s) => s,
-            Decision::Denied(d) => {
-                // nothing taken anywhere; the wait is the longer of the two
-                let wait_b = duration_to_nanos(self.second.time_until_ready(n, now)?);
-                let retry = core::cmp::max(d.retry_after_nanos(), wait_b);
-                return Ok(denied(retry, d.snapshot(), &self.second.snapshot(now)));
+        if let Err(d) = self.first.check_n(n, now) {
+            if d.is_never() {
+                return Err(d);
             }
-        };
+            // nothing taken anywhere; the wait is the longer of the two
+            let wait_b = duration_to_nanos(self.second.time_until_ready(n, now)?);
+            let retry = core::cmp::max(d.retry_after_nanos(), wait_b);
+            return Err(denied(retry, d.snapshot(), &self.second.snapshot(now)));
+        }
         match self.second.check_n(n, now) {
-            Ok(Decision::Allowed(s)) => Ok(Decision::Allowed(most_restrictive(&first, &s))),
-            Ok(Decision::Denied(d)) => {
+            Ok(()) => Ok(()),
+            Err(d) if !d.is_never() => {
                 self.first.refund(n, now);
                 // after the refund, the first member's own wait (normally 0)
                 let wait_a = self
@@ -136,15 +135,12 @@ impl<A: Limiter, B: Limiter> Limiter for Chain<A, B> {
                     .time_until_ready(n, now)
                     .map_or(u64::MAX, duration_to_nanos);
                 let retry = core::cmp::max(d.retry_after_nanos(), wait_a);
-                Ok(denied(retry, &self.first.snapshot(now), d.snapshot()))
+                Err(denied(retry, &self.first.snapshot(now), d.snapshot()))
             }
             Err(e) => {
                 // a member under-reported its capacity; still cost nothing
                 self.first.refund(n, now);
-                Err(CapacityExceeded {
-                    requested: e.requested,
-                    capacity: core::cmp::min(capacity, e.capacity),
-                })
+                Err(e)
             }
         }
     }
@@ -158,13 +154,10 @@ impl<A: Limiter, B: Limiter> Limiter for Chain<A, B> {
         most_restrictive(&self.first.snapshot(now), &self.second.snapshot(now))
     }
 
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
         let capacity = self.capacity();
         if n > capacity {
-            return Err(CapacityExceeded {
-                requested: n,
-                capacity,
-            });
+            return Err(Refusal::never(n, self.snapshot(now)));
         }
         Ok(core::cmp::max(
             self.first.time_until_ready(n, now)?,
@@ -202,8 +195,8 @@ impl<A: Algorithm> Limiter for Applied<'_, A> {
         self.0.capacity()
     }
     #[inline]
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
-        self.0.check_n(self.1, n, now)
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
+        self.0.check_n(self.1, n, now).map(|_| ())
     }
     #[inline]
     fn refund(&self, n: u32, now: Timestamp) {
@@ -214,7 +207,7 @@ impl<A: Algorithm> Limiter for Applied<'_, A> {
         self.0.snapshot(self.1, now)
     }
     #[inline]
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
         self.0.time_until_ready(self.1, n, now)
     }
     #[inline]
@@ -260,8 +253,9 @@ impl<A: Algorithm, B: Algorithm> Algorithm for Chain<A, B> {
         state: &Self::State,
         n: u32,
         now: Timestamp,
-    ) -> Result<Decision, CapacityExceeded> {
-        self.applied(state).check_n(n, now)
+    ) -> Result<Timestamp, Refusal<'static>> {
+        self.applied(state).check_n(n, now)?;
+        Ok(self.snapshot(state, now).full_at(now.as_nanos()))
     }
 
     fn refund(&self, state: &Self::State, n: u32, now: Timestamp) {
@@ -277,7 +271,7 @@ impl<A: Algorithm, B: Algorithm> Algorithm for Chain<A, B> {
         state: &Self::State,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         self.applied(state).time_until_ready(n, now)
     }
 
@@ -312,9 +306,9 @@ mod tests {
         let key_a = alg.new_state();
         let key_b = alg.new_state();
         let zero = Timestamp::ZERO;
-        assert!(alg.check_n(&key_a, 2, zero).unwrap().is_allowed());
-        assert!(alg.check_n(&key_a, 1, zero).unwrap().is_denied());
-        assert!(alg.check_n(&key_b, 1, zero).unwrap().is_allowed());
+        assert!(alg.check_n(&key_a, 2, zero).is_ok());
+        assert!(alg.check_n(&key_a, 1, zero).is_err());
+        assert!(alg.check_n(&key_b, 1, zero).is_ok());
         assert!(!alg.is_idle(&key_a, zero));
         assert!(alg.is_idle(&key_a, Timestamp::from_secs(1)));
         assert_eq!(alg.required_resolution(), Duration::from_millis(100));
@@ -326,13 +320,9 @@ mod tests {
             Bucket::token_bucket(Quota::per_second(10).unwrap()),
             Bucket::token_bucket(Quota::per_second(3).unwrap()),
         );
-        assert_eq!(
-            chain.check_n(4, Timestamp::ZERO),
-            Err(CapacityExceeded {
-                requested: 4,
-                capacity: 3
-            })
-        );
+        let never = chain.check_n(4, Timestamp::ZERO).unwrap_err();
+        assert!(never.is_never());
+        assert_eq!((never.requested(), never.limit()), (4, 3));
         assert!(chain.is_idle(Timestamp::ZERO));
     }
 }

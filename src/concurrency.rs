@@ -10,8 +10,8 @@
 //! waiter built for rate limiters would take permits without a guard and
 //! never give them back.
 //!
-//! - [`ConcurrencyLimiter::try_acquire`]: a permit now, or an
-//!   [`AcquireError`].
+//! - [`ConcurrencyLimiter::try_acquire`]: a permit now, or a
+//!   [`Refusal`].
 //! - [`ConcurrencyLimiter::acquire`]: a future that resolves when the
 //!   permits are free. It is woken by the release that frees them — no
 //!   timer, no polling — on any executor (tokio, embassy, a plain
@@ -62,8 +62,8 @@
 //!   was granted its permits but dropped before it saw them passes them to
 //!   the next waiters in line: no permit and no wake-up is lost.
 //! - **The limit.** Raising it admits the waiters that now fit; lowering
-//!   it below a waiter's request resolves that waiter to
-//!   [`CapacityExceeded`] (it could never be admitted).
+//!   it below a waiter's request resolves that waiter to a refusal that
+//!   [`is_never`](Refusal::is_never) (it could never be admitted).
 //! - **Without `std`** the line has 8 slots (no allocation). A waiter that
 //!   finds all 8 taken is not in the line: it wakes itself and is polled
 //!   again (a busy wait through its executor, costing repeated polls and
@@ -138,8 +138,9 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use crate::decision::{CapacityExceeded, Denied, Snapshot};
-use crate::error::{AcquireError, ConfigError};
+use crate::error::ConfigError;
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::sync::{fence, AtomicU32, Ordering};
 use crate::time::duration_to_nanos;
 use crate::wakers::{Line, State, Ticket, Woken};
@@ -185,7 +186,7 @@ crate::sync::const_fn_unless_loom! {
 enum Join {
     /// Taken (the line was empty and the permits free), or refused for
     /// ever.
-    Done(Result<(), CapacityExceeded>),
+    Done(Result<(), Refusal<'static>>),
     /// In the line.
     Queued(Ticket),
     /// Every slot is taken (only without `std`): not in the line.
@@ -249,11 +250,11 @@ impl ConcurrencyLimiter {
     /// Takes `n` permits now, behind a guard that gives them back on drop.
     ///
     /// # Errors
-    /// [`AcquireError::Denied`] if fewer than `n` are free now, or if
-    /// waiters of [`acquire`](Self::acquire) are in line (it would overtake
-    /// them), with the retry hint; [`AcquireError::CapacityExceeded`] if
+    /// A [`Refusal`] if fewer than `n` are free now, or if waiters of
+    /// [`acquire`](Self::acquire) are in line (it would overtake them),
+    /// with the retry hint; one that [`is_never`](Refusal::is_never) if
     /// `n` is above the limit.
-    pub fn try_acquire(&self, n: u32) -> Result<ConcurrencyPermit<'_>, AcquireError> {
+    pub fn try_acquire(&self, n: u32) -> Result<ConcurrencyPermit<'_>, Refusal<'static>> {
         self.take(n)?;
         Ok(ConcurrencyPermit {
             limiter: self,
@@ -268,8 +269,9 @@ impl ConcurrencyLimiter {
     /// permits already taken for it go to the next waiters.
     ///
     /// # Errors
-    /// The future resolves to [`CapacityExceeded`] at once if `n` is above
-    /// the limit (it would wait forever).
+    /// The future resolves at once to a refusal that
+    /// [`is_never`](Refusal::is_never) if `n` is above the limit (it would
+    /// wait forever).
     pub fn acquire(&self, n: u32) -> Acquire<'_> {
         Acquire {
             limiter: self,
@@ -281,35 +283,33 @@ impl ConcurrencyLimiter {
     /// Takes `n` permits without a guard for a newcomer: the internal step
     /// of every acquisition outside the line. Refused while anyone waits in
     /// the line (a newcomer never overtakes a waiter). `Ok(())` means taken.
-    pub(crate) fn take(&self, n: u32) -> Result<(), AcquireError> {
+    pub(crate) fn take(&self, n: u32) -> Result<(), Refusal<'static>> {
         let limit = self.limit();
         if n > limit {
-            return Err(AcquireError::CapacityExceeded(CapacityExceeded::new(
-                n, limit,
-            )));
+            return Err(Refusal::never(n, self.snapshot_of(self.in_flight(), limit)));
         }
         if n == 0 {
             return Ok(()); // takes nothing: granted whatever is in flight
         }
         if self.waiting.load(Ordering::SeqCst) != 0 {
-            return Err(AcquireError::Denied(Denied::from_nanos(
+            return Err(Refusal::from_nanos(
                 self.retry_hint,
                 self.snapshot_of(self.in_flight(), limit),
-            )));
+            ));
         }
         self.take_free(n, limit)
     }
 
     /// Takes `n` (≤ `limit`) if they are free, whoever waits.
-    fn take_free(&self, n: u32, limit: u32) -> Result<(), AcquireError> {
+    fn take_free(&self, n: u32, limit: u32) -> Result<(), Refusal<'static>> {
         let mut v = self.in_flight.load(Ordering::Relaxed);
         loop {
             // v may exceed a lowered limit; compare in u64, no overflow
             if u64::from(v) + u64::from(n) > u64::from(limit) {
-                return Err(AcquireError::Denied(Denied::from_nanos(
+                return Err(Refusal::from_nanos(
                     self.retry_hint,
                     self.snapshot_of(v, limit),
-                )));
+                ));
             }
             match self.in_flight.compare_exchange_weak(
                 v,
@@ -458,7 +458,7 @@ impl ConcurrencyLimiter {
             fence(Ordering::SeqCst);
             let limit = self.limit();
             let done = if n > limit {
-                Some(Err(CapacityExceeded::new(n, limit)))
+                Some(Err(Refusal::never(n, Snapshot::exact(limit, 0, 0))))
             } else if line.is_empty() && self.take_free(n, limit).is_ok() {
                 Some(Ok(()))
             } else {
@@ -481,13 +481,15 @@ impl ConcurrencyLimiter {
         &self,
         ticket: Ticket,
         waker: &core::task::Waker,
-    ) -> Poll<Result<(), CapacityExceeded>> {
+    ) -> Poll<Result<(), Refusal<'static>>> {
         match self.with_line(|line| line.poll(ticket, waker)) {
             Some((State::Waiting, _)) => Poll::Pending,
             Some((State::Granted, _)) => Poll::Ready(Ok(())),
-            Some((State::Refused(limit), n)) => Poll::Ready(Err(CapacityExceeded::new(n, limit))),
+            Some((State::Refused(limit), n)) => {
+                Poll::Ready(Err(Refusal::never(n, Snapshot::exact(limit, 0, 0))))
+            }
             // a stale ticket (never given out twice): nothing was taken
-            _ => Poll::Ready(Err(CapacityExceeded::new(0, 0))),
+            _ => Poll::Ready(Err(Refusal::never(0, Snapshot::exact(0, 0, 0)))),
         }
     }
 
@@ -561,7 +563,7 @@ pub struct Acquire<'a> {
 }
 
 impl<'a> Future for Acquire<'a> {
-    type Output = Result<ConcurrencyPermit<'a>, CapacityExceeded>;
+    type Output = Result<ConcurrencyPermit<'a>, Refusal<'static>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
@@ -575,7 +577,7 @@ impl<'a> Future for Acquire<'a> {
         } else {
             match limiter.take(this.n) {
                 Ok(()) => Ok(()),
-                Err(AcquireError::CapacityExceeded(e)) => Err(e),
+                Err(e) if e.is_never() => Err(e),
                 Err(_) => match limiter.join(this.n, cx.waker()) {
                     Join::Done(done) => done,
                     Join::Queued(ticket) => {
@@ -659,28 +661,24 @@ impl crate::limiter::Algorithm for InFlight {
         &self,
         state: &InFlightState,
         n: u32,
-        _now: crate::time::Timestamp,
-    ) -> Result<crate::decision::Decision, CapacityExceeded> {
-        use crate::decision::Decision;
+        now: crate::time::Timestamp,
+    ) -> Result<crate::time::Timestamp, Refusal<'static>> {
         if n > self.limit {
-            return Err(CapacityExceeded::new(n, self.limit));
+            return Err(Refusal::never(n, self.snapshot_of(0)));
         }
         let mut v = state.0.load(Ordering::Relaxed);
         loop {
             if u64::from(v) + u64::from(n) > u64::from(self.limit) {
-                return Ok(Decision::Denied(Denied::from_nanos(
-                    self.retry_hint,
-                    self.snapshot_of(v),
-                )));
+                return Err(Refusal::from_nanos(self.retry_hint, self.snapshot_of(v)));
             }
             if n == 0 {
-                return Ok(Decision::Allowed(self.snapshot_of(v)));
+                return Ok(self.snapshot_of(v).full_at(now.as_nanos()));
             }
             match state
                 .0
                 .compare_exchange_weak(v, v + n, Ordering::Relaxed, Ordering::Relaxed)
             {
-                Ok(_) => return Ok(Decision::Allowed(self.snapshot_of(v + n))),
+                Ok(_) => return Ok(self.snapshot_of(v + n).full_at(now.as_nanos())),
                 Err(current) => v = current,
             }
         }
@@ -703,9 +701,9 @@ impl crate::limiter::Algorithm for InFlight {
         state: &InFlightState,
         n: u32,
         _now: crate::time::Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         if n > self.limit {
-            return Err(CapacityExceeded::new(n, self.limit));
+            return Err(Refusal::never(n, self.snapshot_of(0)));
         }
         let v = state.0.load(Ordering::Relaxed);
         Ok(if u64::from(v) + u64::from(n) > u64::from(self.limit) {
@@ -741,8 +739,8 @@ mod owned {
     use core::task::{Context, Poll};
     use std::sync::Arc;
 
-    use super::{AcquireError, ConcurrencyLimiter};
-    use crate::decision::CapacityExceeded;
+    use super::ConcurrencyLimiter;
+    use crate::refusal::Refusal;
 
     /// `n` permits held on an `Arc`-shared limiter, for work that outlives
     /// the current borrow (a spawned task). Dropping it gives them back.
@@ -794,7 +792,7 @@ mod owned {
         pub fn try_acquire_owned(
             self: &Arc<Self>,
             n: u32,
-        ) -> Result<OwnedConcurrencyPermit, AcquireError> {
+        ) -> Result<OwnedConcurrencyPermit, Refusal<'static>> {
             self.take(n)?;
             Ok(OwnedConcurrencyPermit {
                 limiter: Arc::clone(self),
@@ -810,7 +808,7 @@ mod owned {
         pub fn acquire_owned(
             self: &Arc<Self>,
             n: u32,
-        ) -> impl Future<Output = Result<OwnedConcurrencyPermit, CapacityExceeded>> + Send + 'static
+        ) -> impl Future<Output = Result<OwnedConcurrencyPermit, Refusal<'static>>> + Send + 'static
         {
             let limiter = Arc::clone(self);
             AcquireOwned {
@@ -828,7 +826,7 @@ mod owned {
     }
 
     impl Future for AcquireOwned {
-        type Output = Result<OwnedConcurrencyPermit, CapacityExceeded>;
+        type Output = Result<OwnedConcurrencyPermit, Refusal<'static>>;
 
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
             let this = self.get_mut();
@@ -879,18 +877,14 @@ mod tests {
         let l = ConcurrencyLimiter::with_limit(5).unwrap();
         let mut p = l.try_acquire(4).unwrap();
         assert_eq!(l.available(), 1);
-        assert!(matches!(l.try_acquire(2), Err(AcquireError::Denied(_))));
+        assert!(matches!(l.try_acquire(2), Err(r) if !r.is_never()));
         p.release_some(3);
         assert_eq!((p.permits(), l.in_flight()), (1, 1));
         drop(p);
         assert_eq!(l.in_flight(), 0);
-        assert!(matches!(
-            l.try_acquire(6),
-            Err(AcquireError::CapacityExceeded(CapacityExceeded {
-                requested: 6,
-                capacity: 5
-            }))
-        ));
+        let never = l.try_acquire(6).unwrap_err();
+        assert!(never.is_never());
+        assert_eq!((never.requested(), never.limit()), (6, 5));
     }
 
     #[test]
@@ -910,9 +904,10 @@ mod tests {
             .unwrap()
             .with_retry_hint(Duration::from_micros(5));
         let held = l.try_acquire(1).unwrap();
-        let Err(AcquireError::Denied(d)) = l.try_acquire(1) else {
+        let Err(d) = l.try_acquire(1) else {
             panic!("expected a refusal")
         };
+        assert!(!d.is_never());
         assert_eq!(d.retry_after(), Duration::from_micros(5));
         assert_eq!(l.snapshot().reset_after(), Duration::from_micros(5));
         drop(held);

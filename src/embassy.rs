@@ -76,10 +76,11 @@ use core::task::{Context, Poll};
 use embassy_time::{Duration, Instant, Timer, TICK_HZ};
 
 use crate::clock::Clock;
-use crate::decision::{CapacityExceeded, Decision, Snapshot};
 use crate::error::check_clock;
 use crate::limiter::Limiter;
 use crate::rate_limiter::RateLimiter;
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::ticks::Ratio;
 use crate::time::{duration_to_nanos, Timestamp};
 
@@ -169,8 +170,9 @@ impl Clock for EmbassyClock {
 #[non_exhaustive]
 pub enum WaitError {
     /// The request can never succeed: it asks for more than the limiter's
-    /// burst. Returned at once, never after a wait.
-    CapacityExceeded(CapacityExceeded),
+    /// burst (the refusal [`is_never`](Refusal::is_never)). Returned at
+    /// once, never after a wait.
+    CapacityExceeded(Refusal<'static>),
     /// The limiter's finest step is shorter than one embassy tick, so the
     /// tick clock cannot enforce it. Returned at once.
     ClockTooCoarse {
@@ -215,12 +217,6 @@ impl core::error::Error for WaitError {
             Self::CapacityExceeded(e) => Some(e),
             Self::ClockTooCoarse { .. } | Self::Timeout { .. } => None,
         }
-    }
-}
-
-impl From<CapacityExceeded> for WaitError {
-    fn from(e: CapacityExceeded) -> Self {
-        Self::CapacityExceeded(e)
     }
 }
 
@@ -293,11 +289,12 @@ impl<'a, L: Limiter + ?Sized> Wait<'a, L> {
 
     /// Asks the limiter once at `now`: the snapshot if granted,
     /// otherwise the nanoseconds still to wait.
-    fn ask(&self, now: Timestamp) -> Result<Result<Snapshot, u64>, CapacityExceeded> {
+    fn ask(&self, now: Timestamp) -> Result<Result<Snapshot, u64>, Refusal<'static>> {
         if self.take {
-            Ok(match self.limiter.check_n(self.n, now)? {
-                Decision::Allowed(s) => Ok(s),
-                Decision::Denied(d) => Err(d.retry_after_nanos()),
+            Ok(match self.limiter.check_n(self.n, now) {
+                Ok(()) => Ok(self.limiter.snapshot(now)),
+                Err(d) if d.is_never() => return Err(d),
+                Err(d) => Err(d.retry_after_nanos()),
             })
         } else {
             let wait = self.limiter.time_until_ready(self.n, now)?;

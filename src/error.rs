@@ -14,8 +14,6 @@
 use core::fmt;
 use core::time::Duration;
 
-use crate::decision::{CapacityExceeded, Denied};
-
 /// Why a quota, limiter, clock pairing or keyed table could not be built.
 /// Every variant names the value that is wrong; nothing is silently clamped.
 ///
@@ -185,59 +183,6 @@ pub(crate) const fn check_clock(step: Duration, resolution: Duration) -> Result<
     Ok(())
 }
 
-/// Why a permit was not granted now (a try that does not wait).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum AcquireError {
-    /// Too few permits are free now; the [`Denied`] says when to retry.
-    Denied(Denied),
-    /// More permits than the limiter can ever grant at once: it can never
-    /// succeed.
-    CapacityExceeded(CapacityExceeded),
-}
-
-impl AcquireError {
-    /// The wait before the same request could succeed: the refusal's
-    /// `retry_after`, `None` for a request that can never succeed.
-    #[must_use]
-    pub const fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Self::Denied(d) => Some(d.retry_after()),
-            Self::CapacityExceeded(_) => None,
-        }
-    }
-}
-
-impl fmt::Display for AcquireError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Denied(_) => f.write_str("no permit available now"),
-            Self::CapacityExceeded(_) => f.write_str("the request can never be granted"),
-        }
-    }
-}
-
-impl core::error::Error for AcquireError {
-    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
-        match self {
-            Self::Denied(d) => Some(d),
-            Self::CapacityExceeded(e) => Some(e),
-        }
-    }
-}
-
-impl From<CapacityExceeded> for AcquireError {
-    fn from(e: CapacityExceeded) -> Self {
-        Self::CapacityExceeded(e)
-    }
-}
-
-impl From<Denied> for AcquireError {
-    fn from(d: Denied) -> Self {
-        Self::Denied(d)
-    }
-}
-
 /// Unwraps a `const` constructor's `Result` at compile time: a `static`
 /// quota, window or limiter needs no `match` and no `panic!`, and an invalid
 /// argument fails the build instead of the program.
@@ -284,7 +229,6 @@ mod tests {
     use std::string::ToString;
 
     use super::*;
-    use crate::decision::Snapshot;
 
     #[test]
     fn every_config_error_names_the_problem() {
@@ -380,30 +324,5 @@ mod tests {
                 resolution: ms(10)
             })
         );
-    }
-
-    #[test]
-    fn acquire_error_keeps_its_source_out_of_its_text() {
-        use core::error::Error;
-        let denied = Denied::new(
-            Duration::from_millis(5),
-            Snapshot::new(1, 0, Duration::ZERO),
-        );
-        let e = AcquireError::from(denied);
-        assert_eq!(e.to_string(), "no permit available now");
-        assert_eq!(e.retry_after(), Some(Duration::from_millis(5)));
-        let source = e.source().expect("a source").to_string();
-        assert!(source.contains("5ms"), "{source}");
-        let e = AcquireError::from(CapacityExceeded {
-            requested: 3,
-            capacity: 2,
-        });
-        assert_eq!(e.to_string(), "the request can never be granted");
-        assert_eq!(e.retry_after(), None);
-        assert!(e
-            .source()
-            .expect("a source")
-            .to_string()
-            .contains("capacity is 2"));
     }
 }

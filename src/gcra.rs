@@ -18,7 +18,7 @@
 //!   weight, and never two at one instant. Its capacity `c` is the quota's
 //!   burst: the heaviest request it admits at one instant.
 //!
-//! `n = 0` is a peek; `n > c` is [`CapacityExceeded`] (it can never
+//! `n = 0` is a peek; `n > c` is refused [`never`](Refusal::is_never) (it can never
 //! succeed). A [`refund`](Algorithm::refund) moves the TAT back by `n·T` but
 //! never before `now`, so it cannot lift capacity above the burst. A bucket
 //! whose TAT is `≤ now` is indistinguishable from a fresh one, which is what
@@ -87,10 +87,11 @@
 use core::num::NonZeroU32;
 use core::time::Duration;
 
-use crate::decision::{units_to_nanos_ceil, CapacityExceeded, Decision, Denied, Snapshot};
 use crate::limiter::{Algorithm, Bucket};
 use crate::live::Inheritance;
 use crate::quota::Quota;
+use crate::refusal::Refusal;
+use crate::snapshot::{units_to_nanos_ceil, Snapshot};
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::{duration_to_nanos, Timestamp};
 
@@ -470,12 +471,10 @@ impl Gcra {
         )
     }
 
-    #[inline]
-    fn exceeded(&self, n: u32) -> CapacityExceeded {
-        CapacityExceeded {
-            requested: n,
-            capacity: self.capacity.get(),
-        }
+    #[cold]
+    #[inline(never)]
+    fn exceeded(&self, n: u32) -> Refusal<'static> {
+        Refusal::never(n, Snapshot::exact(self.capacity.get(), 0, 0))
     }
 
     /// The lead of a stored TAT at `now` (both in the bucket's units),
@@ -501,7 +500,7 @@ impl Gcra {
         tat: u64,
         n: u32,
         now: u64,
-    ) -> Result<(Decision, Option<u64>), CapacityExceeded> {
+    ) -> (Result<Timestamp, Refusal<'static>>, Option<u64>) {
         // The one branch a whole-nanosecond quota pays: it then runs the
         // unscaled code with the scale a constant 1, inline; a scaled
         // bucket calls the scaled code (out of line, so that callers stay
@@ -509,7 +508,7 @@ impl Gcra {
         if self.scale != 1 {
             return self.step_scaled(tat, n, now);
         }
-        self.step_in::<false>(tat, n, self.clamped(now))
+        self.step_in::<false>(tat, n, self.clamped(now), now)
     }
 
     /// [`Gcra::step`] before its decision is built: the [`Outcome`] (two
@@ -523,7 +522,7 @@ impl Gcra {
         tat: u64,
         n: u32,
         now: u64,
-    ) -> Result<(Outcome, Option<u64>), CapacityExceeded> {
+    ) -> Result<(Outcome, Option<u64>), Refusal<'static>> {
         if n > self.capacity.get() {
             return Err(self.exceeded(n));
         }
@@ -535,13 +534,17 @@ impl Gcra {
         Ok(self.outcome_in(tat, n, now))
     }
 
-    /// The [`Decision`] of an [`Outcome`] of [`Gcra::step_outcome`].
+    /// The verdict of an [`Outcome`] of [`Gcra::step_outcome`].
     #[inline(always)]
-    pub(crate) fn decision(&self, outcome: Outcome) -> Decision {
+    pub(crate) fn decision(
+        &self,
+        outcome: Outcome,
+        now: u64,
+    ) -> Result<Timestamp, Refusal<'static>> {
         if self.scale != 1 {
-            return self.decision_of::<true>(outcome);
+            return self.decision_of::<true>(outcome, now);
         }
-        self.decision_of::<false>(outcome)
+        self.decision_of::<false>(outcome, now)
     }
 
     /// [`Gcra::step`] of a bucket in units of `1/d` ns, `d > 1`.
@@ -552,8 +555,8 @@ impl Gcra {
         tat: u64,
         n: u32,
         now: u64,
-    ) -> Result<(Decision, Option<u64>), CapacityExceeded> {
-        self.step_in::<true>(tat, n, self.scaled(now))
+    ) -> (Result<Timestamp, Refusal<'static>>, Option<u64>) {
+        self.step_in::<true>(tat, n, self.scaled(now), now)
     }
 
     /// [`Gcra::step`] with `now` already in the bucket's units; `SCALED`
@@ -565,12 +568,13 @@ impl Gcra {
         tat: u64,
         n: u32,
         now: u64,
-    ) -> Result<(Decision, Option<u64>), CapacityExceeded> {
+        now_nanos: u64,
+    ) -> (Result<Timestamp, Refusal<'static>>, Option<u64>) {
         if n > self.capacity.get() {
-            return Err(self.exceeded(n));
+            return (Err(self.exceeded(n)), None);
         }
         let (outcome, store) = self.outcome_in(tat, n, now);
-        Ok((self.decision_of::<SCALED>(outcome), store))
+        (self.decision_of::<SCALED>(outcome, now_nanos), store)
     }
 
     /// The GCRA step for `n ≤ capacity` as scalars: what was decided and
@@ -654,18 +658,26 @@ impl Gcra {
         }
     }
 
-    /// The [`Decision`] of an [`Outcome`].
+    /// The verdict of an [`Outcome`] at `now` (ns): on an admission, the
+    /// instant the bucket is full again (a caller that does not read it
+    /// pays nothing for it; the snapshot is computed when asked); on a
+    /// refusal, its wait and snapshot.
     #[inline(always)]
-    fn decision_of<const SCALED: bool>(&self, outcome: Outcome) -> Decision {
-        let snapshot = self.snapshot_in::<SCALED>(outcome.lead);
+    fn decision_of<const SCALED: bool>(
+        &self,
+        outcome: Outcome,
+        now: u64,
+    ) -> Result<Timestamp, Refusal<'static>> {
         if outcome.retry == 0 {
-            Decision::Allowed(snapshot)
+            Ok(Timestamp::from_nanos(
+                now.saturating_add(self.nanos_in::<SCALED>(outcome.lead)),
+            ))
         } else {
             // the exact wait in whole nanoseconds rounded up: the first
             // instant at which the retry succeeds
-            Decision::Denied(Denied::from_nanos(
+            Err(Refusal::from_nanos(
                 self.nanos_in::<SCALED>(outcome.retry),
-                snapshot,
+                self.snapshot_in::<SCALED>(outcome.lead),
             ))
         }
     }
@@ -732,9 +744,10 @@ impl Gcra {
     /// bucket with stored `tat` (0 if now).
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted.
+    /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
+    /// granted.
     #[inline]
-    pub(crate) fn wait_of(&self, tat: u64, n: u32, now: u64) -> Result<u64, CapacityExceeded> {
+    pub(crate) fn wait_of(&self, tat: u64, n: u32, now: u64) -> Result<u64, Refusal<'static>> {
         if n > self.capacity.get() {
             return Err(self.exceeded(n));
         }
@@ -913,7 +926,7 @@ impl Gcra {
 }
 
 /// What one GCRA step decided, in the bucket's units, before it is turned
-/// into a [`Decision`]: two words, so that it travels in registers.
+/// into a verdict: two words, so that it travels in registers.
 #[derive(Clone, Copy)]
 pub(crate) struct Outcome {
     /// 0 if admitted (or a peek); else the wait until the request fits
@@ -975,7 +988,7 @@ impl Algorithm for Gcra {
         state: &GcraState,
         n: u32,
         now: Timestamp,
-    ) -> Result<Decision, CapacityExceeded> {
+    ) -> Result<Timestamp, Refusal<'static>> {
         if n > self.capacity.get() {
             return Err(self.exceeded(n));
         }
@@ -983,13 +996,13 @@ impl Algorithm for Gcra {
         // its compare-and-swap loop out of line. Both hand back an
         // `Outcome` of two words (in registers, never through a stack
         // slot), and the decision is built from it here, inline: a caller
-        // that reads only `is_allowed()` pays for nothing else.
+        // that reads only `is_ok()` pays for nothing else.
         if self.scale != 1 {
             let outcome = self.outcome_scaled(state, n, now);
-            return Ok(self.decision_of::<true>(outcome));
+            return self.decision_of::<true>(outcome, now.as_nanos());
         }
         let outcome = self.outcome_cas(state, n, self.clamped(now.as_nanos()));
-        Ok(self.decision_of::<false>(outcome))
+        self.decision_of::<false>(outcome, now.as_nanos())
     }
 
     #[inline]
@@ -1047,7 +1060,7 @@ impl Algorithm for Gcra {
         state: &GcraState,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         self.wait_of(state.tat.load(Ordering::Relaxed), n, now.as_nanos())
             .map(Duration::from_nanos)
     }

@@ -52,7 +52,8 @@
 //! | [`gcra`] | [`Gcra`] + [`GcraState`]: the token and leaky buckets |
 //! | [`tick`] | [`TickGcra`] + [`TickState`]: the same buckets in 32-bit ticks of your timer, lock-free on Armv7-M and RISC-V `A`, interrupt-safe everywhere |
 //! | [`lock_freedom`] | [`LockFreedom`]: which types are lock-free / interrupt-safe on the target you build for |
-//! | [`decision`] | [`Decision`], [`Snapshot`], [`Denied`], [`CapacityExceeded`] |
+//! | [`refusal`] | [`Refusal`]: what every acquisition returns when it says no (when to retry, the quota, who refused) |
+//! | [`snapshot`] | [`Snapshot`]: a limiter's state (limit, remaining, reset), computed when asked |
 //! | [`limiter`] | the [`Algorithm`] and [`Limiter`] traits, [`Bucket`], [`BucketRef`] |
 //! | [`rate_limiter`] | [`RateLimiter`] and [`KeyedRateLimiter`]: a limiter or a keyed table bundled with its clock |
 //! | [`window`] | [`FixedWindow`], [`SlidingWindow`]: permits per window |
@@ -713,7 +714,6 @@ extern crate std;
 pub mod chain;
 pub mod clock;
 pub mod concurrency;
-pub mod decision;
 pub mod duty_cycle;
 #[cfg(feature = "embassy")]
 pub mod embassy;
@@ -736,9 +736,11 @@ pub mod quota;
 pub mod rate_limiter;
 #[cfg(feature = "redis")]
 pub mod redis;
+pub mod refusal;
 pub mod remote;
 #[cfg(feature = "rtic")]
 pub mod rtic;
+pub mod snapshot;
 pub mod stats;
 pub mod tick;
 pub mod time;
@@ -762,10 +764,9 @@ pub use clock::{CoarseClock, StdClock};
 #[cfg(feature = "std")]
 pub use concurrency::OwnedConcurrencyPermit;
 pub use concurrency::{ConcurrencyLimiter, ConcurrencyPermit};
-pub use decision::{CapacityExceeded, Decision, Denied, Snapshot};
-pub use error::{AcquireError, ConfigError};
+pub use error::ConfigError;
 pub use gcra::{BucketKind, Gcra, GcraState};
-pub use keyed::{KeyedDecision, KeyedLimiter};
+pub use keyed::KeyedLimiter;
 pub use limiter::{Algorithm, Bucket, BucketRef, Limiter};
 pub use live::{Inheritance, LiveBucket};
 pub use lock_freedom::LockFreedom;
@@ -773,6 +774,8 @@ pub use lock_freedom::LockFreedom;
 pub use queue::TokioClock;
 pub use quota::Quota;
 pub use rate_limiter::{KeyedRateLimiter, RateLimiter};
+pub use refusal::Refusal;
+pub use snapshot::Snapshot;
 pub use stats::{Statistics, WithStats};
 pub use tick::{TickDecision, TickGcra, TickState};
 pub use time::Timestamp;

@@ -26,16 +26,17 @@
 
 use core::time::Duration;
 
-use crate::decision::{CapacityExceeded, Decision, Snapshot};
 use crate::live::Inheritance;
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
 
 /// A rate-limiting algorithm applied to separately stored state.
 ///
 /// Implementations must uphold:
-/// - `check_n(state, 0, now)` changes nothing and returns `Ok(Allowed)`;
-/// - `check_n(state, n, now)` with `n > capacity()` returns
-///   `Err(CapacityExceeded)` and changes nothing;
+/// - `check_n(state, 0, now)` changes nothing and returns `Ok(())`;
+/// - `check_n(state, n, now)` with `n > capacity()` returns a refusal that
+///   [`is_never`](Refusal::is_never) and changes nothing;
 /// - `refund` never raises the available permits above `capacity()`;
 /// - `is_idle(state, now)` is true only if `state` now behaves exactly like a
 ///   freshly created state (so it can be dropped without changing any
@@ -56,16 +57,21 @@ pub trait Algorithm {
     /// The most permits one request can ever take.
     fn capacity(&self) -> u32;
 
-    /// Tries to take `n` permits at `now`.
+    /// Tries to take `n` permits at `now`. On an admission, the instant
+    /// the state is full again (idle: `now` plus its snapshot's
+    /// [`reset_after`](Snapshot::reset_after)), which a keyed table uses
+    /// to know when the key can be evicted; a caller that does not read it
+    /// pays nothing for it.
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted.
+    /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
+    /// can never be granted); nothing was taken.
     fn check_n(
         &self,
         state: &Self::State,
         n: u32,
         now: Timestamp,
-    ) -> Result<Decision, CapacityExceeded>;
+    ) -> Result<Timestamp, Refusal<'static>>;
 
     /// Gives back `n` permits taken by an earlier admission (for example
     /// when a later limiter in a chain refused the request). Meant for an
@@ -104,13 +110,14 @@ pub trait Algorithm {
     /// admitted if nothing else happens (zero if it would be admitted now).
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted.
+    /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
+    /// granted.
     fn time_until_ready(
         &self,
         state: &Self::State,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded>;
+    ) -> Result<Duration, Refusal<'static>>;
 
     /// True if `state` is indistinguishable from a fresh one at `now`.
     fn is_idle(&self, state: &Self::State, now: Timestamp) -> bool;
@@ -157,18 +164,17 @@ pub trait Limiter {
     /// Tries to take `n` permits at `now`; `n = 0` is a peek.
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted.
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded>;
+    /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
+    /// can never be granted); nothing was taken.
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>>;
 
     /// Tries to take one permit at `now`.
+    ///
+    /// # Errors
+    /// The [`Refusal`]; nothing was taken.
     #[inline]
-    fn check(&self, now: Timestamp) -> Decision {
-        match self.check_n(1, now) {
-            Ok(decision) => decision,
-            // Only reachable for a limiter of capacity 0, which no tollgate
-            // constructor allows; refuse rather than panic.
-            Err(_) => Decision::Denied(crate::Denied::from_nanos(u64::MAX, self.snapshot(now))),
-        }
+    fn check(&self, now: Timestamp) -> Result<(), Refusal<'static>> {
+        self.check_n(1, now)
     }
 
     /// Gives back `n` permits of an earlier admission.
@@ -180,8 +186,9 @@ pub trait Limiter {
     /// The time until `n` permits would be admitted (zero if now).
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted.
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded>;
+    /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
+    /// granted.
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>>;
 
     /// True if the limiter is indistinguishable from a fresh one at `now`.
     fn is_idle(&self, now: Timestamp) -> bool;
@@ -200,31 +207,6 @@ pub trait Limiter {
     }
 }
 
-/// One permit from `state` at `now`: [`Limiter::check`] of a bucket,
-/// inlined into its caller so that a caller looking only at
-/// `is_allowed()` pays for no more of the [`Decision`] than it reads.
-#[inline(always)]
-fn check_one<A: Algorithm>(algorithm: &A, state: &A::State, now: Timestamp) -> Decision {
-    match algorithm.check_n(state, 1, now) {
-        Ok(decision) => decision,
-        // capacity 0, which no tollgate constructor allows: refuse
-        Err(_) => Decision::Denied(crate::Denied::from_nanos(
-            u64::MAX,
-            cold_snapshot(algorithm, state, now),
-        )),
-    }
-}
-
-/// The snapshot for the refusal of a request that can never succeed
-/// (cold: out of line). Only the snapshot is returned through memory; the
-/// decision itself is built inline, so the common path's decision never
-/// has to live in a stack slot shared with this one.
-#[cold]
-#[inline(never)]
-fn cold_snapshot<A: Algorithm>(algorithm: &A, state: &A::State, now: Timestamp) -> Snapshot {
-    algorithm.snapshot(state, now)
-}
-
 /// An [`Algorithm`] together with its state: the one-limiter case.
 ///
 /// ```
@@ -232,9 +214,9 @@ fn cold_snapshot<A: Algorithm>(algorithm: &A, state: &A::State, now: Timestamp) 
 ///
 /// let bucket = Bucket::token_bucket(Quota::per_second(2)?);
 /// let now = Timestamp::ZERO;
-/// assert!(bucket.check(now).is_allowed());
-/// assert!(bucket.check(now).is_allowed());
-/// assert!(bucket.check(now).is_denied());
+/// assert!(bucket.check(now).is_ok());
+/// assert!(bucket.check(now).is_ok());
+/// assert!(bucket.check(now).is_err());
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 #[derive(Debug)]
@@ -276,12 +258,8 @@ impl<A: Algorithm> Limiter for Bucket<A> {
         self.algorithm.capacity()
     }
     #[inline(always)]
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
-        self.algorithm.check_n(&self.state, n, now)
-    }
-    #[inline(always)]
-    fn check(&self, now: Timestamp) -> Decision {
-        check_one(&self.algorithm, &self.state, now)
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
+        self.algorithm.check_n(&self.state, n, now).map(|_| ())
     }
     #[inline]
     fn refund(&self, n: u32, now: Timestamp) {
@@ -292,7 +270,7 @@ impl<A: Algorithm> Limiter for Bucket<A> {
         self.algorithm.snapshot(&self.state, now)
     }
     #[inline]
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
         self.algorithm.time_until_ready(&self.state, n, now)
     }
     #[inline]
@@ -326,8 +304,8 @@ impl<A: Algorithm> Limiter for Bucket<A> {
 /// static RADIO_STATE: GcraState = GcraState::new(); // 8 bytes of RAM
 /// static RADIO: BucketRef<'static, Gcra> = BucketRef::new(&RADIO_CONFIG, &RADIO_STATE);
 ///
-/// assert!(RADIO.check(Timestamp::ZERO).is_allowed());
-/// assert!(RADIO.check(Timestamp::ZERO).is_denied());
+/// assert!(RADIO.check(Timestamp::ZERO).is_ok());
+/// assert!(RADIO.check(Timestamp::ZERO).is_err());
 /// assert_eq!(core::mem::size_of::<GcraState>(), 8);
 /// assert_eq!(core::mem::size_of::<tollgate::Bucket<Gcra>>(), 56);
 /// ```
@@ -371,12 +349,8 @@ impl<A: Algorithm> Limiter for BucketRef<'_, A> {
         self.algorithm.capacity()
     }
     #[inline(always)]
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
-        self.algorithm.check_n(self.state, n, now)
-    }
-    #[inline(always)]
-    fn check(&self, now: Timestamp) -> Decision {
-        check_one(self.algorithm, self.state, now)
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
+        self.algorithm.check_n(self.state, n, now).map(|_| ())
     }
     #[inline]
     fn refund(&self, n: u32, now: Timestamp) {
@@ -387,7 +361,7 @@ impl<A: Algorithm> Limiter for BucketRef<'_, A> {
         self.algorithm.snapshot(self.state, now)
     }
     #[inline]
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
         self.algorithm.time_until_ready(self.state, n, now)
     }
     #[inline]
@@ -413,12 +387,8 @@ macro_rules! forward_limiter {
                 (**self).capacity()
             }
             #[inline(always)]
-            fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
+            fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
                 (**self).check_n(n, now)
-            }
-            #[inline(always)]
-            fn check(&self, now: Timestamp) -> Decision {
-                (**self).check(now)
             }
             #[inline]
             fn refund(&self, n: u32, now: Timestamp) {
@@ -429,7 +399,7 @@ macro_rules! forward_limiter {
                 (**self).snapshot(now)
             }
             #[inline]
-            fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
+            fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
                 (**self).time_until_ready(n, now)
             }
             #[inline]

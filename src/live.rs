@@ -64,7 +64,7 @@
 //!
 //! let bucket = LiveBucket::token_bucket(Quota::per_second(10)?);
 //! let now = Timestamp::ZERO;
-//! assert!(bucket.check_n(6, now)?.is_allowed()); // 6 of 10 used
+//! assert!(bucket.check_n(6, now).is_ok()); // 6 of 10 used
 //! bucket.set_quota(Quota::per_second(20)?, Inheritance::UsedAmount, now);
 //! assert_eq!(bucket.snapshot(now).remaining(), 14);
 //! bucket.set_quota(Quota::per_second(20)?, Inheritance::Reset, now);
@@ -78,10 +78,11 @@
 
 use core::time::Duration;
 
-use crate::decision::{CapacityExceeded, Decision, Snapshot};
 use crate::gcra::{BucketKind, Gcra};
 use crate::limiter::{Algorithm, Limiter};
 use crate::quota::Quota;
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::Timestamp;
 
@@ -310,13 +311,13 @@ impl LiveBucket {
     /// it; `finish` then turns what was decided into the result, with
     /// the configuration it was decided with. [`Limiter::check_n`] steps
     /// to an outcome of two words (kept in registers through the swap)
-    /// and builds its [`Decision`] once the swap stands.
+    /// and builds its verdict once the swap stands.
     #[inline(always)]
     fn decide<O, R>(
         &self,
-        step: impl Fn(&Gcra, u64) -> Result<(O, Option<u64>), CapacityExceeded>,
+        step: impl Fn(&Gcra, u64) -> Result<(O, Option<u64>), Refusal<'static>>,
         finish: impl Fn(&Gcra, O) -> R,
-    ) -> Result<R, CapacityExceeded> {
+    ) -> Result<R, Refusal<'static>> {
         loop {
             let seq = self.stable_seq();
             let tat = self.stable_tat();
@@ -392,11 +393,13 @@ impl Limiter for LiveBucket {
     }
 
     #[inline]
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
+        let now = now.as_nanos();
         self.decide(
-            |gcra, tat| gcra.step_outcome(tat, n, now.as_nanos()),
-            Gcra::decision,
+            |gcra, tat| gcra.step_outcome(tat, n, now),
+            |gcra, outcome| gcra.decision(outcome, now).map(|_| ()),
         )
+        .and_then(core::convert::identity)
     }
 
     fn refund(&self, n: u32, now: Timestamp) {
@@ -425,7 +428,7 @@ impl Limiter for LiveBucket {
         self.read(|g, tat| g.snapshot_of(tat, now.as_nanos()))
     }
 
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
         self.read(|g, tat| g.wait_of(tat, n, now.as_nanos()))
             .map(Duration::from_nanos)
     }
@@ -477,7 +480,7 @@ mod tests {
             (Inheritance::Reset, 20),
         ] {
             let b = LiveBucket::token_bucket(q(10, 10));
-            assert!(b.check_n(6, now).unwrap().is_allowed());
+            assert!(b.check_n(6, now).is_ok());
             b.set_quota(q(20, 20), how, now);
             assert_eq!(b.snapshot(now).remaining(), remaining, "{how:?}");
             assert_eq!(b.algorithm(), Gcra::token_bucket(q(20, 20)));
@@ -488,7 +491,7 @@ mod tests {
     fn more_used_than_the_new_quota_holds_is_an_empty_bucket() {
         let b = LiveBucket::token_bucket(q(10, 10));
         let now = Timestamp::from_secs(5);
-        assert!(b.check_n(10, now).unwrap().is_allowed());
+        assert!(b.check_n(10, now).is_ok());
         b.set_quota(q(2, 2), Inheritance::UsedAmount, now);
         let d = b.check(now);
         // empty at now: the next permit in one new interval (500 ms)

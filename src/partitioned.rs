@@ -165,11 +165,12 @@ use std::sync::Arc;
 use std::vec::Vec;
 
 use crate::concurrency::InFlight;
-use crate::decision::{CapacityExceeded, Decision, Snapshot};
 use crate::gcra::Gcra;
-use crate::keyed::{KeyedDecision, KeyedLimiter, KeyedPath, ShardedKeyedTable, TableBuilder};
+use crate::keyed::{KeyedLimiter, ShardedKeyedTable, TableBuilder};
 use crate::limiter::{Algorithm, Limiter};
 use crate::live::{Inheritance, LiveBucket};
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
 pub use limiter::PartitionedLimiter;
 use lines::{InFlightStore, Join, Ticket};
@@ -186,7 +187,7 @@ trait Store<K>: Send + Sync {
         key: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<KeyedDecision, CapacityExceeded>;
+    ) -> Result<Snapshot, Refusal<'static>>;
     fn refund(&self, key: Option<&K>, n: u32, now: Timestamp);
     /// Gives back a shaped reservation only if it is still the last one
     /// booked ([`KeyedLimiter::refund_if_last`]); the default gives
@@ -199,7 +200,7 @@ trait Store<K>: Send + Sync {
         key: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded>;
+    ) -> Result<Duration, Refusal<'static>>;
     /// The keyed table's [`Algorithm`](crate::limiter::Algorithm) type
     /// (`None`: not a keyed table).
     fn algorithm_type(&self) -> Option<TypeId> {
@@ -218,9 +219,9 @@ trait Store<K>: Send + Sync {
         None
     }
     /// A queued waiter's outcome (see [`InFlightStore::poll`]).
-    fn poll_line(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<Snapshot, CapacityExceeded>> {
+    fn poll_line(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<Snapshot, Refusal<'static>>> {
         let _ = (ticket, waker);
-        Poll::Ready(Err(CapacityExceeded::new(0, 0)))
+        Poll::Ready(Err(no_key(0)))
     }
     /// A queued waiter goes away (see [`InFlightStore::leave`]).
     fn leave_line(&self, ticket: Ticket) {
@@ -237,10 +238,10 @@ where
         key: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<KeyedDecision, CapacityExceeded> {
+    ) -> Result<Snapshot, Refusal<'static>> {
         match key {
             Some(key) => InFlightStore::check_n(self, key, n, now),
-            None => Err(CapacityExceeded::new(n, 0)), // never: policies have keys
+            None => Err(no_key(n)), // never: policies have keys
         }
     }
     fn refund(&self, key: Option<&K>, n: u32, _: Timestamp) {
@@ -253,10 +254,10 @@ where
         key: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         match key {
             Some(key) => self.table.time_until_ready(key, n, now),
-            None => Err(CapacityExceeded::new(n, 0)),
+            None => Err(no_key(n)),
         }
     }
     fn algorithm_type(&self) -> Option<TypeId> {
@@ -279,7 +280,7 @@ where
     fn join_line(&self, key: &K, n: u32, limit: usize, waker: &Waker) -> Option<Join> {
         Some(self.join(key, n, limit, waker))
     }
-    fn poll_line(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<Snapshot, CapacityExceeded>> {
+    fn poll_line(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<Snapshot, Refusal<'static>>> {
         self.poll(ticket, waker)
     }
     fn leave_line(&self, ticket: Ticket) {
@@ -300,10 +301,14 @@ where
         key: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<KeyedDecision, CapacityExceeded> {
+    ) -> Result<Snapshot, Refusal<'static>> {
         match key {
-            Some(key) => self.0.check_n(key, n, now),
-            None => Err(CapacityExceeded::new(n, 0)), // never: policies have keys
+            // the snapshot for the admission's headers
+            Some(key) => self
+                .0
+                .check_n(key, n, now)
+                .map(|_| self.0.snapshot(key, now)),
+            None => Err(no_key(n)), // never: policies have keys
         }
     }
     fn refund(&self, key: Option<&K>, n: u32, now: Timestamp) {
@@ -321,10 +326,10 @@ where
         key: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         match key {
             Some(key) => self.0.time_until_ready(key, n, now),
-            None => Err(CapacityExceeded::new(n, 0)),
+            None => Err(no_key(n)),
         }
     }
     fn algorithm_type(&self) -> Option<TypeId> {
@@ -349,13 +354,9 @@ struct Unkeyed<L>(L);
 
 impl<K, L: Limiter + Send + Sync> Store<K> for Unkeyed<L> {
     #[inline]
-    fn check_n(
-        &self,
-        _: Option<&K>,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<KeyedDecision, CapacityExceeded> {
-        Ok(KeyedDecision::new(self.0.check_n(n, now)?, KeyedPath::Own))
+    fn check_n(&self, _: Option<&K>, n: u32, now: Timestamp) -> Result<Snapshot, Refusal<'static>> {
+        self.0.check_n(n, now)?;
+        Ok(self.0.snapshot(now))
     }
     fn refund(&self, _: Option<&K>, n: u32, now: Timestamp) {
         self.0.refund(n, now);
@@ -365,7 +366,7 @@ impl<K, L: Limiter + Send + Sync> Store<K> for Unkeyed<L> {
         _: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         self.0.time_until_ready(n, now)
     }
 }
@@ -376,13 +377,9 @@ struct Single(LiveBucket);
 
 impl<K> Store<K> for Single {
     #[inline]
-    fn check_n(
-        &self,
-        _: Option<&K>,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<KeyedDecision, CapacityExceeded> {
-        Ok(KeyedDecision::new(self.0.check_n(n, now)?, KeyedPath::Own))
+    fn check_n(&self, _: Option<&K>, n: u32, now: Timestamp) -> Result<Snapshot, Refusal<'static>> {
+        self.0.check_n(n, now)?;
+        Ok(self.0.snapshot(now))
     }
     fn refund(&self, _: Option<&K>, n: u32, now: Timestamp) {
         self.0.refund(n, now);
@@ -395,7 +392,7 @@ impl<K> Store<K> for Single {
         _: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         self.0.time_until_ready(n, now)
     }
     fn algorithm_type(&self) -> Option<TypeId> {
@@ -417,16 +414,8 @@ struct Unlimited;
 
 impl<K> Store<K> for Unlimited {
     #[inline]
-    fn check_n(
-        &self,
-        _: Option<&K>,
-        n: u32,
-        _: Timestamp,
-    ) -> Result<KeyedDecision, CapacityExceeded> {
-        Ok(KeyedDecision::new(
-            Decision::Allowed(Snapshot::exact(u32::MAX, u32::MAX - n, 0)),
-            KeyedPath::Own,
-        ))
+    fn check_n(&self, _: Option<&K>, n: u32, _: Timestamp) -> Result<Snapshot, Refusal<'static>> {
+        Ok(Snapshot::exact(u32::MAX, u32::MAX - n, 0))
     }
     fn refund(&self, _: Option<&K>, _: u32, _: Timestamp) {}
     fn time_until_ready(
@@ -434,7 +423,7 @@ impl<K> Store<K> for Unlimited {
         _: Option<&K>,
         _: u32,
         _: Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         Ok(Duration::ZERO)
     }
 }
@@ -996,122 +985,11 @@ impl<K> Admission<Lease<K>> {
 /// The snapshot of an admission that charged nothing.
 const UNLIMITED_SNAPSHOT: Snapshot = Snapshot::exact(u32::MAX, u32::MAX, 0);
 
-/// A refused request: which limiter and policy refused, and when to retry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Refusal<'a> {
-    limiter: &'a str,
-    policy: &'a str,
-    stage: usize,
-    retry_after: Duration,
-    snapshot: Snapshot,
-    path: KeyedPath,
-}
-
-impl<'a> Refusal<'a> {
-    /// A refusal by `policy` of the limiter named `limiter`: retry after
-    /// `retry_after` ([`Duration::MAX`] for a request too large to ever
-    /// be admitted); `snapshot` is the refusing limiter's state for the
-    /// key. For a [`PartitionedLimiter`] of your own; a chain sets the
-    /// [`stage`](Self::stage) (0 here) and the [`path`](Self::path) is
-    /// [`KeyedPath::Own`].
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::partitioned::Refusal;
-    /// use tollgate::Snapshot;
-    ///
-    /// let r = Refusal::new("tenants", "allow_list", Duration::from_secs(60), Snapshot::new(0, 0, Duration::ZERO));
-    /// assert_eq!((r.limiter(), r.policy(), r.stage()), ("tenants", "allow_list", 0));
-    /// assert_eq!(r.to_string(), "refused by tenants/allow_list: retry after 60s");
-    /// ```
-    #[must_use]
-    pub const fn new(
-        limiter: &'a str,
-        policy: &'a str,
-        retry_after: Duration,
-        snapshot: Snapshot,
-    ) -> Self {
-        Self {
-            limiter,
-            policy,
-            stage: 0,
-            retry_after,
-            snapshot,
-            path: KeyedPath::Own,
-        }
-    }
-
-    /// The name of the partitioned limiter that refused.
-    #[must_use]
-    pub const fn limiter(&self) -> &'a str {
-        self.limiter
-    }
-
-    /// The name of the refusing policy (`"default"` for the default
-    /// limiter).
-    #[must_use]
-    pub const fn policy(&self) -> &'a str {
-        self.policy
-    }
-
-    /// Which limiter of a chain refused (0 for the first).
-    #[must_use]
-    pub const fn stage(&self) -> usize {
-        self.stage
-    }
-
-    /// The longest wait of the chain before the request could be admitted.
-    #[must_use]
-    pub const fn retry_after(&self) -> Duration {
-        self.retry_after
-    }
-
-    /// The refusing limiter's state for this key.
-    #[must_use]
-    pub const fn snapshot(&self) -> &Snapshot {
-        &self.snapshot
-    }
-
-    /// Which path of the refusing keyed table answered (its own slot or an
-    /// overflow policy).
-    #[must_use]
-    pub const fn path(&self) -> KeyedPath {
-        self.path
-    }
-
-    /// A request too large for the limiter: it can never be admitted.
-    #[must_use]
-    pub const fn is_capacity_exceeded(&self) -> bool {
-        self.retry_after.as_secs() == u64::MAX
-    }
-}
-
-impl fmt::Display for Refusal<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "refused by {}/{}: retry after {:?}",
-            self.limiter, self.policy, self.retry_after
-        )
-    }
-}
-
-impl core::error::Error for Refusal<'_> {}
-
-fn refusal<'a>(
-    limiter: &'a str,
-    policy: &'a str,
-    decision: &KeyedDecision,
-    retry_after: Duration,
-) -> Refusal<'a> {
-    Refusal {
-        limiter,
-        policy,
-        stage: 0,
-        retry_after,
-        snapshot: *decision.decision().snapshot(),
-        path: decision.path(),
-    }
+/// The refusal of a store asked without a key (never: every policy has
+/// one).
+#[cold]
+fn no_key(n: u32) -> Refusal<'static> {
+    Refusal::never(n, Snapshot::exact(0, 0, 0))
 }
 
 impl<R, K> Partitioned<R, K> {
@@ -1201,18 +1079,14 @@ impl<R, K> Partitioned<R, K> {
         n: u32,
         now: Timestamp,
     ) -> Result<Admission<Lease<K>>, Refusal<'a>> {
-        let d = match store.check_n(key.as_ref(), n, now) {
-            Ok(d) => d,
-            Err(e) => return Err(capacity_refusal(&self.name, name, e)),
-        };
-        match d.decision() {
+        match store.check_n(key.as_ref(), n, now) {
             // the common case, inline in the caller: an unshaped admission
-            Decision::Allowed(after) if shaping.is_none() => Ok(Admission {
+            Ok(after) if shaping.is_none() => Ok(Admission {
                 lease: Lease::taken(index, key, n, store, releases),
                 delay: Duration::ZERO,
-                snapshot: *after,
+                snapshot: after,
             }),
-            _ => self.charge_rest(index, name, store, releases, shaping, key, n, now, &d),
+            d => self.charge_rest(index, name, store, releases, shaping, key, n, now, d),
         }
     }
 
@@ -1230,11 +1104,11 @@ impl<R, K> Partitioned<R, K> {
         key: Option<K>,
         n: u32,
         now: Timestamp,
-        d: &KeyedDecision,
+        d: Result<Snapshot, Refusal<'static>>,
     ) -> Result<Admission<Lease<K>>, Refusal<'a>> {
-        match d.decision() {
-            Decision::Allowed(after) => {
-                let delay = shaping.map_or(Duration::ZERO, |s| s.delay(after, n));
+        match d {
+            Ok(after) => {
+                let delay = shaping.map_or(Duration::ZERO, |s| s.delay(&after, n));
                 let mut lease = Lease::taken(index, key, n, store, releases);
                 if shaping.is_some() {
                     // a reservation: only the last one booked can go back
@@ -1244,23 +1118,18 @@ impl<R, K> Partitioned<R, K> {
                     if delay > max {
                         // too long a wait: give the reservation back
                         self.cancel_lease(lease, now);
-                        return Err(Refusal {
-                            limiter: &self.name,
-                            policy: name,
-                            stage: 0,
-                            retry_after: delay.saturating_sub(max),
-                            snapshot: *after,
-                            path: d.path(),
-                        });
+                        return Err(
+                            Refusal::new(delay.saturating_sub(max), after).by(&self.name, name)
+                        );
                     }
                 }
                 Ok(Admission {
                     lease,
                     delay,
-                    snapshot: *after,
+                    snapshot: after,
                 })
             }
-            Decision::Denied(denied) => Err(refusal(&self.name, name, d, denied.retry_after())),
+            Err(refusal) => Err(refusal.by(&self.name, name)),
         }
     }
 
@@ -1290,17 +1159,6 @@ impl<R, K> Partitioned<R, K> {
                 store.refund_if_last(lease.key.as_ref(), lease.n, full_at, now);
             }
         }
-    }
-}
-
-fn capacity_refusal<'a>(limiter: &'a str, policy: &'a str, e: CapacityExceeded) -> Refusal<'a> {
-    Refusal {
-        limiter,
-        policy,
-        stage: 0,
-        retry_after: Duration::MAX,
-        snapshot: Snapshot::exact(e.capacity, 0, u64::MAX),
-        path: KeyedPath::Own,
     }
 }
 
@@ -1415,11 +1273,10 @@ where
     ) -> Result<Admission<Self::Lease>, Refusal<'_>> {
         let a = match self.first.try_acquire_n(resource, n, now) {
             Ok(a) => a,
-            Err(mut r) => {
+            Err(r) => {
                 // nothing taken; the chain admits only when both would
                 let wait_b = self.second.time_until_ready(resource, n, now);
-                r.retry_after = r.retry_after.max(wait_b);
-                return Err(r);
+                return Err(r.waiting_at_least(crate::time::duration_to_nanos(wait_b)));
             }
         };
         match self.second.try_acquire_n(resource, n, now) {
@@ -1432,12 +1289,12 @@ where
                 },
                 lease: (a.lease, b.lease),
             }),
-            Err(mut r) => {
+            Err(r) => {
                 self.first.cancel(a.lease, now);
-                r.stage = r.stage.saturating_add(self.first.stages());
                 let wait_a = self.first.time_until_ready(resource, n, now);
-                r.retry_after = r.retry_after.max(wait_a);
-                Err(r)
+                Err(r
+                    .later_by(self.first.stages())
+                    .waiting_at_least(crate::time::duration_to_nanos(wait_a)))
             }
         }
     }
@@ -1471,10 +1328,9 @@ where
                 },
                 lease: (guard.defuse(), b.lease),
             }),
-            Err(mut r) => {
+            Err(r) => {
                 drop(guard); // the first member's permits go back
-                r.stage = r.stage.saturating_add(self.first.stages());
-                Err(r)
+                Err(r.later_by(self.first.stages()))
             }
         }
     }

@@ -3,14 +3,15 @@
 use core::time::Duration;
 
 use crate::clock::Clock;
-use crate::decision::{CapacityExceeded, Decision, Snapshot};
 use crate::error::{check_clock, ConfigError};
 use crate::gcra::{BucketKind, Gcra};
+use crate::keyed::KeyedLimiter;
 #[cfg(feature = "std")]
 use crate::keyed::ShardedKeyedTable;
-use crate::keyed::{KeyedDecision, KeyedLimiter};
 use crate::limiter::{Algorithm, Bucket, Limiter};
 use crate::quota::Quota;
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 
 /// A limiter and the clock it reads: call `try_acquire()` and go.
 ///
@@ -21,12 +22,12 @@ use crate::quota::Quota;
 /// let clock = ManualClock::new();
 /// let limiter = RateLimiter::token_bucket(Quota::per_second(5)?, &clock)?;
 /// for _ in 0..5 {
-///     assert!(limiter.try_acquire().is_allowed());
+///     assert!(limiter.try_acquire().is_ok());
 /// }
-/// let refused = limiter.try_acquire();
+/// let refused = limiter.try_acquire().unwrap_err();
 /// assert_eq!(refused.retry_after(), Duration::from_millis(200));
 /// clock.advance(Duration::from_millis(200));
-/// assert!(limiter.try_acquire().is_allowed());
+/// assert!(limiter.try_acquire().is_ok());
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 #[derive(Debug)]
@@ -75,25 +76,30 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     }
 
     /// Tries to take one permit now.
+    ///
+    /// # Errors
+    /// The [`Refusal`]; nothing was taken.
     #[inline(always)]
-    pub fn try_acquire(&self) -> Decision {
+    pub fn try_acquire(&self) -> Result<(), Refusal<'static>> {
         self.limiter.check(self.clock.now())
     }
 
     /// Tries to take `n` permits now; `n = 0` is a peek.
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted.
+    /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
+    /// can never be granted); nothing was taken.
     #[inline(always)]
-    pub fn try_acquire_n(&self, n: u32) -> Result<Decision, CapacityExceeded> {
+    pub fn try_acquire_n(&self, n: u32) -> Result<(), Refusal<'static>> {
         self.limiter.check_n(n, self.clock.now())
     }
 
     /// How long until `n` permits would be granted, without taking any.
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted.
-    pub fn time_until_ready(&self, n: u32) -> Result<Duration, CapacityExceeded> {
+    /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
+    /// granted.
+    pub fn time_until_ready(&self, n: u32) -> Result<Duration, Refusal<'static>> {
         self.limiter.time_until_ready(n, self.clock.now())
     }
 
@@ -136,7 +142,7 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
 /// // 10 per second and bursts of 10 per client, 10,000 clients tracked.
 /// let limiter = KeyedRateLimiter::token_bucket(Quota::per_second(10)?, StdClock::new())?;
 /// let client: IpAddr = "192.0.2.7".parse()?;
-/// assert!(limiter.try_acquire(&client).is_allowed());
+/// assert!(limiter.try_acquire(&client).is_ok());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
@@ -165,35 +171,37 @@ impl<T, C: Clock> KeyedRateLimiter<T, C> {
     }
 
     /// Tries to take one permit for `key` now.
+    ///
+    /// # Errors
+    /// The [`Refusal`], with the [`KeyedPath`](crate::keyed::KeyedPath)
+    /// that answered; nothing was taken.
     #[inline]
-    pub fn try_acquire<K: ?Sized>(&self, key: &K) -> KeyedDecision
+    pub fn try_acquire<K: ?Sized>(&self, key: &K) -> Result<(), Refusal<'static>>
     where
         T: KeyedLimiter<K>,
     {
-        self.table.check(key, self.clock.now())
+        self.try_acquire_n(key, 1)
     }
 
     /// Tries to take `n` permits for `key` now; `n = 0` is a peek.
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted to `key`.
+    /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
+    /// can never be granted to `key`); nothing was taken.
     #[inline]
-    pub fn try_acquire_n<K: ?Sized>(
-        &self,
-        key: &K,
-        n: u32,
-    ) -> Result<KeyedDecision, CapacityExceeded>
+    pub fn try_acquire_n<K: ?Sized>(&self, key: &K, n: u32) -> Result<(), Refusal<'static>>
     where
         T: KeyedLimiter<K>,
     {
-        self.table.check_n(key, n, self.clock.now())
+        self.table.check_n(key, n, self.clock.now()).map(|_| ())
     }
 
     /// How long until `n` permits for `key` would be granted, taking none.
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted to `key`.
-    pub fn time_until_ready<K: ?Sized>(&self, key: &K, n: u32) -> Result<Duration, CapacityExceeded>
+    /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
+    /// granted to `key`.
+    pub fn time_until_ready<K: ?Sized>(&self, key: &K, n: u32) -> Result<Duration, Refusal<'static>>
     where
         T: KeyedLimiter<K>,
     {

@@ -11,26 +11,24 @@
 //! limit). A layer written against this trait takes any backend without
 //! knowing which.
 //!
-//! A [`RemoteDecision`] is a core [`Decision`] plus its [`DecisionSource`]:
-//! whether the store answered, a local cache of refusals answered, or the
-//! store was unavailable and the failure policy decided. Callers that only
-//! care about admit/refuse use [`RemoteDecision::decision`]; metrics and
-//! logs use the source.
+//! A [`RemoteDecision`] is a verdict (the [`Snapshot`] after an admission,
+//! or the [`Refusal`]) plus its [`DecisionSource`]: whether the store
+//! answered, a local cache of refusals answered, or the store was
+//! unavailable and the failure policy decided. Callers that only care about
+//! admit/refuse use [`RemoteDecision::is_ok`]; metrics and logs use the
+//! source.
 //!
 //! ```
 //! use tollgate::remote::{AsyncKeyedLimiter, DecisionSource};
 //! use tollgate::{KeyedRateLimiter, ManualClock, Quota, RateLimiter};
 //!
 //! async fn admit<L: AsyncKeyedLimiter<String>>(limiter: &L, client: &str) -> bool {
-//!     match limiter.check_n(&client.to_owned(), 1).await {
-//!         Ok(d) => d.decision().is_allowed(),
-//!         Err(_) => false, // can never succeed
-//!     }
+//!     limiter.check_n(&client.to_owned(), 1).await.is_ok()
 //! }
 //!
 //! // An in-process keyed table through the same seam as the Redis store.
 //! let per_client = KeyedRateLimiter::token_bucket(Quota::per_second(1)?, ManualClock::new())?;
-//! let first = poll_ready(per_client.check_n(&"client-a".to_owned(), 1))?;
+//! let first = poll_ready(per_client.check_n(&"client-a".to_owned(), 1));
 //! assert_eq!(first.source(), DecisionSource::Local);
 //! assert!(!poll_ready(admit(&per_client, "client-a"))); // client-a is spent
 //! assert!(poll_ready(admit(&per_client, "client-b"))); // client-b is not
@@ -55,10 +53,11 @@
 use core::future::Future;
 
 use crate::clock::Clock;
-use crate::decision::{CapacityExceeded, Decision};
 use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
 use crate::rate_limiter::{KeyedRateLimiter, RateLimiter};
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 
 /// Who produced a [`RemoteDecision`].
 #[non_exhaustive]
@@ -79,28 +78,40 @@ pub enum DecisionSource {
     StoreUnavailable,
 }
 
-/// A [`Decision`] together with where it came from.
+/// A verdict together with where it came from: on an admission, the
+/// limiter's [`Snapshot`] after it (a store reports it with the verdict,
+/// at no extra cost); on a refusal, the [`Refusal`].
 #[must_use = "a rate-limit decision that is not inspected limits nothing"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RemoteDecision {
-    decision: Decision,
+    result: Result<Snapshot, Refusal<'static>>,
     source: DecisionSource,
 }
 
 impl RemoteDecision {
-    /// A decision from `source`.
-    pub const fn new(decision: Decision, source: DecisionSource) -> Self {
-        Self { decision, source }
+    /// The verdict `result` from `source`.
+    pub const fn new(result: Result<Snapshot, Refusal<'static>>, source: DecisionSource) -> Self {
+        Self { result, source }
     }
 
-    /// The admission decision.
-    pub const fn decision(&self) -> &Decision {
-        &self.decision
+    /// The verdict: the snapshot after an admission, or the refusal.
+    ///
+    /// # Errors
+    /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if the
+    /// request can never be granted).
+    pub const fn result(&self) -> Result<&Snapshot, &Refusal<'static>> {
+        match &self.result {
+            Ok(s) => Ok(s),
+            Err(r) => Err(r),
+        }
     }
 
-    /// The admission decision, by value.
-    pub const fn into_decision(self) -> Decision {
-        self.decision
+    /// The verdict, by value.
+    ///
+    /// # Errors
+    /// The [`Refusal`].
+    pub const fn into_result(self) -> Result<Snapshot, Refusal<'static>> {
+        self.result
     }
 
     /// Who answered.
@@ -115,16 +126,25 @@ impl RemoteDecision {
         matches!(self.source, DecisionSource::StoreUnavailable)
     }
 
-    /// Shorthand for `decision().is_allowed()`.
+    /// True if the request was admitted.
     #[must_use]
-    pub const fn is_allowed(&self) -> bool {
-        self.decision.is_allowed()
+    pub const fn is_ok(&self) -> bool {
+        self.result.is_ok()
     }
 
-    /// Shorthand for `decision().is_denied()`.
+    /// True if the request was refused.
     #[must_use]
-    pub const fn is_denied(&self) -> bool {
-        self.decision.is_denied()
+    pub const fn is_err(&self) -> bool {
+        self.result.is_err()
+    }
+
+    /// The limiter's state: after the admission, or at the refusal.
+    #[must_use]
+    pub const fn snapshot(&self) -> &Snapshot {
+        match &self.result {
+            Ok(s) => s,
+            Err(r) => r.snapshot(),
+        }
     }
 }
 
@@ -132,8 +152,8 @@ impl RemoteDecision {
 /// (see the [module docs](self)).
 ///
 /// Contract, as for [`KeyedLimiter`]: `n = 0` is a peek that takes nothing;
-/// `n > capacity()` is `Err(CapacityExceeded)` (it can never succeed) and
-/// takes nothing; a returned future completes in bounded time (a store
+/// `n > capacity()` is refused [`never`](Refusal::is_never) and takes
+/// nothing; a returned future completes in bounded time (a store
 /// backend enforces its own timeout and applies its failure policy instead
 /// of returning store errors).
 pub trait AsyncKeyedLimiter<K: ?Sized> {
@@ -142,14 +162,7 @@ pub trait AsyncKeyedLimiter<K: ?Sized> {
     fn capacity(&self) -> u32;
 
     /// Tries to take `n` permits for `key`; `n = 0` is a peek.
-    ///
-    /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted.
-    fn check_n(
-        &self,
-        key: &K,
-        n: u32,
-    ) -> impl Future<Output = Result<RemoteDecision, CapacityExceeded>> + Send;
+    fn check_n(&self, key: &K, n: u32) -> impl Future<Output = RemoteDecision> + Send;
 
     /// Gives back `n` permits of an earlier admission for `key` (best
     /// effort: a store backend that cannot be reached drops the refund).
@@ -167,15 +180,11 @@ where
         crate::limiter::Algorithm::capacity(&self.table().default_algorithm())
     }
 
-    fn check_n(
-        &self,
-        key: &K,
-        n: u32,
-    ) -> impl Future<Output = Result<RemoteDecision, CapacityExceeded>> + Send {
-        let result = self
-            .try_acquire_n(key, n)
-            .map(|d| RemoteDecision::new(d.into_decision(), DecisionSource::Local));
-        core::future::ready(result)
+    fn check_n(&self, key: &K, n: u32) -> impl Future<Output = RemoteDecision> + Send {
+        let now = self.clock().now();
+        let table = self.table();
+        let result = table.check_n(key, n, now).map(|_| table.snapshot(key, now));
+        core::future::ready(RemoteDecision::new(result, DecisionSource::Local))
     }
 
     fn refund(&self, key: &K, n: u32) -> impl Future<Output = ()> + Send {
@@ -195,15 +204,11 @@ where
         self.limiter().capacity()
     }
 
-    fn check_n(
-        &self,
-        _key: &K,
-        n: u32,
-    ) -> impl Future<Output = Result<RemoteDecision, CapacityExceeded>> + Send {
-        let result = self
-            .try_acquire_n(n)
-            .map(|d| RemoteDecision::new(d, DecisionSource::Local));
-        core::future::ready(result)
+    fn check_n(&self, _key: &K, n: u32) -> impl Future<Output = RemoteDecision> + Send {
+        let now = self.clock().now();
+        let limiter = self.limiter();
+        let result = limiter.check_n(n, now).map(|()| limiter.snapshot(now));
+        core::future::ready(RemoteDecision::new(result, DecisionSource::Local))
     }
 
     fn refund(&self, _key: &K, n: u32) -> impl Future<Output = ()> + Send {

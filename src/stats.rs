@@ -12,7 +12,7 @@
 //! - a check of `n` that is allowed adds `n` to `admitted`; a peek (`n = 0`)
 //!   counts nothing;
 //! - a refused check adds `n` to `refused`, and so does a request that can
-//!   never succeed ([`CapacityExceeded`]);
+//!   never succeed ([`is_never`](crate::Refusal::is_never));
 //! - a refund of `n` adds `n` to `refunded` (so a request refused later in a
 //!   [`Chain`](crate::Chain) shows up as admitted and refunded by the
 //!   limiters before the refusing one: `admitted − refunded` is the net).
@@ -31,8 +31,9 @@
 
 use core::time::Duration;
 
-use crate::decision::{CapacityExceeded, Decision, Snapshot};
 use crate::limiter::Limiter;
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::Timestamp;
 
@@ -146,25 +147,15 @@ impl<L: Limiter> Limiter for WithStats<L> {
     }
 
     #[inline]
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
         let result = self.inner.check_n(n, now);
-        match &result {
-            Ok(Decision::Allowed(_)) => Self::count(&self.admitted, n),
-            Ok(Decision::Denied(_)) | Err(_) => Self::count(&self.refused, n),
-        }
-        result
-    }
-
-    #[inline]
-    fn check(&self, now: Timestamp) -> Decision {
-        let decision = self.inner.check(now);
-        let counter = if decision.is_allowed() {
+        let counter = if result.is_ok() {
             &self.admitted
         } else {
             &self.refused
         };
-        Self::count(counter, 1);
-        decision
+        Self::count(counter, n);
+        result
     }
 
     #[inline]
@@ -179,7 +170,7 @@ impl<L: Limiter> Limiter for WithStats<L> {
     }
 
     #[inline]
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
         self.inner.time_until_ready(n, now)
     }
 

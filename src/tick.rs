@@ -58,14 +58,14 @@
 //! // in the interrupt handler: `now` is the timer's 32-bit count
 //! let now: u32 = 0xFFFF_FF00; // about to wrap: nothing special happens
 //! for _ in 0..4 {
-//!     assert!(RADIO.check_ticks(&RADIO_STATE, now).is_allowed());
+//!     assert!(RADIO.check_ticks(&RADIO_STATE, now).is_ok());
 //! }
 //! assert_eq!(
 //!     RADIO.check_ticks(&RADIO_STATE, now),
 //!     TickDecision::Denied { retry_after: 656 }
 //! );
 //! // 656 ticks later, across the wrap, the next permit is due
-//! assert!(RADIO.check_ticks(&RADIO_STATE, now.wrapping_add(656)).is_allowed());
+//! assert!(RADIO.check_ticks(&RADIO_STATE, now.wrapping_add(656)).is_ok());
 //! ```
 //!
 //! # Arithmetic
@@ -149,12 +149,13 @@
 
 use core::time::Duration;
 
-use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
 use crate::error::ConfigError;
 use crate::gcra::BucketKind;
 use crate::limiter::{Algorithm, Bucket, BucketRef};
 use crate::live::Inheritance;
 use crate::quota::Quota;
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::sync::RmwU32;
 use crate::time::Timestamp;
 
@@ -212,7 +213,7 @@ impl TickDecision {
     /// True if the request was admitted.
     ///
     /// ```
-    /// assert!(tollgate::tick::TickDecision::Allowed.is_allowed());
+    /// assert!(tollgate::tick::TickDecision::Allowed.is_ok());
     /// ```
     #[must_use]
     pub const fn is_allowed(&self) -> bool {
@@ -223,7 +224,7 @@ impl TickDecision {
     ///
     /// ```
     /// use tollgate::tick::TickDecision;
-    /// assert!(TickDecision::Denied { retry_after: 3 }.is_denied());
+    /// assert!(TickDecision::Denied { retry_after: 3 }.is_err());
     /// ```
     #[must_use]
     pub const fn is_denied(&self) -> bool {
@@ -317,8 +318,8 @@ impl TickState {
 /// // through Timestamps, like any limiter
 /// let bucket = Bucket::new(gcra);
 /// let now = Timestamp::from_millis(5);
-/// assert!(bucket.check(now).is_allowed());
-/// assert!(bucket.check(now).is_allowed());
+/// assert!(bucket.check(now).is_ok());
+/// assert!(bucket.check(now).is_ok());
 /// let refused = bucket.check(now);
 /// assert_eq!(refused.retry_after(), core::time::Duration::from_millis(100));
 /// # Ok::<(), tollgate::ConfigError>(())
@@ -435,7 +436,7 @@ impl TickGcra {
     /// // one every 100 ticks, bursts of 5, on a 10 kHz SysTick
     /// static LIMIT: TickGcra = valid!(TickGcra::from_ticks(BucketKind::TokenBucket, 100, 5, 10_000));
     /// static STATE: TickState = TickState::new();
-    /// let admitted = (0..10).filter(|_| LIMIT.check_ticks(&STATE, 7).is_allowed()).count();
+    /// let admitted = (0..10).filter(|_| LIMIT.check_ticks(&STATE, 7).is_ok()).count();
     /// assert_eq!(admitted, 5);
     /// ```
     pub const fn from_ticks(
@@ -762,8 +763,9 @@ impl TickGcra {
     }
 
     #[inline]
-    pub(crate) fn exceeded(&self, n: u32) -> CapacityExceeded {
-        CapacityExceeded::new(n, self.capacity)
+    #[cold]
+    pub(crate) fn exceeded(&self, n: u32) -> Refusal<'static> {
+        Refusal::never(n, Snapshot::exact(self.capacity, 0, 0))
     }
 
     /// True if a bucket with stored `tat` has been full since at least the
@@ -776,12 +778,12 @@ impl TickGcra {
         self.lead_at(tat, now) == 0 && self.lead_at(tat, now.wrapping_sub(self.heal_threshold)) == 0
     }
 
-    /// The [`Decision`] a step at `ns` (its tick) reports.
+    /// The verdict a step at `ns` (its tick) reports.
     #[inline(always)]
-    pub(crate) fn decision_of(&self, step: Step, ns: u64) -> Decision {
+    pub(crate) fn decision_of(&self, step: Step, ns: u64) -> Result<Timestamp, Refusal<'static>> {
         match step {
-            Step::Allowed { lead } => Decision::Allowed(self.snapshot_at(lead, ns)),
-            Step::Denied { lead, retry } => Decision::Denied(Denied::from_nanos(
+            Step::Allowed { lead } => Ok(self.snapshot_at(lead, ns).full_at(ns)),
+            Step::Denied { lead, retry } => Err(Refusal::from_nanos(
                 self.wait_nanos(ns, u64::from(retry)),
                 self.snapshot_at(lead, ns),
             )),
@@ -792,9 +794,9 @@ impl TickGcra {
     /// bucket with stored `tat` (0 if now).
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` is above the burst.
+    /// A refusal that [`is_never`](Refusal::is_never) if `n` is above the burst.
     #[cfg(feature = "std")] // the compact keyed table's
-    pub(crate) fn wait_of(&self, tat: u32, n: u32, ns: u64) -> Result<u64, CapacityExceeded> {
+    pub(crate) fn wait_of(&self, tat: u32, n: u32, ns: u64) -> Result<u64, Refusal<'static>> {
         if n > self.capacity {
             return Err(self.exceeded(n));
         }
@@ -904,9 +906,9 @@ impl TickGcra {
     ///
     /// let leaky = TickGcra::from_ticks(BucketKind::LeakyBucket, 50, 1, 1_000)?;
     /// let state = TickState::new();
-    /// assert!(leaky.check_ticks(&state, 10).is_allowed());
+    /// assert!(leaky.check_ticks(&state, 10).is_ok());
     /// assert_eq!(leaky.check_ticks(&state, 30), TickDecision::Denied { retry_after: 30 });
-    /// assert!(leaky.check_ticks(&state, 60).is_allowed());
+    /// assert!(leaky.check_ticks(&state, 60).is_ok());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]
@@ -919,7 +921,7 @@ impl TickGcra {
     /// `Allowed`).
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` is above the burst: it could never be
+    /// A refusal that [`is_never`](Refusal::is_never) if `n` is above the burst: it could never be
     /// granted.
     ///
     /// ```
@@ -928,7 +930,7 @@ impl TickGcra {
     ///
     /// let gcra = TickGcra::from_ticks(BucketKind::TokenBucket, 10, 4, 1_000)?;
     /// let state = TickState::new();
-    /// assert!(gcra.check_n_ticks(&state, 3, 0)?.is_allowed());
+    /// assert!(gcra.check_n_ticks(&state, 3, 0).is_ok());
     /// assert_eq!(gcra.check_n_ticks(&state, 2, 0)?, TickDecision::Denied { retry_after: 10 });
     /// assert!(gcra.check_n_ticks(&state, 5, 0).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -939,7 +941,7 @@ impl TickGcra {
         state: &TickState,
         n: u32,
         now: u32,
-    ) -> Result<TickDecision, CapacityExceeded> {
+    ) -> Result<TickDecision, Refusal<'static>> {
         if n > self.capacity {
             return Err(self.exceeded(n));
         }
@@ -962,7 +964,7 @@ impl TickGcra {
     ///
     /// let gcra = TickGcra::from_ticks(BucketKind::TokenBucket, 10, 2, 1_000)?;
     /// let state = TickState::new();
-    /// assert!(gcra.check_n_ticks(&state, 2, 5)?.is_allowed());
+    /// assert!(gcra.check_n_ticks(&state, 2, 5).is_ok());
     /// gcra.refund_ticks(&state, 1, 5);
     /// assert_eq!(gcra.available_ticks(&state, 5), 1);
     /// gcra.refund_ticks(&state, 9, 5);
@@ -1012,7 +1014,7 @@ impl TickGcra {
     /// Ticks from `now` until `n` permits would be admitted (0 if now).
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` is above the burst.
+    /// A refusal that [`is_never`](Refusal::is_never) if `n` is above the burst.
     ///
     /// ```
     /// use tollgate::tick::{TickGcra, TickState};
@@ -1020,7 +1022,7 @@ impl TickGcra {
     ///
     /// let gcra = TickGcra::from_ticks(BucketKind::TokenBucket, 10, 4, 1_000)?;
     /// let state = TickState::new();
-    /// assert!(gcra.check_n_ticks(&state, 4, 0)?.is_allowed());
+    /// assert!(gcra.check_n_ticks(&state, 4, 0).is_ok());
     /// assert_eq!(gcra.time_until_ready_ticks(&state, 2, 0)?, 20);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -1029,7 +1031,7 @@ impl TickGcra {
         state: &TickState,
         n: u32,
         now: u32,
-    ) -> Result<u32, CapacityExceeded> {
+    ) -> Result<u32, Refusal<'static>> {
         if n > self.capacity {
             return Err(self.exceeded(n));
         }
@@ -1057,7 +1059,7 @@ impl TickGcra {
     /// let gcra = TickGcra::from_ticks(BucketKind::TokenBucket, 10, 4, 1_000)?
     ///     .with_heal_threshold_ticks(20)?;
     /// let state = TickState::new();
-    /// assert!(gcra.check_ticks(&state, 5).is_allowed());
+    /// assert!(gcra.check_ticks(&state, 5).is_ok());
     /// // full again at tick 15; a caller 20 ticks stale could still see it busy
     /// gcra.refresh_ticks(&state, 30);
     /// assert_eq!(state.tat_ticks(), 15);
@@ -1123,18 +1125,18 @@ impl Algorithm for TickGcra {
         state: &TickState,
         n: u32,
         now: Timestamp,
-    ) -> Result<Decision, CapacityExceeded> {
+    ) -> Result<Timestamp, Refusal<'static>> {
         if n > self.capacity {
             return Err(self.exceeded(n));
         }
         let ns = now.as_nanos();
         let tick = self.ticks_at(ns) as u32;
         if n == 0 {
-            return Ok(Decision::Allowed(
-                self.snapshot_at(self.lead_ticks(state, tick), ns),
-            ));
+            return Ok(self
+                .snapshot_at(self.lead_ticks(state, tick), ns)
+                .full_at(ns));
         }
-        Ok(self.decision_of(self.update(state, n, tick), ns))
+        self.decision_of(self.update(state, n, tick), ns)
     }
 
     #[inline]
@@ -1152,7 +1154,7 @@ impl Algorithm for TickGcra {
         state: &TickState,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         let ns = now.as_nanos();
         let ticks = self.time_until_ready_ticks(state, n, self.ticks_at(ns) as u32)?;
         Ok(Duration::from_nanos(self.wait_nanos(ns, u64::from(ticks))))
@@ -1220,8 +1222,8 @@ impl Bucket<TickGcra> {
     ///     valid!(TickGcra::from_ticks(BucketKind::TokenBucket, 8, 2, 1_000)),
     ///     TickState::new(),
     /// );
-    /// assert!(SENSOR.check_ticks(0).is_allowed());
-    /// assert!(SENSOR.check_ticks(0).is_allowed());
+    /// assert!(SENSOR.check_ticks(0).is_ok());
+    /// assert!(SENSOR.check_ticks(0).is_ok());
     /// assert_eq!(SENSOR.check_ticks(0).retry_after_ticks(), 8);
     /// ```
     #[inline]
@@ -1232,17 +1234,17 @@ impl Bucket<TickGcra> {
     /// [`TickGcra::check_n_ticks`] on this bucket's state.
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` is above the burst.
+    /// A refusal that [`is_never`](Refusal::is_never) if `n` is above the burst.
     ///
     /// ```
     /// use tollgate::tick::TickGcra;
     /// use tollgate::{Bucket, BucketKind};
     /// let bucket = Bucket::new(TickGcra::from_ticks(BucketKind::TokenBucket, 8, 2, 1_000)?);
-    /// assert!(bucket.check_n_ticks(2, 0)?.is_allowed());
+    /// assert!(bucket.check_n_ticks(2, 0).is_ok());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
-    pub fn check_n_ticks(&self, n: u32, now: u32) -> Result<TickDecision, CapacityExceeded> {
+    pub fn check_n_ticks(&self, n: u32, now: u32) -> Result<TickDecision, Refusal<'static>> {
         self.algorithm().check_n_ticks(self.state(), n, now)
     }
 
@@ -1252,9 +1254,9 @@ impl Bucket<TickGcra> {
     /// use tollgate::tick::TickGcra;
     /// use tollgate::{Bucket, BucketKind};
     /// let bucket = Bucket::new(TickGcra::from_ticks(BucketKind::TokenBucket, 8, 1, 1_000)?);
-    /// assert!(bucket.check_ticks(5).is_allowed());
+    /// assert!(bucket.check_ticks(5).is_ok());
     /// bucket.refund_ticks(1, 5);
-    /// assert!(bucket.check_ticks(5).is_allowed());
+    /// assert!(bucket.check_ticks(5).is_ok());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]
@@ -1273,8 +1275,8 @@ impl BucketRef<'_, TickGcra> {
     /// static CONFIG: TickGcra = valid!(TickGcra::from_ticks(BucketKind::LeakyBucket, 8, 1, 1_000)); // flash
     /// static STATE: TickState = TickState::new(); // 4 bytes of RAM
     /// static UART: BucketRef<'static, TickGcra> = BucketRef::new(&CONFIG, &STATE);
-    /// assert!(UART.check_ticks(3).is_allowed());
-    /// assert!(UART.check_ticks(3).is_denied());
+    /// assert!(UART.check_ticks(3).is_ok());
+    /// assert!(UART.check_ticks(3).is_err());
     /// ```
     #[inline]
     pub fn check_ticks(&self, now: u32) -> TickDecision {
@@ -1284,7 +1286,7 @@ impl BucketRef<'_, TickGcra> {
     /// [`TickGcra::check_n_ticks`] on this bucket's state.
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` is above the burst.
+    /// A refusal that [`is_never`](Refusal::is_never) if `n` is above the burst.
     ///
     /// ```
     /// use tollgate::tick::{TickGcra, TickState};
@@ -1296,7 +1298,7 @@ impl BucketRef<'_, TickGcra> {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]
-    pub fn check_n_ticks(&self, n: u32, now: u32) -> Result<TickDecision, CapacityExceeded> {
+    pub fn check_n_ticks(&self, n: u32, now: u32) -> Result<TickDecision, Refusal<'static>> {
         self.algorithm().check_n_ticks(self.state(), n, now)
     }
 
@@ -1308,9 +1310,9 @@ impl BucketRef<'_, TickGcra> {
     /// let config = TickGcra::from_ticks(BucketKind::TokenBucket, 8, 1, 1_000)?;
     /// let state = TickState::new();
     /// let bucket = BucketRef::new(&config, &state);
-    /// assert!(bucket.check_ticks(5).is_allowed());
+    /// assert!(bucket.check_ticks(5).is_ok());
     /// bucket.refund_ticks(1, 5);
-    /// assert!(bucket.check_ticks(5).is_allowed());
+    /// assert!(bucket.check_ticks(5).is_ok());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]

@@ -8,7 +8,6 @@ use core::pin::Pin;
 use std::boxed::Box;
 use std::string::String;
 
-use crate::decision::CapacityExceeded;
 use crate::remote::{AsyncKeyedLimiter, RemoteDecision};
 
 /// A boxed, sendable future (what [`PolicyBackend`] returns).
@@ -25,11 +24,7 @@ pub trait PolicyBackend: Send + Sync {
     fn capacity(&self) -> u32;
 
     /// [`AsyncKeyedLimiter::check_n`], boxed.
-    fn check_n<'a>(
-        &'a self,
-        key: &'a [u8],
-        n: u32,
-    ) -> BoxFuture<'a, Result<RemoteDecision, CapacityExceeded>>;
+    fn check_n<'a>(&'a self, key: &'a [u8], n: u32) -> BoxFuture<'a, RemoteDecision>;
 
     /// [`AsyncKeyedLimiter::refund`], boxed.
     fn refund<'a>(&'a self, key: &'a [u8], n: u32) -> BoxFuture<'a, ()>;
@@ -40,11 +35,7 @@ impl<T: AsyncKeyedLimiter<[u8]> + Send + Sync> PolicyBackend for T {
         AsyncKeyedLimiter::capacity(self)
     }
 
-    fn check_n<'a>(
-        &'a self,
-        key: &'a [u8],
-        n: u32,
-    ) -> BoxFuture<'a, Result<RemoteDecision, CapacityExceeded>> {
+    fn check_n<'a>(&'a self, key: &'a [u8], n: u32) -> BoxFuture<'a, RemoteDecision> {
         Box::pin(AsyncKeyedLimiter::check_n(self, key, n))
     }
 

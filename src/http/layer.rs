@@ -29,8 +29,8 @@ use super::metrics::PolicyMetrics;
 use super::policy::{MissingKey, Plan, Policy, RejectionHandler};
 use super::routing::{PathPrefix, PrefixTree};
 use crate::clock::{Clock, QuantaClock};
-use crate::decision::Decision;
 use crate::partitioned::{Admission, Lease, Partitioned, PartitionedLimiter, PolicyStore};
+use crate::remote::RemoteDecision;
 use crate::time::Timestamp;
 
 /// The resource type of the layer's partitioned stores: the layer routes
@@ -947,28 +947,29 @@ where
     let shared = Arc::clone(&pending.shared);
     let c = &shared.policies[policy];
     let result = match c.policy.backend.as_ref() {
-        Some(b) => b.check_n(key.as_bytes(), 1).await,
-        None => Err(crate::decision::CapacityExceeded::new(1, 0)),
+        Some(b) => Some(b.check_n(key.as_bytes(), 1).await),
+        None => None,
     };
-    let unavailable = matches!(&result, Ok(d) if d.store_unavailable());
-    let admitted = match result {
-        Ok(d) => match d.into_decision() {
-            Decision::Allowed(s) => Ok(Some(s)),
-            Decision::Denied(denied) if c.policy.dry_run => {
-                #[cfg(feature = "tracing")]
-                tracing::info!(policy = %c.name, retry_after_ms = denied.retry_after().as_millis() as u64, "dry run: would refuse");
-                #[cfg(not(feature = "tracing"))]
-                let _ = denied;
-                c.metrics.dry_run.increment(1);
-                Ok(None)
-            }
-            Decision::Denied(denied) => Err(denied.retry_after()),
-        },
-        // n = 1 exceeds only a zero capacity: never admissible
-        Err(_) => Err(c
-            .policy
+    let unavailable = matches!(&result, Some(d) if d.store_unavailable());
+    let never = || {
+        c.policy
             .quota()
-            .map_or(Duration::from_secs(1), |q| q.interval())),
+            .map_or(Duration::from_secs(1), |q| q.interval())
+    };
+    let admitted = match result.map(RemoteDecision::into_result) {
+        Some(Ok(s)) => Ok(Some(s)),
+        // n = 1 exceeds only a zero capacity: never admissible
+        Some(Err(denied)) if denied.is_never() => Err(never()),
+        Some(Err(denied)) if c.policy.dry_run => {
+            #[cfg(feature = "tracing")]
+            tracing::info!(policy = %c.name, retry_after_ms = denied.retry_after().as_millis() as u64, "dry run: would refuse");
+            #[cfg(not(feature = "tracing"))]
+            let _ = denied;
+            c.metrics.dry_run.increment(1);
+            Ok(None)
+        }
+        Some(Err(denied)) => Err(denied.retry_after()),
+        None => Err(never()),
     };
     let mut res = match admitted {
         Ok(route_snapshot) => {

@@ -11,7 +11,7 @@ use super::body::LayerBody;
 use super::headers::{self, StackText, RATELIMIT, RATELIMIT_POLICY};
 use super::layer::{Compiled, Shared, SuccessHeaders};
 use super::policy::Rejection;
-use crate::decision::Snapshot;
+use crate::snapshot::Snapshot;
 use crate::time::duration_to_nanos;
 
 impl Shared {

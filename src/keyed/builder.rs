@@ -32,7 +32,7 @@ use super::{OverflowPolicy, SameQuota};
 ///     HeaplessKeyedTable::builder(Gcra::token_bucket(valid!(Quota::per_second(10))))
 ///         .overflow(OverflowPolicy::Deny)
 ///         .build();
-/// assert!(PER_ID.check(&0x101, Timestamp::ZERO).is_allowed());
+/// assert!(PER_ID.check(&0x101, Timestamp::ZERO).is_ok());
 /// ```
 #[must_use]
 pub struct TableBuilder<T, A, S, Q = SameQuota> {

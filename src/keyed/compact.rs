@@ -9,13 +9,13 @@ use std::vec::Vec;
 
 use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
 use super::{
-    overflow, untracked_peek, KeyedDecision, KeyedLimiter, KeyedPath, OverflowPolicy, RandomSeed,
-    SameQuota, TableBuilder,
+    overflow, untracked_peek, KeyedLimiter, OverflowPolicy, RandomSeed, SameQuota, TableBuilder,
 };
-use crate::decision::{CapacityExceeded, Snapshot};
 use crate::error::ConfigError;
 use crate::limiter::Algorithm;
 use crate::live::Inheritance;
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::tick::{TickGcra, TickState};
 use crate::time::Timestamp;
@@ -178,7 +178,7 @@ struct Home {
 ///     .max_keys(1_000_000)
 ///     .build()?;
 /// let now = Timestamp::from_secs(1);
-/// assert!(table.check(&42, now).is_allowed());
+/// assert!(table.check(&42, now).is_ok());
 /// assert_eq!(table.len(), 1);
 /// assert!(table.memory_bytes() <= 12 * 1_000_000 + 4096);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -369,7 +369,7 @@ impl<K: Hash + ?Sized, S: BuildHasher> CompactKeyedTable<K, S> {
         n: u32,
         ns: u64,
         tick: u32,
-    ) -> Option<KeyedDecision> {
+    ) -> Option<Result<Timestamp, Refusal<'static>>> {
         let tag = tag_of(word);
         loop {
             let (step, store) = alg.step(tat_of(word), n, tick);
@@ -392,22 +392,14 @@ impl<K: Hash + ?Sized, S: BuildHasher> CompactKeyedTable<K, S> {
                     continue;
                 }
             }
-            return Some(KeyedDecision::new(
-                alg.decision_of(step, ns),
-                KeyedPath::Own,
-            ));
+            return Some(alg.decision_of(step, ns));
         }
     }
 
     /// A key not found by the lock-free scan: insert it under its stripe
     /// (or find it there), else the overflow policy.
     #[inline(never)]
-    fn check_new(
-        &self,
-        home: Home,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<KeyedDecision, CapacityExceeded> {
+    fn check_new(&self, home: Home, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
         let _stripe = lock(&self.inserts[home.group % INSERT_STRIPES]);
         // A reconfiguration holds every stripe: the epoch is stable here.
         let (epoch, alg) = self.begin();
@@ -416,12 +408,12 @@ impl<K: Hash + ?Sized, S: BuildHasher> CompactKeyedTable<K, S> {
         loop {
             if let Scan::Found(group, i, word) = self.scan(home) {
                 if let Some(decision) = self.apply(&alg, epoch, group, i, word, n, ns, tick) {
-                    return Ok(decision);
+                    return decision;
                 }
                 continue;
             }
             if n == 0 {
-                return Ok(untracked_peek(&alg, now));
+                return untracked_peek(&alg, now);
             }
             // Claim: an empty slot while under max_keys, else a slot idle
             // for the heal threshold; home group first.
@@ -462,10 +454,7 @@ impl<K: Hash + ?Sized, S: BuildHasher> CompactKeyedTable<K, S> {
                 if old == EMPTY {
                     self.len.fetch_add(1, Ordering::Relaxed);
                 }
-                return Ok(KeyedDecision::new(
-                    alg.decision_of(step, ns),
-                    KeyedPath::Own,
-                ));
+                return alg.decision_of(step, ns);
             }
         }
     }
@@ -490,7 +479,7 @@ impl<K: Hash + ?Sized, S: BuildHasher> KeyedLimiter<K> for CompactKeyedTable<K, 
     type Algorithm = TickGcra;
 
     #[inline]
-    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<KeyedDecision, CapacityExceeded> {
+    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
         let home = self.home(key);
         loop {
             let (epoch, alg) = self.begin();
@@ -504,16 +493,13 @@ impl<K: Hash + ?Sized, S: BuildHasher> KeyedLimiter<K> for CompactKeyedTable<K, 
             if n == 0 {
                 let snapshot = alg.snapshot_of(tat_of(word), ns);
                 if self.unchanged(epoch) {
-                    return Ok(KeyedDecision::new(
-                        crate::Decision::Allowed(snapshot),
-                        KeyedPath::Own,
-                    ));
+                    return Ok(snapshot.full_at(ns));
                 }
                 continue;
             }
             if let Some(decision) = self.apply(&alg, epoch, group, i, word, n, ns, alg.tick_of(now))
             {
-                return Ok(decision);
+                return decision;
             }
         }
     }
@@ -562,7 +548,7 @@ impl<K: Hash + ?Sized, S: BuildHasher> KeyedLimiter<K> for CompactKeyedTable<K, 
         key: &K,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         let (tat, alg) = self.tat(key);
         alg.wait_of(tat.unwrap_or(0), n, now.as_nanos())
             .map(Duration::from_nanos)

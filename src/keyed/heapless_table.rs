@@ -10,12 +10,13 @@ use heapless::index_map::FnvIndexMap;
 
 use super::builder::FnvHash;
 use super::{
-    check_tracked, overflow, untracked_peek, with_algorithm, KeyQuota, KeyedDecision, KeyedLimiter,
+    check_tracked, exceeded, overflow, untracked_peek, with_algorithm, KeyQuota, KeyedLimiter,
     OverflowPolicy, SameQuota, SweepHint, TableBuilder,
 };
-use crate::decision::{CapacityExceeded, Snapshot};
 use crate::limiter::Algorithm;
 use crate::live::Inheritance;
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
 
 struct Slots<K, A: Algorithm, const N: usize> {
@@ -68,7 +69,7 @@ struct Slots<K, A: Algorithm, const N: usize> {
 ///
 /// let now = Timestamp::ZERO;
 /// let first = PER_ID.check(&0x101, now);
-/// assert!(first.is_allowed());
+/// assert!(first.is_ok());
 /// assert_eq!(first.path(), KeyedPath::Own);
 /// assert_eq!(PER_ID.len(), 1);
 /// assert_eq!(PER_ID.snapshot(&0x01, now).limit(), 20);
@@ -178,20 +179,20 @@ where
 {
     type Algorithm = A;
 
-    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<KeyedDecision, CapacityExceeded> {
+    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
         let step = self.with_slots(|slots| {
             let alg = self
                 .quota
                 .algorithm_for(key)
                 .unwrap_or_else(|| slots.default.clone());
             if n > alg.capacity() {
-                return Err(CapacityExceeded::new(n, alg.capacity()));
+                return Err(exceeded(&alg, n));
             }
             if let Some(state) = slots.map.get(key) {
                 return check_tracked(&alg, state, n, now, &mut slots.hint);
             }
             if n == 0 {
-                return Ok(untracked_peek(&alg, now));
+                return untracked_peek(&alg, now);
             }
             if slots.map.len() >= N {
                 self.sweep(slots, now);
@@ -218,7 +219,7 @@ where
             Some(result) => result,
             // re-entered from a per-key quota function (which must not
             // call into its own table): refuse
-            None => Ok(super::refusal()),
+            None => super::refusal(),
         }
     }
 
@@ -277,7 +278,7 @@ where
         key: &K,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         self.with_slots(|slots| {
             with_algorithm(&self.quota, &slots.default, key, |alg| {
                 match slots.map.get(key) {

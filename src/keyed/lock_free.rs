@@ -38,14 +38,15 @@ use std::vec::Vec;
 
 use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
 use super::{
-    untracked_peek, AtomicSweepHint, KeyQuota, KeyedDecision, KeyedLimiter, KeyedPath,
+    exceeded, reset_after, untracked_peek, AtomicSweepHint, KeyQuota, KeyedLimiter, KeyedPath,
     OverflowPolicy, RandomSeed, SameQuota, SweepHint, TableBuilder,
 };
-use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
 use crate::error::ConfigError;
 use crate::gcra::Gcra;
 use crate::limiter::{Algorithm, Limiter};
 use crate::live::{GcraCell, Inheritance, LiveBucket};
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
 use crate::sync::{Mutex, MutexGuard};
 use crate::time::Timestamp;
@@ -245,7 +246,7 @@ impl Shard {
 ///     .max_keys(10_000)
 ///     .build()?;
 /// let now = Timestamp::ZERO;
-/// assert!(table.check(&7, now).is_allowed());
+/// assert!(table.check(&7, now).is_ok());
 /// assert_eq!(table.check(&7, now).path(), KeyedPath::Own);
 /// assert_eq!(table.len(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -312,7 +313,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>>
 
 /// What a lock-free attempt concluded.
 enum Attempt {
-    Done(Result<KeyedDecision, CapacityExceeded>),
+    Done(Result<Timestamp, Refusal<'static>>),
     /// Take the shard's mutex and decide there.
     Locked,
 }
@@ -340,27 +341,26 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
         n: u32,
         now: Timestamp,
         wait: u64,
-    ) -> Result<KeyedDecision, CapacityExceeded> {
+    ) -> Result<Timestamp, Refusal<'static>> {
         match self.policy {
-            OverflowPolicy::SharedBucket => {
-                let decision = match self.shared.check_n(n, now) {
-                    Ok(decision) => decision,
-                    // the key's own quota allows `n`, the default does not
-                    Err(_) => Decision::Denied(Denied::from_nanos(wait, self.shared.snapshot(now))),
-                };
-                Ok(KeyedDecision::new(decision, KeyedPath::SharedOverflow))
-            }
-            OverflowPolicy::Deny => Ok(KeyedDecision::new(
-                Decision::Denied(Denied::from_nanos(
-                    wait,
-                    Snapshot::exact(alg.capacity(), 0, wait),
-                )),
-                KeyedPath::OverflowDenied,
-            )),
-            OverflowPolicy::Allow => Ok(KeyedDecision::new(
-                alg.step(0, n, now.as_nanos())?.0,
-                KeyedPath::OverflowAllowed,
-            )),
+            OverflowPolicy::SharedBucket => match self.shared.check_n(n, now) {
+                Ok(()) => Ok(self.shared.snapshot(now).full_at(now.as_nanos())),
+                Err(refusal) if !refusal.is_never() => {
+                    Err(refusal.on_path(KeyedPath::SharedOverflow))
+                }
+                // the key's own quota allows `n`, the default does not
+                Err(_) => Err(Refusal::from_nanos(wait, self.shared.snapshot(now))
+                    .on_path(KeyedPath::SharedOverflow)),
+            },
+            OverflowPolicy::Deny => Err(Refusal::from_nanos(
+                wait,
+                Snapshot::exact(alg.capacity(), 0, wait),
+            )
+            .on_path(KeyedPath::OverflowDenied)),
+            OverflowPolicy::Allow => alg
+                .step(0, n, now.as_nanos())
+                .0
+                .map_err(|r| r.on_path(KeyedPath::OverflowAllowed)),
         }
     }
 
@@ -397,10 +397,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
             if !unmoved() {
                 return Some(Attempt::Locked);
             }
-            let (decision, store) = match alg.step(tat, n, now) {
-                Ok(result) => result,
-                Err(e) => return Some(Attempt::Done(Err(e))),
-            };
+            let (decision, store) = alg.step(tat, n, now);
             match store {
                 // one more look just before the swap: a conversion that
                 // wrote the slot since would make it fail anyway; one that
@@ -421,11 +418,8 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
             }
             shard
                 .hint
-                .lower(now, decision.snapshot().reset_after_nanos());
-            return Some(Attempt::Done(Ok(KeyedDecision::new(
-                decision,
-                KeyedPath::Own,
-            ))));
+                .lower(now, reset_after(&decision, Timestamp::from_nanos(now)));
+            return Some(Attempt::Done(decision));
         }
     }
 
@@ -451,9 +445,9 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
                         return Attempt::Locked;
                     }
                     if n == 0 {
-                        return Attempt::Done(Ok(untracked_peek(&alg, now)));
+                        return Attempt::Done(untracked_peek(&alg, now));
                     }
-                    return Attempt::Done(Err(CapacityExceeded::new(n, alg.capacity())));
+                    return Attempt::Done(Err(exceeded(&alg, n)));
                 }
                 if shard.len() >= shard.capacity && !shard.hint.worth_sweeping(now_ns) {
                     let wait = shard.hint.wait_from(now_ns);
@@ -474,13 +468,13 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
         hash: u64,
         n: u32,
         now: Timestamp,
-    ) -> Result<KeyedDecision, CapacityExceeded> {
+    ) -> Result<Timestamp, Refusal<'static>> {
         let now_ns = now.as_nanos();
         let word = key.to_word();
         let _writer = shard.lock();
         let alg = self.algorithm(shard, key);
         if n > alg.capacity() {
-            return Err(CapacityExceeded::new(n, alg.capacity()));
+            return Err(exceeded(&alg, n));
         }
         let seq = shard.reconfig.load(Ordering::Acquire);
         // Under the mutex nothing moves or leaves, so one pass decides; the
@@ -495,7 +489,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
                     }
                     // only writers move or evict, and we are the writer
                 }
-                Find::Absent(_) if n == 0 => return Ok(untracked_peek(&alg, now)),
+                Find::Absent(_) if n == 0 => return untracked_peek(&alg, now),
                 Find::Absent(mut free) => {
                     if shard.len() >= shard.capacity {
                         if !shard.hint.worth_sweeping(now_ns) || self.sweep(shard, now_ns) == 0 {
@@ -509,15 +503,15 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
                         }
                     }
                     let at = shard.hint.insert_time(now_ns);
-                    let (decision, store) = alg.step(0, n, at)?;
+                    let (decision, store) = alg.step(0, n, at);
                     if let Some(tat) = store {
                         shard.slots[free].store(pack(word, tat), Ordering::Release);
                         shard.len.fetch_add(1, Ordering::Relaxed);
                     }
                     shard
                         .hint
-                        .lower(at, decision.snapshot().reset_after_nanos());
-                    return Ok(KeyedDecision::new(decision, KeyedPath::Own));
+                        .lower(at, reset_after(&decision, Timestamp::from_nanos(at)));
+                    return decision;
                 }
                 // frozen slots exist only inside a writer, and we are it
                 Find::Busy => break,
@@ -780,7 +774,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> KeyedLimiter<K>
     type Algorithm = Gcra;
 
     #[inline]
-    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<KeyedDecision, CapacityExceeded> {
+    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
         let key = *key;
         let hash = self.hasher.hash_one(key);
         let shard = self.shard(hash);
@@ -868,7 +862,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> KeyedLimiter<K>
         key: &K,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         let (tat, alg) = self.tat(*key);
         alg.wait_of(tat.unwrap_or(0), n, now.as_nanos())
             .map(Duration::from_nanos)

@@ -41,9 +41,9 @@
 //!
 //! let client: std::net::IpAddr = "192.0.2.7".parse()?;
 //! let now = Timestamp::ZERO; // from your clock
-//! assert!(table.check(&client, now).is_allowed());
-//! assert!(table.check(&client, now).is_allowed());
-//! assert!(table.check(&client, now).is_denied());
+//! assert!(table.check(&client, now).is_ok());
+//! assert!(table.check(&client, now).is_ok());
+//! assert!(table.check(&client, now).is_err());
 //! assert_eq!(table.len(), 1);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -171,9 +171,10 @@
 
 use core::time::Duration;
 
-use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
 use crate::limiter::Algorithm;
 use crate::live::Inheritance;
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 #[cfg(feature = "std")]
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::Timestamp;
@@ -203,26 +204,28 @@ pub use sharded::{ShardedKeyedTable, MAX_KEYS};
 ///
 /// Contract, as for [`Limiter`](crate::Limiter), per key: `n = 0` is a peek
 /// that changes nothing and never inserts the key; `n` above the key's
-/// capacity is `Err(CapacityExceeded)` and takes nothing.
+/// capacity is refused [`never`](Refusal::is_never) and takes nothing.
 pub trait KeyedLimiter<K: ?Sized> {
     /// The algorithm each key runs.
     type Algorithm: Algorithm;
 
-    /// Tries to take `n` permits for `key` at `now`.
+    /// Tries to take `n` permits for `key` at `now`. On an admission, the
+    /// instant the state that admitted it is full again (see
+    /// [`Algorithm::check_n`]).
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` is more than `key`'s algorithm can ever
-    /// grant.
-    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<KeyedDecision, CapacityExceeded>;
+    /// The [`Refusal`], with the [`KeyedPath`] that answered; one that
+    /// [`is_never`](Refusal::is_never) if `n` is more than `key`'s
+    /// algorithm can ever grant.
+    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>>;
 
     /// Tries to take one permit for `key` at `now`.
+    ///
+    /// # Errors
+    /// The [`Refusal`]; nothing was taken.
     #[inline(always)]
-    fn check(&self, key: &K, now: Timestamp) -> KeyedDecision {
-        match self.check_n(key, 1, now) {
-            Ok(decision) => decision,
-            // capacity 0 is impossible for tollgate's algorithms; refuse
-            Err(_) => refusal(),
-        }
+    fn check(&self, key: &K, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
+        self.check_n(key, 1, now)
     }
 
     /// Gives back `n` permits of an earlier admission for `key`. If the key
@@ -249,13 +252,14 @@ pub trait KeyedLimiter<K: ?Sized> {
     /// state (zero for an untracked key).
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted to `key`.
+    /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
+    /// granted to `key`.
     fn time_until_ready(
         &self,
         key: &K,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded>;
+    ) -> Result<Duration, Refusal<'static>>;
 
     /// The most permits one request for `key` can take.
     fn capacity_of(&self, key: &K) -> u32;
@@ -346,49 +350,6 @@ impl KeyedPath {
     #[must_use]
     pub const fn is_overflow(&self) -> bool {
         !matches!(self, Self::Own)
-    }
-}
-
-/// A keyed table's answer: the [`Decision`] and the [`KeyedPath`] taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[must_use]
-pub struct KeyedDecision {
-    decision: Decision,
-    path: KeyedPath,
-}
-
-impl KeyedDecision {
-    /// A decision reached through `path`.
-    pub const fn new(decision: Decision, path: KeyedPath) -> Self {
-        Self { decision, path }
-    }
-
-    /// The decision.
-    pub const fn decision(&self) -> &Decision {
-        &self.decision
-    }
-
-    /// The decision, dropping the path.
-    pub const fn into_decision(self) -> Decision {
-        self.decision
-    }
-
-    /// Which state answered.
-    #[must_use]
-    pub const fn path(&self) -> KeyedPath {
-        self.path
-    }
-
-    /// True if the request was admitted.
-    #[must_use]
-    pub const fn is_allowed(&self) -> bool {
-        self.decision.is_allowed()
-    }
-
-    /// True if the request was refused.
-    #[must_use]
-    pub const fn is_denied(&self) -> bool {
-        self.decision.is_denied()
     }
 }
 
@@ -609,10 +570,30 @@ pub(crate) fn check_tracked<A: Algorithm>(
     n: u32,
     now: Timestamp,
     hint: &mut SweepHint,
-) -> Result<KeyedDecision, CapacityExceeded> {
-    let decision = alg.check_n(state, n, now)?;
-    hint.lower(now.as_nanos(), decision.snapshot().reset_after_nanos());
-    Ok(KeyedDecision::new(decision, KeyedPath::Own))
+) -> Result<Timestamp, Refusal<'static>> {
+    let verdict = alg.check_n(state, n, now);
+    hint.lower(now.as_nanos(), reset_after(&verdict, now));
+    verdict
+}
+
+/// The time from `now` until the state a verdict came from is full again.
+#[inline(always)]
+pub(crate) fn reset_after(verdict: &Result<Timestamp, Refusal<'_>>, now: Timestamp) -> u64 {
+    match verdict {
+        Ok(full_at) => full_at.as_nanos().saturating_sub(now.as_nanos()),
+        Err(refusal) => refusal.snapshot().reset_after_nanos(),
+    }
+}
+
+/// The refusal a table gives when it cannot answer (a per-key quota
+/// function that called into its own table).
+#[cold]
+#[inline(never)]
+pub(crate) fn refusal() -> Result<Timestamp, Refusal<'static>> {
+    Err(Refusal::from_nanos(
+        u64::MAX,
+        Snapshot::exact(0, 0, u64::MAX),
+    ))
 }
 
 /// The answer for a key that found the table full of busy keys.
@@ -625,49 +606,37 @@ pub(crate) fn overflow<A: Algorithm>(
     n: u32,
     now: Timestamp,
     wait: u64,
-) -> Result<KeyedDecision, CapacityExceeded> {
+) -> Result<Timestamp, Refusal<'static>> {
     match policy {
-        OverflowPolicy::SharedBucket => {
-            let decision = match default.check_n(shared, n, now) {
-                Ok(decision) => decision,
-                // The key's own quota allows `n` but the default does not:
-                // the shared bucket can never grant it, a slot might.
-                Err(_) => Decision::Denied(Denied::from_nanos(wait, default.snapshot(shared, now))),
-            };
-            Ok(KeyedDecision::new(decision, KeyedPath::SharedOverflow))
-        }
+        OverflowPolicy::SharedBucket => match default.check_n(shared, n, now) {
+            Ok(full_at) => Ok(full_at),
+            Err(refusal) if !refusal.is_never() => Err(refusal.on_path(KeyedPath::SharedOverflow)),
+            // The key's own quota allows `n` but the default does not:
+            // the shared bucket can never grant it, a slot might.
+            Err(_) => Err(Refusal::from_nanos(wait, default.snapshot(shared, now))
+                .on_path(KeyedPath::SharedOverflow)),
+        },
         OverflowPolicy::Deny => {
             let snapshot = Snapshot::exact(alg.capacity(), 0, wait);
-            Ok(KeyedDecision::new(
-                Decision::Denied(Denied::from_nanos(wait, snapshot)),
-                KeyedPath::OverflowDenied,
-            ))
+            Err(Refusal::from_nanos(wait, snapshot).on_path(KeyedPath::OverflowDenied))
         }
-        OverflowPolicy::Allow => {
-            let decision = alg.check_n(&alg.new_state(), n, now)?;
-            Ok(KeyedDecision::new(decision, KeyedPath::OverflowAllowed))
-        }
+        OverflowPolicy::Allow => alg
+            .check_n(&alg.new_state(), n, now)
+            .map_err(|r| r.on_path(KeyedPath::OverflowAllowed)),
     }
 }
 
-/// The answer for a peek (`n = 0`) or capacity check of an untracked key.
-pub(crate) fn untracked_peek<A: Algorithm>(alg: &A, now: Timestamp) -> KeyedDecision {
-    KeyedDecision::new(
-        Decision::Allowed(alg.snapshot(&alg.new_state(), now)),
-        KeyedPath::Own,
-    )
-}
-
-/// The refusal `check` gives when `check_n(1)` reports that even one permit
-/// can never be granted (a zero-capacity algorithm).
+/// The refusal of `n` permits that `alg` can never grant.
 #[cold]
 #[inline(never)]
-pub(crate) fn refusal() -> KeyedDecision {
-    KeyedDecision::new(
-        Decision::Denied(Denied::from_nanos(
-            u64::MAX,
-            Snapshot::exact(0, 0, u64::MAX),
-        )),
-        KeyedPath::Own,
-    )
+pub(crate) fn exceeded<A: Algorithm>(alg: &A, n: u32) -> Refusal<'static> {
+    Refusal::never(n, Snapshot::exact(alg.capacity(), 0, 0))
+}
+
+/// The answer for a peek (`n = 0`) or capacity check of an untracked key.
+pub(crate) fn untracked_peek<A: Algorithm>(
+    alg: &A,
+    now: Timestamp,
+) -> Result<Timestamp, Refusal<'static>> {
+    alg.check_n(&alg.new_state(), 0, now)
 }

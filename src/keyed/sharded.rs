@@ -25,13 +25,14 @@ use std::vec::Vec;
 
 use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
 use super::{
-    overflow, untracked_peek, with_algorithm, AtomicSweepHint, KeyQuota, KeyedDecision,
-    KeyedLimiter, OverflowPolicy, RandomSeed, SameQuota, TableBuilder,
+    exceeded, overflow, untracked_peek, with_algorithm, AtomicSweepHint, KeyQuota, KeyedLimiter,
+    OverflowPolicy, RandomSeed, SameQuota, TableBuilder,
 };
-use crate::decision::{CapacityExceeded, Snapshot};
 use crate::error::ConfigError;
 use crate::limiter::Algorithm;
 use crate::live::Inheritance;
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::time::Timestamp;
 
@@ -87,10 +88,10 @@ fn check_own<A: Algorithm>(
     n: u32,
     now: Timestamp,
     hint: &AtomicSweepHint,
-) -> Result<KeyedDecision, CapacityExceeded> {
-    let decision = alg.check_n(state, n, now)?;
-    hint.lower(now.as_nanos(), decision.snapshot().reset_after_nanos());
-    Ok(KeyedDecision::new(decision, super::KeyedPath::Own))
+) -> Result<Timestamp, Refusal<'static>> {
+    let verdict = alg.check_n(state, n, now);
+    hint.lower(now.as_nanos(), super::reset_after(&verdict, now));
+    verdict
 }
 
 impl<K: Eq, A: Algorithm> Shard<K, A> {
@@ -228,8 +229,8 @@ impl<K: Eq, A: Algorithm> Shard<K, A> {
 ///     .build()?;
 ///
 /// let now = Timestamp::ZERO;
-/// assert!(table.check(&1, now).is_allowed());
-/// assert!(table.check(&2, now).is_allowed());
+/// assert!(table.check(&1, now).is_ok());
+/// assert!(table.check(&2, now).is_ok());
 /// // Full of keys that are still throttled: key 3 is refused, never are
 /// // keys 1 and 2 forgotten (that would reset their limits).
 /// assert_eq!(table.check(&3, now).path(), KeyedPath::OverflowDenied);
@@ -457,20 +458,20 @@ where
     type Algorithm = A;
 
     #[inline]
-    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<KeyedDecision, CapacityExceeded> {
+    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
         let hash = self.hasher.hash_one(key);
         let lock = self.shard(hash);
         {
             let shard = self.read(lock);
             let alg = self.algorithm_of(&shard, key);
             if n > alg.capacity() {
-                return Err(CapacityExceeded::new(n, alg.capacity()));
+                return Err(exceeded(&alg, n));
             }
             if let Some(state) = shard.get(key, hash) {
                 return check_own(&alg, state, n, now, &shard.hint);
             }
             if n == 0 {
-                return Ok(untracked_peek(&alg, now));
+                return untracked_peek(&alg, now);
             }
             // Full of busy keys: answer without the write lock, so a
             // flood of new keys never blocks the tracked keys' checks.
@@ -511,7 +512,7 @@ where
         match shard.insert(key.clone(), alg.new_state(), hash) {
             Some((bucket, i)) => match shard.buckets[bucket].get(i) {
                 Some((_, state)) => check_own(&alg, state, n, at, &shard.hint),
-                None => Ok(super::refusal()), // unreachable: just inserted
+                None => super::refusal(), // unreachable: just inserted
             },
             None => {
                 let wait = shard.hint.wait_from(now.as_nanos());
@@ -578,7 +579,7 @@ where
         key: &K,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         let hash = self.hasher.hash_one(key);
         let shard = self.read(self.shard(hash));
         let alg = self.algorithm_of(&shard, key);

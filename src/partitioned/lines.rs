@@ -31,8 +31,9 @@ use std::collections::{HashMap, VecDeque};
 use std::vec::Vec;
 
 use crate::concurrency::InFlight;
-use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
-use crate::keyed::{KeyedDecision, KeyedLimiter, KeyedPath, ShardedKeyedTable};
+use crate::keyed::{KeyedLimiter, ShardedKeyedTable};
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::sync::{fence, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::time::Timestamp;
 
@@ -51,10 +52,10 @@ pub(super) enum Join {
     /// In the line; poll the ticket.
     Queued(Ticket),
     /// The key's line is full (or the key has no slot in a full table,
-    /// `path`): refused now.
-    Full(Denied, KeyedPath),
+    /// the refusal's path): refused now.
+    Full(Refusal<'static>),
     /// More permits than the limit: refused for ever.
-    Capacity(CapacityExceeded),
+    Capacity(Refusal<'static>),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -64,7 +65,7 @@ enum State {
     /// The permits were taken on the waiter's behalf.
     Granted(Snapshot),
     /// The limit was lowered below the waiter's permits.
-    Refused(CapacityExceeded),
+    Refused(Refusal<'static>),
 }
 
 #[derive(Debug)]
@@ -114,9 +115,14 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
 
     /// The refusal of a key whose permits are all held (or whose line is
     /// in the way), with the retry hint.
-    fn denied(&self, key: &K) -> Denied {
+    fn denied(&self, key: &K) -> Refusal<'static> {
         let alg = self.table.default_algorithm();
-        Denied::from_nanos(alg.retry_hint, self.table.snapshot(key, Timestamp::ZERO))
+        Refusal::from_nanos(alg.retry_hint, self.table.snapshot(key, Timestamp::ZERO))
+    }
+
+    /// `key`'s permits after an admission.
+    fn taken(&self, key: &K) -> Snapshot {
+        self.table.snapshot(key, Timestamp::ZERO)
     }
 
     /// A newcomer's check: refused while the key has a line.
@@ -125,20 +131,18 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
         key: &K,
         n: u32,
         now: Timestamp,
-    ) -> Result<KeyedDecision, CapacityExceeded> {
+    ) -> Result<Snapshot, Refusal<'static>> {
         if n != 0
             && self.waiting.load(Ordering::SeqCst) != 0
             && lock(&self.lines).by_key.contains_key(key)
         {
             if n > self.table.capacity_of(key) {
-                return Err(CapacityExceeded::new(n, self.table.capacity_of(key)));
+                return Err(Refusal::never(n, self.taken(key)));
             }
-            return Ok(KeyedDecision::new(
-                Decision::Denied(self.denied(key)),
-                KeyedPath::Own,
-            ));
+            return Err(self.denied(key));
         }
-        self.table.check_n(key, n, now)
+        self.table.check_n(key, n, now)?;
+        Ok(self.taken(key))
     }
 
     /// Gives back `n` permits of `key` and serves its line.
@@ -192,11 +196,9 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
         while let Some(&i) = line.front() {
             let slot = &mut slots[i];
             slot.state = match self.table.check_n(key, slot.n, Timestamp::ZERO) {
-                Ok(d) => match d.decision() {
-                    Decision::Allowed(after) => State::Granted(*after),
-                    Decision::Denied(_) => break,
-                },
-                Err(e) => State::Refused(e),
+                Ok(_) => State::Granted(self.taken(key)),
+                Err(e) if e.is_never() => State::Refused(e),
+                Err(_) => break,
             };
             line.pop_front();
             self.waiting.fetch_sub(1, Ordering::SeqCst);
@@ -215,16 +217,12 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
     /// waiters), to be woken through `waker`.
     pub(super) fn join(&self, key: &K, n: u32, limit: usize, waker: &Waker) -> Join {
         let take = |this: &Self| match this.table.check_n(key, n, Timestamp::ZERO) {
-            Ok(d) => match d.decision() {
-                Decision::Allowed(after) => Some(Join::Taken(*after)),
-                // a full table of busy keys: no release of this key (it
-                // has no slot) would ever serve a line, so no line
-                Decision::Denied(denied) if d.path().is_overflow() => {
-                    Some(Join::Full(*denied, d.path()))
-                }
-                Decision::Denied(_) => None,
-            },
-            Err(e) => Some(Join::Capacity(e)),
+            Ok(_) => Some(Join::Taken(this.taken(key))),
+            Err(e) if e.is_never() => Some(Join::Capacity(e)),
+            // a full table of busy keys: no release of this key (it has no
+            // slot) would ever serve a line, so no line
+            Err(denied) if denied.path().is_overflow() => Some(Join::Full(denied)),
+            Err(_) => None,
         };
         if n == 0 || self.waiting.load(Ordering::SeqCst) == 0 {
             // the lock-free path: nobody waits anywhere
@@ -246,7 +244,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
         }
         if queued >= limit {
             self.waiting.fetch_sub(1, Ordering::SeqCst);
-            return Join::Full(self.denied(key), KeyedPath::Own);
+            return Join::Full(self.denied(key));
         }
         let slot = Slot {
             generation: 0,
@@ -279,14 +277,14 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
         &self,
         ticket: Ticket,
         waker: &Waker,
-    ) -> Poll<Result<Snapshot, CapacityExceeded>> {
+    ) -> Poll<Result<Snapshot, Refusal<'static>>> {
         let mut lines = lock(&self.lines);
         let Some(slot) = lines
             .slots
             .get_mut(ticket.slot)
             .filter(|s| s.generation == ticket.generation)
         else {
-            return Poll::Ready(Err(CapacityExceeded::new(0, 0)));
+            return Poll::Ready(Err(Refusal::never(0, Snapshot::exact(0, 0, 0))));
         };
         let outcome = match slot.state {
             State::Waiting => {
@@ -298,7 +296,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
             }
             State::Granted(after) => Ok(after),
             State::Refused(e) => Err(e),
-            State::Free => Err(CapacityExceeded::new(slot.n, 0)),
+            State::Free => Err(Refusal::never(slot.n, Snapshot::exact(0, 0, 0))),
         };
         lines.free_slot(ticket.slot);
         Poll::Ready(outcome)

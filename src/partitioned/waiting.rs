@@ -11,7 +11,7 @@ use core::time::Duration;
 use super::lines::{Join, Ticket};
 #[cfg(all(feature = "tokio", not(loom)))]
 use super::PartitionedLimiter;
-use super::{capacity_refusal, Admission, Lease, Partitioned, Refusal};
+use super::{Admission, Lease, Partitioned, Refusal};
 #[cfg(all(feature = "tokio", not(loom)))]
 use crate::clock::Clock;
 use crate::time::Timestamp;
@@ -71,7 +71,7 @@ impl<'a, R, K> Future for InLine<'a, R, K> {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(outcome) => {
                     this.ticket = None;
-                    outcome.map_err(|e| capacity_refusal(&limiter.name, &policy.name, e))
+                    outcome.map_err(|e| e.by(&limiter.name, &policy.name))
                 }
             },
             None => {
@@ -94,16 +94,8 @@ impl<'a, R, K> Future for InLine<'a, R, K> {
                         return Poll::Pending;
                     }
                     Some(Join::Taken(after)) => Ok(after),
-                    Some(Join::Full(denied, path)) => Err(Refusal {
-                        limiter: &limiter.name,
-                        policy: &policy.name,
-                        stage: 0,
-                        retry_after: denied.retry_after(),
-                        snapshot: *denied.snapshot(),
-                        path,
-                    }),
-                    Some(Join::Capacity(e)) => {
-                        Err(capacity_refusal(&limiter.name, &policy.name, e))
+                    Some(Join::Full(refusal) | Join::Capacity(refusal)) => {
+                        Err(refusal.by(&limiter.name, &policy.name))
                     }
                 }
             }
@@ -248,7 +240,7 @@ where
             Err(refusal) => {
                 let waited = clock.now().saturating_duration_since(start);
                 if timed_out
-                    || refusal.is_capacity_exceeded()
+                    || refusal.is_never()
                     || waited.saturating_add(refusal.retry_after()) > max_wait
                 {
                     return Err(refusal);

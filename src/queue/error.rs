@@ -3,7 +3,9 @@
 use core::fmt;
 use core::time::Duration;
 
-use crate::decision::CapacityExceeded;
+use crate::refusal::Refusal;
+#[cfg(test)]
+use crate::snapshot::Snapshot;
 
 /// Why [`Queue::acquire`](crate::queue::Queue::acquire) or
 /// [`Queue::try_acquire`](crate::queue::Queue::try_acquire) did not grant
@@ -18,8 +20,9 @@ use crate::decision::CapacityExceeded;
 #[non_exhaustive]
 pub enum WaitError {
     /// The request asks for more permits than the limiter can ever grant at
-    /// once: it would wait forever, so it is refused at once.
-    CapacityExceeded(CapacityExceeded),
+    /// once (the refusal [`is_never`](Refusal::is_never)): it would wait
+    /// forever, so it is refused at once.
+    CapacityExceeded(Refusal<'static>),
     /// Queueing the request would take the queued permits past
     /// `queue_limit`.
     QueueFull {
@@ -109,12 +112,6 @@ impl core::error::Error for WaitError {
     }
 }
 
-impl From<CapacityExceeded> for WaitError {
-    fn from(e: CapacityExceeded) -> Self {
-        Self::CapacityExceeded(e)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::string::ToString;
@@ -126,10 +123,7 @@ mod tests {
         let ms = Duration::from_millis;
         let cases = [
             (
-                WaitError::CapacityExceeded(CapacityExceeded {
-                    requested: 6,
-                    capacity: 5,
-                }),
+                WaitError::CapacityExceeded(Refusal::never(6, Snapshot::new(5, 5, ms(0)))),
                 "the request can never be granted",
                 None,
             ),
@@ -189,11 +183,7 @@ mod tests {
             assert_eq!(error.to_string(), text);
             assert_eq!(error.retry_after(), retry);
         }
-        let e: WaitError = CapacityExceeded {
-            requested: 2,
-            capacity: 1,
-        }
-        .into();
+        let e = WaitError::CapacityExceeded(Refusal::never(2, Snapshot::new(1, 1, ms(0))));
         assert!(core::error::Error::source(&e).is_some());
         assert!(core::error::Error::source(&WaitError::Closed).is_none());
     }

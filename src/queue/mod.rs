@@ -137,7 +137,6 @@ use std::time::Instant;
 #[cfg(not(loom))]
 use tokio::time::Instant;
 
-use crate::decision::Decision;
 use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 pub use source::QueueLimiter;
 
@@ -387,10 +386,7 @@ impl<L: QueueLimiter + Send + Sync + 'static> Queue<L> {
         let now = shared.now();
         if gate != 0 && shared.order == QueueOrder::OldestFirst {
             if n > shared.limiter.capacity() {
-                return Err(WaitError::CapacityExceeded(crate::CapacityExceeded {
-                    requested: n,
-                    capacity: shared.limiter.capacity(),
-                }));
+                return Err(WaitError::CapacityExceeded(shared.exceeded(n)));
             }
             let inner = lock(&shared.inner);
             let retry = shared.estimate(&inner, n, now);
@@ -398,9 +394,10 @@ impl<L: QueueLimiter + Send + Sync + 'static> Queue<L> {
                 retry_after: retry.map(Duration::from_nanos),
             });
         }
-        match shared.limiter.check_n(n, now)? {
-            Decision::Allowed(_) => Ok(()),
-            Decision::Denied(d) => {
+        match shared.limiter.check_n(n, now) {
+            Ok(()) => Ok(()),
+            Err(d) if d.is_never() => Err(WaitError::CapacityExceeded(d)),
+            Err(d) => {
                 let r = d.retry_after_nanos();
                 Err(WaitError::WouldWait {
                     retry_after: (r != 0 && r != u64::MAX).then(|| Duration::from_nanos(r)),

@@ -15,7 +15,6 @@ use super::source::QueueLimiter;
 use super::timer::QueueTimer;
 use super::waiters::{Outcome, Waiters};
 use super::{QueueOrder, TokioClock};
-use crate::decision::Decision;
 use crate::sync::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::time::duration_to_nanos;
 
@@ -220,6 +219,13 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
     }
 
     /// Estimated wait for `n` permits joining the queue now.
+    /// The refusal of `n` permits, more than the limiter ever grants.
+    #[cold]
+    pub(super) fn exceeded(&self, n: u32) -> crate::refusal::Refusal<'static> {
+        let capacity = self.limiter.capacity();
+        crate::refusal::Refusal::never(n, crate::snapshot::Snapshot::exact(capacity, 0, 0))
+    }
+
     pub(super) fn estimate(&self, inner: &Inner, n: u32, now: u64) -> Option<u64> {
         let ahead = match self.order {
             QueueOrder::OldestFirst => inner.waiters.permits(),
@@ -253,7 +259,7 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
         if gate == 0 && n != 0 {
             // The common case, kept small enough to inline: nobody waits
             // and the queue is open, so try the limiter without the lock.
-            if let Ok(Decision::Allowed(_)) = self.limiter.check_n(n, now) {
+            if self.limiter.check_n(n, now).is_ok() {
                 return Begin::Granted;
             }
         }
@@ -279,23 +285,17 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
         if gate == 0 {
             // Already tried above: refused or impossible.
             if n > self.limiter.capacity() {
-                return Begin::Refused(WaitError::CapacityExceeded(crate::CapacityExceeded {
-                    requested: n,
-                    capacity: self.limiter.capacity(),
-                }));
+                return Begin::Refused(WaitError::CapacityExceeded(self.exceeded(n)));
             }
         } else if !fifo {
             // Newest first: a newcomer is tried at once even while others wait.
             match self.limiter.check_n(n, now) {
-                Ok(Decision::Allowed(_)) => return Begin::Granted,
-                Ok(Decision::Denied(_)) => {}
-                Err(e) => return Begin::Refused(e.into()),
+                Ok(()) => return Begin::Granted,
+                Err(e) if e.is_never() => return Begin::Refused(WaitError::CapacityExceeded(e)),
+                Err(_) => {}
             }
         } else if n > self.limiter.capacity() {
-            return Begin::Refused(WaitError::CapacityExceeded(crate::CapacityExceeded {
-                requested: n,
-                capacity: self.limiter.capacity(),
-            }));
+            return Begin::Refused(WaitError::CapacityExceeded(self.exceeded(n)));
         }
         let mut inner = lock(&self.inner);
         if inner.closed {
@@ -305,9 +305,9 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
             // Authoritative check under the lock: no waiter can be linked
             // in between, so a FIFO newcomer never overtakes one.
             match self.limiter.check_n(n, now) {
-                Ok(Decision::Allowed(_)) => return Begin::Granted,
-                Ok(Decision::Denied(_)) => {}
-                Err(e) => return Begin::Refused(e.into()),
+                Ok(()) => return Begin::Granted,
+                Err(e) if e.is_never() => return Begin::Refused(WaitError::CapacityExceeded(e)),
+                Err(_) => {}
             }
         }
         let estimate = self.estimate(&inner, n, now);
@@ -373,8 +373,12 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
         while let Some(key) = self.serving_end(&inner.waiters) {
             let n = inner.waiters.n(key);
             let outcome = match self.limiter.check_n(n, now) {
-                Ok(Decision::Allowed(_)) => Outcome::Admitted { at: now },
-                Ok(Decision::Denied(d)) => {
+                Ok(()) => Outcome::Admitted { at: now },
+                Err(e) if e.is_never() => Outcome::Refused {
+                    at: now,
+                    error: WaitError::CapacityExceeded(e),
+                },
+                Err(d) => {
                     // A release-based limiter's capacity comes back through
                     // releases (which kick this loop), not with time: its
                     // `retry_after` is only a hint, and a timer at the hint
@@ -383,10 +387,6 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
                     let by_time = !self.release_on_drop && r != 0 && r != u64::MAX;
                     return by_time.then(|| now.saturating_add(r));
                 }
-                Err(e) => Outcome::Refused {
-                    at: now,
-                    error: e.into(),
-                },
             };
             if let Some(w) = inner.waiters.resolve(key, outcome) {
                 wakers.push(w);

@@ -4,9 +4,8 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use crate::concurrency::ConcurrencyLimiter;
-use crate::decision::{CapacityExceeded, Decision};
-use crate::error::AcquireError;
 use crate::limiter::Limiter;
+use crate::refusal::Refusal;
 use crate::time::{duration_to_nanos, Timestamp};
 
 /// A limiter a [`Queue`](super::Queue) can put waiters in front of: every
@@ -20,7 +19,7 @@ pub trait QueueLimiter: sealed::Source {}
 impl<T: sealed::Source> QueueLimiter for T {}
 
 pub(crate) mod sealed {
-    use super::{CapacityExceeded, Decision};
+    use super::Refusal;
 
     /// The queue's view of a limiter, in nanoseconds.
     pub trait Source {
@@ -28,7 +27,7 @@ pub(crate) mod sealed {
         /// when a queue permit drops) rather than by time.
         const RELEASE_BASED: bool;
         fn capacity(&self) -> u32;
-        fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded>;
+        fn check_n(&self, n: u32, now: u64) -> Result<(), Refusal<'static>>;
         fn refund(&self, n: u32, now: u64);
         fn time_until_ready_after(&self, ahead: u64, n: u32, now: u64) -> Option<u64>;
         fn required_resolution(&self) -> core::time::Duration;
@@ -42,7 +41,7 @@ impl<L: Limiter> sealed::Source for L {
         Limiter::capacity(self)
     }
     #[inline]
-    fn check_n(&self, n: u32, now: u64) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: u64) -> Result<(), Refusal<'static>> {
         Limiter::check_n(self, n, Timestamp::from_nanos(now))
     }
     fn refund(&self, n: u32, now: u64) {
@@ -64,12 +63,8 @@ macro_rules! concurrency_source {
             fn capacity(&self) -> u32 {
                 self.limit()
             }
-            fn check_n(&self, n: u32, _now: u64) -> Result<Decision, CapacityExceeded> {
-                match self.take(n) {
-                    Ok(()) => Ok(Decision::Allowed(self.snapshot())),
-                    Err(AcquireError::Denied(d)) => Ok(Decision::Denied(d)),
-                    Err(AcquireError::CapacityExceeded(e)) => Err(e),
-                }
+            fn check_n(&self, n: u32, _now: u64) -> Result<(), Refusal<'static>> {
+                self.take(n)
             }
             fn refund(&self, n: u32, _now: u64) {
                 self.release(n);

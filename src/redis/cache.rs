@@ -21,7 +21,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::{Mutex, PoisonError};
 use std::vec::Vec;
 
-use crate::decision::Denied;
+use crate::refusal::Refusal;
 
 #[derive(Clone, Copy)]
 struct Slot {
@@ -30,7 +30,7 @@ struct Slot {
     weight: u32,
     /// Local monotonic nanoseconds until which the refusal holds; 0 = empty.
     until: u64,
-    denied: Denied,
+    denied: Refusal<'static>,
 }
 
 /// A bounded map from key to "refused until".
@@ -75,7 +75,7 @@ impl RefusalCache {
 
     /// A refusal for `n` permits of `key` at local time `now`, if one is
     /// cached and still holds; its `retry_after` is the time left.
-    pub(crate) fn lookup(&self, key: &[u8], n: u32, now: u64) -> Option<Denied> {
+    pub(crate) fn lookup(&self, key: &[u8], n: u32, now: u64) -> Option<Refusal<'static>> {
         let hash = self.hasher.hash_one(key);
         let mut guard = self
             .slot(hash)
@@ -92,14 +92,14 @@ impl RefusalCache {
         if n < slot.weight {
             return None;
         }
-        Some(Denied::from_nanos(
+        Some(Refusal::from_nanos(
             slot.until - now,
             *slot.denied.snapshot(),
         ))
     }
 
     /// Remembers that `n` permits of `key` were refused at local time `now`.
-    pub(crate) fn insert(&self, key: &[u8], n: u32, denied: Denied, now: u64) {
+    pub(crate) fn insert(&self, key: &[u8], n: u32, denied: Refusal<'static>, now: u64) {
         let until = now.saturating_add(denied.retry_after_nanos());
         if until <= now {
             return;
@@ -133,10 +133,10 @@ impl RefusalCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decision::Snapshot;
+    use crate::snapshot::Snapshot;
 
-    fn denied(retry: u64) -> Denied {
-        Denied::from_nanos(retry, Snapshot::exact(5, 0, retry))
+    fn denied(retry: u64) -> Refusal<'static> {
+        Refusal::from_nanos(retry, Snapshot::exact(5, 0, retry))
     }
 
     #[test]

@@ -16,10 +16,11 @@ use super::config::{
 };
 use super::script::{FIXED_WINDOW_LUA, GCRA_LUA};
 use crate::clock::{Clock, StdClock};
-use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
 use crate::gcra::{BucketKind, Gcra};
 use crate::limiter::{Algorithm, Bucket, Limiter};
+use crate::refusal::Refusal;
 use crate::remote::{AsyncKeyedLimiter, DecisionSource, RemoteDecision};
+use crate::snapshot::Snapshot;
 use crate::sync::{AtomicU64, Ordering};
 
 /// The fixed window's heal threshold (as the in-process window's default):
@@ -31,9 +32,9 @@ const FIXED_WINDOW_HEAL_THRESHOLD_NANOS: u64 = 1_000_000_000;
 #[non_exhaustive]
 #[derive(Debug)]
 pub enum StoreError {
-    /// The request can never succeed (more permits than the capacity);
-    /// the store was not asked.
-    Capacity(CapacityExceeded),
+    /// The request can never succeed (more permits than the capacity; the
+    /// refusal [`is_never`](Refusal::is_never)); the store was not asked.
+    Capacity(Refusal<'static>),
     /// The store did not answer within the configured timeout.
     Timeout(Duration),
     /// Redis returned an error or the connection failed.
@@ -74,8 +75,9 @@ impl core::error::Error for StoreError {
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreReply {
-    /// The decision, with the same fields an in-process limiter gives.
-    pub decision: Decision,
+    /// The verdict, with the same fields an in-process limiter gives: the
+    /// snapshot after an admission, or the refusal.
+    pub result: Result<Snapshot, Refusal<'static>>,
     /// The server's `TIME` the script used, in nanoseconds since the Unix
     /// epoch: drive an in-process limiter with it to compare.
     pub server_time_nanos: u64,
@@ -108,13 +110,14 @@ pub struct StoreReply {
 /// )
 /// .await?;
 /// let start = Instant::now();
-/// let d = closed.check_n(b"api-key-123", 1).await?;
-/// assert!(d.is_denied() && d.source() == DecisionSource::StoreUnavailable);
-/// assert_eq!(d.decision().retry_after(), Duration::from_secs(2));
+/// let d = closed.check_n(b"api-key-123", 1).await;
+/// assert!(d.is_err() && d.source() == DecisionSource::StoreUnavailable);
+/// assert_eq!(d.into_result().unwrap_err().retry_after(), Duration::from_secs(2));
 /// assert!(start.elapsed() < Duration::from_secs(1));
 ///
-/// // n above the burst can never succeed: an error, and the store is not asked
-/// assert_eq!(closed.check_n(b"api-key-123", 11).await.unwrap_err().capacity, 10);
+/// // n above the burst can never succeed: refused at once, the store not asked
+/// let never = closed.check_n(b"api-key-123", 11).await.into_result().unwrap_err();
+/// assert!(never.is_never() && never.limit() == 10);
 /// # Ok(()) }
 /// ```
 pub struct RedisStore {
@@ -368,53 +371,40 @@ impl RedisStore {
 
     /// Tries to take one permit for `key`.
     pub async fn check(&self, key: &[u8]) -> RemoteDecision {
-        match self.check_n(key, 1).await {
-            Ok(d) => d,
-            // capacity ≥ 1 for every validated quota; refuse rather than panic
-            Err(e) => RemoteDecision::new(
-                Decision::Denied(Denied::from_nanos(
-                    u64::MAX,
-                    Snapshot::exact(e.capacity, 0, 0),
-                )),
-                DecisionSource::Store,
-            ),
-        }
+        self.check_n(key, 1).await
     }
 
     /// Tries to take `n` permits for `key` (`n = 0` peeks), through the
     /// refusal cache and the failure policy: never waits longer than the
-    /// timeout and never returns a store error.
-    ///
-    /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted (the store is not
-    /// asked).
-    pub async fn check_n(&self, key: &[u8], n: u32) -> Result<RemoteDecision, CapacityExceeded> {
+    /// timeout and never returns a store error. A request of more permits
+    /// than the capacity is refused [`never`](Refusal::is_never) without
+    /// asking the store.
+    pub async fn check_n(&self, key: &[u8], n: u32) -> RemoteDecision {
         if n > self.capacity {
-            return Err(CapacityExceeded {
-                requested: n,
-                capacity: self.capacity,
-            });
+            return RemoteDecision::new(Err(self.exceeded(n)), DecisionSource::Local);
         }
         if n > 0 {
             if let Some(cache) = &self.cache {
                 if let Some(denied) = cache.lookup(key, n, self.clock.now().as_nanos()) {
-                    return Ok(RemoteDecision::new(
-                        Decision::Denied(denied),
-                        DecisionSource::RefusalCache,
-                    ));
+                    return RemoteDecision::new(Err(denied), DecisionSource::RefusalCache);
                 }
             }
         }
         match self.try_check_n(key, n).await {
             Ok(reply) => {
-                if let (Some(cache), Decision::Denied(denied)) = (&self.cache, reply.decision) {
+                if let (Some(cache), Err(denied)) = (&self.cache, reply.result) {
                     cache.insert(key, n, denied, self.clock.now().as_nanos());
                 }
-                Ok(RemoteDecision::new(reply.decision, DecisionSource::Store))
+                RemoteDecision::new(reply.result, DecisionSource::Store)
             }
-            Err(StoreError::Capacity(e)) => Err(e),
-            Err(_) => Ok(self.unavailable(n)),
+            Err(StoreError::Capacity(e)) => RemoteDecision::new(Err(e), DecisionSource::Local),
+            Err(_) => self.unavailable(n),
         }
+    }
+
+    /// The refusal of `n` permits, more than the capacity.
+    fn exceeded(&self, n: u32) -> Refusal<'static> {
+        Refusal::never(n, Snapshot::exact(self.capacity, 0, 0))
     }
 
     /// How many calls so far the store failed to answer (error or timeout)
@@ -502,7 +492,7 @@ impl RedisStore {
         let decision = match self.config.policy {
             FailurePolicy::FailClosed { retry_after } => {
                 let retry = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
-                Decision::Denied(Denied::from_nanos(
+                Err(Refusal::from_nanos(
                     retry,
                     Snapshot::exact(self.capacity, 0, retry),
                 ))
@@ -510,11 +500,10 @@ impl RedisStore {
             FailurePolicy::FailOpen { .. } => match &self.ceiling {
                 Some(bucket) => {
                     let n = n.min(bucket.capacity());
-                    bucket
-                        .check_n(n, self.clock.now())
-                        .unwrap_or_else(|_| bucket.check(self.clock.now()))
+                    let now = self.clock.now();
+                    bucket.check_n(n, now).map(|()| bucket.snapshot(now))
                 }
-                None => Decision::Allowed(Snapshot::exact(self.capacity, self.capacity, 0)),
+                None => Ok(Snapshot::exact(self.capacity, self.capacity, 0)),
             },
         };
         RemoteDecision::new(decision, DecisionSource::StoreUnavailable)
@@ -528,10 +517,7 @@ impl RedisStore {
     /// [`StoreError`].
     pub async fn try_check_n(&self, key: &[u8], n: u32) -> Result<StoreReply, StoreError> {
         if n > self.capacity {
-            return Err(StoreError::Capacity(CapacityExceeded {
-                requested: n,
-                capacity: self.capacity,
-            }));
+            return Err(StoreError::Capacity(self.exceeded(n)));
         }
         let reply = self.call("c", key, n).await?;
         self.reply_to_decision(reply)
@@ -556,9 +542,10 @@ impl RedisStore {
     /// # Errors
     /// [`StoreError`] if the store could not be reached in time.
     pub async fn snapshot(&self, key: &[u8]) -> Result<Snapshot, StoreError> {
-        self.try_check_n(key, 0)
-            .await
-            .map(|r| *r.decision.snapshot())
+        self.try_check_n(key, 0).await.map(|r| match r.result {
+            Ok(s) => s,
+            Err(refusal) => *refusal.snapshot(),
+        })
     }
 
     /// How long until `n` permits of `key` would be granted, taking nothing.
@@ -568,10 +555,7 @@ impl RedisStore {
     /// reached in time.
     pub async fn time_until_ready(&self, key: &[u8], n: u32) -> Result<Duration, StoreError> {
         if n > self.capacity {
-            return Err(StoreError::Capacity(CapacityExceeded {
-                requested: n,
-                capacity: self.capacity,
-            }));
+            return Err(StoreError::Capacity(self.exceeded(n)));
         }
         if n == 0 {
             return Ok(Duration::ZERO);
@@ -640,9 +624,9 @@ pub(crate) fn reply_to_decision(
         Some(gcra) => {
             let snapshot = gcra.snapshot_for_lead(Duration::from_nanos(non_negative(level)?));
             if allowed == 1 {
-                Decision::Allowed(snapshot)
+                Ok(snapshot)
             } else {
-                Decision::Denied(Denied::from_nanos(non_negative(wait)?, snapshot))
+                Err(Refusal::from_nanos(non_negative(wait)?, snapshot))
             }
         }
         None => {
@@ -653,14 +637,14 @@ pub(crate) fn reply_to_decision(
             let remaining = capacity.saturating_sub(count);
             let snapshot = Snapshot::exact(capacity, remaining, reset);
             if allowed == 1 {
-                Decision::Allowed(snapshot)
+                Ok(snapshot)
             } else {
-                Decision::Denied(Denied::from_nanos(until_end, snapshot))
+                Err(Refusal::from_nanos(until_end, snapshot))
             }
         }
     };
     Ok(StoreReply {
-        decision,
+        result: decision,
         server_time_nanos: server_time,
     })
 }
@@ -711,7 +695,7 @@ impl<K: AsRef<[u8]> + ?Sized + Sync> AsyncKeyedLimiter<K> for RedisStore {
         self.capacity
     }
 
-    async fn check_n(&self, key: &K, n: u32) -> Result<RemoteDecision, CapacityExceeded> {
+    async fn check_n(&self, key: &K, n: u32) -> RemoteDecision {
         RedisStore::check_n(self, key.as_ref(), n).await
     }
 

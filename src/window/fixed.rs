@@ -3,11 +3,12 @@
 use core::time::Duration;
 
 use super::{wait_until, DEFAULT_HEAL_THRESHOLD_NANOS};
-use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Bucket};
 use crate::live::Inheritance;
 use crate::quota::Quota;
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::{duration_to_nanos, Timestamp};
 
@@ -23,11 +24,11 @@ use crate::time::{duration_to_nanos, Timestamp};
 /// let ms = Timestamp::from_millis;
 /// // 3 per 100 ms.
 /// let window = Bucket::new(FixedWindow::new(3, Duration::from_millis(100))?);
-/// assert!(window.check_n(3, ms(10))?.is_allowed());
+/// assert!(window.check_n(3, ms(10)).is_ok());
 /// let refused = window.check(ms(40));
 /// // Not a whole window: the next one opens at 100 ms.
 /// assert_eq!(refused.retry_after(), Duration::from_millis(60));
-/// assert!(window.check(ms(100)).is_allowed());
+/// assert!(window.check(ms(100)).is_ok());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
@@ -184,11 +185,8 @@ impl FixedWindow {
     }
 
     #[inline]
-    const fn exceeded(&self, n: u32) -> CapacityExceeded {
-        CapacityExceeded {
-            requested: n,
-            capacity: self.limit,
-        }
+    const fn exceeded(&self, n: u32) -> Refusal<'static> {
+        Refusal::never(n, Snapshot::exact(self.limit, 0, 0))
     }
 }
 
@@ -240,12 +238,12 @@ impl Algorithm for FixedWindow {
         state: &FixedWindowState,
         n: u32,
         now: Timestamp,
-    ) -> Result<Decision, CapacityExceeded> {
+    ) -> Result<Timestamp, Refusal<'static>> {
         if n > self.limit {
             return Err(self.exceeded(n));
         }
         if n == 0 {
-            return Ok(Decision::Allowed(self.snapshot(state, now)));
+            return Ok(self.snapshot(state, now).full_at(now.as_nanos()));
         }
         let now = now.as_nanos();
         let mut word = state.word.load(Ordering::Relaxed);
@@ -255,18 +253,18 @@ impl Algorithm for FixedWindow {
                 let count = count + n as u64;
                 (
                     self.pack(index, count),
-                    Decision::Allowed(self.snapshot_of(index, count, now)),
+                    Ok(self.snapshot_of(index, count, now).full_at(now)),
                 )
             } else {
-                let denied = Denied::from_nanos(
+                let denied = Refusal::from_nanos(
                     wait_until(index.saturating_mul(self.window), self.window, now),
                     self.snapshot_of(index, count, now),
                 );
                 if !healed {
-                    return Ok(Decision::Denied(denied));
+                    return Err(denied);
                 }
                 // persist the heal, or every later check would re-date again
-                (self.pack(index, count), Decision::Denied(denied))
+                (self.pack(index, count), Err(denied))
             };
             match state.word.compare_exchange_weak(
                 word,
@@ -274,7 +272,7 @@ impl Algorithm for FixedWindow {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Ok(decision),
+                Ok(_) => return decision,
                 Err(current) => word = current,
             }
         }
@@ -323,7 +321,7 @@ impl Algorithm for FixedWindow {
         state: &FixedWindowState,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         if n > self.limit {
             return Err(self.exceeded(n));
         }
@@ -467,9 +465,9 @@ mod tests {
         let w = FixedWindow::from_nanos(2, 7).unwrap(); // the last window is partial
         let b = Bucket::new(w);
         let t = Timestamp::MAX;
-        assert!(b.check_n(2, t).unwrap().is_allowed());
+        assert!(b.check_n(2, t).is_ok());
         let d = b.check(t);
-        assert!(d.is_denied());
+        assert!(d.is_err());
         assert!(d.retry_after().as_nanos() >= 1);
         assert!(!b.is_idle(t));
         b.refund(2, t);
@@ -481,7 +479,7 @@ mod tests {
         // 2 per 20 s, both used at t = 0
         let w = FixedWindow::new(2, Duration::from_secs(20)).unwrap();
         let st = FixedWindowState::new();
-        assert!(w.check_n(&st, 2, t(0)).unwrap().is_allowed());
+        assert!(w.check_n(&st, 2, t(0)).is_ok());
         let s = |d: Option<Duration>| d.map(|d| d.as_secs());
         let at = t(0);
         assert_eq!(s(w.time_until_ready_after(&st, 0, 1, at)), Some(20));
@@ -510,13 +508,13 @@ mod tests {
             .unwrap()
             .with_heal_threshold(Duration::from_nanos(5_000));
         let b = Bucket::new(w);
-        assert!(b.check_n(2, t(1_000_000)).unwrap().is_allowed());
+        assert!(b.check_n(2, t(1_000_000)).is_ok());
         // a small step back is charged to the newer window
         let d = b.check(t(1_000_000 - 3_000));
         assert_eq!(d.denied().unwrap().retry_after_nanos(), 4_000);
         // a jump back beyond the threshold re-dates the 2 permits to now
         let d = b.check(t(10_000));
         assert_eq!(d.denied().unwrap().retry_after_nanos(), 1_000);
-        assert!(b.check(t(11_000)).is_allowed());
+        assert!(b.check(t(11_000)).is_ok());
     }
 }

@@ -4,11 +4,12 @@
 use core::time::Duration;
 
 use super::{wait_until, DEFAULT_HEAL_THRESHOLD_NANOS};
-use crate::decision::{CapacityExceeded, Decision, Denied, Snapshot};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Bucket};
 use crate::live::Inheritance;
 use crate::quota::Quota;
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 use crate::sync::{spin_loop, AtomicU32, AtomicU64, Ordering};
 use crate::time::{duration_to_nanos, Timestamp};
 
@@ -28,12 +29,12 @@ use crate::time::{duration_to_nanos, Timestamp};
 /// let ms = Timestamp::from_millis;
 /// // 4 per second, in 2 segments of 500 ms.
 /// let window = Bucket::new(SlidingWindow::<2>::new(4, Duration::from_secs(1))?);
-/// assert!(window.check_n(3, ms(0))?.is_allowed()); // segment 0
-/// assert!(window.check(ms(600)).is_allowed()); // segment 1: window full
+/// assert!(window.check_n(3, ms(0)).is_ok()); // segment 0
+/// assert!(window.check(ms(600)).is_ok()); // segment 1: window full
 /// // Segment 0 leaves the window at 1 s and gives its 3 permits back.
 /// let refused = window.check_n(2, ms(700))?;
 /// assert_eq!(refused.retry_after(), Duration::from_millis(300));
-/// assert!(window.check_n(3, ms(1_000))?.is_allowed());
+/// assert!(window.check_n(3, ms(1_000)).is_ok());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -130,11 +131,8 @@ impl<const SEGMENTS: usize> SlidingWindow<SEGMENTS> {
     }
 
     #[inline]
-    const fn exceeded(&self, n: u32) -> CapacityExceeded {
-        CapacityExceeded {
-            requested: n,
-            capacity: self.limit,
-        }
+    const fn exceeded(&self, n: u32) -> Refusal<'static> {
+        Refusal::never(n, Snapshot::exact(self.limit, 0, 0))
     }
 
     /// Brings `w` to the effective segment at `now` (see
@@ -357,28 +355,28 @@ impl<const SEGMENTS: usize> Algorithm for SlidingWindow<SEGMENTS> {
         state: &Self::State,
         n: u32,
         now: Timestamp,
-    ) -> Result<Decision, CapacityExceeded> {
+    ) -> Result<Timestamp, Refusal<'static>> {
         if n > self.limit {
             return Err(self.exceeded(n));
         }
         if n == 0 {
-            return Ok(Decision::Allowed(self.snapshot(state, now)));
+            return Ok(self.snapshot(state, now).full_at(now.as_nanos()));
         }
         let now = now.as_nanos();
-        Ok(state.with(|w| {
+        state.with(|w| {
             self.settle(w, now);
             let total = w.total();
             let n = n as u64;
             if total + n <= self.limit as u64 {
                 // ≤ limit, fits in u32
                 w.counts[slot::<SEGMENTS>(w.head)] += n as u32;
-                (Decision::Allowed(self.snapshot_of(w, now)), true)
+                (Ok(self.snapshot_of(w, now).full_at(now)), true)
             } else {
                 let retry = self.wait_for(w, total + n - self.limit as u64, now);
-                let denied = Denied::from_nanos(retry, self.snapshot_of(w, now));
-                (Decision::Denied(denied), true)
+                let denied = Refusal::from_nanos(retry, self.snapshot_of(w, now));
+                (Err(denied), true)
             }
-        }))
+        })
     }
 
     fn refund(&self, state: &Self::State, n: u32, now: Timestamp) {
@@ -422,7 +420,7 @@ impl<const SEGMENTS: usize> Algorithm for SlidingWindow<SEGMENTS> {
         state: &Self::State,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, CapacityExceeded> {
+    ) -> Result<Duration, Refusal<'static>> {
         if n > self.limit {
             return Err(self.exceeded(n));
         }
@@ -588,9 +586,9 @@ mod tests {
     fn static_state_is_const() {
         static W: Bucket<SlidingWindow<3>> =
             Bucket::sliding_window(crate::valid!(SlidingWindow::<3>::from_nanos(2, 30)));
-        assert!(W.check_n(2, t(0)).unwrap().is_allowed());
-        assert!(W.check(t(29)).is_denied());
-        assert!(W.check(t(30)).is_allowed());
+        assert!(W.check_n(2, t(0)).is_ok());
+        assert!(W.check(t(29)).is_err());
+        assert!(W.check(t(30)).is_ok());
     }
 
     #[test]
@@ -598,8 +596,8 @@ mod tests {
         // 4 per second in 2 segments of 500 ms: 3 taken at 0, 1 at 600 ms
         let w = SlidingWindow::<2>::new(4, Duration::from_secs(1)).unwrap();
         let st = w.new_state();
-        assert!(w.check_n(&st, 3, t(0)).unwrap().is_allowed());
-        assert!(w.check_n(&st, 1, t(600_000_000)).unwrap().is_allowed());
+        assert!(w.check_n(&st, 3, t(0)).is_ok());
+        assert!(w.check_n(&st, 1, t(600_000_000)).is_ok());
         let at = t(700_000_000);
         let ms = |d: Option<Duration>| d.map(|d| d.as_millis());
         // segment 0 (3 permits) leaves at 1 s
@@ -624,14 +622,14 @@ mod tests {
             .unwrap()
             .with_heal_threshold(Duration::from_nanos(5_000));
         let b = Bucket::new(w);
-        assert!(b.check_n(2, t(1_000_000)).unwrap().is_allowed());
+        assert!(b.check_n(2, t(1_000_000)).is_ok());
         // a small step back: charged to the head segment, expires with it
         let d = b.check(t(998_000));
         assert_eq!(d.denied().unwrap().retry_after_nanos(), 4_000);
         // a jump back: the 2 permits are re-dated to segment 10
         let d = b.check(t(10_000));
         assert_eq!(d.denied().unwrap().retry_after_nanos(), 2_000);
-        assert!(b.check(t(12_000)).is_allowed());
+        assert!(b.check(t(12_000)).is_ok());
     }
 
     #[test]
@@ -646,9 +644,9 @@ mod tests {
     fn end_of_time() {
         let b = Bucket::new(SlidingWindow::<4>::from_nanos(3, 4).unwrap());
         let end = Timestamp::MAX;
-        assert!(b.check_n(3, end).unwrap().is_allowed());
+        assert!(b.check_n(3, end).is_ok());
         let d = b.check(end);
-        assert!(d.is_denied());
+        assert!(d.is_err());
         assert!(d.retry_after().as_nanos() >= 1);
         b.refund(u32::MAX, end);
         assert!(b.is_idle(end));

@@ -118,7 +118,7 @@ where
                                 lease,
                                 delay: global_delay.saturating_sub(elapsed()),
                                 snapshot: global_snapshot.unwrap_or_else(|| {
-                                    crate::decision::Snapshot::exact(u32::MAX, u32::MAX, 0)
+                                    crate::snapshot::Snapshot::exact(u32::MAX, u32::MAX, 0)
                                 }),
                             }),
                         };
