@@ -6,8 +6,8 @@
 //! `cargo bench --bench direct` (about 2 minutes). Groups:
 //!
 //! - `direct/<clock>/<allow|deny>`, entries:
-//!   - `tollgate try_acquire`: `RateLimiter::try_acquire().is_allowed()`;
-//!   - `tollgate check(now)`: `bucket.check(clock.now()).is_allowed()` on a
+//!   - `tollgate try_acquire`: `RateLimiter::try_acquire().is_ok()`;
+//!   - `tollgate check(now)`: `bucket.check(clock.now()).is_ok()` on a
 //!     `Bucket<Gcra>`;
 //!   - `governor check`: `RateLimiter::check().is_ok()` (governor 0.10);
 //!   - `floor`: `clock.now()`, one load and one compare-exchange.
@@ -129,9 +129,7 @@ where
         let _ = limiter.try_acquire();
         g.bench_function("tollgate try_acquire", |b| {
             b.iter_custom(|iters| {
-                timed(iters, advance, || {
-                    black_box(&limiter).try_acquire().is_allowed()
-                })
+                timed(iters, advance, || black_box(&limiter).try_acquire().is_ok())
             })
         });
         // crate docs: `bucket.check(now)` with `now` from the caller's clock
@@ -140,7 +138,7 @@ where
         g.bench_function("tollgate check(now)", |b| {
             b.iter_custom(|iters| {
                 timed(iters, advance, || {
-                    black_box(&bucket).check(tclock.now()).is_allowed()
+                    black_box(&bucket).check(tclock.now()).is_ok()
                 })
             })
         });
@@ -193,7 +191,7 @@ fn threads(c: &mut Criterion) {
     let shared = RateLimiter::token_bucket(tq, QuantaClock::new()).expect("fits");
     let gov = GovLimiter::direct_with_clock(gq, GovQuanta::default());
     g.bench_function("tollgate try_acquire", |b| {
-        b.iter_custom(|iters| on_threads(iters, 2, &|_| shared.try_acquire().is_allowed()))
+        b.iter_custom(|iters| on_threads(iters, 2, &|_| shared.try_acquire().is_ok()))
     });
     g.bench_function("governor check", |b| {
         b.iter_custom(|iters| on_threads(iters, 2, &|_| gov.check().is_ok()))
@@ -207,10 +205,10 @@ fn threads(c: &mut Criterion) {
         Padded(RateLimiter::token_bucket(tq, QuantaClock::new()).expect("fits")),
     ];
     g.bench_function("tollgate 1 thread", |b| {
-        b.iter_custom(|iters| on_threads(iters, 1, &|t| own[t].0.try_acquire().is_allowed()))
+        b.iter_custom(|iters| on_threads(iters, 1, &|t| own[t].0.try_acquire().is_ok()))
     });
     g.bench_function("tollgate 2 threads", |b| {
-        b.iter_custom(|iters| on_threads(iters, 2, &|t| own[t].0.try_acquire().is_allowed()))
+        b.iter_custom(|iters| on_threads(iters, 2, &|t| own[t].0.try_acquire().is_ok()))
     });
     g.finish();
 }
@@ -257,11 +255,11 @@ fn other_algorithms(c: &mut Criterion) {
             g.finish();
         }};
     }
-    case!("leaky_deny", leaky.try_acquire().is_allowed());
-    case!("fixed_allow", fixed_allow.try_acquire().is_allowed());
-    case!("fixed_deny", fixed_deny.try_acquire().is_allowed());
-    case!("sliding4_allow", sliding_allow.try_acquire().is_allowed());
-    case!("sliding4_deny", sliding_deny.try_acquire().is_allowed());
+    case!("leaky_deny", leaky.try_acquire().is_ok());
+    case!("fixed_allow", fixed_allow.try_acquire().is_ok());
+    case!("fixed_deny", fixed_deny.try_acquire().is_ok());
+    case!("sliding4_allow", sliding_allow.try_acquire().is_ok());
+    case!("sliding4_deny", sliding_deny.try_acquire().is_ok());
     // acquire and release one permit through the RAII guard
     case!(
         "concurrency_acquire_release",

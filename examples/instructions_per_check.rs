@@ -8,8 +8,8 @@
 //! CASE: try_acquire | check | governor
 //! ```
 //!
-//! `try_acquire` is `RateLimiter::try_acquire().is_allowed()` and `check` is
-//! `bucket.check(clock.now()).is_allowed()` (what README.md shows);
+//! `try_acquire` is `RateLimiter::try_acquire().is_ok()` and `check` is
+//! `bucket.check(clock.now()).is_ok()` (what README.md shows);
 //! `governor` is governor's `check().is_ok()`. All three read a fake clock
 //! (one atomic load) and do the work of `benches/direct.rs`: on `allow`,
 //! 10⁹ per second with a burst of 10⁶ and the clock advanced by 1,024 ns
@@ -71,7 +71,7 @@ fn main() -> ExitCode {
                 if i % TICK_EVERY == 0 {
                     clock.advance(tick);
                 }
-                allowed += u64::from(black_box(&limiter).try_acquire().is_allowed());
+                allowed += u64::from(black_box(&limiter).try_acquire().is_ok());
             }
         }
         "check" => {
@@ -80,7 +80,7 @@ fn main() -> ExitCode {
                 if i % TICK_EVERY == 0 {
                     clock.advance(tick);
                 }
-                allowed += u64::from(black_box(&bucket).check(clock.now()).is_allowed());
+                allowed += u64::from(black_box(&bucket).check(clock.now()).is_ok());
             }
         }
         "governor" => {

@@ -23,13 +23,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t = Duration::from_millis(step * 50);
         let a = token.try_acquire();
         let b = leaky.try_acquire();
-        token_ok += u32::from(a.is_allowed());
-        leaky_ok += u32::from(b.is_allowed());
+        token_ok += u32::from(a.is_ok());
+        leaky_ok += u32::from(b.is_ok());
         println!(
             "{:>6}ms  {:<32}  {:<32}",
             t.as_millis(),
-            describe(a),
-            describe(b)
+            describe(a, &token),
+            describe(b, &leaky)
         );
         clock.advance(Duration::from_millis(50));
     }
@@ -38,10 +38,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A request that can never succeed is an error, not a wait.
     match token.try_acquire_n(10) {
         Err(e) => println!("try_acquire_n(10): {e}"),
-        Ok(d) => println!("try_acquire_n(10): unexpected {d:?}"),
+        Ok(()) => println!("try_acquire_n(10): unexpectedly admitted"),
     }
     // Retry-After for HTTP is rounded up to whole seconds, never 0.
-    if let Some(denied) = token.try_acquire().denied() {
+    if let Err(denied) = token.try_acquire() {
         println!(
             "Retry-After for a {:?} wait: {}",
             denied.retry_after(),
@@ -51,9 +51,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn describe(d: tollgate::Decision) -> String {
-    match d.into_result() {
-        Ok(s) => format!("allowed ({} left)", s.remaining()),
-        Err(d) => format!("refused (retry in {:?})", d.retry_after()),
+/// The answer, with the permits left after an admission (asked of the
+/// limiter right after it: the clock has not moved).
+fn describe<C: tollgate::Clock, L: tollgate::Limiter>(
+    d: Result<(), tollgate::Refusal<'_>>,
+    limiter: &RateLimiter<C, L>,
+) -> String {
+    match d {
+        Ok(()) => format!("allowed ({} left)", limiter.snapshot().remaining()),
+        Err(r) => format!("refused (retry in {:?})", r.retry_after()),
     }
 }

@@ -212,10 +212,10 @@ mod std_clock {
     /// use tollgate::{Bucket, Clock, Limiter, Quota, StdClock};
     ///
     /// let bucket = Bucket::token_bucket(Quota::per_second(1_000)?.with_burst(1)?);
-    /// assert!(bucket.check(StdClock::new().now()).is_allowed());
+    /// assert!(bucket.check(StdClock::new().now()).is_ok());
     /// std::thread::sleep(std::time::Duration::from_millis(2));
     /// // another StdClock reads the same time line: the bucket has refilled
-    /// assert!(bucket.check(StdClock::new().now()).is_allowed());
+    /// assert!(bucket.check(StdClock::new().now()).is_ok());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[derive(Debug, Clone, Copy)]

@@ -1,11 +1,12 @@
-//! The core's two error types: [`ConfigError`] (a limiter, quota or table
-//! that cannot be built as asked) and [`AcquireError`] (a permit not granted
-//! now).
+//! The core's construction error, [`ConfigError`] (a limiter, quota or
+//! table that cannot be built as asked). An acquisition that is refused
+//! returns a [`Refusal`](crate::Refusal), which is not an error of the
+//! program but an answer.
 //!
 //! Each layer follows the same naming: a `ConfigError` for construction
 //! (`tollgate::ConfigError`, `tollgate::http::ConfigError`,
-//! `tollgate::redis::ConfigError`), an `AcquireError` for an attempt that
-//! does not wait, and a `WaitError` for one that waits
+//! `tollgate::redis::ConfigError`), a [`Refusal`](crate::Refusal) for an
+//! attempt that does not wait, and a `WaitError` for one that waits
 //! (`tollgate::embassy::WaitError`, `tollgate::queue::WaitError`). An error
 //! that wraps another reports it through
 //! [`source`](core::error::Error::source) and does not repeat its text in

@@ -17,12 +17,11 @@
 //! let quota = Quota::per_second(10)?.with_burst(3)?;
 //! let limiter = RateLimiter::token_bucket(quota, &clock)?;
 //!
-//! assert!(limiter.try_acquire().is_allowed());
-//! assert!(limiter.try_acquire().is_allowed());
-//! assert!(limiter.try_acquire().is_allowed());
-//! let decision = limiter.try_acquire();
-//! assert!(decision.is_denied());
-//! assert_eq!(decision.retry_after(), Duration::from_millis(100));
+//! assert!(limiter.try_acquire().is_ok());
+//! assert!(limiter.try_acquire().is_ok());
+//! assert!(limiter.try_acquire().is_ok());
+//! let refusal = limiter.try_acquire().unwrap_err();
+//! assert_eq!(refusal.retry_after(), Duration::from_millis(100));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -35,7 +34,7 @@
 //!
 //! let per_client = KeyedRateLimiter::token_bucket(Quota::per_second(10)?, StdClock::new())?;
 //! let client: IpAddr = "192.0.2.7".parse()?;
-//! if per_client.try_acquire(&client).is_allowed() {
+//! if per_client.try_acquire(&client).is_ok() {
 //!     // serve the request
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -48,7 +47,7 @@
 //! | [`time`] | [`Timestamp`]: a point on a monotonic clock; lengths of time are [`Duration`](core::time::Duration)s |
 //! | [`clock`] | [`Clock`]: reads a `Timestamp`, reports its resolution; [`ManualClock`], [`StdClock`], [`CoarseClock`] |
 //! | [`quota`] | [`Quota`]: permits per period and a burst |
-//! | [`error`] | [`ConfigError`] (cannot build) and [`AcquireError`] (not now); the [`valid!`] macro for `static`s |
+//! | [`error`] | [`ConfigError`] (cannot build); the [`valid!`] macro for `static`s |
 //! | [`gcra`] | [`Gcra`] + [`GcraState`]: the token and leaky buckets |
 //! | [`tick`] | [`TickGcra`] + [`TickState`]: the same buckets in 32-bit ticks of your timer, lock-free on Armv7-M and RISC-V `A`, interrupt-safe everywhere |
 //! | [`lock_freedom`] | [`LockFreedom`]: which types are lock-free / interrupt-safe on the target you build for |
@@ -97,9 +96,9 @@
 //! static RADIO: Bucket<Gcra> = Bucket::leaky_bucket(valid!(Quota::per_second(50)));
 //!
 //! let now = Timestamp::from_millis(1); // from your timer
-//! assert!(RADIO.check(now).is_allowed());
-//! assert!(RADIO.check(now).is_denied()); // strict pacing: 20 ms apart
-//! assert!(RADIO.check(now + core::time::Duration::from_millis(20)).is_allowed());
+//! assert!(RADIO.check(now).is_ok());
+//! assert!(RADIO.check(now).is_err()); // strict pacing: 20 ms apart
+//! assert!(RADIO.check(now + core::time::Duration::from_millis(20)).is_ok());
 //! ```
 //!
 //! ## Interrupt handlers
@@ -245,8 +244,8 @@
 //! let token = Bucket::token_bucket(quota);
 //! let leaky = Bucket::leaky_bucket(quota);
 //! let now = Timestamp::ZERO;
-//! let token_burst = (0..10).filter(|_| token.check(now).is_allowed()).count();
-//! let leaky_burst = (0..10).filter(|_| leaky.check(now).is_allowed()).count();
+//! let token_burst = (0..10).filter(|_| token.check(now).is_ok()).count();
+//! let leaky_burst = (0..10).filter(|_| leaky.check(now).is_ok()).count();
 //! assert_eq!((token_burst, leaky_burst), (4, 1));
 //! # Ok::<(), tollgate::ConfigError>(())
 //! ```
@@ -275,9 +274,8 @@
 //!     Bucket::fixed_window(valid!(FixedWindow::new(100, Duration::from_secs(60))));
 //!
 //! let t = Timestamp::from_secs(59);
-//! assert!(API.check_n(100, t)?.is_allowed());
-//! assert_eq!(API.check(t).retry_after(), Duration::from_secs(1));
-//! # Ok::<(), tollgate::CapacityExceeded>(())
+//! assert!(API.check_n(100, t).is_ok());
+//! assert_eq!(API.check(t).unwrap_err().retry_after(), Duration::from_secs(1));
 //! ```
 //!
 //! A **sliding window** (.NET's segments) counts a permit until its segment
@@ -290,10 +288,10 @@
 //!
 //! // 100 per minute, in 6 segments of 10 s.
 //! let limiter = Bucket::new(SlidingWindow::<6>::new(100, Duration::from_secs(60))?);
-//! assert!(limiter.check_n(100, Timestamp::from_secs(59))?.is_allowed());
+//! assert!(limiter.check_n(100, Timestamp::from_secs(59)).is_ok());
 //! // Unlike a fixed window, the next minute does not start afresh at 60 s:
 //! // these permits leave the window when their segment (50..60 s) does, at 110 s.
-//! let refused = limiter.check(Timestamp::from_secs(60));
+//! let refused = limiter.check(Timestamp::from_secs(60)).unwrap_err();
 //! assert_eq!(refused.retry_after(), Duration::from_secs(50));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -314,7 +312,7 @@
 //!     assert!(JOBS.try_acquire(2).is_err());
 //! } // dropped: the 3 permits return
 //! assert_eq!(JOBS.available(), 4);
-//! # Ok::<(), tollgate::AcquireError>(())
+//! # Ok::<(), tollgate::Refusal>(())
 //! ```
 //!
 //! A [`Chain`] needs every member to allow; when a later one refuses, the
@@ -330,7 +328,7 @@
 //!     Bucket::new(FixedWindow::new(2, Duration::from_secs(1))?),
 //! );
 //! let now = Timestamp::ZERO;
-//! let admitted = (0..5).filter(|_| chain.check(now).is_allowed()).count();
+//! let admitted = (0..5).filter(|_| chain.check(now).is_ok()).count();
 //! assert_eq!(admitted, 2);
 //! let stats = chain.first().statistics(now);
 //! // 5 admitted by the bucket, 3 given back when the window refused
@@ -338,25 +336,27 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! ## Decisions
+//! ## Refusals and snapshots
 //!
-//! A check returns a [`Decision`]: allowed with a [`Snapshot`] (remaining
-//! permits, time until full, limit), or denied with a [`Denied`] carrying
-//! the exact `retry_after` and
-//! [`retry_after_secs_ceil`](Denied::retry_after_secs_ceil) for HTTP
-//! `Retry-After` (never 0 for a positive wait). A request larger than the
-//! bucket can ever hold is [`CapacityExceeded`], not a wait:
+//! A check returns `Ok` or a [`Refusal`]: the exact `retry_after` (and
+//! [`retry_after_secs_ceil`](Refusal::retry_after_secs_ceil) for HTTP
+//! `Retry-After`, never 0 for a positive wait) and the limiter's
+//! [`Snapshot`] (remaining permits, time until full, limit). A request
+//! larger than the bucket can ever hold is refused
+//! [`never`](Refusal::is_never), not asked to wait. An admission builds
+//! nothing: ask for the snapshot when you need it (for headers, say).
 //!
 //! ```
 //! use tollgate::{Bucket, Limiter, Quota, Timestamp};
 //!
 //! let bucket = Bucket::token_bucket(Quota::per_second(10)?.with_burst(5)?);
 //! let now = Timestamp::ZERO;
-//! let err = bucket.check_n(6, now).unwrap_err();
-//! assert_eq!((err.requested, err.capacity), (6, 5));
+//! let never = bucket.check_n(6, now).unwrap_err();
+//! assert!(never.is_never());
+//! assert_eq!((never.requested(), never.limit()), (6, 5));
 //! // n = 0 is a peek: it changes nothing.
-//! let peek = bucket.check_n(0, now)?;
-//! assert_eq!(peek.snapshot().remaining(), 5);
+//! assert!(bucket.check_n(0, now).is_ok());
+//! assert_eq!(bucket.snapshot(now).remaining(), 5);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -368,7 +368,7 @@
 //!
 //! let bucket = Bucket::token_bucket(Quota::per_second(10)?.with_burst(2)?);
 //! let now = Timestamp::ZERO;
-//! assert!(bucket.check_n(2, now)?.is_allowed());
+//! assert!(bucket.check_n(2, now).is_ok());
 //! bucket.refund(5, now);
 //! assert_eq!(bucket.snapshot(now).remaining(), 2);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -403,20 +403,22 @@
 //!     .build()?;
 //!
 //! let now = Timestamp::ZERO;
-//! assert!(table.check(&1, now).is_allowed());
-//! assert!(table.check(&2, now).is_allowed());
+//! assert!(table.check(&1, now).is_ok());
+//! assert!(table.check(&2, now).is_ok());
 //! // Full of keys that are still throttled: key 3 is refused, never are
 //! // keys 1 and 2 forgotten (that would reset their limits).
-//! assert_eq!(table.check(&3, now).path(), KeyedPath::OverflowDenied);
+//! assert_eq!(table.check(&3, now).unwrap_err().path(), KeyedPath::OverflowDenied);
 //! // 100 ms later both have refilled; evicting them changes nothing, so
 //! // key 3 takes a slot.
-//! assert_eq!(table.check(&3, Timestamp::from_millis(100)).path(), KeyedPath::Own);
+//! assert!(table.check(&3, Timestamp::from_millis(100)).is_ok());
+//! assert!(table.contains(&3));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! When a full table has nothing to evict, the [`keyed::OverflowPolicy`]
 //! decides: a shared overflow bucket with the default quota (default), deny,
-//! or allow; every [`KeyedDecision`] says which path it took. A per-key
+//! or allow; every refusal says which path refused it
+//! ([`Refusal::path`]). A per-key
 //! quota is any `Fn(&K) -> A`. [`KeyedRateLimiter`] pairs a table with its
 //! clock, and makes every table an async
 //! [`AsyncKeyedLimiter`](remote::AsyncKeyedLimiter) as well. See [`keyed`]
@@ -438,7 +440,7 @@
 //! let table = ShardedKeyedTable::<u32, _>::builder(Gcra::token_bucket(Quota::per_second(10)?))
 //!     .build()?;
 //! let now = Timestamp::ZERO;
-//! assert!(table.check_n(&7, 6, now)?.is_allowed()); // 6 of 10 used
+//! assert!(table.check_n(&7, 6, now).is_ok()); // 6 of 10 used
 //! table.reconfigure(Gcra::token_bucket(Quota::per_second(20)?), Inheritance::UsedFraction, now);
 //! assert_eq!(table.snapshot(&7, now).remaining(), 8); // 60 % of 20 used
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -530,8 +532,8 @@
 //! `redis`, `redis::RedisStore` runs the same GCRA step (or a fixed
 //! window) atomically inside Redis, Valkey or a Redis Cluster, in one Lua
 //! script on the server's clock: every replica pointing at the same server
-//! and key prefix shares one limit per key, with the same [`Decision`]
-//! fields as an in-process bucket (the store keeps TATs in whole
+//! and key prefix shares one limit per key, with the same [`Refusal`] and
+//! [`Snapshot`] fields as an in-process bucket (the store keeps TATs in whole
 //! nanoseconds: a fractional interval is rounded up there, see
 //! [`Gcra::rounded`]). One round trip per decision; a key
 //! expires once its bucket has refilled; each call has a timeout (50 ms by

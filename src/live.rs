@@ -495,7 +495,7 @@ mod tests {
         b.set_quota(q(2, 2), Inheritance::UsedAmount, now);
         let d = b.check(now);
         // empty at now: the next permit in one new interval (500 ms)
-        assert_eq!(d.retry_after(), Duration::from_millis(500));
+        assert_eq!(d.unwrap_err().retry_after(), Duration::from_millis(500));
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //!   [`path`](Refusal::path). A bare bucket's names are empty.
 //!
 //! ```
-//! use tollgate::{Bucket, Quota, Timestamp};
+//! use tollgate::{Bucket, Limiter, Quota, Timestamp};
 //!
 //! let bucket = Bucket::token_bucket(Quota::per_second(2)?);
 //! let now = Timestamp::ZERO;
@@ -281,6 +281,9 @@ impl core::error::Error for Refusal<'_> {}
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+    use std::string::ToString;
+
     use super::*;
 
     #[test]

@@ -55,7 +55,7 @@
 //! assert_eq!(wake.as_ticks(), 114_688);
 //!
 //! let limiter = RateLimiter::token_bucket(Quota::per_second(10)?, clock)?;
-//! assert!(limiter.try_acquire().is_allowed());
+//! assert!(limiter.try_acquire().is_ok());
 //! # Ok::<(), tollgate::ConfigError>(())
 //! ```
 

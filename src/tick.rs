@@ -58,14 +58,14 @@
 //! // in the interrupt handler: `now` is the timer's 32-bit count
 //! let now: u32 = 0xFFFF_FF00; // about to wrap: nothing special happens
 //! for _ in 0..4 {
-//!     assert!(RADIO.check_ticks(&RADIO_STATE, now).is_ok());
+//!     assert!(RADIO.check_ticks(&RADIO_STATE, now).is_allowed());
 //! }
 //! assert_eq!(
 //!     RADIO.check_ticks(&RADIO_STATE, now),
 //!     TickDecision::Denied { retry_after: 656 }
 //! );
 //! // 656 ticks later, across the wrap, the next permit is due
-//! assert!(RADIO.check_ticks(&RADIO_STATE, now.wrapping_add(656)).is_ok());
+//! assert!(RADIO.check_ticks(&RADIO_STATE, now.wrapping_add(656)).is_allowed());
 //! ```
 //!
 //! # Arithmetic
@@ -213,7 +213,7 @@ impl TickDecision {
     /// True if the request was admitted.
     ///
     /// ```
-    /// assert!(tollgate::tick::TickDecision::Allowed.is_ok());
+    /// assert!(tollgate::tick::TickDecision::Allowed.is_allowed());
     /// ```
     #[must_use]
     pub const fn is_allowed(&self) -> bool {
@@ -224,7 +224,7 @@ impl TickDecision {
     ///
     /// ```
     /// use tollgate::tick::TickDecision;
-    /// assert!(TickDecision::Denied { retry_after: 3 }.is_err());
+    /// assert!(TickDecision::Denied { retry_after: 3 }.is_denied());
     /// ```
     #[must_use]
     pub const fn is_denied(&self) -> bool {
@@ -320,7 +320,7 @@ impl TickState {
 /// let now = Timestamp::from_millis(5);
 /// assert!(bucket.check(now).is_ok());
 /// assert!(bucket.check(now).is_ok());
-/// let refused = bucket.check(now);
+/// let refused = bucket.check(now).unwrap_err();
 /// assert_eq!(refused.retry_after(), core::time::Duration::from_millis(100));
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
@@ -436,7 +436,7 @@ impl TickGcra {
     /// // one every 100 ticks, bursts of 5, on a 10 kHz SysTick
     /// static LIMIT: TickGcra = valid!(TickGcra::from_ticks(BucketKind::TokenBucket, 100, 5, 10_000));
     /// static STATE: TickState = TickState::new();
-    /// let admitted = (0..10).filter(|_| LIMIT.check_ticks(&STATE, 7).is_ok()).count();
+    /// let admitted = (0..10).filter(|_| LIMIT.check_ticks(&STATE, 7).is_allowed()).count();
     /// assert_eq!(admitted, 5);
     /// ```
     pub const fn from_ticks(
@@ -906,9 +906,9 @@ impl TickGcra {
     ///
     /// let leaky = TickGcra::from_ticks(BucketKind::LeakyBucket, 50, 1, 1_000)?;
     /// let state = TickState::new();
-    /// assert!(leaky.check_ticks(&state, 10).is_ok());
+    /// assert!(leaky.check_ticks(&state, 10).is_allowed());
     /// assert_eq!(leaky.check_ticks(&state, 30), TickDecision::Denied { retry_after: 30 });
-    /// assert!(leaky.check_ticks(&state, 60).is_ok());
+    /// assert!(leaky.check_ticks(&state, 60).is_allowed());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]
@@ -930,7 +930,7 @@ impl TickGcra {
     ///
     /// let gcra = TickGcra::from_ticks(BucketKind::TokenBucket, 10, 4, 1_000)?;
     /// let state = TickState::new();
-    /// assert!(gcra.check_n_ticks(&state, 3, 0).is_ok());
+    /// assert!(gcra.check_n_ticks(&state, 3, 0)?.is_allowed());
     /// assert_eq!(gcra.check_n_ticks(&state, 2, 0)?, TickDecision::Denied { retry_after: 10 });
     /// assert!(gcra.check_n_ticks(&state, 5, 0).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -964,7 +964,7 @@ impl TickGcra {
     ///
     /// let gcra = TickGcra::from_ticks(BucketKind::TokenBucket, 10, 2, 1_000)?;
     /// let state = TickState::new();
-    /// assert!(gcra.check_n_ticks(&state, 2, 5).is_ok());
+    /// assert!(gcra.check_n_ticks(&state, 2, 5)?.is_allowed());
     /// gcra.refund_ticks(&state, 1, 5);
     /// assert_eq!(gcra.available_ticks(&state, 5), 1);
     /// gcra.refund_ticks(&state, 9, 5);
@@ -1022,7 +1022,7 @@ impl TickGcra {
     ///
     /// let gcra = TickGcra::from_ticks(BucketKind::TokenBucket, 10, 4, 1_000)?;
     /// let state = TickState::new();
-    /// assert!(gcra.check_n_ticks(&state, 4, 0).is_ok());
+    /// assert!(gcra.check_n_ticks(&state, 4, 0)?.is_allowed());
     /// assert_eq!(gcra.time_until_ready_ticks(&state, 2, 0)?, 20);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -1059,7 +1059,7 @@ impl TickGcra {
     /// let gcra = TickGcra::from_ticks(BucketKind::TokenBucket, 10, 4, 1_000)?
     ///     .with_heal_threshold_ticks(20)?;
     /// let state = TickState::new();
-    /// assert!(gcra.check_ticks(&state, 5).is_ok());
+    /// assert!(gcra.check_ticks(&state, 5).is_allowed());
     /// // full again at tick 15; a caller 20 ticks stale could still see it busy
     /// gcra.refresh_ticks(&state, 30);
     /// assert_eq!(state.tat_ticks(), 15);
@@ -1222,8 +1222,8 @@ impl Bucket<TickGcra> {
     ///     valid!(TickGcra::from_ticks(BucketKind::TokenBucket, 8, 2, 1_000)),
     ///     TickState::new(),
     /// );
-    /// assert!(SENSOR.check_ticks(0).is_ok());
-    /// assert!(SENSOR.check_ticks(0).is_ok());
+    /// assert!(SENSOR.check_ticks(0).is_allowed());
+    /// assert!(SENSOR.check_ticks(0).is_allowed());
     /// assert_eq!(SENSOR.check_ticks(0).retry_after_ticks(), 8);
     /// ```
     #[inline]
@@ -1240,7 +1240,7 @@ impl Bucket<TickGcra> {
     /// use tollgate::tick::TickGcra;
     /// use tollgate::{Bucket, BucketKind};
     /// let bucket = Bucket::new(TickGcra::from_ticks(BucketKind::TokenBucket, 8, 2, 1_000)?);
-    /// assert!(bucket.check_n_ticks(2, 0).is_ok());
+    /// assert!(bucket.check_n_ticks(2, 0)?.is_allowed());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
@@ -1254,9 +1254,9 @@ impl Bucket<TickGcra> {
     /// use tollgate::tick::TickGcra;
     /// use tollgate::{Bucket, BucketKind};
     /// let bucket = Bucket::new(TickGcra::from_ticks(BucketKind::TokenBucket, 8, 1, 1_000)?);
-    /// assert!(bucket.check_ticks(5).is_ok());
+    /// assert!(bucket.check_ticks(5).is_allowed());
     /// bucket.refund_ticks(1, 5);
-    /// assert!(bucket.check_ticks(5).is_ok());
+    /// assert!(bucket.check_ticks(5).is_allowed());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]
@@ -1275,8 +1275,8 @@ impl BucketRef<'_, TickGcra> {
     /// static CONFIG: TickGcra = valid!(TickGcra::from_ticks(BucketKind::LeakyBucket, 8, 1, 1_000)); // flash
     /// static STATE: TickState = TickState::new(); // 4 bytes of RAM
     /// static UART: BucketRef<'static, TickGcra> = BucketRef::new(&CONFIG, &STATE);
-    /// assert!(UART.check_ticks(3).is_ok());
-    /// assert!(UART.check_ticks(3).is_err());
+    /// assert!(UART.check_ticks(3).is_allowed());
+    /// assert!(UART.check_ticks(3).is_denied());
     /// ```
     #[inline]
     pub fn check_ticks(&self, now: u32) -> TickDecision {
@@ -1310,9 +1310,9 @@ impl BucketRef<'_, TickGcra> {
     /// let config = TickGcra::from_ticks(BucketKind::TokenBucket, 8, 1, 1_000)?;
     /// let state = TickState::new();
     /// let bucket = BucketRef::new(&config, &state);
-    /// assert!(bucket.check_ticks(5).is_ok());
+    /// assert!(bucket.check_ticks(5).is_allowed());
     /// bucket.refund_ticks(1, 5);
-    /// assert!(bucket.check_ticks(5).is_ok());
+    /// assert!(bucket.check_ticks(5).is_allowed());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]

@@ -26,17 +26,17 @@
 //!
 //! let ms = Timestamp::from_millis;
 //! let fixed = Bucket::new(FixedWindow::new(2, Duration::from_secs(1))?);
-//! assert!(fixed.check(ms(0)).is_allowed());
-//! assert!(fixed.check(ms(0)).is_allowed());
+//! assert!(fixed.check(ms(0)).is_ok());
+//! assert!(fixed.check(ms(0)).is_ok());
 //! // At 0.75 s the window is spent; the next one opens at 1 s.
-//! assert_eq!(fixed.check(ms(750)).retry_after(), Duration::from_millis(250));
+//! assert_eq!(fixed.check(ms(750)).unwrap_err().retry_after(), Duration::from_millis(250));
 //!
 //! // 2 per second, in 4 segments of 250 ms.
 //! let sliding = Bucket::new(SlidingWindow::<4>::new(2, Duration::from_secs(1))?);
-//! assert!(sliding.check(ms(0)).is_allowed());
-//! assert!(sliding.check(ms(600)).is_allowed());
+//! assert!(sliding.check(ms(0)).is_ok());
+//! assert!(sliding.check(ms(600)).is_ok());
 //! // The first permit leaves the window at 1 s (when its segment expires).
-//! assert_eq!(sliding.check(ms(750)).retry_after(), Duration::from_millis(250));
+//! assert_eq!(sliding.check(ms(750)).unwrap_err().retry_after(), Duration::from_millis(250));
 //! # Ok::<(), tollgate::ConfigError>(())
 //! ```
 //!

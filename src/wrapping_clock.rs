@@ -253,7 +253,7 @@ const fn unit_shift(bits: u32) -> u32 {
 ///
 /// // It is a Clock like any other.
 /// let limiter = RateLimiter::token_bucket(Quota::per_second(100)?, &clock)?;
-/// assert!(limiter.try_acquire().is_allowed());
+/// assert!(limiter.try_acquire().is_ok());
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 pub struct WrappingClock<C> {

@@ -10,9 +10,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::{
-    Bucket, Chain, Decision, FixedWindow, Limiter, Quota, SlidingWindow, Timestamp, WithStats,
-};
+use tollgate::{Bucket, Chain, FixedWindow, Limiter, Quota, SlidingWindow, Timestamp, WithStats};
 
 fn t(ns: u64) -> Timestamp {
     Timestamp::from_nanos(ns)
@@ -165,13 +163,16 @@ proptest! {
         prop_assume!(first_admits && second_refuses);
 
         let before = observe(y.first().as_ref(), now);
-        prop_assert!(x.check_n(n, now).unwrap().is_denied());
+        prop_assert!(!x.check_n(n, now).unwrap_err().is_never());
         prop_assert_eq!(observe(x.first().as_ref(), now), before);
         prop_assert_eq!(observe(x.second().as_ref(), now), observe(y.second().as_ref(), now));
         for (dt, k) in future {
             now += Duration::from_nanos(dt);
             prop_assert_eq!(x.first().check_n(k, now), y.first().check_n(k, now));
+            // and the same state after it (an admission no longer carries it)
+            prop_assert_eq!(x.first().snapshot(now), y.first().snapshot(now));
             prop_assert_eq!(x.check_n(k, now), y.check_n(k, now));
+            prop_assert_eq!(x.snapshot(now), y.snapshot(now));
         }
     }
 
@@ -198,17 +199,19 @@ proptest! {
         let longest = *waits.iter().max().unwrap();
         prop_assert_eq!(chain.time_until_ready(n, now), Ok(longest));
         let remaining_before = chain.snapshot(now).remaining();
-        match chain.check_n(n, now).unwrap() {
-            Decision::Allowed(s) => {
+        match chain.check_n(n, now) {
+            Ok(()) => {
                 prop_assert_eq!(longest, Duration::ZERO);
-                prop_assert!(s.remaining() <= remaining_before - n);
+                // the chain's state right after the admission
+                prop_assert!(chain.snapshot(now).remaining() <= remaining_before - n);
             }
-            Decision::Denied(d) => {
+            Err(d) => {
+                prop_assert!(!d.is_never());
                 prop_assert_eq!(d.retry_after(), longest);
                 prop_assert_eq!(d.snapshot().remaining(), remaining_before);
                 let just_before = now + longest - Duration::from_nanos(1);
-                prop_assert!(chain.check_n(n, just_before).unwrap().is_denied());
-                prop_assert!(chain.check_n(n, now + longest).unwrap().is_allowed());
+                prop_assert!(!chain.check_n(n, just_before).unwrap_err().is_never());
+                prop_assert!(chain.check_n(n, now + longest).is_ok());
             }
         }
     }
@@ -223,7 +226,7 @@ fn a_refused_request_costs_nothing_unlike_dotnet_113314() {
         Bucket::new(FixedWindow::new(10, window).unwrap()),
         Bucket::new(FixedWindow::new(1, window).unwrap()),
     );
-    let admitted = (0..100).filter(|_| chain.check(t(5)).is_allowed()).count();
+    let admitted = (0..100).filter(|_| chain.check(t(5)).is_ok()).count();
     assert_eq!(admitted, 1);
     assert_eq!(chain.first().snapshot(t(5)).remaining(), 9);
     assert_eq!(chain.snapshot(t(5)).remaining(), 0);

@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 
-use tollgate::{Bucket, Gcra, Limiter, Quota, Timestamp};
+use tollgate::{Bucket, Gcra, Limiter, Quota, Refusal, Timestamp};
 
 const MS: u64 = 1_000_000;
 const HOUR: u64 = 3_600_000 * MS;
@@ -18,22 +18,22 @@ fn jump_back_one_hour_heals_within_one_interval_and_never_over_admits() {
     let b = Bucket::token_bucket(q);
     let t0 = 10 * HOUR;
     // drain the bucket
-    assert_eq!((0..10).filter(|_| b.check(t(t0)).is_allowed()).count(), 5);
+    assert_eq!((0..10).filter(|_| b.check(t(t0)).is_ok()).count(), 5);
     // the clock jumps back one hour
     let back = t0 - HOUR;
     let d = b.check(t(back));
-    assert!(d.is_denied(), "a backwards jump must not refill the bucket");
+    assert!(d.is_err(), "a backwards jump must not refill the bucket");
     assert_eq!(
         d.retry_after_nanos(),
         100 * MS,
         "healed: service resumes after one interval"
     );
     // within that interval: nothing
-    assert!(b.check(t(back + 100 * MS - 1)).is_denied());
+    assert!(b.check(t(back + 100 * MS - 1)).is_err());
     // then the normal rate, never a burst
     let mut admitted = 0;
     for ms in (100..=1100).step_by(1) {
-        if b.check(t(back + ms * MS)).is_allowed() {
+        if b.check(t(back + ms * MS)).is_ok() {
             admitted += 1;
         }
     }
@@ -43,9 +43,9 @@ fn jump_back_one_hour_heals_within_one_interval_and_never_over_admits() {
 trait RetryNanos {
     fn retry_after_nanos(&self) -> u64;
 }
-impl RetryNanos for tollgate::Decision {
+impl RetryNanos for Result<(), Refusal<'_>> {
     fn retry_after_nanos(&self) -> u64 {
-        self.denied().map_or(0, |d| d.retry_after_nanos())
+        self.as_ref().err().map_or(0, |d| d.retry_after_nanos())
     }
 }
 
@@ -53,11 +53,11 @@ impl RetryNanos for tollgate::Decision {
 fn jump_back_heals_a_leaky_bucket_too() {
     let b = Bucket::leaky_bucket(Quota::per_second(10).unwrap());
     let t0 = t(5 * HOUR);
-    assert!(b.check(t0).is_allowed());
+    assert!(b.check(t0).is_ok());
     let back = t0 - Duration::from_nanos(HOUR);
     assert_eq!(b.check(back).retry_after_nanos(), 100 * MS);
-    assert!(b.check(back + Duration::from_millis(100)).is_allowed());
-    assert!(b.check(back + Duration::from_millis(100)).is_denied());
+    assert!(b.check(back + Duration::from_millis(100)).is_ok());
+    assert!(b.check(back + Duration::from_millis(100)).is_err());
 }
 
 #[test]
@@ -65,23 +65,23 @@ fn stale_now_under_the_threshold_never_grants_extra() {
     let q = Quota::per_second(10).unwrap().with_burst(3).unwrap();
     let b = Bucket::token_bucket(q);
     let now = HOUR;
-    assert_eq!((0..5).filter(|_| b.check(t(now)).is_allowed()).count(), 3);
+    assert_eq!((0..5).filter(|_| b.check(t(now)).is_ok()).count(), 3);
     let tat = b.state().tat(b.algorithm());
     // callers whose `now` is stale by up to just under the threshold
     for stale in [1, MS, 500 * MS, 999 * MS] {
         let d = b.check(t(now - stale));
-        assert!(d.is_denied());
+        assert!(d.is_err());
         assert_eq!(
             b.state().tat(b.algorithm()),
             tat,
             "a stale caller must not move the TAT"
         );
         // it sees the bucket as emptier than it is, never fuller
-        assert!(d.denied().unwrap().retry_after_nanos() >= 100 * MS);
+        assert!(d.unwrap_err().retry_after_nanos() >= 100 * MS);
     }
     // and a fresh caller continues exactly as before
-    assert!(b.check(t(now + 100 * MS - 1)).is_denied());
-    assert!(b.check(t(now + 100 * MS)).is_allowed());
+    assert!(b.check(t(now + 100 * MS - 1)).is_err());
+    assert!(b.check(t(now + 100 * MS)).is_ok());
 }
 
 #[test]
@@ -90,20 +90,20 @@ fn heal_threshold_is_configurable() {
     let gcra = Gcra::token_bucket(q).with_heal_threshold(Duration::from_nanos(10 * MS));
     assert_eq!(gcra.heal_threshold(), Duration::from_nanos(10 * MS));
     let b = Bucket::new(gcra);
-    assert!(b.check(t(HOUR)).is_allowed());
+    assert!(b.check(t(HOUR)).is_ok());
     // 50 ms back: the lead (150 ms) exceeds τ + T (100 ms) by more than 10 ms → heal
     let d = b.check(t(HOUR - 50 * MS));
     assert_eq!(d.retry_after_nanos(), 100 * MS);
     // with the default 1 s threshold the same step is just a stale caller
     let b = Bucket::token_bucket(q);
-    assert!(b.check(t(HOUR)).is_allowed());
+    assert!(b.check(t(HOUR)).is_ok());
     assert_eq!(b.check(t(HOUR - 50 * MS)).retry_after_nanos(), 150 * MS);
 }
 
 #[test]
 fn snapshot_and_time_until_ready_see_the_healed_view() {
     let b = Bucket::token_bucket(Quota::per_second(10).unwrap());
-    assert!(b.check_n(10, t(2 * HOUR)).unwrap().is_allowed());
+    assert!(b.check_n(10, t(2 * HOUR)).is_ok());
     let back = t(HOUR);
     assert_eq!(
         b.time_until_ready(1, back),
@@ -121,7 +121,7 @@ fn heal_starts_exactly_past_the_threshold() {
     let gcra = Gcra::token_bucket(q).with_heal_threshold(Duration::from_nanos(threshold));
     // lead exactly τ + T + threshold: a stale caller, no heal
     let b = Bucket::new(gcra);
-    assert!(b.check(t(HOUR)).is_allowed()); // TAT = HOUR + 100 ms
+    assert!(b.check(t(HOUR)).is_ok()); // TAT = HOUR + 100 ms
     let at_limit = HOUR - threshold;
     assert_eq!(b.check(t(at_limit)).retry_after_nanos(), 140 * MS);
     assert_eq!(b.state().tat(b.algorithm()), t(HOUR + 100 * MS));
@@ -142,7 +142,7 @@ fn leaky_heal_starts_past_the_largest_request_plus_the_threshold() {
     let gcra = Gcra::leaky_bucket(Quota::per_second(10).unwrap())
         .with_heal_threshold(Duration::from_nanos(threshold));
     let b = Bucket::new(gcra);
-    assert!(b.check_n(10, t(HOUR)).unwrap().is_allowed()); // TAT = HOUR + 1 s
+    assert!(b.check_n(10, t(HOUR)).is_ok()); // TAT = HOUR + 1 s
     let at_limit = HOUR - threshold;
     assert_eq!(
         b.check(t(at_limit)).retry_after_nanos(),
@@ -152,5 +152,5 @@ fn leaky_heal_starts_past_the_largest_request_plus_the_threshold() {
     let past = at_limit - 1;
     assert_eq!(b.check(t(past)).retry_after_nanos(), 100 * MS);
     assert_eq!(b.state().tat(b.algorithm()), t(past + 100 * MS));
-    assert!(b.check(t(past + 100 * MS)).is_allowed());
+    assert!(b.check(t(past + 100 * MS)).is_ok());
 }

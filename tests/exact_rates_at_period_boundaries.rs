@@ -30,17 +30,17 @@ fn burst(quota: Quota, burst: u32) -> Quota {
 #[test]
 fn per_second_3_has_three_back_after_exactly_one_second() {
     let b = Bucket::token_bucket(Quota::per_second(3).unwrap());
-    assert!(b.check_n(3, t(T0)).unwrap().is_allowed());
+    assert!(b.check_n(3, t(T0)).is_ok());
     // one nanosecond early: two back (the third is ⅓ ns away)
     assert_eq!(b.snapshot(t(T0 + SEC - 1)).remaining(), 2);
-    assert!(b.check_n(3, t(T0 + SEC - 1)).unwrap().is_denied());
+    assert!(b.check_n(3, t(T0 + SEC - 1)).is_err());
     // exactly one second: three (with T rounded up to 333_333_334 ns: two)
     let full = b.snapshot(t(T0 + SEC));
     assert_eq!(full.remaining(), 3);
     assert_eq!(full.reset_after(), Duration::ZERO);
     assert!(b.is_idle(t(T0 + SEC)));
-    assert!(b.check_n(3, t(T0 + SEC)).unwrap().is_allowed());
-    assert!(b.check(t(T0 + SEC)).is_denied());
+    assert!(b.check_n(3, t(T0 + SEC)).is_ok());
+    assert!(b.check(t(T0 + SEC)).is_err());
 }
 
 /// Quotas whose `T` is a fraction of a nanosecond, and one whose `T` is
@@ -65,7 +65,7 @@ fn after_exactly_k_periods_k_times_permits_are_back() {
         let permits = quota.permits();
         let period = quota.period_nanos();
         let b = Bucket::token_bucket(burst(quota, K * permits));
-        assert!(b.check_n(K * permits, t(T0)).unwrap().is_allowed());
+        assert!(b.check_n(K * permits, t(T0)).is_ok());
         for k in 1..=K {
             let at = T0 + u64::from(k) * period;
             let back = k * permits;
@@ -92,11 +92,8 @@ fn after_exactly_k_periods_k_times_permits_are_back() {
         let b = Bucket::token_bucket(quota);
         for k in 0..=(3 * K) {
             let at = t(T0 + u64::from(k) * period);
-            assert!(
-                b.check_n(permits, at).unwrap().is_allowed(),
-                "{quota:?}: period {k}"
-            );
-            assert!(b.check(at).is_denied(), "{quota:?}: period {k}");
+            assert!(b.check_n(permits, at).is_ok(), "{quota:?}: period {k}");
+            assert!(b.check(at).is_err(), "{quota:?}: period {k}");
         }
     }
 }
@@ -110,7 +107,7 @@ fn a_rounded_quota_never_admits_early() {
     assert!(!seventeen.is_exact());
     assert_eq!(seventeen.interval_nanos(), 58_823_530); // 58_823_529 7/17 up
     let b = Bucket::token_bucket(seventeen);
-    assert!(b.check_n(17, t(T0)).unwrap().is_allowed());
+    assert!(b.check_n(17, t(T0)).is_ok());
     assert_eq!(b.snapshot(t(T0 + SEC)).remaining(), 16);
     // 17 × 58_823_530 = 1 s + 10 ns
     assert_eq!(
@@ -133,8 +130,12 @@ fn a_rounded_quota_never_admits_early() {
         let mut now = T0;
         let mut taken: u128 = 0;
         for _ in 0..200 {
-            let d = b.check(t(now));
-            if d.is_allowed() {
+            if let Err(refusal) = b.check(t(now)) {
+                let wait = refusal.retry_after().as_nanos() as u64;
+                assert!(wait > 0);
+                assert!(b.check(t(now + wait - 1)).is_err(), "{quota:?}");
+                now += wait;
+            } else {
                 taken += 1;
                 // the k-th permit after the first: no earlier than k × T,
                 // T exact
@@ -143,11 +144,6 @@ fn a_rounded_quota_never_admits_early() {
                     (taken - 1) * period <= elapsed * permits,
                     "{quota:?}: permit {taken} at {elapsed} ns"
                 );
-            } else {
-                let wait = d.retry_after().as_nanos() as u64;
-                assert!(wait > 0);
-                assert!(b.check(t(now + wait - 1)).is_denied(), "{quota:?}");
-                now += wait;
             }
         }
         assert!(taken >= 100);
@@ -158,7 +154,7 @@ fn a_rounded_quota_never_admits_early() {
 #[test]
 fn refunds_give_back_exactly_n_intervals() {
     let b = Bucket::token_bucket(Quota::per_second(3).unwrap());
-    assert!(b.check_n(3, t(T0)).unwrap().is_allowed());
+    assert!(b.check_n(3, t(T0)).is_ok());
     b.refund(1, t(T0));
     let s = b.snapshot(t(T0));
     assert_eq!(s.remaining(), 1);
@@ -171,11 +167,11 @@ fn refunds_give_back_exactly_n_intervals() {
     assert_eq!(b.snapshot(t(T0 + 666_666_666)).remaining(), 2);
     assert!(b.is_idle(t(T0 + 666_666_667)));
     // refunding everything: full at once, and exactly the burst again
-    assert!(b.check_n(3, t(T0 + SEC)).unwrap().is_allowed());
+    assert!(b.check_n(3, t(T0 + SEC)).is_ok());
     b.refund(3, t(T0 + SEC));
     assert!(b.is_idle(t(T0 + SEC)));
-    assert!(b.check_n(3, t(T0 + SEC)).unwrap().is_allowed());
-    assert!(b.check(t(T0 + SEC)).is_denied());
+    assert!(b.check_n(3, t(T0 + SEC)).is_ok());
+    assert!(b.check(t(T0 + SEC)).is_err());
     // a refund never lifts the bucket above its burst
     b.refund(100, t(T0 + SEC));
     assert_eq!(b.snapshot(t(T0 + 5 * SEC)).remaining(), 3);
@@ -186,11 +182,11 @@ fn refunds_give_back_exactly_n_intervals() {
 #[test]
 fn peeks_and_waits_round_up_to_the_first_nanosecond_that_holds() {
     let b = Bucket::token_bucket(Quota::per_second(3).unwrap());
-    assert!(b.check(t(T0)).is_allowed());
-    let peek = b.check_n(0, t(T0)).unwrap();
-    assert!(peek.is_allowed());
-    assert_eq!(peek.snapshot().remaining(), 2);
-    assert_eq!(peek.snapshot().reset_after_nanos(), 333_333_334);
+    assert!(b.check(t(T0)).is_ok());
+    assert!(b.check_n(0, t(T0)).is_ok());
+    let peek = b.snapshot(t(T0));
+    assert_eq!(peek.remaining(), 2);
+    assert_eq!(peek.reset_after_nanos(), 333_333_334);
     assert_eq!(
         b.time_until_ready(3, t(T0)),
         Ok(Duration::from_nanos(333_333_334))
@@ -210,7 +206,7 @@ fn peeks_and_waits_round_up_to_the_first_nanosecond_that_holds() {
     // the wait behind a queue: 2 queued ahead of 1 on a drained burst of
     // 1 is exactly 3T = 1 s (with T rounded up: 1_000_000_002)
     let b = Bucket::token_bucket(burst(Quota::per_second(3).unwrap(), 1));
-    assert!(b.check(t(T0)).is_allowed());
+    assert!(b.check(t(T0)).is_ok());
     assert_eq!(
         b.time_until_ready_after(2, 1, t(T0)),
         Some(Duration::from_secs(1))
@@ -241,27 +237,24 @@ fn leaky_buckets_drain_at_the_exact_interval() {
         for k in 0..10 {
             let at = T0 + k * period;
             if k > 0 {
-                let early = b.check_n(permits, t(at - 1)).unwrap();
+                let early = b.check_n(permits, t(at - 1)).unwrap_err();
                 assert_eq!(
                     early.retry_after(),
                     Duration::from_nanos(1),
                     "{quota:?} {k}"
                 );
             }
-            assert!(
-                b.check_n(permits, t(at)).unwrap().is_allowed(),
-                "{quota:?}: period {k}"
-            );
+            assert!(b.check_n(permits, t(at)).is_ok(), "{quota:?}: period {k}");
         }
     }
     // two of three: drained at ⌈2T⌉ = 666_666_667 (rounded T: 666_666_668)
     let b = Bucket::leaky_bucket(Quota::per_second(3).unwrap());
-    assert!(b.check_n(2, t(T0)).unwrap().is_allowed());
-    let d = b.check(t(T0)).denied().copied().unwrap();
+    assert!(b.check_n(2, t(T0)).is_ok());
+    let d = b.check(t(T0)).unwrap_err();
     assert_eq!(d.retry_after_nanos(), 666_666_667);
     assert_eq!(d.snapshot().reset_after_nanos(), 666_666_667);
-    assert!(b.check(t(T0 + 666_666_666)).is_denied());
-    assert!(b.check(t(T0 + 666_666_667)).is_allowed());
+    assert!(b.check(t(T0 + 666_666_666)).is_err());
+    assert!(b.check(t(T0 + 666_666_667)).is_ok());
 }
 
 /// `LiveBucket` and every keyed table keep the same exact TAT: full (idle,
@@ -272,7 +265,7 @@ fn every_bucket_and_table_is_exact_and_evicts_at_the_exact_instant() {
     let gcra = Gcra::token_bucket(quota);
 
     let live = LiveBucket::new(gcra);
-    assert!(live.check_n(3, t(T0)).unwrap().is_allowed());
+    assert!(live.check_n(3, t(T0)).is_ok());
     assert!(!live.is_idle(t(T0 + SEC - 1)));
     assert_eq!(live.snapshot(t(T0 + SEC - 1)).remaining(), 2);
     assert!(live.is_idle(t(T0 + SEC)));
@@ -280,7 +273,7 @@ fn every_bucket_and_table_is_exact_and_evicts_at_the_exact_instant() {
         live.time_until_ready_after(2, 1, t(T0)),
         Some(Duration::from_secs(1))
     );
-    assert!(live.check_n(3, t(T0 + SEC)).unwrap().is_allowed());
+    assert!(live.check_n(3, t(T0 + SEC)).is_ok());
 
     let sharded = ShardedKeyedTable::<u64, _>::builder(gcra)
         .max_keys(8)
@@ -293,9 +286,9 @@ fn every_bucket_and_table_is_exact_and_evicts_at_the_exact_instant() {
     let heapless = HeaplessKeyedTable::<u64, Gcra, 8>::builder(gcra).build();
     let tables: [&dyn KeyedLimiter<u64, Algorithm = Gcra>; 3] = [&sharded, &lock_free, &heapless];
     for (i, table) in tables.into_iter().enumerate() {
-        assert!(table.check_n(&7, 3, t(T0)).unwrap().is_allowed(), "{i}");
-        let early = table.check_n(&7, 3, t(T0 + SEC - 1)).unwrap();
-        assert_eq!(early.decision().retry_after(), Duration::from_nanos(1));
+        assert!(table.check_n(&7, 3, t(T0)).is_ok(), "{i}");
+        let early = table.check_n(&7, 3, t(T0 + SEC - 1)).unwrap_err();
+        assert_eq!(early.retry_after(), Duration::from_nanos(1));
         assert_eq!(table.snapshot(&7, t(T0 + SEC - 1)).remaining(), 2);
         assert_eq!(
             table.time_until_ready(&7, 3, t(T0)),
@@ -305,7 +298,7 @@ fn every_bucket_and_table_is_exact_and_evicts_at_the_exact_instant() {
         assert!(table.contains(&7));
         assert_eq!(table.evict_refilled(t(T0 + SEC)), 1, "table {i}");
         assert!(!table.contains(&7));
-        assert!(table.check_n(&7, 3, t(T0 + SEC)).unwrap().is_allowed());
+        assert!(table.check_n(&7, 3, t(T0 + SEC)).is_ok());
     }
 }
 
@@ -319,7 +312,7 @@ fn reconfiguration_converts_between_units_exactly() {
     let seventeen = Quota::per_second(17).unwrap(); // rounded
     let two_of_three = || {
         let b = LiveBucket::token_bucket(three);
-        assert!(b.check_n(2, t(T0)).unwrap().is_allowed());
+        assert!(b.check_n(2, t(T0)).is_ok());
         b
     };
     // (to, rule, remaining, reset_after ns)
@@ -346,19 +339,19 @@ fn reconfiguration_converts_between_units_exactly() {
     // and back: 2 of 10 used are 2 of 3 (2T = 666_666_666⅔ ns), 1 of 7
     // is exactly one third of a second at 3 per second
     let b = LiveBucket::token_bucket(ten);
-    assert!(b.check_n(2, t(T0)).unwrap().is_allowed());
+    assert!(b.check_n(2, t(T0)).is_ok());
     b.set_quota(three, Inheritance::UsedAmount, t(T0));
     assert_eq!(b.snapshot(t(T0)).reset_after_nanos(), 666_666_667);
     assert_eq!(b.snapshot(t(T0 + 666_666_666)).remaining(), 2);
     assert!(b.is_idle(t(T0 + 666_666_667)));
     let b = LiveBucket::token_bucket(seven);
-    assert!(b.check(t(T0)).is_allowed());
+    assert!(b.check(t(T0)).is_ok());
     b.set_quota(three, Inheritance::UsedAmount, t(T0));
     assert_eq!(b.snapshot(t(T0 + SEC / 3)).remaining(), 2);
     assert!(b.is_idle(t(T0 + SEC / 3 + 1)));
     // a full bucket stays full across units
     let b = LiveBucket::token_bucket(three);
-    assert!(b.check_n(3, t(T0)).unwrap().is_allowed());
+    assert!(b.check_n(3, t(T0)).is_ok());
     b.set_quota(seven, Inheritance::UsedAmount, t(T0 + SEC));
     assert!(b.is_idle(t(T0 + SEC)));
     assert_eq!(b.snapshot(t(T0 + SEC)).remaining(), 7);
@@ -374,7 +367,7 @@ fn past_the_horizon_an_exact_bucket_fails_closed() {
     let horizon = (u64::MAX - 2 - 3 * SEC) / 3;
     let b = Bucket::token_bucket(quota);
     // exact up to the horizon
-    assert!(b.check_n(3, t(horizon - 2 * SEC)).unwrap().is_allowed());
+    assert!(b.check_n(3, t(horizon - 2 * SEC)).is_ok());
     assert_eq!(b.snapshot(t(horizon - SEC - 1)).remaining(), 2);
     assert_eq!(b.snapshot(t(horizon - SEC)).remaining(), 3);
     let mut admitted = 0;
@@ -387,7 +380,7 @@ fn past_the_horizon_an_exact_bucket_fails_closed() {
         u64::MAX,
     ] {
         for _ in 0..5 {
-            if b.check(t(now)).is_allowed() {
+            if b.check(t(now)).is_ok() {
                 admitted += 1;
             }
         }
@@ -396,8 +389,8 @@ fn past_the_horizon_an_exact_bucket_fails_closed() {
     assert!(!b.is_idle(Timestamp::MAX));
     // a whole-nanosecond quota is unaffected (584 years, as before)
     let b = Bucket::token_bucket(Quota::per_second(10).unwrap());
-    assert!(b.check_n(10, t(horizon)).unwrap().is_allowed());
-    assert!(b.check_n(10, t(horizon + SEC)).unwrap().is_allowed());
+    assert!(b.check_n(10, t(horizon)).is_ok());
+    assert!(b.check_n(10, t(horizon + SEC)).is_ok());
 }
 
 /// A shaped policy (nginx `limit_req` without `nodelay`) delays each

@@ -29,7 +29,7 @@ use core::time::Duration;
 use proptest::prelude::*;
 use tollgate::keyed::{KeyedLimiter, LockFreeGcraTable};
 use tollgate::live::LiveBucket;
-use tollgate::{Bucket, BucketKind, Decision, Gcra, Limiter, Quota, Timestamp};
+use tollgate::{Bucket, BucketKind, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
 
 fn t(ns: u64) -> Timestamp {
     Timestamp::from_nanos(ns)
@@ -72,14 +72,20 @@ enum Outcome {
 }
 
 impl Outcome {
-    fn of(r: Result<Decision, tollgate::CapacityExceeded>) -> Self {
+    /// The outcome of a check; `after` is the limiter's snapshot taken
+    /// right after it, at the same instant (an admission no longer carries
+    /// one).
+    fn of(r: Result<(), Refusal<'_>>, after: impl FnOnce() -> Snapshot) -> Self {
         match r {
-            Err(_) => Self::TooLarge,
-            Ok(Decision::Allowed(s)) => Self::Allowed {
-                remaining: s.remaining(),
-                reset_after: s.reset_after_nanos(),
-            },
-            Ok(Decision::Denied(d)) => Self::Denied {
+            Err(d) if d.is_never() => Self::TooLarge,
+            Ok(()) => {
+                let s = after();
+                Self::Allowed {
+                    remaining: s.remaining(),
+                    reset_after: s.reset_after_nanos(),
+                }
+            }
+            Err(d) => Self::Denied {
                 retry_after: d.retry_after_nanos(),
                 remaining: d.snapshot().remaining(),
                 reset_after: d.snapshot().reset_after_nanos(),
@@ -416,10 +422,14 @@ proptest! {
             match *op {
                 Op::Check(n) => {
                     let want = model.check(n, now);
-                    prop_assert_eq!(Outcome::of(bucket.check_n(n, at)), want, "check_n({}) at {}", n, now);
-                    prop_assert_eq!(Outcome::of(live.check_n(n, at)), want, "live check_n({}) at {}", n, now);
-                    let keyed = table.check_n(&key, n, at).map(|d| *d.decision());
-                    prop_assert_eq!(Outcome::of(keyed), want, "keyed check_n({}) at {}", n, now);
+                    prop_assert_eq!(Outcome::of(bucket.check_n(n, at), || bucket.snapshot(at)), want, "check_n({}) at {}", n, now);
+                    prop_assert_eq!(Outcome::of(live.check_n(n, at), || live.snapshot(at)), want, "live check_n({}) at {}", n, now);
+                    let keyed = table.check_n(&key, n, at);
+                    if let (Ok(full), Outcome::Allowed { reset_after, .. }) = (keyed, want) {
+                        // an admission answers the instant the key is full again
+                        prop_assert_eq!(full, t(now + reset_after), "keyed full-again instant of check_n({}) at {}", n, now);
+                    }
+                    prop_assert_eq!(Outcome::of(keyed.map(|_| ()), || table.snapshot(&key, at)), want, "keyed check_n({}) at {}", n, now);
                 }
                 Op::Refund(n) => {
                     model.refund(n, now);
@@ -429,19 +439,20 @@ proptest! {
                 }
                 _ => {
                     let want = model.check(0, now);
-                    prop_assert_eq!(Outcome::of(Ok(Decision::Allowed(bucket.snapshot(at)))), want);
-                    prop_assert_eq!(Outcome::of(Ok(Decision::Allowed(live.snapshot(at)))), want);
-                    prop_assert_eq!(Outcome::of(Ok(Decision::Allowed(table.snapshot(&key, at)))), want);
+                    prop_assert_eq!(Outcome::of(Ok(()), || bucket.snapshot(at)), want);
+                    prop_assert_eq!(Outcome::of(Ok(()), || live.snapshot(at)), want);
+                    prop_assert_eq!(Outcome::of(Ok(()), || table.snapshot(&key, at)), want);
                 }
             }
             prop_assert_eq!(bucket.is_idle(at), model.idle(now), "idle at {}", now);
             prop_assert_eq!(live.is_idle(at), model.idle(now));
             prop_assert_eq!(bucket.state().tat(bucket.algorithm()), t(model.tat()), "tat at {}", now);
             for n in [1, 2, quota.burst(), quota.burst() + 1] {
-                let want = model.time_until_ready(n, now).map(Duration::from_nanos);
-                prop_assert_eq!(bucket.time_until_ready(n, at).ok(), want, "wait for {} at {}", n, now);
-                prop_assert_eq!(live.time_until_ready(n, at).ok(), want);
-                prop_assert_eq!(table.time_until_ready(&key, n, at).ok(), want);
+                // None (Err) only for a request that can never succeed
+                let want = model.time_until_ready(n, now).map(Duration::from_nanos).ok_or(true);
+                prop_assert_eq!(bucket.time_until_ready(n, at).map_err(|r| r.is_never()), want, "wait for {} at {}", n, now);
+                prop_assert_eq!(live.time_until_ready(n, at).map_err(|r| r.is_never()), want);
+                prop_assert_eq!(table.time_until_ready(&key, n, at).map_err(|r| r.is_never()), want);
                 for ahead in [0, 1, 5] {
                     let want = model.time_until_ready_after(ahead, n, now).map(Duration::from_nanos);
                     prop_assert_eq!(bucket.time_until_ready_after(ahead, n, at), want, "{} behind {}", n, ahead);
@@ -480,7 +491,7 @@ proptest! {
             let at = t(now);
             match *op {
                 Op::Check(n) => {
-                    let got = Outcome::of(bucket.check_n(n, at));
+                    let got = Outcome::of(bucket.check_n(n, at), || bucket.snapshot(at));
                     if got == Outcome::TooLarge {
                         prop_assert!(n > quota.burst());
                         continue;
@@ -525,13 +536,16 @@ proptest! {
         let mut admitted: Vec<(u128, u128)> = Vec::new();
         for (x, n, wait) in steps {
             let n = n.min(quota.burst());
-            let d = bucket.check_n(n, t(now)).unwrap();
-            if d.is_allowed() {
+            let d = bucket.check_n(n, t(now));
+            if let Err(r) = d {
+                prop_assert!(!r.is_never(), "{} permits of a burst of {}", n, quota.burst());
+            }
+            if d.is_ok() {
                 admitted.push((u128::from(now), u128::from(n)));
-            } else if wait && now + (d.retry_after().as_nanos() as u64) <= TIME_LIMIT {
+            } else if wait && now + (d.unwrap_err().retry_after().as_nanos() as u64) <= TIME_LIMIT {
                 // retry at the first nanosecond it is promised
-                let at = now + d.retry_after().as_nanos() as u64;
-                prop_assert!(bucket.check_n(n, t(at)).unwrap().is_allowed(), "retry at {}", at);
+                let at = now + d.unwrap_err().retry_after().as_nanos() as u64;
+                prop_assert!(bucket.check_n(n, t(at)).is_ok(), "retry at {}", at);
                 admitted.push((u128::from(at), u128::from(n)));
                 now = at;
             }

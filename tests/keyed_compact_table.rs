@@ -59,9 +59,29 @@ fn answers_as_one_tick_bucket_per_key() {
                 continue;
             }
             let got = table.check(&key, at(now));
-            let want = reference[key as usize].check(at(now));
-            assert_eq!(got.path(), KeyedPath::Own);
-            assert_eq!(got.decision(), &want, "key {key} at {now}");
+            let reference = &reference[key as usize];
+            let want = reference.check(at(now));
+            match (got, want) {
+                // the same refusal, by the key's own path
+                (Err(got), Err(want)) => {
+                    assert_eq!(got.path(), KeyedPath::Own);
+                    assert_eq!(got, want, "key {key} at {now}");
+                }
+                // the same admission: the key's own state (it holds a
+                // slot, and its snapshot right after is the reference's)
+                // is full again when the reference is
+                (Ok(full_at), Ok(())) => {
+                    let after = reference.snapshot(at(now));
+                    assert!(table.contains(&key));
+                    assert_eq!(table.snapshot(&key, at(now)), after, "key {key} at {now}");
+                    assert_eq!(
+                        full_at,
+                        at(now + after.reset_after_nanos()),
+                        "key {key} at {now}"
+                    );
+                }
+                (got, want) => panic!("key {key} at {now}: {got:?}, reference {want:?}"),
+            }
         }
         now += T_NS / 3;
     }
@@ -78,9 +98,9 @@ fn answers_as_one_tick_bucket_per_key() {
                 .unwrap()
         );
     }
-    assert!(table.check_n(&1, 6, at(now)).is_err());
+    assert!(table.check_n(&1, 6, at(now)).unwrap_err().is_never());
     // a peek of an untracked key tracks nothing
-    assert!(table.check_n(&999, 0, at(now)).unwrap().is_allowed());
+    assert!(table.check_n(&999, 0, at(now)).is_ok());
     assert!(!table.contains(&999));
 }
 
@@ -97,7 +117,7 @@ fn colliding_keys_share_one_bucket_and_never_exceed_one_quota() {
     let mut now = start;
     for i in 0..3_000u64 {
         for key in [1u64, 2, 3] {
-            if table.check(&key, at(now)).is_allowed() {
+            if table.check(&key, at(now)).is_ok() {
                 admitted += 1;
             }
         }
@@ -125,9 +145,14 @@ fn a_million_keys_fit_and_stay_apart() {
     let now = at(1_000_000_000);
     let mut overflowed = 0u64;
     for key in 0..KEYS {
-        let d = table.check_n(&key, 5, now).unwrap();
-        if d.path() != KeyedPath::Own {
-            overflowed += 1;
+        // an admission is the key's own path (overflow is denied);
+        // a refusal says which path refused (a colliding key's shared
+        // bucket is its own path)
+        if let Err(refusal) = table.check_n(&key, 5, now) {
+            assert!(!refusal.is_never(), "key {key}: {refusal:?}");
+            if refusal.path() != KeyedPath::Own {
+                overflowed += 1;
+            }
         }
     }
     // collisions merge keys: expected about 0.0025 pairs in a million
@@ -138,7 +163,7 @@ fn a_million_keys_fit_and_stay_apart() {
     // own-bucket key (a fresh bucket would admit it)
     let mut admitted_again = 0;
     for key in (0..KEYS).step_by(97) {
-        if table.check(&key, now).is_allowed() {
+        if table.check(&key, now).is_ok() {
             admitted_again += 1;
         }
     }
@@ -160,20 +185,23 @@ fn eviction_is_lossless_and_busy_keys_stay() {
         .build()
         .unwrap();
     let t0 = 1_000_000_000u64;
-    assert!(table.check_n(&1, 5, at(t0)).unwrap().is_allowed());
-    assert!(table.check_n(&2, 5, at(t0)).unwrap().is_allowed());
+    assert!(table.check_n(&1, 5, at(t0)).is_ok());
+    assert!(table.check_n(&2, 5, at(t0)).is_ok());
     // full of busy keys: a new key is refused, with a retry_after
-    let d = table.check(&3, at(t0));
+    let d = table.check(&3, at(t0)).unwrap_err();
     assert_eq!(d.path(), KeyedPath::OverflowDenied);
-    assert!(d.decision().retry_after() > Duration::ZERO);
+    assert!(d.retry_after() > Duration::ZERO);
     // key 1 keeps busy; key 2 refills (5 permits = 50 ms) and stays idle
     // past the threshold (100 ms)
     let later = t0 + 200_000_000;
-    assert!(table.check_n(&1, 5, at(later)).unwrap().is_allowed());
+    assert!(table.check_n(&1, 5, at(later)).is_ok());
     let d = table.check(&3, at(later));
-    assert_eq!(d.path(), KeyedPath::Own, "key 2's idle slot is taken");
+    // key 2's idle slot is taken: an admission (the only path that admits
+    // under Deny is the key's own), and key 3 holds a slot
+    assert!(d.is_ok(), "key 2's idle slot is taken: {d:?}");
+    assert!(table.contains(&3), "key 2's idle slot is taken");
     // key 1 was never evicted: still throttled
-    assert!(table.check(&1, at(later)).is_denied());
+    assert!(table.check(&1, at(later)).is_err());
     assert!(!table.contains(&2) || table.len() == 2);
     // key 2 comes back fresh, which is what it had (full): but no room now
     assert_eq!(table.evict_refilled(at(later)), 0);
@@ -194,15 +222,35 @@ fn overflow_policies() {
             .build()
             .unwrap();
         let now = at(1_000_000_000);
-        assert!(table.check(&1, now).is_allowed());
+        assert!(table.check(&1, now).is_ok());
+        assert_eq!(table.shared_snapshot(now).remaining(), 5);
         let d = table.check(&2, now);
-        assert_eq!(d.path(), path);
+        match path {
+            KeyedPath::OverflowDenied => assert_eq!(d.unwrap_err().path(), path),
+            // Admissions no longer report their path. Through the shared
+            // bucket: the shared state paid for it (5 -> 4); key 2 got no
+            // slot.
+            KeyedPath::SharedOverflow => {
+                assert!(d.is_ok(), "{d:?}");
+                assert_eq!(table.shared_snapshot(now).remaining(), 4);
+            }
+            // Allowed as a fresh key: a fresh state's answer (full again
+            // one interval later), the shared state untouched, and every
+            // further check judged alone (far past the burst of 5).
+            _ => {
+                assert_eq!(d, Ok(at(1_000_000_000 + T_NS)));
+                assert_eq!(table.shared_snapshot(now).remaining(), 5);
+                for _ in 0..10 {
+                    assert_eq!(table.check(&2, now), Ok(at(1_000_000_000 + T_NS)));
+                }
+            }
+        }
+        assert!(!table.contains(&2));
+        assert_eq!(table.len(), 1);
         assert_eq!(table.overflow_policy(), policy);
         if policy == OverflowPolicy::SharedBucket {
             // the shared bucket is one quota for all overflowing keys
-            let admitted = (3..20u64)
-                .filter(|k| table.check(k, now).is_allowed())
-                .count();
+            let admitted = (3..20u64).filter(|k| table.check(k, now).is_ok()).count();
             assert_eq!(admitted, 4);
             assert_eq!(table.shared_snapshot(now).remaining(), 0);
         }
@@ -223,14 +271,12 @@ fn reconfigure_carries_usage_over_like_a_bucket() {
     .unwrap();
     let now = at(1_000_000_000);
     for _ in 0..3 {
-        assert!(table.check(&7, now).is_allowed());
+        assert!(table.check(&7, now).is_ok());
     }
     table.reconfigure(next, Inheritance::UsedAmount, now);
     assert_eq!(table.default_algorithm(), next);
     // 3 used of the old quota count as 3 of the new (UsedAmount): 7 left
-    let admitted = (0..20)
-        .filter(|_| table.check(&7, now).is_allowed())
-        .count();
+    let admitted = (0..20).filter(|_| table.check(&7, now).is_ok()).count();
     assert_eq!(admitted, 7);
 }
 
@@ -251,7 +297,7 @@ fn two_threads_on_one_key_keep_the_bound() {
                         clock.fetch_add(T_NS / 16, Ordering::Relaxed);
                     }
                     let now = at(clock.load(Ordering::Relaxed));
-                    if table.check(&(i % 3), now).is_allowed() {
+                    if table.check(&(i % 3), now).is_ok() {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }
                 }

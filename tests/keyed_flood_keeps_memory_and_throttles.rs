@@ -90,11 +90,11 @@ fn flood<T: KeyedLimiter<u64> + ?Sized>(table: &T, expected_path: KeyedPath) -> 
     let mut now = 1_000;
     for key in 0..THROTTLED {
         for _ in 0..BURST {
-            assert!(table.check(&key, t(now)).is_allowed());
+            assert!(table.check(&key, t(now)).is_ok());
         }
         let refused = table.check(&key, t(now));
-        assert!(refused.is_denied());
-        assert_eq!(refused.path(), KeyedPath::Own);
+        assert!(refused.is_err());
+        assert_eq!(refused.unwrap_err().path(), KeyedPath::Own);
     }
     let mut outcome = FloodOutcome {
         own: 0,
@@ -104,26 +104,29 @@ fn flood<T: KeyedLimiter<u64> + ?Sized>(table: &T, expected_path: KeyedPath) -> 
     for key in THROTTLED..THROTTLED + FLOOD {
         now += 1_000; // 1 µs per request: the whole flood lasts 1 s
         let decision = table.check(&key, t(now));
-        match decision.path() {
-            KeyedPath::Own => {
-                assert!(decision.is_allowed(), "a fresh key's first request");
-                outcome.own += 1;
+        match decision {
+            // A refusal reports its path: never the key's own (a fresh
+            // key's first request is admitted there), always the policy's.
+            Err(refusal) => {
+                assert_eq!(refusal.path(), expected_path, "key {key}");
+                outcome.overflow_denied += 1;
             }
-            path => {
-                assert_eq!(path, expected_path);
-                if decision.is_allowed() {
-                    outcome.overflow_allowed += 1;
-                } else {
-                    outcome.overflow_denied += 1;
-                }
+            // An admission no longer reports its path: the key's own path
+            // gave it a slot (nothing is evicted during the flood: no key
+            // refills), an overflow admission (shared bucket, allowed)
+            // did not.
+            Ok(_) if table.contains(&key) => outcome.own += 1,
+            Ok(_) => {
+                assert_ne!(expected_path, KeyedPath::OverflowDenied, "key {key}");
+                outcome.overflow_allowed += 1;
             }
         }
     }
     // Still throttled, by their own bucket: the flood evicted none of them.
     for key in 0..THROTTLED {
         let decision = table.check(&key, t(now));
-        assert!(decision.is_denied(), "key {key} was reset by the flood");
-        assert_eq!(decision.path(), KeyedPath::Own);
+        assert!(decision.is_err(), "key {key} was reset by the flood");
+        assert_eq!(decision.unwrap_err().path(), KeyedPath::Own);
     }
     assert_eq!(table.len(), table.max_keys());
     // Every slot not taken by a throttled key went to a flood key, then the
@@ -185,15 +188,19 @@ where
     // fill every shard: keys land by hash, so some overflow before the end
     let (mut own, mut key) = (0, 0);
     while own < cap {
-        match table.check(&key, t(0)).path() {
-            KeyedPath::Own => own += 1,
-            path => assert_eq!(path, KeyedPath::OverflowDenied),
+        match table.check(&key, t(0)) {
+            // an admission (overflow is denied): the key's own slot
+            Ok(_) => {
+                assert!(table.contains(&key), "key {key}");
+                own += 1;
+            }
+            Err(refusal) => assert_eq!(refusal.path(), KeyedPath::OverflowDenied),
         }
         key += 1;
     }
     let first_new = key;
     assert_eq!(
-        table.check(&first_new, t(0)).path(),
+        table.check(&first_new, t(0)).unwrap_err().path(),
         KeyedPath::OverflowDenied
     );
     // one permit of burst 5 refills in T = 60 s
@@ -202,8 +209,9 @@ where
     // table's worth could overflow one shard
     for key in first_new..first_new + cap / 2 {
         let decision = table.check(&key, later);
-        assert_eq!(decision.path(), KeyedPath::Own, "key {key}");
-        assert!(decision.is_allowed());
+        // the key's own path: admitted (overflow is denied) into a slot
+        assert!(decision.is_ok(), "key {key}: {decision:?}");
+        assert!(table.contains(&key), "key {key}");
     }
     // the sweeps evicted every refilled key of the shards they ran in
     assert!(table.len() as u64 >= cap / 2 && (table.len() as u64) < cap);

@@ -26,9 +26,9 @@ fn spec(policy: OverflowPolicy) -> Spec {
 /// Fills the table with keys 1 and 2: key 1 idle again at 2 s, key 2 at 1 s.
 fn fill<T: KeyedLimiter<u64>>(table: &T) {
     assert_eq!(table.max_keys(), 2);
-    assert!(table.check(&1, t(0)).is_allowed());
-    assert!(table.check(&1, t(0)).is_allowed());
-    assert!(table.check(&2, t(0)).is_allowed());
+    assert!(table.check(&1, t(0)).is_ok());
+    assert!(table.check(&1, t(0)).is_ok());
+    assert!(table.check(&2, t(0)).is_ok());
     assert_eq!(table.len(), 2);
 }
 
@@ -38,28 +38,50 @@ fn shared_bucket_is_one_quota_for_all_overflowing_keys<T: KeyedLimiter<u64>>(
     let table = make(spec(OverflowPolicy::SharedBucket));
     assert_eq!(table.overflow_policy(), OverflowPolicy::SharedBucket);
     fill(&table);
+    assert_eq!(table.shared_snapshot(t(0)).remaining(), 2);
+    // Admissions no longer report their path: that keys 10 and 11 went
+    // through the shared overflow state shows in the shared state's
+    // consumption (2 -> 1 -> 0), in the instant the admitting state is full
+    // again (a fresh own state admitting one permit at 0 would be full at
+    // 1 s; the shared state, after its second permit, at 2 s) and in the
+    // table, which tracks no new key.
     let a = table.check(&10, t(0));
+    assert_eq!(a, Ok(t(SECOND)));
+    assert_eq!(table.shared_snapshot(t(0)).remaining(), 1);
     let b = table.check(&11, t(0));
+    assert_eq!(b, Ok(t(2 * SECOND)));
+    assert_eq!(table.shared_snapshot(t(0)).remaining(), 0);
     let c = table.check(&12, t(0));
-    for d in [a, b, c] {
-        assert_eq!(d.path(), KeyedPath::SharedOverflow);
-    }
-    // burst 2 shared by keys 10, 11 and 12
-    assert!(a.is_allowed() && b.is_allowed() && c.is_denied());
-    assert_eq!(c.decision().retry_after(), Duration::from_secs(1));
+    // burst 2 shared by keys 10, 11 and 12: key 12 is refused although a
+    // fresh key of its own would be admitted
+    assert!(a.is_ok() && b.is_ok() && c.is_err());
+    let c = c.unwrap_err();
+    assert_eq!(c.path(), KeyedPath::SharedOverflow);
+    assert_eq!(c.retry_after(), Duration::from_secs(1));
+    assert_eq!(table.len(), 2);
+    assert!(!table.contains(&10) && !table.contains(&11) && !table.contains(&12));
     assert_eq!(table.shared_snapshot(t(0)).remaining(), 0);
     // a refund for an untracked key goes back to the shared bucket
     table.refund(&11, 1, t(0));
     assert_eq!(table.shared_snapshot(t(0)).remaining(), 1);
-    assert!(table.check(&13, t(0)).is_allowed());
+    assert!(table.check(&13, t(0)).is_ok());
+    // ... and key 13 took it (the shared overflow path again)
+    assert_eq!(table.shared_snapshot(t(0)).remaining(), 0);
+    assert!(!table.contains(&13));
     // the tracked keys were not touched
     assert_eq!(table.snapshot(&1, t(0)).remaining(), 0);
     assert_eq!(table.snapshot(&2, t(0)).remaining(), 1);
-    // at 1 s key 2 has refilled: the next new key takes its slot
+    // at 1 s key 2 has refilled: the next new key takes its slot (its own
+    // path: full again at 2 s as a fresh key, where the shared state would
+    // be full at 3 s; the shared state is not touched)
+    assert_eq!(table.shared_snapshot(t(SECOND)).remaining(), 1);
     let d = table.check(&14, t(SECOND));
-    assert_eq!(d.path(), KeyedPath::Own);
-    assert!(d.is_allowed());
+    assert_eq!(d, Ok(t(2 * SECOND)));
+    assert!(d.is_ok());
+    assert_eq!(table.shared_snapshot(t(SECOND)).remaining(), 1);
+    assert_eq!(table.len(), 2);
     assert!(!table.contains(&2) && table.contains(&1) && table.contains(&14));
+    assert_eq!(table.snapshot(&14, t(SECOND)).remaining(), 1);
 }
 
 fn deny_refuses_until_a_slot_can_free<T: KeyedLimiter<u64>>(make: impl Fn(Spec) -> T) {
@@ -67,18 +89,25 @@ fn deny_refuses_until_a_slot_can_free<T: KeyedLimiter<u64>>(make: impl Fn(Spec) 
     assert_eq!(table.overflow_policy(), OverflowPolicy::Deny);
     fill(&table);
     let d = table.check(&10, t(0));
+    assert!(d.is_err());
+    let d = d.unwrap_err();
     assert_eq!(d.path(), KeyedPath::OverflowDenied);
-    assert!(d.is_denied());
     // key 2 refills first, at 1 s
-    assert_eq!(d.decision().retry_after(), Duration::from_secs(1));
-    assert_eq!(d.decision().snapshot().remaining(), 0);
-    let half = table.check(&10, t(SECOND / 2));
-    assert_eq!(half.decision().retry_after(), Duration::from_millis(500));
+    assert_eq!(d.retry_after(), Duration::from_secs(1));
+    assert_eq!(d.snapshot().remaining(), 0);
+    let half = table.check(&10, t(SECOND / 2)).unwrap_err();
+    assert_eq!(half.path(), KeyedPath::OverflowDenied);
+    assert_eq!(half.retry_after(), Duration::from_millis(500));
     // denying takes nothing from anyone
     assert_eq!(table.snapshot(&2, t(SECOND / 2)).remaining(), 1);
+    // at 1 s key 2 has refilled: key 10 gets its slot (its own path: it is
+    // tracked now, in key 2's place, with a fresh state's first permit taken)
     let later = table.check(&10, t(SECOND));
-    assert_eq!(later.path(), KeyedPath::Own);
-    assert!(later.is_allowed());
+    assert!(later.is_ok());
+    assert_eq!(later, Ok(t(2 * SECOND)));
+    assert_eq!(table.len(), 2);
+    assert!(table.contains(&10) && !table.contains(&2));
+    assert_eq!(table.snapshot(&10, t(SECOND)).remaining(), 1);
 }
 
 fn allow_admits_as_a_fresh_key<T: KeyedLimiter<u64>>(make: impl Fn(Spec) -> T) {
@@ -87,15 +116,22 @@ fn allow_admits_as_a_fresh_key<T: KeyedLimiter<u64>>(make: impl Fn(Spec) -> T) {
     fill(&table);
     for _ in 0..5 {
         let d = table.check(&10, t(0));
-        assert_eq!(d.path(), KeyedPath::OverflowAllowed);
-        assert!(d.is_allowed());
-        // what a fresh key would have left after one permit
-        assert_eq!(d.decision().snapshot().remaining(), 1);
+        // Admissions no longer report their path: that each one was judged
+        // alone as a fresh key (overflow allowed) shows in its answer,
+        // which never changes (an own state would refuse the third), in
+        // what it left (a fresh state after one permit: full again at 1 s,
+        // i.e. 1 of the burst of 2 remaining), and in the table, which
+        // tracks no new key and leaves the shared state alone.
+        assert!(d.is_ok());
+        assert_eq!(d, Ok(t(SECOND)));
+        assert!(!table.contains(&10));
+        assert_eq!(table.len(), 2);
+        assert_eq!(table.shared_snapshot(t(0)).remaining(), 2);
     }
     assert!(!table.contains(&10));
     assert_eq!(table.len(), 2);
     // the can-never-succeed error still applies
-    assert!(table.check_n(&10, 3, t(0)).is_err());
+    assert!(table.check_n(&10, 3, t(0)).unwrap_err().is_never());
 }
 
 keyed_support::every_table! {

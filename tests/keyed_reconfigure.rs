@@ -40,14 +40,24 @@ fn busy_table<T: KeyedLimiter<u64, Algorithm = Gcra>>(make: &impl Fn(Spec) -> T)
     let quotas = QuotaMap::leak([(100, before())]);
     let table = make(Spec::new(before(), 4).quotas(Quotas::Map(quotas)));
     let now = t(NOW);
-    assert!(table.check_n(&1, 6, now).unwrap().is_allowed());
-    assert!(table.check_n(&100, 6, now).unwrap().is_allowed());
-    assert!(table.check_n(&2, 10, now).unwrap().is_allowed());
-    assert!(table.check_n(&3, 10, now).unwrap().is_allowed());
+    assert!(table.check_n(&1, 6, now).is_ok());
+    assert!(table.check_n(&100, 6, now).is_ok());
+    assert!(table.check_n(&2, 10, now).is_ok());
+    assert!(table.check_n(&3, 10, now).is_ok());
     assert_eq!(table.len(), 4);
-    let overflow = table.check_n(&50, 6, now).unwrap();
-    assert_eq!(overflow.path(), KeyedPath::SharedOverflow);
-    assert!(overflow.is_allowed());
+    assert_eq!(table.shared_snapshot(now).remaining(), 10);
+    let overflow = table.check_n(&50, 6, now);
+    assert!(overflow.is_ok());
+    // an admission reports no path: the shared overflow state paid for it
+    // (10 -> 4) and key 50 got no slot
+    assert_eq!(table.shared_snapshot(now).remaining(), 4);
+    assert!(!table.contains(&50));
+    assert_eq!(table.len(), 4);
+    // the shared state answers the next overflowing key: 5 is more than
+    // its 4 left (a fresh key of its own would have all 10), refused by
+    // the shared path
+    let refused = table.check_n(&51, 5, now).unwrap_err();
+    assert_eq!(refused.path(), KeyedPath::SharedOverflow);
     assert_eq!(table.shared_snapshot(now).remaining(), 4);
     table
 }
@@ -90,15 +100,18 @@ fn each_inheritance_rule_keeps_what_it_says<T: KeyedLimiter<u64, Algorithm = Gcr
 
         // the decisions follow: exactly `remaining` more now, then one
         // every new interval (50 ms)
-        assert!(table.check_n(&1, remaining, now).unwrap().is_allowed());
+        assert!(table.check_n(&1, remaining, now).is_ok());
         let refused = table.check(&1, now);
-        assert!(refused.is_denied(), "{how:?}");
-        assert_eq!(refused.decision().retry_after(), Duration::from_millis(50));
-        assert!(table.check(&1, t(NOW + 50 * MS)).is_allowed());
-        // the key with its own quota still refills at 10 per second
-        assert!(table.check_n(&100, 4, now).unwrap().is_allowed());
+        assert!(refused.is_err(), "{how:?}");
         assert_eq!(
-            table.check(&100, now).decision().retry_after(),
+            refused.unwrap_err().retry_after(),
+            Duration::from_millis(50)
+        );
+        assert!(table.check(&1, t(NOW + 50 * MS)).is_ok());
+        // the key with its own quota still refills at 10 per second
+        assert!(table.check_n(&100, 4, now).is_ok());
+        assert_eq!(
+            table.check(&100, now).unwrap_err().retry_after(),
             Duration::from_millis(100)
         );
     }
@@ -152,7 +165,7 @@ fn more_used_than_the_new_quota_holds_is_an_empty_bucket<T: KeyedLimiter<u64, Al
             );
             let d = table.check(&key, now);
             assert_eq!(
-                d.decision().retry_after(),
+                d.unwrap_err().retry_after(),
                 Duration::from_millis(retry_ms),
                 "key {key} {how:?}"
             );
@@ -180,14 +193,14 @@ fn a_full_key_stays_full_and_the_kind_can_change<T: KeyedLimiter<u64, Algorithm 
     ] {
         let table = make(Spec::new(before(), 4));
         let now = t(NOW);
-        assert!(table.check(&1, now).is_allowed());
+        assert!(table.check(&1, now).is_ok());
         // key 9 used one permit long ago: full again, still tracked
-        assert!(table.check(&9, t(0)).is_allowed());
+        assert!(table.check(&9, t(0)).is_ok());
         table.reconfigure(leaky, how, now);
         assert_eq!(table.default_algorithm().kind(), BucketKind::LeakyBucket);
         let s = table.snapshot(&9, now);
         assert_eq!((s.limit(), s.remaining()), (2, 2), "{how:?}");
-        assert!(table.check_n(&9, 2, now).unwrap().is_allowed());
+        assert!(table.check_n(&9, 2, now).is_ok());
         // key 1 used 1 of 10 (100 ms): by amount 1 of 2 at 250 ms, by
         // fraction 10 % of 500 ms; a leaky bucket admits once drained
         let wait = match how {
@@ -196,10 +209,10 @@ fn a_full_key_stays_full_and_the_kind_can_change<T: KeyedLimiter<u64, Algorithm 
             _ => Duration::ZERO,
         };
         let d = table.check(&1, now);
-        assert_eq!(d.is_allowed(), wait.is_zero(), "{how:?}");
+        assert_eq!(d.is_ok(), wait.is_zero(), "{how:?}");
         if !wait.is_zero() {
-            assert_eq!(d.decision().retry_after(), wait, "{how:?}");
-            assert!(table.check(&1, now + wait).is_allowed(), "{how:?}");
+            assert_eq!(d.unwrap_err().retry_after(), wait, "{how:?}");
+            assert!(table.check(&1, now + wait).is_ok(), "{how:?}");
         }
     }
 }
@@ -214,7 +227,7 @@ fn update_key_quota_converts_that_key_only<T: KeyedLimiter<u64, Algorithm = Gcra
     let quotas = QuotaMap::leak([(3, own)]);
     let table = make(Spec::new(before(), 8).quotas(Quotas::Map(quotas)));
     for key in [1, 2, 3] {
-        assert!(table.check_n(&key, 6, now).unwrap().is_allowed());
+        assert!(table.check_n(&key, 6, now).is_ok());
     }
     let overflow_before = table.shared_snapshot(now);
     let calls = Cell::new(0);
@@ -265,10 +278,10 @@ fn update_key_quota_converts_that_key_only<T: KeyedLimiter<u64, Algorithm = Gcra
     assert_eq!(calls.get(), 4);
 
     // the decisions follow the converted states
-    assert!(table.check_n(&3, 8, now).unwrap().is_allowed());
-    assert!(table.check(&3, now).is_denied());
-    assert!(table.check_n(&1, 10, now).unwrap().is_allowed());
-    assert!(table.check(&2, now).is_allowed());
+    assert!(table.check_n(&3, 8, now).is_ok());
+    assert!(table.check(&3, now).is_err());
+    assert!(table.check_n(&1, 10, now).is_ok());
+    assert!(table.check(&2, now).is_ok());
 
     // a reconfiguration now converts key 1 (default again) and key 2,
     // never key 3 (its own quota)

@@ -42,7 +42,7 @@ use std::time::Duration;
 use keyed_support::{t, QuotaMap, Quotas, Spec};
 use proptest::prelude::*;
 use tollgate::keyed::{KeyedLimiter, KeyedPath, OverflowPolicy};
-use tollgate::{BucketKind, Decision, Gcra, Inheritance, Quota, Snapshot};
+use tollgate::{BucketKind, Gcra, Inheritance, Quota, Refusal, Snapshot, Timestamp};
 
 /// Keys 0..KEYS, for a table of MAX_KEYS.
 const KEYS: u64 = 8;
@@ -385,14 +385,37 @@ impl Seen {
         }
     }
 
-    fn of(decision: &Decision) -> Self {
-        Self {
-            allowed: decision.is_allowed(),
-            snapshot: fields(decision.snapshot()),
-            retry_after: decision
-                .denied()
-                .map(|d| u64::try_from(d.retry_after().as_nanos()).expect("retry")),
-        }
+    /// What a check at `at` shows. An admission carries no snapshot:
+    /// `after` is the admitting state's, taken right after at the same
+    /// `at` (the key's own, or the shared one); the instant the admission
+    /// says the state is full again must be `at` plus its `reset_after`.
+    /// A refusal carries its own; one that can never succeed is not a
+    /// decision the model makes here (`n` is within the burst).
+    fn of(
+        got: &Result<Timestamp, Refusal<'_>>,
+        at: Timestamp,
+        after: Snapshot,
+    ) -> Result<Self, TestCaseError> {
+        Ok(match got {
+            Ok(full_at) => {
+                prop_assert_eq!(
+                    full_at.as_nanos() - at.as_nanos(),
+                    after.reset_after_nanos(),
+                    "full again at {:?}, snapshot after {:?}",
+                    full_at,
+                    after
+                );
+                Self::allowed(fields(&after))
+            }
+            Err(refusal) => {
+                prop_assert!(!refusal.is_never(), "{:?}", refusal);
+                Self {
+                    allowed: false,
+                    snapshot: fields(refusal.snapshot()),
+                    retry_after: Some(refusal.retry_after_nanos()),
+                }
+            }
+        })
     }
 }
 
@@ -458,12 +481,19 @@ fn check<T: KeyedLimiter<u64, Algorithm = Gcra>>(
     let rule = algorithm.rule;
     let got = table.check_n(&key, n, at);
     if i128::from(n) > rule.burst {
-        prop_assert!(got.is_err(), "n {} above the burst of key {}", n, key);
+        prop_assert!(
+            matches!(got, Err(r) if r.is_never() && r.requested() == n),
+            "n {} above the burst of key {}: {:?}",
+            n,
+            key,
+            got
+        );
         return Ok(());
     }
-    let got = got.map_err(|e| TestCaseError::fail(format!("key {key} n {n}: {e:?}")))?;
-    let seen = Seen::of(got.decision());
     let context = format!("key {key} n {n} at {now}");
+    // the path that answered: a refusal says it; an admission shows it by
+    // whose state it took from (the snapshots below) and by the slots
+    let path = got.err().map(|r| r.path());
     if !model.tracked.contains_key(&key) && n > 0 {
         if model.tracked.len() >= MAX_KEYS {
             model.evict_idle(now);
@@ -474,11 +504,16 @@ fn check<T: KeyedLimiter<u64, Algorithm = Gcra>>(
     }
     let Some(bucket) = model.tracked.get_mut(&key) else {
         if n == 0 {
-            // a peek of an untracked key: a fresh bucket's answer
-            prop_assert_eq!(got.path(), KeyedPath::Own, "{}", context);
+            // a peek of an untracked key: a fresh bucket's answer (an
+            // admission: no path reported; the key gets no slot)
+            prop_assert_eq!(path, None, "{}", context);
+            let seen = Seen::of(&got, at, table.snapshot(&key, at))?;
             prop_assert_eq!(seen, Bucket::FRESH.decide(rule, 0, now), "{}", context);
+            prop_assert!(!table.contains(&key), "{}", context);
             return Ok(());
         }
+        // no slot for the key, whatever the policy
+        prop_assert!(!table.contains(&key), "{}", context);
         // full of busy keys: the earliest a slot frees up (the first whole
         // nanosecond)
         let first_free = model
@@ -491,7 +526,16 @@ fn check<T: KeyedLimiter<u64, Algorithm = Gcra>>(
             |retry: Option<u64>| retry.is_some_and(|r| r >= 1 && r <= first_free.max(1));
         match model.policy {
             OverflowPolicy::SharedBucket => {
-                prop_assert_eq!(got.path(), KeyedPath::SharedOverflow, "{}", context);
+                // a refusal reports the shared path; an admission shows
+                // it by the shared state's snapshot right after, which
+                // must be the model's shared bucket after taking `n`
+                prop_assert!(
+                    path.is_none_or(|p| p == KeyedPath::SharedOverflow),
+                    "{} {:?}",
+                    context,
+                    path
+                );
+                let seen = Seen::of(&got, at, table.shared_snapshot(at))?;
                 let default = model.default.rule;
                 if i128::from(n) > default.burst {
                     // the key's quota allows n, the default never does
@@ -506,7 +550,8 @@ fn check<T: KeyedLimiter<u64, Algorithm = Gcra>>(
                 }
             }
             OverflowPolicy::Deny => {
-                prop_assert_eq!(got.path(), KeyedPath::OverflowDenied, "{}", context);
+                prop_assert_eq!(path, Some(KeyedPath::OverflowDenied), "{}", context);
+                let seen = Seen::of(&got, at, table.shared_snapshot(at))?;
                 prop_assert!(!seen.allowed, "{}", context);
                 prop_assert!(within_first_free(seen.retry_after), "{}", context);
                 prop_assert_eq!(
@@ -517,13 +562,42 @@ fn check<T: KeyedLimiter<u64, Algorithm = Gcra>>(
                 );
             }
             _ => {
-                prop_assert_eq!(got.path(), KeyedPath::OverflowAllowed, "{}", context);
-                prop_assert_eq!(seen, Bucket::FRESH.decide(rule, n, now), "{}", context);
+                let expected = Bucket::FRESH.decide(rule, n, now);
+                match got {
+                    Err(_) => {
+                        prop_assert_eq!(path, Some(KeyedPath::OverflowAllowed), "{}", context);
+                        let seen = Seen::of(&got, at, table.shared_snapshot(at))?;
+                        prop_assert_eq!(seen, expected, "{}", context);
+                    }
+                    // An admission as a fresh key: the fresh state it
+                    // took from is not kept, so its limit and remaining
+                    // are not observable any more; its full-again instant
+                    // is (a fresh state's after `n`), and the key got no
+                    // slot (checked above).
+                    Ok(full_at) => {
+                        prop_assert!(expected.allowed, "{}", context);
+                        prop_assert_eq!(
+                            full_at.as_nanos() - at.as_nanos(),
+                            expected.snapshot.2,
+                            "{} (fresh state after n)",
+                            context
+                        );
+                    }
+                }
             }
         }
         return Ok(());
     };
-    prop_assert_eq!(got.path(), KeyedPath::Own, "{}", context);
+    // the key's own state: a refusal reports it; an admission took from
+    // it (its snapshot right after is the model's bucket after `n`)
+    prop_assert!(
+        path.is_none_or(|p| p == KeyedPath::Own),
+        "{} {:?}",
+        context,
+        path
+    );
+    prop_assert!(table.contains(&key), "{}", context);
+    let seen = Seen::of(&got, at, table.snapshot(&key, at))?;
     prop_assert_eq!(seen, bucket.decide(rule, n, now), "{}", context);
     if seen.allowed && n > 0 {
         bucket.admit(rule, n, now)?;

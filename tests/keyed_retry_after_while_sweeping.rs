@@ -68,7 +68,7 @@ fn deny_retry_after_is_bounded_while_sweeping<T: KeyedLimiter<u64> + Sync>(table
     let busy_until = algorithm().interval_nanos();
     let max_keys = table.max_keys() as u64;
     for key in 0..max_keys {
-        assert!(table.check(&key, t(0)).is_allowed());
+        assert!(table.check(&key, t(0)).is_ok());
     }
     assert_eq!(table.len() as u64, max_keys);
 
@@ -91,9 +91,10 @@ fn deny_retry_after_is_bounded_while_sweeping<T: KeyedLimiter<u64> + Sync>(table
         let mut key = max_keys;
         while start.elapsed() < RUN {
             let decision = table.check(&key, t(NOW));
-            assert_eq!(decision.path(), KeyedPath::OverflowDenied);
-            assert!(decision.is_denied());
-            let retry_after = decision.decision().retry_after().as_nanos();
+            assert!(decision.is_err(), "key {key}: {decision:?}");
+            let refusal = decision.unwrap_err();
+            assert_eq!(refusal.path(), KeyedPath::OverflowDenied);
+            let retry_after = refusal.retry_after().as_nanos();
             assert!(
                 (1..=u128::from(busy_until - NOW)).contains(&retry_after),
                 "refused with retry_after {retry_after} ns; a slot frees up in {} ns",

@@ -32,9 +32,72 @@ fn algorithm() -> Gcra {
     )
 }
 
+/// The interval of [`shared_signature`]: an hour, far beyond anything
+/// a key's own state can answer (`BURST × INTERVAL` = 6 ms) or a run
+/// lasts.
+const SHARED_INTERVAL: u64 = 3_600_000_000_000;
+
+/// A default algorithm (the one the shared overflow state runs) whose
+/// admissions tell themselves apart from [`algorithm`]'s by their answer:
+/// a GCRA admission leaves its state full again at least one interval
+/// after the caller's `now` (an hour here), and [`algorithm`]'s at most
+/// one burst of intervals (6 ms) after the instant the table checked it
+/// at (the caller's `now`, or a later sweep's for a stale caller: never
+/// after the clock read once the check returned). The shared state admits
+/// its burst, then nothing for the rest of the run.
+fn shared_signature() -> Gcra {
+    Gcra::token_bucket(
+        Quota::new(1, Duration::from_nanos(SHARED_INTERVAL))
+            .unwrap()
+            .with_burst(BURST as u32)
+            .unwrap(),
+    )
+}
+
+/// Every key runs [`algorithm`] as its own quota (with
+/// [`shared_signature`] as the table's default).
+fn own_quota(_: &u64) -> Gcra {
+    algorithm()
+}
+
+/// Admissions no longer report which path took them; how a run tells.
+#[derive(Debug, Clone, Copy)]
+enum Paths {
+    /// Counted as the key's own: every admission of a `Deny` table (it
+    /// never admits without a slot), or, for a table that may admit
+    /// through its shared bucket, the key's admissions by any path.
+    CountAsOwn,
+    /// By when the admitting state is full again (keys on [`own_quota`],
+    /// the shared state on [`shared_signature`]).
+    ByFullAgain,
+}
+
+impl Paths {
+    /// True if the admission checked at `now` (the clock read `after` it
+    /// returned), full again at `full_at`, took from the key's own state.
+    fn is_own(self, now: u64, after: u64, full_at: u64) -> bool {
+        match self {
+            Self::CountAsOwn => true,
+            Self::ByFullAgain => {
+                let own = full_at <= after + BURST * INTERVAL;
+                let shared = full_at >= now + SHARED_INTERVAL;
+                assert!(
+                    own != shared,
+                    "checked at {now} (clock {after} after), full again at {full_at}: \
+                     own state {own}, shared state {shared}"
+                );
+                own
+            }
+        }
+    }
+}
+
 /// Runs the threads on `table`. Returns the admissions per key (own and
 /// overflow separately) and the elapsed time in nanoseconds.
-fn hammer<T: KeyedLimiter<u64> + Sync>(table: &T) -> ([u64; KEYS as usize], u64, u64) {
+fn hammer<T: KeyedLimiter<u64> + Sync>(
+    table: &T,
+    paths: Paths,
+) -> ([u64; KEYS as usize], u64, u64) {
     let clock = StdClock::new();
     let own: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
     let overflow = AtomicU64::new(0);
@@ -60,12 +123,14 @@ fn hammer<T: KeyedLimiter<u64> + Sync>(table: &T) -> ([u64; KEYS as usize], u64,
                     let now = clock.now();
                     first.fetch_min(now.as_nanos(), Ordering::Relaxed);
                     let d = table.check(&key, now);
-                    last.fetch_max(clock.now().as_nanos(), Ordering::Relaxed);
-                    if d.is_allowed() {
-                        match d.path() {
-                            KeyedPath::Own => own[key as usize].fetch_add(1, Ordering::Relaxed),
-                            _ => overflow.fetch_add(1, Ordering::Relaxed),
-                        };
+                    let after = clock.now().as_nanos();
+                    last.fetch_max(after, Ordering::Relaxed);
+                    if let Ok(full_at) = d {
+                        if paths.is_own(now.as_nanos(), after, full_at.as_nanos()) {
+                            own[key as usize].fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            overflow.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                     i += 1;
                 }
@@ -80,15 +145,36 @@ fn hammer<T: KeyedLimiter<u64> + Sync>(table: &T) -> ([u64; KEYS as usize], u64,
     (per_key, overflow.load(Ordering::Relaxed), elapsed)
 }
 
-fn assert_bound(per_key: &[u64; KEYS as usize], overflow: u64, elapsed: u64) {
+/// `shared_interval`: the interval of the shared overflow state's
+/// algorithm.
+fn assert_bound(per_key: &[u64; KEYS as usize], overflow: u64, elapsed: u64, shared_interval: u64) {
     let bound = BURST + elapsed / INTERVAL;
     for (key, &admitted) in per_key.iter().enumerate() {
         assert!(admitted <= bound, "key {key}: {admitted} > {bound}");
     }
     // the shared overflow bucket is one more key's worth
-    assert!(overflow <= bound, "overflow: {overflow} > {bound}");
+    let shared_bound = BURST + elapsed / shared_interval;
+    assert!(
+        overflow <= shared_bound,
+        "overflow: {overflow} > {shared_bound}"
+    );
     // and the run did real work: the keys were busy enough to be limited
     assert!(per_key.iter().sum::<u64>() + overflow > KEYS * BURST);
+}
+
+/// The bound when the admissions of a key may have come from its own state
+/// or from the shared overflow state (which runs the same algorithm) and
+/// the run cannot tell which: each key's own state admits at most `bound`,
+/// so whatever a key got beyond it came from the shared state, which
+/// admits at most `bound` in all.
+fn assert_bound_any_path(admitted: &[u64; KEYS as usize], elapsed: u64) {
+    let bound = BURST + elapsed / INTERVAL;
+    let beyond: u64 = admitted.iter().map(|&a| a.saturating_sub(bound)).sum();
+    assert!(
+        beyond <= bound,
+        "{beyond} admitted beyond the per-key bound {bound}, more than the shared state's: {admitted:?}"
+    );
+    assert!(admitted.iter().sum::<u64>() > KEYS * BURST);
 }
 
 /// 8 keys (two shards for the std tables) for 16 hammered keys: evictions,
@@ -96,16 +182,44 @@ fn assert_bound(per_key: &[u64; KEYS as usize], overflow: u64, elapsed: u64) {
 fn smaller_than_the_key_set<T: KeyedLimiter<u64> + Sync>(make: impl Fn(Spec) -> T) {
     for policy in [OverflowPolicy::SharedBucket, OverflowPolicy::Deny] {
         let table = make(Spec::new(algorithm(), 8).shards(Some(2)).overflow(policy));
-        let (per_key, overflow, elapsed) = hammer(&table);
-        assert_bound(&per_key, overflow, elapsed);
+        let (admitted, overflow, elapsed) = hammer(&table, Paths::CountAsOwn);
+        assert_eq!(overflow, 0);
+        if policy == OverflowPolicy::Deny {
+            // every admission is the key's own: the bound per key
+            assert_bound(&admitted, 0, elapsed, INTERVAL);
+        } else {
+            assert_bound_any_path(&admitted, elapsed);
+        }
     }
+    // The shared bucket again, with each admission's path told apart by
+    // its answer: the keys' own states and the shared state each keep
+    // their bound.
+    let table = make(
+        Spec::new(shared_signature(), 8)
+            .shards(Some(2))
+            .overflow(OverflowPolicy::SharedBucket)
+            .quotas(Quotas::Fn(own_quota)),
+    );
+    let (per_key, overflow, elapsed) = hammer(&table, Paths::ByFullAgain);
+    assert_bound(&per_key, overflow, elapsed, SHARED_INTERVAL);
 }
 
 fn with_room_for_every_key<T: KeyedLimiter<u64> + Sync>(make: impl Fn(Spec) -> T) {
+    // every key's admissions, by any path, within the per-key bound
     let table = make(Spec::new(algorithm(), 64).shards(None));
-    let (per_key, overflow, elapsed) = hammer(&table);
+    let (admitted, overflow, elapsed) = hammer(&table, Paths::CountAsOwn);
     assert_eq!(overflow, 0);
-    assert_bound(&per_key, overflow, elapsed);
+    assert_bound(&admitted, overflow, elapsed, INTERVAL);
+    // and none of them through the shared overflow state (told apart by
+    // the answer, as above)
+    let table = make(
+        Spec::new(shared_signature(), 64)
+            .shards(None)
+            .quotas(Quotas::Fn(own_quota)),
+    );
+    let (per_key, overflow, elapsed) = hammer(&table, Paths::ByFullAgain);
+    assert_eq!(overflow, 0);
+    assert_bound(&per_key, overflow, elapsed, SHARED_INTERVAL);
 }
 
 const HUGE: u32 = 1_000_000;
@@ -135,7 +249,7 @@ fn moves_lose_no_admission<T: KeyedLimiter<u64> + Sync>(make: impl Fn(Spec) -> T
             .overflow(OverflowPolicy::Deny)
             .quotas(Quotas::Fn(hot_or_churn)),
     );
-    assert!(table.check(&0, t(0)).is_allowed());
+    assert!(table.check(&0, t(0)).is_ok());
     let admitted = AtomicU64::new(1);
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -143,8 +257,14 @@ fn moves_lose_no_admission<T: KeyedLimiter<u64> + Sync>(make: impl Fn(Spec) -> T
             s.spawn(|| {
                 for _ in 0..CHECKS {
                     let d = table.check(&0, t(0));
-                    assert_eq!(d.path(), KeyedPath::Own);
-                    if d.is_allowed() {
+                    // a refusal would say its path: the key's own; an
+                    // admission no longer does, but overflow is denied,
+                    // so only key 0's own state admits (and its TAT,
+                    // checked below, counts every admission)
+                    if let Err(refusal) = &d {
+                        assert_eq!(refusal.path(), KeyedPath::Own);
+                    }
+                    if d.is_ok() {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }
                 }

@@ -17,7 +17,7 @@
 use core::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::{Algorithm, BucketKind, Decision, Gcra, GcraState, Quota, Timestamp};
+use tollgate::{Algorithm, BucketKind, Gcra, GcraState, Quota, Refusal, Snapshot, Timestamp};
 
 fn t(ns: u64) -> Timestamp {
     Timestamp::from_nanos(ns)
@@ -199,19 +199,41 @@ impl Model {
     }
 }
 
-fn outcome(r: Result<Decision, tollgate::CapacityExceeded>) -> Outcome {
-    match r {
-        Err(_) => Outcome::TooLarge,
-        Ok(Decision::Allowed(s)) => Outcome::Allowed {
-            remaining: s.remaining(),
-            reset_after: s.reset_after_nanos(),
-        },
-        Ok(Decision::Denied(d)) => Outcome::Denied {
+/// An admission, described by the state right after it.
+fn allowed(s: Snapshot) -> Outcome {
+    Outcome::Allowed {
+        remaining: s.remaining(),
+        reset_after: s.reset_after_nanos(),
+    }
+}
+
+/// The outcome of `gcra.check_n(&state, n, now)`: an admission (`Ok`, the
+/// instant the state is full again) is described by the snapshot taken
+/// right after it at the same `now`, which must agree with that instant.
+fn outcome(
+    r: Result<Timestamp, Refusal<'_>>,
+    gcra: &Gcra,
+    state: &GcraState,
+    now: u64,
+) -> Result<Outcome, TestCaseError> {
+    Ok(match r {
+        Err(d) if d.is_never() => Outcome::TooLarge,
+        Ok(full) => {
+            let s = gcra.snapshot(state, t(now));
+            prop_assert_eq!(
+                full,
+                t(now + s.reset_after_nanos()),
+                "an admission at {} answers when the state is full again",
+                now
+            );
+            allowed(s)
+        }
+        Err(d) => Outcome::Denied {
             retry_after: d.retry_after_nanos(),
             remaining: d.snapshot().remaining(),
             reset_after: d.snapshot().reset_after_nanos(),
         },
-    }
+    })
 }
 
 #[derive(Debug, Clone)]
@@ -279,7 +301,7 @@ proptest! {
             now = now.saturating_add_signed(dt);
             match op {
                 Op::Check(n) => {
-                    let got = outcome(gcra.check_n(&state, n, t(now)));
+                    let got = outcome(gcra.check_n(&state, n, t(now)), &gcra, &state, now)?;
                     let want = model.check(n, now);
                     prop_assert_eq!(got, want, "check_n({}) at {}", n, now);
                 }
@@ -288,16 +310,17 @@ proptest! {
                     model.refund(n, now);
                 }
                 Op::Peek => {
-                    let got = outcome(gcra.check_n(&state, 0, t(now)));
+                    let got = outcome(gcra.check_n(&state, 0, t(now)), &gcra, &state, now)?;
                     prop_assert_eq!(got, model.check(0, now));
                     let snap = gcra.snapshot(&state, t(now));
-                    prop_assert_eq!(outcome(Ok(Decision::Allowed(snap))), model.check(0, now));
+                    prop_assert_eq!(allowed(snap), model.check(0, now));
                 }
             }
             for n in [1, 2, quota.burst()] {
+                // Err only for a request that can never succeed
                 prop_assert_eq!(
-                    gcra.time_until_ready(&state, n, t(now)).ok(),
-                    model.time_until_ready(n, now).map(Duration::from_nanos)
+                    gcra.time_until_ready(&state, n, t(now)).map_err(|r| r.is_never()),
+                    model.time_until_ready(n, now).map(Duration::from_nanos).ok_or(true)
                 );
             }
         }
@@ -336,7 +359,7 @@ proptest! {
             let stale = if stale_max == 0 { 0 } else { stale % stale_max };
             let seen = true_now.saturating_sub(stale);
             let n = n.min(gcra.capacity());
-            if let Ok(Decision::Allowed(_)) = gcra.check_n(&state, n, t(seen)) {
+            if gcra.check_n(&state, n, t(seen)).is_ok() {
                 admitted.push((i128::from(true_now), i128::from(seen), i128::from(n)));
             }
         }
@@ -375,7 +398,12 @@ proptest! {
         for (dt, n) in ops {
             now += dt;
             let n = n.min(gcra.capacity());
-            let got = gcra.check_n(&state, n, t(now)).map(|d| d.is_allowed()).ok();
+            // None: can never succeed; Some(admitted) otherwise
+            let got = match gcra.check_n(&state, n, t(now)) {
+                Ok(_) => Some(true),
+                Err(r) if r.is_never() => None,
+                Err(_) => Some(false),
+            };
             let want = matches!(model.check(n, now), Outcome::Allowed { .. });
             prop_assert_eq!(got, Some(want));
         }
@@ -400,9 +428,15 @@ proptest! {
             let state = GcraState::new();
             for (&now, &n) in nows.iter().zip(ns.iter().cycle()) {
                 let now = t(now);
-                if let Ok(d) = gcra.check_n(&state, n, now) {
-                    let _ = d.snapshot().remaining();
-                    let _ = d.retry_after();
+                match gcra.check_n(&state, n, now) {
+                    Ok(full) => {
+                        let _ = full;
+                        let _ = gcra.snapshot(&state, now).remaining();
+                    }
+                    Err(d) => {
+                        let _ = d.snapshot().remaining();
+                        let _ = d.retry_after();
+                    }
                 }
                 gcra.refund(&state, n, now);
                 let _ = gcra.snapshot(&state, now).remaining();

@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use tollgate::keyed::ShardedKeyedTable;
-use tollgate::partitioned::{Partitioned, PartitionedLimiter, Refusal};
-use tollgate::{Bucket, Gcra, Quota, Snapshot, Timestamp};
+use tollgate::partitioned::{Partitioned, PartitionedLimiter};
+use tollgate::{Bucket, Gcra, Quota, Refusal, Snapshot, Timestamp};
 
 #[derive(Debug)]
 struct Job {
@@ -63,11 +63,12 @@ impl PartitionedLimiter<Job> for Credits {
         let mut balance = self.balance.lock().unwrap();
         let Some(left) = balance.get_mut(&job.tenant) else {
             let none = Snapshot::new(0, 0, Duration::ZERO);
-            return Err(Refusal::new("credits", "no_account", Duration::MAX, none));
+            // no account: no amount of credits can ever be spent
+            return Err(Refusal::never(n, none).by("credits", "no_account"));
         };
         if *left < n {
             let snapshot = Snapshot::new(u32::MAX, *left, TOP_UP);
-            return Err(Refusal::new("credits", "balance", TOP_UP, snapshot));
+            return Err(Refusal::new(TOP_UP, snapshot).by("credits", "balance"));
         }
         *left -= n;
         Ok(tollgate::partitioned::Admission {
@@ -138,7 +139,8 @@ fn a_user_limiter_then_a_builtin_one_refunds_the_users_credits_when_the_builtin_
         (r.stage(), r.limiter(), r.policy()),
         (0, "credits", "no_account")
     );
-    assert!(r.is_capacity_exceeded());
+    assert!(r.is_never());
+    assert_eq!(r.retry_after(), Duration::MAX);
 }
 
 #[test]

@@ -11,9 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tollgate::queue::{Queue, WaitError};
-use tollgate::{
-    Bucket, CapacityExceeded, Clock, Decision, Gcra, Limiter, Quota, Snapshot, Timestamp,
-};
+use tollgate::{Bucket, Clock, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
 
 /// The real bucket, recording the `now` of every admission it makes.
 struct Recorded {
@@ -25,12 +23,12 @@ impl Limiter for Recorded {
     fn capacity(&self) -> u32 {
         self.bucket.capacity()
     }
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
-        let d = self.bucket.check_n(n, now)?;
-        if d.is_allowed() && n > 0 {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
+        self.bucket.check_n(n, now)?;
+        if n > 0 {
             self.grants.lock().unwrap().push(now);
         }
-        Ok(d)
+        Ok(())
     }
     fn refund(&self, n: u32, now: Timestamp) {
         self.bucket.refund(n, now);
@@ -38,7 +36,7 @@ impl Limiter for Recorded {
     fn snapshot(&self, now: Timestamp) -> Snapshot {
         self.bucket.snapshot(now)
     }
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
         self.bucket.time_until_ready(n, now)
     }
     fn is_idle(&self, now: Timestamp) -> bool {

@@ -13,7 +13,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use tollgate::queue::Queue;
-use tollgate::{Bucket, CapacityExceeded, Decision, Gcra, Limiter, Quota, Snapshot, Timestamp};
+use tollgate::{Bucket, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
 
 /// A token bucket that panics on every check while `armed` is set.
 struct Panicky {
@@ -25,7 +25,7 @@ impl Limiter for Panicky {
     fn capacity(&self) -> u32 {
         self.inner.capacity()
     }
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
         assert!(!self.armed.load(Ordering::SeqCst), "the limiter panics");
         self.inner.check_n(n, now)
     }
@@ -35,7 +35,7 @@ impl Limiter for Panicky {
     fn snapshot(&self, now: Timestamp) -> Snapshot {
         self.inner.snapshot(now)
     }
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
         self.inner.time_until_ready(n, now)
     }
     fn is_idle(&self, now: Timestamp) -> bool {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use support::RedisServer;
 use tollgate::redis::{RedisConfig, RedisStore, StoreError};
-use tollgate::{Decision, Denied, Quota, Snapshot};
+use tollgate::{Quota, Refusal, Snapshot};
 
 fn server() -> &'static RedisServer {
     static SERVER: OnceLock<RedisServer> = OnceLock::new();
@@ -60,20 +60,20 @@ impl Model {
         Snapshot::new(self.limit, self.limit - count, Duration::from_nanos(reset))
     }
 
-    fn check(&mut self, n: u32, now: u64) -> Option<Decision> {
+    fn check(&mut self, n: u32, now: u64) -> Option<Result<Snapshot, Refusal<'static>>> {
         if n > self.limit {
             return None;
         }
         let (index, count) = self.effective(now);
         if count + n > self.limit {
             let until_end = (index + 1) * self.window - now;
-            return Some(Decision::Denied(Denied::new(
+            return Some(Err(Refusal::new(
                 Duration::from_nanos(until_end),
                 self.snapshot(index, count, now),
             )));
         }
         (self.index, self.count) = (index, count + n);
-        Some(Decision::Allowed(self.snapshot(index, count + n, now)))
+        Some(Ok(self.snapshot(index, count + n, now)))
     }
 
     fn refund(&mut self, n: u32, now: u64) -> Snapshot {
@@ -112,7 +112,7 @@ async fn run_case(limit: u32, window_us: u64, ops: Vec<Op>) -> Result<(), TestCa
             Op::Check(n) => match store.try_check_n(b"k", n).await {
                 Ok(reply) => {
                     let expected = model.check(n, reply.server_time_nanos);
-                    prop_assert_eq!(Some(reply.decision), expected, "check {}", n);
+                    prop_assert_eq!(Some(reply.result), expected, "check {}", n);
                 }
                 Err(StoreError::Capacity(_)) => prop_assert!(n > limit),
                 Err(e) => panic!("store failed: {e}"),
@@ -120,7 +120,11 @@ async fn run_case(limit: u32, window_us: u64, ops: Vec<Op>) -> Result<(), TestCa
             Op::Refund(n) => {
                 let reply = store.refund(b"k", n).await.expect("refund");
                 let expected = model.refund(n, reply.server_time_nanos);
-                prop_assert_eq!(*reply.decision.snapshot(), expected, "refund {}", n);
+                let snapshot = match reply.result {
+                    Ok(s) => s,
+                    Err(r) => *r.snapshot(),
+                };
+                prop_assert_eq!(snapshot, expected, "refund {}", n);
             }
             // Kept real sleep: a pause lets the server's clock run; every
             // reply is compared at the server time it reports, so how long

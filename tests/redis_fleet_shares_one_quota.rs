@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use support::RedisServer;
 use tollgate::redis::{RedisConfig, RedisStore};
 use tollgate::remote::DecisionSource;
-use tollgate::{Bucket, BucketKind, Decision, Gcra, Limiter, Quota, Timestamp};
+use tollgate::{Bucket, BucketKind, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
 
 const REPLICAS: usize = 4;
 const TASKS_PER_REPLICA: usize = 8;
@@ -39,9 +39,21 @@ fn server_time_nanos(server: &RedisServer) -> u64 {
     s * 1_000_000_000 + us * 1_000
 }
 
+/// A store's verdict: the snapshot after an admission, or the refusal.
+type Verdict = Result<Snapshot, Refusal<'static>>;
+
+/// The limiter's state a verdict reports: after the admission, or at the
+/// refusal.
+fn snapshot_of(d: &Verdict) -> &Snapshot {
+    match d {
+        Ok(s) => s,
+        Err(r) => r.snapshot(),
+    }
+}
+
 struct Fleet {
     /// Every decision, with the server time its script ran at.
-    decisions: Vec<(u64, Decision)>,
+    decisions: Vec<(u64, Verdict)>,
     /// Server time before the first task started and after the last one
     /// stopped.
     start: u64,
@@ -69,10 +81,7 @@ async fn hammer(server: &RedisServer, kind: BucketKind, quota: Quota) -> Fleet {
         ));
     }
     for s in &stores {
-        assert_eq!(
-            s.check_n(b"other", 0).await.unwrap().source(),
-            DecisionSource::Store
-        );
+        assert_eq!(s.check_n(b"other", 0).await.source(), DecisionSource::Store);
     }
     let start = server_time_nanos(server);
     let deadline = Instant::now() + RUN;
@@ -89,8 +98,8 @@ async fn hammer(server: &RedisServer, kind: BucketKind, quota: Quota) -> Fleet {
                         .try_check_n(b"shared", 1)
                         .await
                         .expect("the store answers within its timeout");
-                    let allowed = reply.decision.is_allowed();
-                    seen.push((reply.server_time_nanos, reply.decision));
+                    let allowed = reply.result.is_ok();
+                    seen.push((reply.server_time_nanos, reply.result));
                     if !allowed {
                         tokio::task::yield_now().await;
                     }
@@ -122,8 +131,8 @@ fn replay(kind: BucketKind, quota: Quota, fleet: &mut Fleet) -> (u64, u64) {
     fleet.decisions.sort_by_key(|(at, d)| {
         (
             *at,
-            d.is_denied(),
-            std::cmp::Reverse(d.snapshot().remaining()),
+            d.is_err(),
+            std::cmp::Reverse(snapshot_of(d).remaining()),
         )
     });
     let bucket = Bucket::new(Gcra::new(kind, quota));
@@ -134,17 +143,22 @@ fn replay(kind: BucketKind, quota: Quota, fleet: &mut Fleet) -> (u64, u64) {
         // a TAT at or before `now` is a full bucket: since then, nobody
         // asked
         let full_since = bucket.state().tat(bucket.algorithm()).max(start);
-        if decision.is_allowed() && full_since < now {
+        if decision.is_ok() && full_since < now {
             idle += (now - full_since).as_nanos() as u64;
         }
-        let expected = bucket.check_n(1, now).unwrap();
+        // one bucket's verdict: on an admission, its state right after
+        let expected = bucket.check_n(1, now).map(|()| bucket.snapshot(now));
+        assert!(
+            !expected.is_err_and(|r| r.is_never()),
+            "one permit always fits the bucket"
+        );
         assert_eq!(
             *decision,
             expected,
             "decision {i} of {} (at {at} ns) differs from one bucket's",
             fleet.decisions.len()
         );
-        admitted += u64::from(decision.is_allowed());
+        admitted += u64::from(decision.is_ok());
     }
     (admitted, idle)
 }
@@ -168,7 +182,7 @@ fn check(kind: BucketKind, quota: Quota, mut fleet: Fleet) {
     assert!(admitted <= bound, "admitted {admitted}, at most {bound}");
     // the fleet did contend: the limit was hit and the bucket refilled
     assert!(
-        fleet.decisions.iter().any(|(_, d)| d.is_denied()),
+        fleet.decisions.iter().any(|(_, d)| d.is_err()),
         "never refused: the test did not reach the limit"
     );
     assert!(admitted > capacity, "admitted {admitted}: no refill seen");

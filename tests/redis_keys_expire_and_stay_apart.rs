@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use redis::Connection;
 use support::RedisServer;
-use tollgate::redis::{RedisConfig, RedisStore};
+use tollgate::redis::{RedisConfig, RedisStore, StoreReply};
 use tollgate::remote::DecisionSource;
-use tollgate::Quota;
+use tollgate::{Quota, Snapshot};
 
 fn exists(admin: &mut Connection, key: &[u8]) -> bool {
     redis::cmd("EXISTS").arg(key).query::<i64>(admin).unwrap() == 1
@@ -19,6 +19,14 @@ fn exists(admin: &mut Connection, key: &[u8]) -> bool {
 
 fn pttl(admin: &mut Connection, key: &[u8]) -> i64 {
     redis::cmd("PTTL").arg(key).query(admin).unwrap()
+}
+
+/// The state a store reply reports: after the admission, or at the refusal.
+fn snapshot_of(reply: &StoreReply) -> Snapshot {
+    match reply.result {
+        Ok(s) => s,
+        Err(r) => *r.snapshot(),
+    }
 }
 
 fn server_time_nanos(admin: &mut Connection) -> u64 {
@@ -58,11 +66,9 @@ async fn bucket_key_expires_when_the_bucket_has_refilled() {
                 .query::<i64>(&mut admin)
                 .unwrap();
             let reply = store.try_check_n(b"idle", 2).await.unwrap();
-            assert!(reply.decision.is_allowed());
+            assert!(reply.result.is_ok());
             // the lead at the check, in ms rounded up
-            let lead_ms = reply
-                .decision
-                .snapshot()
+            let lead_ms = snapshot_of(&reply)
                 .reset_after()
                 .as_nanos()
                 .div_ceil(1_000_000) as i64;
@@ -109,12 +115,12 @@ async fn refunding_everything_deletes_the_key() {
     )
     .await
     .unwrap();
-    assert!(store.check_n(b"k", 3).await.unwrap().is_allowed());
+    assert!(store.check_n(b"k", 3).await.is_ok());
     assert!(exists(&mut admin, &store.redis_key(b"k")));
     let after = store.refund(b"k", 2).await.unwrap();
-    assert_eq!(after.decision.snapshot().remaining(), 3);
+    assert_eq!(snapshot_of(&after).remaining(), 3);
     let after = store.refund(b"k", 10).await.unwrap(); // never above the burst
-    assert_eq!(after.decision.snapshot().remaining(), 4);
+    assert_eq!(snapshot_of(&after).remaining(), 4);
     assert!(!exists(&mut admin, &store.redis_key(b"k")));
 }
 
@@ -135,7 +141,7 @@ async fn window_counter_always_expires_with_its_window() {
     let mut last_ttl = -2;
     for _ in 0..5 {
         let reply = store.try_check_n(b"w", 1).await.unwrap();
-        let until_end = reply.decision.snapshot().reset_after();
+        let until_end = snapshot_of(&reply).reset_after();
         assert!(until_end <= Duration::from_millis(300));
         // every write leaves an expiry no later than the window's end
         let ttl = pttl(&mut admin, &key);
@@ -164,7 +170,7 @@ async fn window_counter_always_expires_with_its_window() {
     }
     assert!(!exists(&mut admin, &key), "gone once its window ended");
     let d = store.check(b"w").await;
-    assert!(d.is_allowed(), "a new window");
+    assert!(d.is_ok(), "a new window");
     // refunding everything deletes the counter
     let _ = store.refund(b"w", 3).await.unwrap();
     assert!(!exists(&mut admin, &key));
@@ -223,8 +229,8 @@ async fn hostile_and_binary_keys_neither_break_the_script_nor_collide() {
             "key {:?}",
             String::from_utf8_lossy(key)
         );
-        assert!(first.is_allowed(), "each key has its own fresh bucket");
-        assert!(store.check(key).await.is_denied());
+        assert!(first.is_ok(), "each key has its own fresh bucket");
+        assert!(store.check(key).await.is_err());
         assert!(exists(&mut admin, &store.redis_key(key)));
     }
     // exactly one Redis key per caller key, all under the namespace
@@ -235,7 +241,7 @@ async fn hostile_and_binary_keys_neither_break_the_script_nor_collide() {
     }
     // another namespace sees fresh buckets for the very same keys
     for key in &keys {
-        assert!(other_namespace.check(key).await.is_allowed());
+        assert!(other_namespace.check(key).await.is_ok());
     }
     let tagged: Vec<Vec<u8>> = redis::cmd("KEYS")
         .arg("ns2:{t}*")

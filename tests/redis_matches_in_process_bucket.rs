@@ -20,8 +20,22 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use support::RedisServer;
-use tollgate::redis::{RedisConfig, RedisStore, StoreError};
-use tollgate::{Bucket, BucketKind, Gcra, Limiter, Quota, Timestamp};
+use tollgate::redis::{RedisConfig, RedisStore, StoreError, StoreReply};
+use tollgate::{Bucket, BucketKind, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
+
+/// The in-process bucket's verdict on `n` permits at `now`, as a store
+/// reports it: the snapshot right after an admission, or the refusal.
+fn verdict(local: &Bucket<Gcra>, n: u32, now: Timestamp) -> Result<Snapshot, Refusal<'static>> {
+    local.check_n(n, now).map(|()| local.snapshot(now))
+}
+
+/// The state a store reply reports: after the admission, or at the refusal.
+fn snapshot_of(reply: &StoreReply) -> Snapshot {
+    match reply.result {
+        Ok(s) => s,
+        Err(r) => *r.snapshot(),
+    }
+}
 
 fn server() -> &'static RedisServer {
     static SERVER: OnceLock<RedisServer> = OnceLock::new();
@@ -93,11 +107,20 @@ async fn run_case(kind: BucketKind, quota: Quota, ops: Vec<Op>) -> Result<(), Te
             Op::Check(n) => match store.try_check_n(key, n).await {
                 Ok(reply) => {
                     let now = Timestamp::from_nanos(reply.server_time_nanos);
-                    let expected = local.check_n(n, now);
-                    prop_assert_eq!(Ok(reply.decision), expected, "check {} at {}", n, now);
+                    let expected = verdict(&local, n, now);
+                    prop_assert_eq!(reply.result, expected, "check {} at {}", n, now);
                 }
                 Err(StoreError::Capacity(e)) => {
-                    prop_assert_eq!(Err(e), local.check_n(n, Timestamp::ZERO));
+                    // the same request can never succeed in-process either:
+                    // the same permits asked, the same limit
+                    let local = local.check_n(n, Timestamp::ZERO);
+                    prop_assert!(e.is_never(), "{:?}", e);
+                    prop_assert!(local.is_err_and(|r| r.is_never()), "{:?}", local);
+                    let local = local.unwrap_err();
+                    prop_assert_eq!(
+                        (e.requested(), e.limit()),
+                        (local.requested(), local.limit())
+                    );
                 }
                 Err(e) => panic!("store failed: {e}"),
             },
@@ -105,12 +128,7 @@ async fn run_case(kind: BucketKind, quota: Quota, ops: Vec<Op>) -> Result<(), Te
                 let reply = store.refund(key, n).await.expect("refund");
                 let now = Timestamp::from_nanos(reply.server_time_nanos);
                 local.refund(n, now);
-                prop_assert_eq!(
-                    *reply.decision.snapshot(),
-                    local.snapshot(now),
-                    "refund {}",
-                    n
-                );
+                prop_assert_eq!(snapshot_of(&reply), local.snapshot(now), "refund {}", n);
             }
             // Kept real sleep: a pause lets the server's clock run; every
             // reply is compared at the server time it reports, so how long
@@ -163,12 +181,12 @@ fn time_until_ready_and_snapshot_match_in_process() {
             Duration::ZERO
         );
         let reply = store.try_check_n(b"k", 3).await.unwrap();
-        assert!(reply.decision.is_allowed());
-        assert_eq!(reply.decision.snapshot().remaining(), 1);
+        assert!(reply.result.is_ok());
+        assert_eq!(reply.result.unwrap().remaining(), 1);
         // the same check in-process, at the server's time
         let local = Bucket::new(Gcra::token_bucket(quota));
         let taken_at = Timestamp::from_nanos(reply.server_time_nanos);
-        assert_eq!(Ok(reply.decision), local.check_n(3, taken_at));
+        assert_eq!(reply.result, verdict(&local, 3, taken_at));
         // 3 taken: 4 permits need the 3 intervals back, minus the time
         // elapsed since on the server's clock (bracketed by a peek after the
         // call, so a stalled machine cannot fail it)
@@ -182,7 +200,7 @@ fn time_until_ready_and_snapshot_match_in_process() {
         // the snapshot lies between the in-process bucket's just before and
         // just after it was taken
         let before = local.snapshot(Timestamp::from_nanos(peek.server_time_nanos));
-        assert_eq!(*peek.decision.snapshot(), before);
+        assert_eq!(snapshot_of(&peek), before);
         let snap = store.snapshot(b"k").await.unwrap();
         let peek = store.try_check_n(b"k", 0).await.unwrap();
         let after = local.snapshot(Timestamp::from_nanos(peek.server_time_nanos));
@@ -230,14 +248,14 @@ fn server_clock_going_back_heals_like_in_process() {
                 .unwrap();
             // the same TAT in-process: a fresh bucket admitting at `ahead − T`
             let local = Bucket::new(gcra);
-            assert!(local.check_n(1, ahead - interval).unwrap().is_allowed());
+            assert!(local.check_n(1, ahead - interval).is_ok());
             assert_eq!(local.state().tat(local.algorithm()), ahead);
 
             let reply = store.try_check_n(b"k", 1).await.unwrap();
             let now = Timestamp::from_nanos(reply.server_time_nanos);
-            let expected = local.check_n(1, now).unwrap();
-            assert_eq!(reply.decision, expected, "{kind:?}");
-            assert!(reply.decision.is_denied(), "a heal never grants extra");
+            let expected = verdict(&local, 1, now);
+            assert_eq!(reply.result, expected, "{kind:?}");
+            assert!(reply.result.is_err(), "a heal never grants extra");
             let ttl: i64 = redis::cmd("PTTL")
                 .arg(store.redis_key(b"k"))
                 .query(&mut admin)
@@ -248,15 +266,13 @@ fn server_clock_going_back_heals_like_in_process() {
             // clock; sleeping at least `retry_after` (+2 ms for the two
             // clocks' rates) is sound however late it ends, and the reply
             // is compared at the server time it reports.
-            tokio::time::sleep(reply.decision.retry_after() + Duration::from_millis(2)).await;
+            let retry_after = reply.result.unwrap_err().retry_after();
+            tokio::time::sleep(retry_after + Duration::from_millis(2)).await;
             let reply = store.try_check_n(b"k", 1).await.unwrap();
             let now = Timestamp::from_nanos(reply.server_time_nanos);
-            let expected = local.check_n(1, now).unwrap();
-            assert_eq!(reply.decision, expected);
-            assert!(
-                reply.decision.is_allowed(),
-                "service resumes one interval later"
-            );
+            let expected = verdict(&local, 1, now);
+            assert_eq!(reply.result, expected);
+            assert!(reply.result.is_ok(), "service resumes one interval later");
         }
     });
 }

@@ -68,18 +68,18 @@ async fn a_refused_key_costs_no_round_trip_until_retry_after() {
     )
     .await
     .unwrap();
-    assert!(store.check(b"attacker").await.is_allowed());
+    assert!(store.check(b"attacker").await.is_ok());
     let refused = store.check(b"attacker").await;
-    assert!(refused.is_denied());
+    assert!(refused.is_err());
     assert_eq!(refused.source(), DecisionSource::Store);
 
     let before = server.command_calls();
-    let mut last_retry = refused.decision().retry_after();
+    let mut last_retry = refused.result().unwrap_err().retry_after();
     for _ in 0..1000 {
         let d = store.check(b"attacker").await;
-        assert!(d.is_denied());
+        assert!(d.is_err());
         assert_eq!(d.source(), DecisionSource::RefusalCache);
-        let retry = d.decision().retry_after();
+        let retry = d.result().unwrap_err().retry_after();
         assert!(retry <= last_retry, "the cached wait counts down");
         last_retry = retry;
     }
@@ -89,7 +89,7 @@ async fn a_refused_key_costs_no_round_trip_until_retry_after() {
         DecisionSource::Store
     );
     assert_eq!(
-        store.check_n(b"attacker", 0).await.unwrap().source(),
+        store.check_n(b"attacker", 0).await.source(),
         DecisionSource::Store
     );
     let after = server.command_calls();
@@ -106,7 +106,7 @@ async fn a_refused_key_costs_no_round_trip_until_retry_after() {
     tokio::time::sleep(last_retry + Duration::from_millis(5)).await;
     let d = store.check(b"attacker").await;
     assert_eq!(d.source(), DecisionSource::Store);
-    assert!(d.is_allowed());
+    assert!(d.is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -125,7 +125,7 @@ async fn without_the_cache_every_refusal_asks_the_store() {
     let before = server.command_calls();
     for _ in 0..50 {
         let d = store.check(b"k").await;
-        assert!(d.is_denied());
+        assert!(d.is_err());
         assert_eq!(d.source(), DecisionSource::Store);
     }
     assert_eq!(

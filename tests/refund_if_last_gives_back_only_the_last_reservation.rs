@@ -13,7 +13,8 @@ use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter, LockFreeGcraTable, Shard
 use tollgate::{Algorithm, Gcra, GcraState, Quota, Snapshot, Timestamp};
 
 /// A reservation: what identifies it for `refund_if_last` (when its
-/// admission left the bucket full).
+/// admission left the bucket full): `now` plus the `reset_after` of the
+/// snapshot right after it, which an admission answers with.
 fn full_at(now: Timestamp, after: &Snapshot) -> Timestamp {
     Timestamp::from_nanos(now.as_nanos() + after.reset_after_nanos())
 }
@@ -38,9 +39,11 @@ struct Bare(Gcra, GcraState);
 
 impl Line for Bare {
     fn reserve(&self, now: Timestamp) -> Timestamp {
-        let d = self.0.check_n(&self.1, 1, now).unwrap();
-        assert!(d.is_allowed());
-        full_at(now, d.snapshot())
+        let d = self.0.check_n(&self.1, 1, now);
+        assert!(d.is_ok(), "{d:?}");
+        let reserved = d.unwrap();
+        assert_eq!(reserved, full_at(now, &self.snapshot(now)));
+        reserved
     }
     fn give_back(&self, full_at: Timestamp, now: Timestamp) -> bool {
         self.0.refund_if_last(&self.1, 1, full_at, now)
@@ -54,9 +57,11 @@ struct Keyed<T>(T);
 
 impl<T: KeyedLimiter<u64>> Line for Keyed<T> {
     fn reserve(&self, now: Timestamp) -> Timestamp {
-        let d = self.0.check_n(&7, 1, now).unwrap();
-        assert!(d.is_allowed());
-        full_at(now, d.decision().snapshot())
+        let d = self.0.check_n(&7, 1, now);
+        assert!(d.is_ok(), "{d:?}");
+        let reserved = d.unwrap();
+        assert_eq!(reserved, full_at(now, &self.snapshot(now)));
+        reserved
     }
     fn give_back(&self, full_at: Timestamp, now: Timestamp) -> bool {
         self.0.refund_if_last(&7, 1, full_at, now)

@@ -18,7 +18,7 @@ use support::RedisServer;
 use tollgate::keyed::{HeaplessKeyedTable, LockFreeGcraTable, ShardedKeyedTable};
 use tollgate::redis::{RedisConfig, RedisStore};
 use tollgate::remote::{AsyncKeyedLimiter, DecisionSource};
-use tollgate::{CapacityExceeded, ConfigError, Gcra, KeyedRateLimiter, ManualClock, Quota};
+use tollgate::{ConfigError, Gcra, KeyedRateLimiter, ManualClock, Quota};
 
 /// 2 permits per hour, bursts of 2: a key that took 2 stays refused for
 /// the length of a test, on any clock.
@@ -35,25 +35,25 @@ where
     L: AsyncKeyedLimiter<K>,
 {
     assert_eq!(limiter.capacity(), 2);
-    let first = limiter.check_n(spent, 2).await.unwrap();
-    assert!(first.is_allowed());
+    let first = limiter.check_n(spent, 2).await;
+    assert!(first.is_ok());
     assert_eq!(first.source(), source);
-    assert_eq!(first.decision().snapshot().remaining(), 0);
-    let refused = limiter.check_n(spent, 1).await.unwrap();
-    assert!(refused.is_denied(), "the spent key is refused");
+    assert_eq!(first.result().unwrap().remaining(), 0);
+    let refused = limiter.check_n(spent, 1).await;
+    assert!(refused.is_err(), "the spent key is refused");
+    assert!(!refused.result().unwrap_err().is_never(), "but not forever");
     assert_eq!(refused.source(), source);
     // A peek takes nothing, on either key.
-    assert!(limiter.check_n(fresh, 0).await.unwrap().is_allowed());
-    let other = limiter.check_n(fresh, 1).await.unwrap();
-    assert!(other.is_allowed(), "another key has its own budget");
-    assert_eq!(other.decision().snapshot().remaining(), 1);
-    assert_eq!(
-        limiter.check_n(fresh, 3).await.unwrap_err(),
-        CapacityExceeded::new(3, 2)
-    );
+    assert!(limiter.check_n(fresh, 0).await.is_ok());
+    let other = limiter.check_n(fresh, 1).await;
+    assert!(other.is_ok(), "another key has its own budget");
+    assert_eq!(other.result().unwrap().remaining(), 1);
+    let never = limiter.check_n(fresh, 3).await.into_result().unwrap_err();
+    assert!(never.is_never(), "{never:?}");
+    assert_eq!((never.requested(), never.limit()), (3, 2));
     limiter.refund(spent, 1).await;
-    assert!(limiter.check_n(spent, 1).await.unwrap().is_allowed());
-    assert!(limiter.check_n(spent, 1).await.unwrap().is_denied());
+    assert!(limiter.check_n(spent, 1).await.is_ok());
+    assert!(limiter.check_n(spent, 1).await.is_err());
 }
 
 #[tokio::test]
@@ -91,8 +91,7 @@ async fn every_keyed_table_is_an_async_keyed_limiter_answering_per_key() -> Resu
     // The tables read the clock they were paired with: half an hour later
     // (one interval) each spent key has one permit back.
     clock.advance(Duration::from_secs(30 * 60));
-    let back =
-        |d: Result<tollgate::remote::RemoteDecision, CapacityExceeded>| d.unwrap().is_allowed();
+    let back = |d: tollgate::remote::RemoteDecision| d.is_ok();
     assert!(back(sharded.check_n(&"client-a".to_owned(), 1).await));
     assert!(back(lock_free.check_n(&7, 1).await));
     assert!(back(heapless.check_n(&7, 1).await));
@@ -101,10 +100,8 @@ async fn every_keyed_table_is_an_async_keyed_limiter_answering_per_key() -> Resu
 
 /// The one generic function both backends go through.
 async fn admit<L: AsyncKeyedLimiter<String>>(limiter: &L, key: &str) -> bool {
-    match limiter.check_n(&key.to_owned(), 1).await {
-        Ok(d) => d.is_allowed(),
-        Err(_) => false, // can never succeed
-    }
+    // refused, or can never succeed: not admitted
+    limiter.check_n(&key.to_owned(), 1).await.is_ok()
 }
 
 /// Which admissions of `keys`, in order, `admit` grants.
@@ -139,9 +136,12 @@ async fn the_redis_store_and_a_keyed_rate_limiter_share_one_generic_async_functi
     // The same decisions, from where each backend keeps its buckets.
     let key = "b".to_owned();
     let from_store = AsyncKeyedLimiter::<String>::check_n(&store, &key, 1).await;
-    assert_eq!(from_store.unwrap().source(), DecisionSource::Store);
+    assert_eq!(from_store.source(), DecisionSource::Store);
     let from_table = local.check_n(&key, 1).await;
-    assert_eq!(from_table.unwrap().source(), DecisionSource::Local);
+    assert_eq!(from_table.source(), DecisionSource::Local);
+    for d in [from_store, from_table] {
+        assert!(!d.result().is_err_and(|r| r.is_never()), "{d:?}");
+    }
     // Redis really holds the two keys.
     let mut admin = server.admin();
     for key in ["a", "b"] {

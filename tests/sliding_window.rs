@@ -5,8 +5,8 @@ use core::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::{
-    Algorithm, Bucket, Clock, ConfigError, Decision, FixedWindow, Limiter, ManualClock, Quota,
-    SlidingWindow, Timestamp,
+    Algorithm, Bucket, Clock, ConfigError, FixedWindow, Limiter, ManualClock, Quota, SlidingWindow,
+    Timestamp,
 };
 
 fn t(ns: u64) -> Timestamp {
@@ -145,15 +145,20 @@ fn run<const S: usize>(
             Op::Check(n) => {
                 let got = limiter.check_n(n, t(now));
                 if n > limit {
-                    prop_assert_eq!(got.unwrap_err().capacity, limit);
+                    let e = got.unwrap_err();
+                    prop_assert!(e.is_never());
+                    prop_assert_eq!(e.limit(), limit);
                     continue;
                 }
-                match (got.unwrap(), model.check(n as u64, now)) {
-                    (Decision::Allowed(s), Ok(remaining)) => {
+                match (got, model.check(n as u64, now)) {
+                    (Ok(()), Ok(remaining)) => {
+                        // the state right after the admission
+                        let s = limiter.snapshot(t(now));
                         prop_assert_eq!(s.remaining() as u64, remaining);
                         prop_assert_eq!(s.reset_after_nanos(), model.reset(now));
                     }
-                    (Decision::Denied(d), Err(retry)) => {
+                    (Err(d), Err(retry)) => {
+                        prop_assert!(!d.is_never());
                         prop_assert_eq!(d.retry_after_nanos(), retry);
                         prop_assert!(retry <= window);
                     }
@@ -167,7 +172,7 @@ fn run<const S: usize>(
             Op::Ready(n) => {
                 let got = limiter.time_until_ready(n, t(now));
                 if n > limit {
-                    prop_assert!(got.is_err());
+                    prop_assert!(got.unwrap_err().is_never());
                 } else {
                     prop_assert_eq!(
                         got.unwrap(),
@@ -224,6 +229,8 @@ proptest! {
         for (dt, n) in times {
             now += dt;
             prop_assert_eq!(sliding.check_n(n, t(now)), fixed.check_n(n, t(now)));
+            // and the same state after it (an admission no longer carries it)
+            prop_assert_eq!(sliding.snapshot(t(now)), fixed.snapshot(t(now)));
         }
     }
 
@@ -243,9 +250,9 @@ proptest! {
         for (now, n) in steps {
             let now = t(now);
             match limiter.check_n(n, now) {
-                Ok(Decision::Denied(d)) => prop_assert!(d.retry_after_nanos() >= 1),
-                Ok(Decision::Allowed(s)) => prop_assert!(s.remaining() <= limit),
-                Err(e) => prop_assert!(e.requested > limit),
+                Err(e) if e.is_never() => prop_assert!(e.requested() > limit),
+                Err(d) => prop_assert!(d.retry_after_nanos() >= 1),
+                Ok(()) => prop_assert!(limiter.snapshot(now).remaining() <= limit),
             }
             limiter.refund(n / 2, now);
             let _ = limiter.time_until_ready(n, now);
@@ -258,23 +265,15 @@ proptest! {
 fn a_permit_counts_until_its_segment_leaves_the_window() {
     // 3 per 300 ns in 3 segments of 100 ns
     let limiter = Bucket::new(sliding::<3>(3, 300).unwrap());
-    assert!(limiter.check(t(50)).is_allowed()); // segment 0
-    assert!(limiter.check_n(2, t(250)).unwrap().is_allowed()); // segment 2
+    assert!(limiter.check(t(50)).is_ok()); // segment 0
+    assert!(limiter.check_n(2, t(250)).is_ok()); // segment 2
 
     // at 299 the window (segments 0..=2) is full; segment 0 leaves at 300
-    assert_eq!(
-        limiter.check(t(299)).denied().unwrap().retry_after_nanos(),
-        1
-    );
-    assert!(limiter.check(t(300)).is_allowed());
+    assert_eq!(limiter.check(t(299)).unwrap_err().retry_after_nanos(), 1);
+    assert!(limiter.check(t(300)).is_ok());
     // 2 more need segment 2 to leave, at 500
     assert_eq!(
-        limiter
-            .check_n(2, t(320))
-            .unwrap()
-            .denied()
-            .unwrap()
-            .retry_after_nanos(),
+        limiter.check_n(2, t(320)).unwrap_err().retry_after_nanos(),
         180
     );
 }
@@ -324,7 +323,7 @@ fn concurrent_checks_never_exceed_the_limit() {
             s.spawn(move || {
                 for i in 0..2_000u64 {
                     let now = Timestamp::from_nanos((i * 7 + t * 13) % 4_000);
-                    if limiter.check(now).is_allowed() {
+                    if limiter.check(now).is_ok() {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }
                     if i % 50 == 0 {

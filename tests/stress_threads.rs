@@ -1,8 +1,9 @@
 //! Many threads on one bucket with the real clock: the safety invariant
 //! holds under contention.
 //!
-//! Each admission's snapshot gives the bucket's new theoretical arrival
-//! time (`now + reset_after`), which strictly increases from one admission
+//! Each admission (`Algorithm::check_n`) answers the bucket's new
+//! theoretical arrival time (the instant it is full again, `now +
+//! reset_after`), which strictly increases from one admission
 //! to the next, so sorting by it recovers the order in which the atomic
 //! updates happened. In that order, for admissions i ≤ j, GCRA promises
 //! `Σ n · T ≤ (now_j − now_i) + capacity · T`: checked for every pair in
@@ -18,7 +19,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tollgate::{Bucket, Clock, Decision, Gcra, Limiter, Quota, StdClock};
+use tollgate::{Algorithm, Bucket, Clock, Gcra, Limiter, Quota, StdClock};
 
 struct Admission {
     now: u64,
@@ -90,11 +91,11 @@ fn hammer(bucket: Arc<Bucket<Gcra>>, threads: usize, run: Duration) -> (Vec<Admi
                         pauses.push((last, now.as_nanos()));
                     }
                     last = now.as_nanos();
-                    if let Ok(Decision::Allowed(s)) = bucket.check_n(n, now) {
-                        let now = now.as_nanos();
+                    // the bucket's own check, answering the new TAT (full again)
+                    if let Ok(full) = bucket.algorithm().check_n(bucket.state(), n, now) {
                         mine.push(Admission {
-                            now,
-                            tat: now + s.reset_after_nanos(),
+                            now: now.as_nanos(),
+                            tat: full.as_nanos(),
                             n,
                         });
                     }

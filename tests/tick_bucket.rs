@@ -10,8 +10,8 @@ use proptest::prelude::*;
 use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter, KeyedPath};
 use tollgate::tick::{TickDecision, TickGcra, TickState, MAX_SPAN_TICKS};
 use tollgate::{
-    valid, Algorithm, Bucket, BucketKind, Chain, ConfigError, Decision, Gcra, GcraState,
-    Inheritance, Limiter, LockFreedom, Quota, Timestamp, WithStats,
+    valid, Algorithm, Bucket, BucketKind, Chain, ConfigError, Gcra, GcraState, Inheritance,
+    Limiter, LockFreedom, Quota, Refusal, Snapshot, Timestamp, WithStats,
 };
 
 const GHZ: u32 = 1_000_000_000;
@@ -87,9 +87,13 @@ proptest! {
                     let got = tick.check_n_ticks(&ts, n, tick_now);
                     let want = gcra.check_n(&gs, n, t(at));
                     match (got, want) {
-                        (Err(a), Err(b)) => prop_assert_eq!(a, b),
-                        (Ok(TickDecision::Allowed), Ok(Decision::Allowed(_))) => {}
-                        (Ok(TickDecision::Denied { retry_after }), Ok(Decision::Denied(d))) => {
+                        // both: can never succeed
+                        (Err(a), Err(b)) if b.is_never() => {
+                            prop_assert!(a.is_never());
+                            prop_assert_eq!((a.requested(), a.limit()), (b.requested(), b.limit()));
+                        }
+                        (Ok(TickDecision::Allowed), Ok(_)) => {}
+                        (Ok(TickDecision::Denied { retry_after }), Err(d)) if !d.is_never() => {
                             prop_assert_eq!(u64::from(retry_after), d.retry_after_nanos());
                         }
                         (a, b) => prop_assert!(false, "tick {:?} vs gcra {:?}", a, b),
@@ -135,8 +139,9 @@ proptest! {
                 Op::Advance(d) => now += d,
                 Op::Stale(_) => {}
                 Op::Check(n) => {
-                    let (got, want) = (tick.check_n(&ts, n, t(now)), gcra.check_n(&gs, n, t(now)));
-                    prop_assert_eq!(got.map(facts), want.map(facts));
+                    let got = facts(tick.check_n(&ts, n, t(now)), || tick.snapshot(&ts, t(now)));
+                    let want = facts(gcra.check_n(&gs, n, t(now)), || gcra.snapshot(&gs, t(now)));
+                    prop_assert_eq!(got, want);
                 }
                 Op::Refund(n) => {
                     tick.refund(&ts, n, t(now));
@@ -217,9 +222,12 @@ proptest! {
             let now = t(ns_of(k));
             prop_assert_eq!(gcra.tick_of(now), k as u32);
             let want = gcra.check_ticks(&by_tick, k as u32);
-            let got = gcra.check_n(&by_ts, 1, now).unwrap();
-            prop_assert_eq!(got.is_allowed(), want.is_allowed());
-            if let (Decision::Denied(d), TickDecision::Denied { retry_after }) = (got, want) {
+            let got = gcra.check_n(&by_ts, 1, now);
+            if let Err(d) = got {
+                prop_assert!(!d.is_never());
+            }
+            prop_assert_eq!(got.is_ok(), want.is_allowed());
+            if let (Err(d), TickDecision::Denied { retry_after }) = (got, want) {
                 let due = now + d.retry_after();
                 prop_assert_eq!(u64::from(gcra.tick_of(due)), (k + u64::from(retry_after)) & 0xFFFF_FFFF);
                 prop_assert_eq!(
@@ -262,14 +270,21 @@ proptest! {
     }
 }
 
-/// What a decision says: allowed, `retry_after`, and its snapshot's facts
-/// (the raw fields behind `remaining` are scaled differently).
-fn facts(d: Decision) -> (bool, Duration, (u32, u32, Duration)) {
-    (
-        d.is_allowed(),
-        d.retry_after(),
-        snapshot_facts(*d.snapshot()),
-    )
+/// The facts of an `Algorithm::check_n` answer (`after`: the snapshot
+/// taken right after it, at the same instant): for a request that can
+/// never succeed `Err((requested, limit))`; else `Ok` of whether it was
+/// admitted, `retry_after` (zero when admitted), the snapshot's facts (the
+/// raw fields behind `remaining` are scaled differently: the refusal's, or
+/// the one right after an admission) and, for an admission, the instant the
+/// state is full again.
+type Facts = Result<(bool, Duration, (u32, u32, Duration), Option<Timestamp>), (u32, u32)>;
+
+fn facts(r: Result<Timestamp, Refusal<'_>>, after: impl FnOnce() -> Snapshot) -> Facts {
+    match r {
+        Err(d) if d.is_never() => Err((d.requested(), d.limit())),
+        Err(d) => Ok((false, d.retry_after(), snapshot_facts(*d.snapshot()), None)),
+        Ok(full) => Ok((true, Duration::ZERO, snapshot_facts(after()), Some(full))),
+    }
 }
 
 fn snapshot_facts(s: tollgate::Snapshot) -> (u32, u32, Duration) {
@@ -428,9 +443,9 @@ fn limiter_adapters_and_statics() {
     assert_eq!(core::mem::size_of::<TickState>(), 4);
 
     let now = Timestamp::from_millis(3);
-    assert!(BUCKET.check(now).is_allowed());
+    assert!(BUCKET.check(now).is_ok());
     assert!(BUCKET.check_ticks(3_000).is_allowed());
-    let refused = BUCKET.check(now);
+    let refused = BUCKET.check(now).unwrap_err();
     assert_eq!(refused.retry_after(), Duration::from_millis(10));
     assert_eq!(refused.snapshot().remaining(), 0);
 
@@ -439,8 +454,8 @@ fn limiter_adapters_and_statics() {
         WithStats::new(Bucket::new(CONFIG)),
         Bucket::token_bucket(Quota::per_second(1).unwrap().with_burst(1).unwrap()),
     );
-    assert!(chain.check(now).is_allowed());
-    assert!(chain.check(now).is_denied());
+    assert!(chain.check(now).is_ok());
+    assert!(chain.check(now).is_err());
     assert_eq!(chain.first().snapshot(now).remaining(), 1);
     let stats = chain.first().statistics(now);
     assert_eq!((stats.admitted, stats.refunded), (2, 1));
@@ -454,17 +469,30 @@ fn keyed_tables_keep_tick_states() {
     .build();
     let now = Timestamp::from_millis(1);
     for id in 0..4u16 {
-        assert!(PER_ID.check(&id, now).is_allowed());
-        assert!(PER_ID.check(&id, now).is_allowed());
-        assert!(PER_ID.check(&id, now).is_denied());
+        assert!(PER_ID.check(&id, now).is_ok());
+        assert!(PER_ID.check(&id, now).is_ok());
+        assert!(PER_ID.check(&id, now).is_err());
     }
-    // full of throttled keys: a new key takes the shared bucket
-    assert_eq!(PER_ID.check(&9, now).path(), KeyedPath::SharedOverflow);
+    // full of throttled keys: a new key takes the shared bucket (it gets no
+    // slot; new keys share that bucket's burst of 2, and its refusal names it)
+    assert!(PER_ID.check(&9, now).is_ok());
+    assert!(!PER_ID.contains(&9));
+    assert_eq!(PER_ID.len(), 4);
+    assert!(PER_ID.check(&10, now).is_ok());
+    assert_eq!(
+        PER_ID.check(&11, now).unwrap_err().path(),
+        KeyedPath::SharedOverflow
+    );
     // 2 ms later they have refilled and are evicted losslessly
     let later = Timestamp::from_millis(3);
-    assert_eq!(PER_ID.check(&9, later).path(), KeyedPath::Own);
+    assert!(PER_ID.check(&9, later).is_ok());
+    assert!(PER_ID.contains(&9)); // its own slot
     assert_eq!(PER_ID.len(), 1); // the insert swept the four refilled keys
-    assert!(PER_ID.check(&0, later).is_allowed());
+
+    // its own bucket of 2 (one taken), whose refusal names the own slot
+    assert!(PER_ID.check(&9, later).is_ok());
+    assert_eq!(PER_ID.check(&9, later).unwrap_err().path(), KeyedPath::Own);
+    assert!(PER_ID.check(&0, later).is_ok());
     assert_eq!(PER_ID.evict_refilled(Timestamp::from_millis(10)), 2);
 
     #[cfg(feature = "std")] // the sharded table
@@ -476,7 +504,7 @@ fn keyed_tables_keep_tick_states() {
         .build()
         .unwrap();
         let now = Timestamp::ZERO;
-        assert!(table.check_n(&7, 6, now).unwrap().is_allowed());
+        assert!(table.check_n(&7, 6, now).is_ok());
         table.reconfigure(
             TickGcra::from_ticks(BucketKind::TokenBucket, 100, 20, 1_000_000).unwrap(),
             Inheritance::UsedFraction,
@@ -507,8 +535,8 @@ fn carry_over_matches_the_64_bit_gcra() {
             let now = t(5_000);
             let (ts, gs) = (TickState::new(), GcraState::new());
             if used > 0 {
-                assert!(before.check_n(&ts, used, now).unwrap().is_allowed());
-                assert!(g_before.check_n(&gs, used, now).unwrap().is_allowed());
+                assert!(before.check_n(&ts, used, now).is_ok());
+                assert!(g_before.check_n(&gs, used, now).is_ok());
             }
             before.carry_over(&after, &ts, how, now);
             g_before.carry_over(&g_after, &gs, how, now);
@@ -526,7 +554,7 @@ fn carry_over_matches_the_64_bit_gcra() {
     let fast = TickGcra::from_ticks(BucketKind::TokenBucket, 10_000, 4, 1_000_000).unwrap();
     let state = TickState::new();
     let now = Timestamp::from_secs(7);
-    assert!(slow.check_n(&state, 3, now).unwrap().is_allowed());
+    assert!(slow.check_n(&state, 3, now).is_ok());
     slow.carry_over(&fast, &state, Inheritance::UsedAmount, now);
     assert_eq!(fast.snapshot(&state, now).remaining(), 1);
     assert_eq!(

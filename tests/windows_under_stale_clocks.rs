@@ -3,15 +3,16 @@
 //! to the newer window, never to a fresh older one, so no window admits more
 //! than its limit.
 //!
-//! The window an admission was charged to is read back from the decision:
-//! an allowed snapshot's `reset_after` runs to the end of that window (fixed)
-//! or until the head segment leaves the window (sliding).
+//! The window an admission was charged to is read back from the admission:
+//! `Algorithm::check_n` answers the instant the state is full again
+//! (`now + reset_after`), the end of that window (fixed) or the instant the
+//! head segment leaves the window (sliding).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::{Bucket, Decision, FixedWindow, Limiter, SlidingWindow, Timestamp};
+use tollgate::{Algorithm, Bucket, FixedWindow, Limiter, SlidingWindow, Timestamp};
 
 fn t(ns: u64) -> Timestamp {
     Timestamp::from_nanos(ns)
@@ -40,9 +41,9 @@ proptest! {
         for (advance, lag, n) in steps {
             newest += advance;
             let now = newest - lag;
-            if let Ok(Decision::Allowed(s)) = limiter.check_n(n, t(now)) {
+            if let Ok(full) = limiter.algorithm().check_n(limiter.state(), n, t(now)) {
                 if n == 0 { continue; }
-                let end = now + s.reset_after_nanos();
+                let end = full.as_nanos();
                 prop_assert_eq!(end % window, 0, "reset_after runs to a window boundary");
                 let e = end / window - 1;
                 prop_assert!(e >= now / window && e <= newest / window, "charged to window {e}");
@@ -67,10 +68,11 @@ proptest! {
         for (advance, lag, n) in steps {
             newest += advance;
             let now = newest - lag;
-            if let Ok(Decision::Allowed(s)) = limiter.check_n(n, t(now)) {
+            if let Ok(full) = limiter.algorithm().check_n(limiter.state(), n, t(now)) {
                 if n == 0 { continue; }
-                // reset_after: until the head segment (holding this request) leaves
-                let leaves = now + s.reset_after_nanos();
+                // full again (now + reset_after): when the head segment
+                // (holding this request) leaves
+                let leaves = full.as_nanos();
                 prop_assert_eq!(leaves % segment, 0);
                 let head = leaves / segment - S;
                 prop_assert!(head >= now / segment && head <= newest / segment, "charged to segment {head}");
@@ -93,16 +95,13 @@ proptest! {
 #[test]
 fn fixed_window_stale_refund_never_credits_a_newer_window() {
     let limiter = Bucket::new(FixedWindow::new(1, Duration::from_nanos(100)).unwrap());
-    assert!(limiter.check(t(99)).is_allowed()); // the chain's take, window 0
-    assert!(limiter.check(t(100)).is_allowed()); // a direct caller, window 1
+    assert!(limiter.check(t(99)).is_ok()); // the chain's take, window 0
+    assert!(limiter.check(t(100)).is_ok()); // a direct caller, window 1
     limiter.refund(1, t(99)); // the chain's refund, stale
-    assert!(
-        limiter.check(t(100)).is_denied(),
-        "window 1 admitted 2 of 1"
-    );
+    assert!(limiter.check(t(100)).is_err(), "window 1 admitted 2 of 1");
     // a fresh refund still gives back to its own window
     limiter.refund(1, t(100));
-    assert!(limiter.check(t(150)).is_allowed());
+    assert!(limiter.check(t(150)).is_ok());
 }
 
 /// The same for the sliding window (2 segments of 50 ns): a permit taken in
@@ -111,14 +110,14 @@ fn fixed_window_stale_refund_never_credits_a_newer_window() {
 #[test]
 fn sliding_window_stale_refund_never_credits_a_newer_segment() {
     let limiter = Bucket::new(SlidingWindow::<2>::new(1, Duration::from_nanos(100)).unwrap());
-    assert!(limiter.check(t(40)).is_allowed()); // segment 0
-    assert!(limiter.check(t(100)).is_allowed()); // segment 2: segment 0 left
+    assert!(limiter.check(t(40)).is_ok()); // segment 0
+    assert!(limiter.check(t(100)).is_ok()); // segment 2: segment 0 left
     limiter.refund(1, t(40)); // stale
     assert!(
-        limiter.check(t(100)).is_denied(),
+        limiter.check(t(100)).is_err(),
         "segments 1..=2 admitted 2 of 1"
     );
     // a refund from the head segment's own time still works
     limiter.refund(1, t(120));
-    assert!(limiter.check(t(120)).is_allowed());
+    assert!(limiter.check(t(120)).is_ok());
 }

@@ -12,7 +12,20 @@ use libfuzzer_sys::fuzz_target;
 use redis::Value;
 use tollgate::fuzzing;
 use tollgate::redis::RemoteAlgorithm;
-use tollgate::{Gcra, Quota};
+use tollgate::{Gcra, Quota, Refusal, Snapshot};
+
+/// The snapshot a reply carries: after an admission, or the refusal's.
+/// A reply's refusal always has a finite wait (the store waits for it):
+/// never one that says the request can never succeed.
+fn snapshot_of(result: &Result<Snapshot, Refusal<'static>>) -> Snapshot {
+    match result {
+        Ok(s) => *s,
+        Err(r) => {
+            assert!(!r.is_never(), "{r:?}");
+            *r.snapshot()
+        }
+    }
+}
 
 #[derive(Debug, Arbitrary)]
 struct Input {
@@ -47,7 +60,7 @@ fuzz_target!(|input: Input| {
     };
     if let Ok(value) = redis::parse_redis_value(&input.resp) {
         if let Ok(reply) = fuzzing::redis_reply(algorithm, value) {
-            let s = reply.decision.snapshot();
+            let s = snapshot_of(&reply.result);
             assert!(s.remaining() <= s.limit(), "{reply:?}");
         }
     }
@@ -56,8 +69,8 @@ fuzz_target!(|input: Input| {
     let fields = [input.ints[1], input.ints[2], input.ints[3], input.ints[4]];
     if fields.iter().all(|&i| i >= 0) {
         let reply = got.expect("five non-negative integers decode");
-        assert_eq!(reply.decision.is_allowed(), input.ints[0] == 1, "{reply:?}");
-        let s = reply.decision.snapshot();
+        assert_eq!(reply.result.is_ok(), input.ints[0] == 1, "{reply:?}");
+        let s = snapshot_of(&reply.result);
         assert!(s.remaining() <= s.limit(), "{reply:?}");
     }
     let _ = fuzzing::redis_wait(algorithm, input.n, input.ints);

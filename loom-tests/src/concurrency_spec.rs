@@ -10,7 +10,7 @@
 //! admission drops that guard (or releases part of it), an unconditional
 //! refund is `release(n)` (the path of a leaked or `into_raw` permit).
 
-use tollgate::{AcquireError, ConcurrencyLimiter, ConcurrencyPermit};
+use tollgate::{ConcurrencyLimiter, ConcurrencyPermit};
 
 use crate::ops::{Op, Outcome};
 use crate::orders::SpecLimiter;
@@ -97,11 +97,7 @@ pub fn apply_guarded(limiter: &ConcurrencyLimiter, ops: &[Op]) -> Vec<Outcome> {
                     held.push(permit);
                     Outcome::Allowed
                 }
-                Err(AcquireError::Denied(denied)) => Outcome::Denied {
-                    retry_after: denied.retry_after_nanos(),
-                },
-                Err(AcquireError::CapacityExceeded(_)) => Outcome::Exceeded,
-                Err(other) => panic!("a refusal the model does not know: {other:?}"),
+                Err(refusal) => Outcome::of_check::<()>(Err(refusal)),
             },
             Op::RefundIfAllowed { .. } if previous != Some(Outcome::Allowed) => Outcome::Skipped,
             Op::RefundIfAllowed { n, .. } => {

@@ -18,14 +18,14 @@ use std::hash::{BuildHasher, Hasher};
 
 use loom::sync::Arc;
 use tollgate::keyed::{
-    HeaplessKeyedTable, KeyedDecision, KeyedLimiter, KeyedPath, LockFreeGcraTable, OverflowPolicy,
+    HeaplessKeyedTable, KeyedLimiter, KeyedPath, LockFreeGcraTable, OverflowPolicy,
     ShardedKeyedTable,
 };
 use tollgate::live::Inheritance;
-use tollgate::{CapacityExceeded, Gcra, Snapshot};
+use tollgate::{Gcra, Refusal, Snapshot, Timestamp};
 
 use crate::ops::{Op, Outcome};
-use crate::orders::sequential_outcomes;
+use crate::orders::{interleavings, sequential_outcomes};
 use crate::spec::SpecBucket;
 use crate::t;
 
@@ -67,11 +67,13 @@ impl BuildHasher for IdentityHash {
 /// clock readings in nanoseconds: every table through its
 /// [`KeyedLimiter`] implementation.
 pub trait KeyedTable: Send + Sync + 'static {
-    /// `check_n(key, n, now)`.
+    /// `check_n(key, n, now)`: on an admission, the instant the state that
+    /// admitted it is full again.
     ///
     /// # Errors
-    /// [`CapacityExceeded`] if `n` can never be granted.
-    fn check_n(&self, key: u64, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded>;
+    /// The [`Refusal`], naming the [`KeyedPath`] that refused (one that
+    /// [`is_never`](Refusal::is_never) if `n` can never be granted).
+    fn check_n(&self, key: u64, n: u32, now: u64) -> Result<Timestamp, Refusal<'static>>;
     /// `evict_refilled(now)`: how many keys were evicted.
     fn evict_refilled(&self, now: u64) -> usize;
     /// The number of tracked keys.
@@ -95,7 +97,7 @@ impl<T> KeyedTable for T
 where
     T: KeyedLimiter<u64, Algorithm = Gcra> + Send + Sync + 'static,
 {
-    fn check_n(&self, key: u64, n: u32, now: u64) -> Result<KeyedDecision, CapacityExceeded> {
+    fn check_n(&self, key: u64, n: u32, now: u64) -> Result<Timestamp, Refusal<'static>> {
         KeyedLimiter::check_n(self, &key, n, t(now))
     }
     fn evict_refilled(&self, now: u64) -> usize {
@@ -207,14 +209,29 @@ impl KeyedOp {
 }
 
 /// What a [`KeyedOp`] returned.
+///
+/// A table reports the [`KeyedPath`] of a refusal only: an admission does
+/// not say which state admitted it (the key's own slot, the shared overflow
+/// bucket, or a fresh state under [`OverflowPolicy::Allow`]). What it does
+/// say is when that state is full again (`full_at`); the models check the
+/// path of admissions through what is observable afterwards (whether the
+/// key is tracked, the table's length, the shared overflow state's
+/// snapshot) and through `full_at`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyedOutcome {
-    /// A check's outcome and the path that answered it.
-    Checked {
-        /// Which state answered.
+    /// A check was admitted; the state that admitted it is full again at
+    /// `full_at` (ns).
+    Admitted {
+        /// When the admitting state is full again, in nanoseconds.
+        full_at: u64,
+    },
+    /// A check was refused by `path`; the same request would succeed
+    /// after `retry_after` ns.
+    Refused {
+        /// Which state (or overflow policy) refused.
         path: KeyedPath,
-        /// What it answered.
-        outcome: Outcome,
+        /// The refusal's exact wait in nanoseconds.
+        retry_after: u64,
     },
     /// A check whose `n` can never be granted.
     Exceeded,
@@ -224,25 +241,47 @@ pub enum KeyedOutcome {
     Reconfigured,
 }
 
+/// What one check observed, as the models compare it with the reference
+/// model: its [`Outcome`] and, for an admission, when the admitting state
+/// is full again (ns; `None` for a refusal, or where it is not compared).
+pub type Seen = (Outcome, Option<u64>);
+
 impl KeyedOutcome {
     /// True if a check was admitted (through any path).
     #[must_use]
     pub const fn is_allowed(&self) -> bool {
-        matches!(
-            self,
-            Self::Checked {
-                outcome: Outcome::Allowed,
-                ..
-            }
-        )
+        matches!(self, Self::Admitted { .. })
     }
 
-    /// The path of a check.
+    /// The path that refused a check (`None` for an admission, which does
+    /// not report its path, and for any other operation).
     #[must_use]
-    pub const fn path(&self) -> Option<KeyedPath> {
+    pub const fn refused_by(&self) -> Option<KeyedPath> {
         match self {
-            Self::Checked { path, .. } => Some(*path),
+            Self::Refused { path, .. } => Some(*path),
             _ => None,
+        }
+    }
+
+    /// A check's [`Outcome`] (`None` for an eviction or reconfiguration).
+    #[must_use]
+    pub const fn outcome(&self) -> Option<Outcome> {
+        match *self {
+            Self::Admitted { .. } => Some(Outcome::Allowed),
+            Self::Refused { retry_after, .. } => Some(Outcome::Denied { retry_after }),
+            Self::Exceeded => Some(Outcome::Exceeded),
+            Self::Evicted(_) | Self::Reconfigured => None,
+        }
+    }
+
+    /// A check's [`Seen`]: its outcome and an admission's `full_at`.
+    #[must_use]
+    pub const fn seen(&self) -> Option<Seen> {
+        match *self {
+            Self::Admitted { full_at } => Some((Outcome::Allowed, Some(full_at))),
+            Self::Refused { retry_after, .. } => Some((Outcome::Denied { retry_after }, None)),
+            Self::Exceeded => Some((Outcome::Exceeded, None)),
+            Self::Evicted(_) | Self::Reconfigured => None,
         }
     }
 }
@@ -251,11 +290,14 @@ impl KeyedOutcome {
 pub fn apply<T: KeyedTable + ?Sized>(table: &T, op: KeyedOp) -> KeyedOutcome {
     match op {
         KeyedOp::Check { key, n, now } => match table.check_n(key, n, now) {
-            Ok(decision) => KeyedOutcome::Checked {
-                path: decision.path(),
-                outcome: Outcome::of_check(Ok(decision.into_decision())),
+            Ok(full_at) => KeyedOutcome::Admitted {
+                full_at: full_at.as_nanos(),
             },
-            Err(_) => KeyedOutcome::Exceeded,
+            Err(refusal) if refusal.is_never() => KeyedOutcome::Exceeded,
+            Err(refusal) => KeyedOutcome::Refused {
+                path: refusal.path(),
+                retry_after: refusal.retry_after_nanos(),
+            },
         },
         KeyedOp::Evict { now } => KeyedOutcome::Evicted(table.evict_refilled(now)),
         KeyedOp::Reconfigure { next, how, now } => {
@@ -304,27 +346,18 @@ pub fn run_keyed<T: KeyedTable>(
     outcomes
 }
 
-/// Permits admitted to `key` by `threads` (with their `outcomes`) through
-/// any path for which `counts` is true.
+/// Permits admitted to `key` by `threads` (with their `outcomes`), through
+/// any path (an admission does not report its path).
 #[must_use]
-pub fn admitted_to(
-    key: u64,
-    threads: &[Vec<KeyedOp>],
-    outcomes: &[Vec<KeyedOutcome>],
-    counts: impl Fn(KeyedPath) -> bool,
-) -> u64 {
+pub fn admitted_to(key: u64, threads: &[Vec<KeyedOp>], outcomes: &[Vec<KeyedOutcome>]) -> u64 {
     threads
         .iter()
         .zip(outcomes)
         .flat_map(|(ops, outs)| ops.iter().zip(outs))
         .map(|(op, out)| match (*op, *out) {
-            (
-                KeyedOp::Check { key: k, n, .. },
-                KeyedOutcome::Checked {
-                    path,
-                    outcome: Outcome::Allowed,
-                },
-            ) if k == key && counts(path) => u64::from(n),
+            (KeyedOp::Check { key: k, n, .. }, KeyedOutcome::Admitted { .. }) if k == key => {
+                u64::from(n)
+            }
             _ => 0,
         })
         .sum()
@@ -385,8 +418,9 @@ pub fn most_admitted_alone(
 /// What the checks of the keys `which` selects may observe if one state
 /// answers all of them (a key that keeps its slot, or the shared overflow
 /// bucket): for each sequential order of those checks on one reference
-/// bucket, the outcomes per thread and the bucket's `reset_after` at
-/// `probe`.
+/// bucket, what each check saw per thread (its outcome and, for an
+/// admission, the bucket's theoretical arrival time after it: when it is
+/// full again) and the bucket's `reset_after` at `probe`.
 #[must_use]
 pub fn one_state_runs(
     gcra: &Gcra,
@@ -394,30 +428,64 @@ pub fn one_state_runs(
     setup: &[KeyedOp],
     threads: &[Vec<KeyedOp>],
     probe: u64,
-) -> HashSet<(Vec<Vec<Outcome>>, u64)> {
+) -> HashSet<(Vec<Vec<Seen>>, u64)> {
     let per_thread: Vec<Vec<Op>> = threads.iter().map(|ops| checks_of(which, ops)).collect();
-    sequential_outcomes(spec_after(gcra, which, setup), &per_thread)
+    let start = spec_after(gcra, which, setup);
+    interleavings(&per_thread)
         .into_iter()
-        .map(|observed| {
-            let reset_after = observed.tat.saturating_sub(u128::from(probe));
-            (
-                observed.outcomes,
-                u64::try_from(reset_after).unwrap_or(u64::MAX),
-            )
+        .map(|order| {
+            let mut bucket = start;
+            let mut seen: Vec<Vec<Seen>> = per_thread
+                .iter()
+                .map(|ops| vec![(Outcome::Refunded, None); ops.len()])
+                .collect();
+            for (th, i) in order {
+                let op = per_thread[th][i];
+                let outcome = bucket.apply(op, None);
+                let full_at = (outcome == Outcome::Allowed).then(|| {
+                    let full = bucket.tat().max(u128::from(op.now()));
+                    u64::try_from(full).unwrap_or(u64::MAX)
+                });
+                seen[th][i] = (outcome, full_at);
+            }
+            let reset_after = bucket.tat().saturating_sub(u128::from(probe));
+            (seen, u64::try_from(reset_after).unwrap_or(u64::MAX))
         })
         .collect()
 }
 
-/// The outcomes per thread, in program order, of the checks of the keys
-/// `which` selects (as [`one_state_runs`] lists them). `None` if any of
-/// them was answered through another path than `path`.
+/// The same runs without the admissions' `full_at`: for a state whose
+/// admissions report it as read after the fact (the lock-free table's
+/// shared overflow bucket reads its snapshot after the check, so a racing
+/// admission may show in it).
+#[must_use]
+pub fn without_full_at(runs: &HashSet<(Vec<Vec<Seen>>, u64)>) -> HashSet<(Vec<Vec<Seen>>, u64)> {
+    runs.iter()
+        .map(|(seen, reset)| (forget_full_at(seen), *reset))
+        .collect()
+}
+
+/// `seen` with every `full_at` dropped.
+#[must_use]
+pub fn forget_full_at(seen: &[Vec<Seen>]) -> Vec<Vec<Seen>> {
+    seen.iter()
+        .map(|thread| thread.iter().map(|&(outcome, _)| (outcome, None)).collect())
+        .collect()
+}
+
+/// What the checks of the keys `which` selects saw per thread, in program
+/// order (as [`one_state_runs`] lists them). `None` if any of them was
+/// refused by another path than `path`, or could never be granted. (An
+/// admission does not report its path: the caller checks it through what
+/// is observable, e.g. whether the key is tracked afterwards, and through
+/// `full_at`.)
 #[must_use]
 pub fn outcomes_via(
     which: impl Fn(u64) -> bool,
     path: KeyedPath,
     threads: &[Vec<KeyedOp>],
     outcomes: &[Vec<KeyedOutcome>],
-) -> Option<Vec<Vec<Outcome>>> {
+) -> Option<Vec<Vec<Seen>>> {
     threads
         .iter()
         .zip(outcomes)
@@ -426,10 +494,11 @@ pub fn outcomes_via(
                 .zip(outs)
                 .filter(|(op, _)| matches!(op, KeyedOp::Check { key, .. } if which(*key)))
                 .map(|(_, out)| match *out {
-                    KeyedOutcome::Checked { path: p, outcome } if p == path => Some(outcome),
+                    KeyedOutcome::Admitted { .. } => out.seen(),
+                    KeyedOutcome::Refused { path: p, .. } if p == path => out.seen(),
                     _ => None,
                 })
-                .collect::<Option<Vec<Outcome>>>()
+                .collect::<Option<Vec<Seen>>>()
         })
         .collect()
 }

@@ -1,6 +1,6 @@
 //! Operations on a limiter, and what they returned.
 
-use tollgate::{Algorithm, Decision, Timestamp};
+use tollgate::{Algorithm, Refusal, Timestamp};
 
 /// One operation a thread performs on a bucket, with the `now` it read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -63,15 +63,17 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The outcome of a check.
+    /// The outcome of a check: an admission (whatever it returned on
+    /// admission, the algorithm's full-again instant or nothing), a
+    /// refusal with its exact wait, or a refusal that can never succeed.
     #[must_use]
-    pub fn of_check(result: Result<Decision, tollgate::CapacityExceeded>) -> Self {
+    pub fn of_check<T>(result: Result<T, Refusal<'_>>) -> Self {
         match result {
-            Ok(Decision::Allowed(_)) => Outcome::Allowed,
-            Ok(Decision::Denied(denied)) => Outcome::Denied {
-                retry_after: denied.retry_after_nanos(),
+            Ok(_) => Outcome::Allowed,
+            Err(refusal) if refusal.is_never() => Outcome::Exceeded,
+            Err(refusal) => Outcome::Denied {
+                retry_after: refusal.retry_after_nanos(),
             },
-            Err(_) => Outcome::Exceeded,
         }
     }
 
@@ -165,7 +167,7 @@ pub fn drain<A: Algorithm>(alg: &A, state: &A::State, now: u64) -> u64 {
     let now = Timestamp::from_nanos(now);
     let mut taken = 0;
     for _ in 0..=alg.capacity() {
-        if alg.check_n(state, 1, now).is_ok_and(|d| d.is_allowed()) {
+        if alg.check_n(state, 1, now).is_ok() {
             taken += 1;
         } else {
             break;

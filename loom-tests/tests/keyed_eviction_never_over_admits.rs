@@ -15,9 +15,13 @@
 //!   (`OverflowPolicy::Deny`), at most what the most generous sequential
 //!   order of its own checks gives on one reference bucket (eviction is
 //!   lossless: an evicted key re-enters judged at the sweep's time);
-//! - the shared overflow bucket admits at most one quota over that span;
+//! - the shared overflow bucket admits at most one quota over that span,
+//!   and its final snapshot accounts for every permit it admitted (an
+//!   admission does not name its path: those of keys 1 and 3 that end
+//!   untracked are the ones only the shared bucket can have made);
 //! - key 2, never evictable, behaves exactly like one reference bucket
-//!   (outcomes and final snapshot), so a move never loses or forks it;
+//!   (outcomes, each admission's full-again instant, and final snapshot),
+//!   so a move never loses or forks it;
 //! - the table never holds more than its capacity, and never both key 1
 //!   and the key whose insert raced it.
 #![cfg(loom)]
@@ -66,6 +70,13 @@ fn eviction_race<Tb, X>(
     let setup = full_table();
     let nows = km::all_nows(&setup, &threads);
     let latest = nows.iter().copied().max().unwrap_or(0);
+    // the earliest `now` at which the shared bucket can be asked (by the
+    // threads' checks of keys 1 and 3; the setup fills an empty table)
+    let earliest = km::checks_of(|k| k == 1 || k == 3, &threads.concat())
+        .iter()
+        .map(Op::now)
+        .min()
+        .unwrap_or(latest);
     // The contract: over the span of every reading in the run (the
     // sweeper's included: it proves time reached it), key 1 gets at most
     // burst + ⌊span / T⌋; the setup took one.
@@ -96,19 +107,39 @@ fn eviction_race<Tb, X>(
         let table = Arc::new(build(gcra, 2, policy));
         let outcomes = km::run_keyed(&table, &setup, &threads);
         // key 1: through its own slot or any overflow path
-        let got_1 = km::admitted_to(1, &threads, &outcomes, |_| true);
+        let got_1 = km::admitted_to(1, &threads, &outcomes);
         assert!(
             got_1 <= most_for_1,
             "key 1 admitted {got_1} > {most_for_1}: {outcomes:?}"
         );
+        // The shared bucket: an admission no longer names its path, so
+        // the permits it admitted are counted as those admitted to keys 1
+        // and 3 that end without a slot. In these scenarios that is exact:
+        // a key admitted by its own slot is busy past every sweep (so it
+        // keeps the slot), and a key that went to the shared bucket found
+        // the table full of busy keys, which stay, so it never got a slot
+        // later (`extra` asserts that keys 1 and 3 do not both end tracked).
         let shared: u64 = [1, 3]
             .iter()
-            .map(|&k| km::admitted_to(k, &threads, &outcomes, |p| p == KeyedPath::SharedOverflow))
+            .filter(|&&k| !table.contains(k))
+            .map(|&k| km::admitted_to(k, &threads, &outcomes))
             .sum();
         assert!(
             shared <= shared_bound,
             "overflow admitted {shared}: {outcomes:?}"
         );
+        // and the shared bucket was charged for them: from a fresh state,
+        // each admission moves its TAT at least n·T past the earliest
+        // `now`, and the TAT is at most `latest + reset_after`
+        let shared_reset = table.shared_snapshot(latest).reset_after_nanos();
+        assert!(
+            shared * T <= latest + shared_reset - earliest,
+            "overflow admitted {shared}, the shared bucket accounts for less \
+             (full {shared_reset} ns after {latest}): {outcomes:?}"
+        );
+        // key 2: refusals name its own slot; an admission names no path,
+        // but each one's full-again instant (and the final snapshot) must
+        // be what its own bucket gives
         let own_2 = km::outcomes_via(|k| k == 2, KeyedPath::Own, &threads, &outcomes)
             .unwrap_or_else(|| panic!("key 2 left its slot: {outcomes:?}"));
         let reset_2 = table.snapshot(2, latest).reset_after_nanos();

@@ -2,9 +2,10 @@
 //! moment create exactly one state for it. Three threads check the same
 //! untracked key with out-of-order `now`s within one interval (three
 //! asked, a burst of two allowed): in every interleaving the table ends
-//! with that one key tracked once, and what the callers saw (outcomes and
-//! the key's final snapshot) is what some sequential order gives on one
-//! reference bucket, so no caller was answered by a second, fresh state.
+//! with that one key tracked once, and what the callers saw (outcomes,
+//! each admission's full-again instant, and the key's final snapshot) is
+//! what some sequential order gives on one reference bucket, so no caller
+//! was answered by a second, fresh state.
 //! Two keys inserted concurrently into a table with room for both each get
 //! one state too.
 #![cfg(loom)]
@@ -33,6 +34,12 @@ fn gcra() -> Gcra {
 /// keys; `keys` are all the keys they use. Each key must end tracked once,
 /// answered by its own state only, linearizable against one reference
 /// bucket per key, within the clock bound.
+///
+/// An admission does not name its path: with `OverflowPolicy::Deny` and
+/// room for every key, only a key's own state can admit it, and each
+/// admission's full-again instant must be the one its own bucket gives;
+/// refusals must name the key's own slot; the shared overflow bucket stays
+/// untouched.
 fn each_key_gets_one_state<Tb: KeyedTable>(
     build: fn(Gcra, usize, OverflowPolicy) -> Tb,
     keys: &'static [u64],
@@ -67,13 +74,19 @@ fn each_key_gets_one_state<Tb: KeyedTable>(
                 .flatten()
                 .filter(|op| matches!(op, KeyedOp::Check { key: k, .. } if *k == key))
                 .map(KeyedOp::now);
-            let admitted = km::admitted_to(key, &threads, &outcomes, |_| true);
+            let admitted = km::admitted_to(key, &threads, &outcomes);
             assert!(
                 admitted <= clock_bound(BURST, T, nows),
                 "key {key} over-admitted"
             );
         }
         assert_eq!(table.len(), keys.len(), "one entry per key: {outcomes:?}");
+        let shared = table.shared_snapshot(latest);
+        assert_eq!(
+            (shared.remaining(), shared.reset_after_nanos()),
+            (BURST, 0),
+            "the shared bucket was used: {outcomes:?}"
+        );
     });
 }
 

@@ -258,15 +258,19 @@ fn keyed_checks_racing_reconfigure<T, M>(
     model::check(move || {
         let table = Arc::new(make(old(), 2, OverflowPolicy::SharedBucket));
         let outcomes = km::run_keyed(&table, &setup, &threads);
-        // every check of the tracked key is answered by its own state
+        // every check of the tracked key is answered by its own state: a
+        // refusal names its path; an admission does not, but the key is
+        // the only one, so it keeps its slot and the shared overflow
+        // bucket is never asked (checked below)
         let outcomes: Vec<Vec<Outcome>> = outcomes
             .iter()
             .map(|outs| {
                 outs.iter()
                     .map(|out| match *out {
-                        KeyedOutcome::Checked { path, outcome } => {
+                        KeyedOutcome::Admitted { .. } => Outcome::Allowed,
+                        KeyedOutcome::Refused { path, retry_after } => {
                             assert_eq!(path, tollgate::keyed::KeyedPath::Own, "{outs:?}");
-                            outcome
+                            Outcome::Denied { retry_after }
                         }
                         KeyedOutcome::Reconfigured => Outcome::Reconfigured,
                         other => panic!("unexpected {other:?}"),
@@ -274,6 +278,13 @@ fn keyed_checks_racing_reconfigure<T, M>(
                     .collect()
             })
             .collect();
+        assert!(table.contains(1) && table.len() == 1, "{outcomes:?}");
+        let shared = table.shared_snapshot(probe);
+        assert_eq!(
+            (shared.remaining(), shared.reset_after_nanos()),
+            (1, 0),
+            "the shared bucket was used: {outcomes:?}"
+        );
         let admitted = live_admitted(&live_threads, &outcomes);
         assert!(
             admitted <= most,

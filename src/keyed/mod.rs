@@ -20,7 +20,8 @@
 //! # One interface, one builder
 //!
 //! Every table implements [`KeyedLimiter<K>`]: keys are passed by reference
-//! (`&K`), time as a [`Timestamp`], and each answer is a [`KeyedDecision`].
+//! (`&K`), time as a [`Timestamp`], and each answer is `Ok` or a
+//! [`Refusal`] that names the [`KeyedPath`] that refused.
 //! Code written against the trait takes any table; a
 //! [`KeyedRateLimiter`](crate::KeyedRateLimiter) bundles a table with a
 //! clock, and through it every table is also an async
@@ -85,8 +86,8 @@
 //!   this does not bound overflowing traffic: choose it only when refusing
 //!   is worse than not limiting.
 //!
-//! Every check returns a [`KeyedDecision`]: the [`Decision`] plus the
-//! [`KeyedPath`] that produced it, so callers can log or count overflow.
+//! Every refusal names the [`KeyedPath`] that produced it
+//! ([`Refusal::path`]), so callers can log or count overflow refusals.
 //!
 //! # Choosing the capacity
 //!

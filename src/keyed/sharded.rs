@@ -233,10 +233,11 @@ impl<K: Eq, A: Algorithm> Shard<K, A> {
 /// assert!(table.check(&2, now).is_ok());
 /// // Full of keys that are still throttled: key 3 is refused, never are
 /// // keys 1 and 2 forgotten (that would reset their limits).
-/// assert_eq!(table.check(&3, now).path(), KeyedPath::OverflowDenied);
+/// assert_eq!(table.check(&3, now).unwrap_err().path(), KeyedPath::OverflowDenied);
 /// // 100 ms later both have refilled; evicting them changes nothing, so
 /// // key 3 takes a slot.
-/// assert_eq!(table.check(&3, Timestamp::from_millis(100)).path(), KeyedPath::Own);
+/// assert!(table.check(&3, Timestamp::from_millis(100)).is_ok());
+/// assert!(table.contains(&3));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct ShardedKeyedTable<K, A: Algorithm, S = RandomSeed, Q = SameQuota> {

@@ -64,7 +64,7 @@
 //! if d.store_unavailable() {
 //!     eprintln!("redis unavailable: admitted without the shared limit");
 //! }
-//! match d.into_decision().into_result() {
+//! match d.into_result() {
 //!     Ok(snapshot) => println!("ok, {} left", snapshot.remaining()),
 //!     Err(denied) => println!("429, retry after {} s", denied.retry_after_secs_ceil()),
 //! }

@@ -25,7 +25,7 @@ use crate::time::{duration_to_nanos, Timestamp};
 /// // 3 per 100 ms.
 /// let window = Bucket::new(FixedWindow::new(3, Duration::from_millis(100))?);
 /// assert!(window.check_n(3, ms(10)).is_ok());
-/// let refused = window.check(ms(40));
+/// let refused = window.check(ms(40)).unwrap_err();
 /// // Not a whole window: the next one opens at 100 ms.
 /// assert_eq!(refused.retry_after(), Duration::from_millis(60));
 /// assert!(window.check(ms(100)).is_ok());
@@ -467,8 +467,7 @@ mod tests {
         let t = Timestamp::MAX;
         assert!(b.check_n(2, t).is_ok());
         let d = b.check(t);
-        assert!(d.is_err());
-        assert!(d.retry_after().as_nanos() >= 1);
+        assert!(d.unwrap_err().retry_after().as_nanos() >= 1);
         assert!(!b.is_idle(t));
         b.refund(2, t);
         assert!(b.is_idle(t));
@@ -511,10 +510,10 @@ mod tests {
         assert!(b.check_n(2, t(1_000_000)).is_ok());
         // a small step back is charged to the newer window
         let d = b.check(t(1_000_000 - 3_000));
-        assert_eq!(d.denied().unwrap().retry_after_nanos(), 4_000);
+        assert_eq!(d.unwrap_err().retry_after_nanos(), 4_000);
         // a jump back beyond the threshold re-dates the 2 permits to now
         let d = b.check(t(10_000));
-        assert_eq!(d.denied().unwrap().retry_after_nanos(), 1_000);
+        assert_eq!(d.unwrap_err().retry_after_nanos(), 1_000);
         assert!(b.check(t(11_000)).is_ok());
     }
 }

@@ -32,7 +32,7 @@ use crate::time::{duration_to_nanos, Timestamp};
 /// assert!(window.check_n(3, ms(0)).is_ok()); // segment 0
 /// assert!(window.check(ms(600)).is_ok()); // segment 1: window full
 /// // Segment 0 leaves the window at 1 s and gives its 3 permits back.
-/// let refused = window.check_n(2, ms(700))?;
+/// let refused = window.check_n(2, ms(700)).unwrap_err();
 /// assert_eq!(refused.retry_after(), Duration::from_millis(300));
 /// assert!(window.check_n(3, ms(1_000)).is_ok());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -612,7 +612,10 @@ mod tests {
         let far = w.time_until_ready_after(&st, 1_000, 1, at).unwrap();
         assert!(far >= Duration::from_secs(250), "{far:?}");
         // agrees with check's own retry_after when nothing is ahead
-        let own = Bucket::from_parts(w, st).check(at).retry_after();
+        let own = Bucket::from_parts(w, st)
+            .check(at)
+            .unwrap_err()
+            .retry_after();
         assert_eq!(own, Duration::from_millis(300));
     }
 
@@ -625,10 +628,10 @@ mod tests {
         assert!(b.check_n(2, t(1_000_000)).is_ok());
         // a small step back: charged to the head segment, expires with it
         let d = b.check(t(998_000));
-        assert_eq!(d.denied().unwrap().retry_after_nanos(), 4_000);
+        assert_eq!(d.unwrap_err().retry_after_nanos(), 4_000);
         // a jump back: the 2 permits are re-dated to segment 10
         let d = b.check(t(10_000));
-        assert_eq!(d.denied().unwrap().retry_after_nanos(), 2_000);
+        assert_eq!(d.unwrap_err().retry_after_nanos(), 2_000);
         assert!(b.check(t(12_000)).is_ok());
     }
 
@@ -646,8 +649,7 @@ mod tests {
         let end = Timestamp::MAX;
         assert!(b.check_n(3, end).is_ok());
         let d = b.check(end);
-        assert!(d.is_err());
-        assert!(d.retry_after().as_nanos() >= 1);
+        assert!(d.unwrap_err().retry_after().as_nanos() >= 1);
         b.refund(u32::MAX, end);
         assert!(b.is_idle(end));
     }

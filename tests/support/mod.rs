@@ -18,9 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tollgate::{
-    AcquireError, CapacityExceeded, ConcurrencyLimiter, Decision, Limiter, Snapshot, Timestamp,
-};
+use tollgate::{ConcurrencyLimiter, Limiter, Refusal, Snapshot, Timestamp};
 
 /// tollgate's `ConcurrencyLimiter` with at most `limit` permits in flight.
 /// The one place the tests build one, so a change of its constructor is
@@ -67,17 +65,11 @@ impl Limiter for InFlight {
         self.inner.limit()
     }
 
-    fn check_n(&self, n: u32, _now: Timestamp) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, _now: Timestamp) -> Result<(), Refusal<'static>> {
         self.checks.fetch_add(1, Ordering::SeqCst);
-        match self.inner.try_acquire(n) {
-            Ok(permit) => {
-                let _kept = permit.into_raw(); // given back by `refund`
-                Ok(Decision::Allowed(self.inner.snapshot()))
-            }
-            Err(AcquireError::Denied(denied)) => Ok(Decision::Denied(denied)),
-            Err(AcquireError::CapacityExceeded(e)) => Err(e),
-            Err(e) => panic!("unexpected refusal: {e}"),
-        }
+        let permit = self.inner.try_acquire(n)?;
+        let _kept = permit.into_raw(); // given back by `refund`
+        Ok(())
     }
 
     fn refund(&self, n: u32, _now: Timestamp) {
@@ -88,10 +80,10 @@ impl Limiter for InFlight {
         self.inner.snapshot()
     }
 
-    fn time_until_ready(&self, n: u32, _now: Timestamp) -> Result<Duration, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, _now: Timestamp) -> Result<Duration, Refusal<'static>> {
         let limit = self.inner.limit();
         if n > limit {
-            return Err(CapacityExceeded::new(n, limit));
+            return Err(Refusal::never(n, self.inner.snapshot()));
         }
         // no exact wait exists: the retry hint while it does not fit
         Ok(if n <= self.inner.available() {

@@ -20,7 +20,10 @@
 //!   give or take one tick;
 //! - every peer got all its permits through its own slot, and a peer was
 //!   always still tracked when it came back for the next permit of a visit
-//!   (a throttled key is never evicted).
+//!   (a throttled key is never evicted). A refusal names the path that
+//!   answered; an admission does not, so it counts as the own slot's when
+//!   the key is tracked right after it and its own state is full again at
+//!   the instant the admission reported ([`own_slot`]).
 //!
 //! Phase 2 ([`check_overflow`]): four more peers are drained, filling the
 //! table with throttled keys; a flood of new peers then takes the shared
@@ -36,9 +39,7 @@ use critical_section::Mutex;
 use embassy_time::Timer;
 use tollgate::embassy::{AsyncLimiter, EmbassyClock};
 use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter, KeyedPath};
-use tollgate::{
-    valid, Algorithm, CapacityExceeded, Clock, Decision, Gcra, Limiter, Quota, Snapshot, Timestamp,
-};
+use tollgate::{valid, Algorithm, Clock, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
 
 use crate::{tick_at, TICK_NS};
 
@@ -148,6 +149,35 @@ fn read(counter: &Mutex<Cell<usize>>) -> usize {
     critical_section::with(|cs| counter.borrow(cs).get())
 }
 
+/// True if `verdict`, [`TABLE`]'s answer to a check of `id` at `now`
+/// (asked right before, with nothing in between), came from `id`'s own
+/// slot. A refusal names the path that refused; an admission does not, so
+/// it counts as the own slot's when `id` is tracked right after it (the
+/// shared overflow bucket admits keys that have no slot) and `id`'s own
+/// state is full again at the instant the admission reported.
+fn own_slot(id: u8, now: Timestamp, verdict: &Result<Timestamp, Refusal<'_>>) -> bool {
+    match verdict {
+        Ok(full_at) => {
+            TABLE.contains(&id) && now + TABLE.snapshot(&id, now).reset_after() == *full_at
+        }
+        Err(refusal) => refusal.path() == KeyedPath::Own,
+    }
+}
+
+/// True if `verdict`, [`TABLE`]'s answer to a check of `id` at `now`
+/// (asked right before, with nothing in between), came from the shared
+/// overflow bucket: a refusal names that path; an admission leaves `id`
+/// without a slot, and the shared bucket full again at the instant the
+/// admission reported.
+fn shared_slot(id: u8, now: Timestamp, verdict: &Result<Timestamp, Refusal<'_>>) -> bool {
+    match verdict {
+        Ok(full_at) => {
+            !TABLE.contains(&id) && now + TABLE.shared_snapshot(now).reset_after() == *full_at
+        }
+        Err(refusal) => refusal.path() == KeyedPath::SharedOverflow,
+    }
+}
+
 /// One peer's key in [`TABLE`] as a `Limiter`, so tasks can
 /// `acquire(1).await` on it; it logs every admission with the `now` the
 /// table saw.
@@ -160,7 +190,7 @@ impl Limiter for Peer {
     fn capacity(&self) -> u32 {
         per_peer(&self.id).capacity()
     }
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
         let i = usize::from(self.id);
         // Mid-visit (this visit already admitted something), the key has
         // not refilled: it must still hold its slot.
@@ -172,13 +202,17 @@ impl Limiter for Peer {
         if n > 0 && mid_visit && !TABLE.contains(&self.id) {
             bump(&LOST);
         }
-        let keyed = TABLE.check_n(&self.id, n, now)?;
+        let keyed = TABLE.check_n(&self.id, n, now);
+        if keyed.as_ref().is_err_and(Refusal::is_never) {
+            // more than the key can ever hold: not a check that took a path
+            return keyed.map(|_| ());
+        }
         if n > 0 {
             bump(&CHECKS);
-            if keyed.path() != KeyedPath::Own {
+            if !own_slot(self.id, now, &keyed) {
                 bump(&OVERFLOWED);
             }
-            if keyed.is_allowed() {
+            if keyed.is_ok() {
                 critical_section::with(|cs| {
                     let mut logs = LOGS.borrow_ref_mut(cs);
                     let log = &mut logs[i];
@@ -192,7 +226,7 @@ impl Limiter for Peer {
                 });
             }
         }
-        Ok(keyed.into_decision())
+        keyed.map(|_| ())
     }
     fn refund(&self, n: u32, now: Timestamp) {
         TABLE.refund(&self.id, n, now);
@@ -200,7 +234,7 @@ impl Limiter for Peer {
     fn snapshot(&self, now: Timestamp) -> Snapshot {
         TABLE.snapshot(&self.id, now)
     }
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, CapacityExceeded> {
+    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
         TABLE.time_until_ready(&self.id, n, now)
     }
     fn is_idle(&self, now: Timestamp) -> bool {
@@ -392,9 +426,10 @@ pub async fn check_overflow() -> bool {
     for id in throttled.clone() {
         let mut taken = 0;
         loop {
-            let d = TABLE.check(&id, clock.now());
-            fill_own &= d.path() == KeyedPath::Own;
-            if d.is_denied() || taken > 8 {
+            let now = clock.now();
+            let d = TABLE.check(&id, now);
+            fill_own &= own_slot(id, now, &d);
+            if d.is_err() || taken > 8 {
                 break;
             }
             taken += 1;
@@ -407,11 +442,12 @@ pub async fn check_overflow() -> bool {
     let (mut shared_path, mut shared_admitted) = (0, 0);
     let flood_start = clock.now();
     for id in 200..200 + FLOOD {
-        let d = TABLE.check(&id, clock.now());
-        if d.path() == KeyedPath::SharedOverflow {
+        let now = clock.now();
+        let d = TABLE.check(&id, now);
+        if shared_slot(id, now, &d) {
             shared_path += 1;
         }
-        if d.is_allowed() {
+        if d.is_ok() {
             shared_admitted += 1;
         }
     }
@@ -431,7 +467,7 @@ pub async fn check_overflow() -> bool {
             kept += 1;
         }
         let d = TABLE.check(&id, now);
-        if d.is_denied() && d.path() == KeyedPath::Own {
+        if d.is_err_and(|r| r.path() == KeyedPath::Own) {
             refused += 1;
         }
     }
@@ -460,9 +496,11 @@ pub async fn check_overflow() -> bool {
         .max()
         .unwrap_or(now);
     Timer::at(EmbassyClock::instant_at(refilled_at)).await;
-    let d = TABLE.check(&250, clock.now());
+    let now = clock.now();
+    let d = TABLE.check(&250, now);
+    let own = d.is_ok() && own_slot(250, now, &d);
     let evicted = throttled.filter(|id| !TABLE.contains(id)).count();
-    let refill_ok = d.is_allowed() && d.path() == KeyedPath::Own && evicted == CAPACITY;
+    let refill_ok = own && evicted == CAPACITY;
     hprintln!(
         "keyed-refill: throttled keys refilled -> new key gets its own slot, {}/{} refilled keys evicted, len {} {}",
         evicted,

@@ -36,8 +36,7 @@ use embassy_executor::Spawner;
 use embassy_time::{Duration, Instant, Timer, TICK_HZ};
 use tollgate::embassy::{AsyncLimiter, EmbassyClock, WaitError};
 use tollgate::{
-    valid, BucketRef, CapacityExceeded, Clock, Decision, Gcra, GcraState, Limiter, Quota, Snapshot,
-    Timestamp,
+    valid, BucketRef, Clock, Gcra, GcraState, Limiter, Quota, Refusal, Snapshot, Timestamp,
 };
 use tollgate_firmware as board;
 
@@ -123,9 +122,9 @@ impl<const N: usize> Limiter for Recorded<N> {
     fn capacity(&self) -> u32 {
         self.bucket.capacity()
     }
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<Decision, CapacityExceeded> {
-        let decision = self.bucket.check_n(n, now)?;
-        if n > 0 && decision.is_allowed() {
+    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
+        let verdict = self.bucket.check_n(n, now);
+        if n > 0 && verdict.is_ok() {
             critical_section::with(|cs| {
                 let mut log = self.log.borrow_ref_mut(cs);
                 // Full once the tasks are done; later checks go unlogged.
@@ -138,7 +137,7 @@ impl<const N: usize> Limiter for Recorded<N> {
                 }
             });
         }
-        Ok(decision)
+        verdict
     }
     fn refund(&self, n: u32, now: Timestamp) {
         self.bucket.refund(n, now);
@@ -150,7 +149,7 @@ impl<const N: usize> Limiter for Recorded<N> {
         &self,
         n: u32,
         now: Timestamp,
-    ) -> Result<core::time::Duration, CapacityExceeded> {
+    ) -> Result<core::time::Duration, Refusal<'static>> {
         self.bucket.time_until_ready(n, now)
     }
     fn is_idle(&self, now: Timestamp) -> bool {
@@ -327,7 +326,8 @@ async fn check_errors() -> bool {
     // Above the burst: an error, not a wait.
     let capacity = matches!(
         TELEMETRY.acquire(BURST + 1).await,
-        Err(WaitError::CapacityExceeded(e)) if e.requested == BURST + 1 && e.capacity == BURST
+        Err(WaitError::CapacityExceeded(e))
+            if e.is_never() && e.requested() == BURST + 1 && e.limit() == BURST
     );
     hprintln!(
         "capacity: acquire({}) on burst {} -> CapacityExceeded {}",
@@ -339,7 +339,7 @@ async fn check_errors() -> bool {
 
     // Empty the bucket; the next permit is due in `wait` ns (0 < wait ≤ T).
     let clock = EmbassyClock::new();
-    while TELEMETRY.check(clock.now()).is_allowed() {}
+    while TELEMETRY.check(clock.now()).is_ok() {}
     let start_instant = Instant::now();
     let start = start_instant.as_ticks();
     let wait = TELEMETRY

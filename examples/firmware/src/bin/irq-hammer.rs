@@ -133,9 +133,7 @@ mod bucket {
     impl super::Hammered for Bucket<Gcra> {
         #[inline]
         fn check(&self, now: u32) -> bool {
-            self.algorithm()
-                .check_n(self.state(), 1, at(now))
-                .is_ok_and(|d| d.is_allowed())
+            self.algorithm().check_n(self.state(), 1, at(now)).is_ok()
         }
         #[inline]
         fn refund(&self, now: u32) {
