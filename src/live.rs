@@ -375,6 +375,25 @@ impl LiveBucket {
     }
 }
 
+impl LiveBucket {
+    /// [`Limiter::check_n`] that also says, on an admission, the instant
+    /// the bucket is full again (as [`Algorithm::check_n`]): what this
+    /// admission left, not what a later one did.
+    #[inline]
+    pub(crate) fn check_until_full(
+        &self,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Timestamp, Refusal<'static>> {
+        let now = now.as_nanos();
+        self.decide(
+            |gcra, tat| gcra.step_outcome(tat, n, now),
+            |gcra, outcome| gcra.decision(outcome, now),
+        )
+        .and_then(core::convert::identity)
+    }
+}
+
 /// A check that meets a change in progress waits for it: the change is a
 /// handful of stores (on `no_std`, inside a critical section, so never
 /// interrupted on a single core).
@@ -394,12 +413,7 @@ impl Limiter for LiveBucket {
 
     #[inline]
     fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
-        let now = now.as_nanos();
-        self.decide(
-            |gcra, tat| gcra.step_outcome(tat, n, now),
-            |gcra, outcome| gcra.decision(outcome, now).map(|_| ()),
-        )
-        .and_then(core::convert::identity)
+        self.check_until_full(n, now).map(|_| ())
     }
 
     fn refund(&self, n: u32, now: Timestamp) {

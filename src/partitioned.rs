@@ -182,12 +182,18 @@ use waiting::Line;
 /// Keyed stores are always given a key; the default limiter's store
 /// ignores it, and a resource that no policy claims has none (`None`).
 trait Store<K>: Send + Sync {
+    /// Takes `n` permits for `key`; on an admission, the instant the state
+    /// is full again as this admission left it (exact for every store that
+    /// can be shaped; `now` for the default limiter's and the unlimited
+    /// store, which never are).
     fn check_n(
         &self,
         key: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Snapshot, Refusal<'static>>;
+    ) -> Result<Timestamp, Refusal<'static>>;
+    /// `key`'s state at `now`, taking nothing.
+    fn snapshot(&self, key: Option<&K>, now: Timestamp) -> Snapshot;
     fn refund(&self, key: Option<&K>, n: u32, now: Timestamp);
     /// Gives back a shaped reservation only if it is still the last one
     /// booked ([`KeyedLimiter::refund_if_last`]); the default gives
@@ -219,7 +225,7 @@ trait Store<K>: Send + Sync {
         None
     }
     /// A queued waiter's outcome (see [`InFlightStore::poll`]).
-    fn poll_line(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<Snapshot, Refusal<'static>>> {
+    fn poll_line(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<(), Refusal<'static>>> {
         let _ = (ticket, waker);
         Poll::Ready(Err(no_key(0)))
     }
@@ -238,10 +244,16 @@ where
         key: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Snapshot, Refusal<'static>> {
+    ) -> Result<Timestamp, Refusal<'static>> {
         match key {
             Some(key) => InFlightStore::check_n(self, key, n, now),
             None => Err(no_key(n)), // never: policies have keys
+        }
+    }
+    fn snapshot(&self, key: Option<&K>, now: Timestamp) -> Snapshot {
+        match key {
+            Some(key) => self.table.snapshot(key, now),
+            None => UNLIMITED_SNAPSHOT,
         }
     }
     fn refund(&self, key: Option<&K>, n: u32, _: Timestamp) {
@@ -280,7 +292,7 @@ where
     fn join_line(&self, key: &K, n: u32, limit: usize, waker: &Waker) -> Option<Join> {
         Some(self.join(key, n, limit, waker))
     }
-    fn poll_line(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<Snapshot, Refusal<'static>>> {
+    fn poll_line(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<(), Refusal<'static>>> {
         self.poll(ticket, waker)
     }
     fn leave_line(&self, ticket: Ticket) {
@@ -301,14 +313,16 @@ where
         key: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Snapshot, Refusal<'static>> {
+    ) -> Result<Timestamp, Refusal<'static>> {
         match key {
-            // the snapshot for the admission's headers
-            Some(key) => self
-                .0
-                .check_n(key, n, now)
-                .map(|_| self.0.snapshot(key, now)),
+            Some(key) => self.0.check_n(key, n, now),
             None => Err(no_key(n)), // never: policies have keys
+        }
+    }
+    fn snapshot(&self, key: Option<&K>, now: Timestamp) -> Snapshot {
+        match key {
+            Some(key) => self.0.snapshot(key, now),
+            None => UNLIMITED_SNAPSHOT,
         }
     }
     fn refund(&self, key: Option<&K>, n: u32, now: Timestamp) {
@@ -354,9 +368,17 @@ struct Unkeyed<L>(L);
 
 impl<K, L: Limiter + Send + Sync> Store<K> for Unkeyed<L> {
     #[inline]
-    fn check_n(&self, _: Option<&K>, n: u32, now: Timestamp) -> Result<Snapshot, Refusal<'static>> {
-        self.0.check_n(n, now)?;
-        Ok(self.0.snapshot(now))
+    fn check_n(
+        &self,
+        _: Option<&K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Timestamp, Refusal<'static>> {
+        // never shaped: the instant is not needed
+        self.0.check_n(n, now).map(|()| now)
+    }
+    fn snapshot(&self, _: Option<&K>, now: Timestamp) -> Snapshot {
+        self.0.snapshot(now)
     }
     fn refund(&self, _: Option<&K>, n: u32, now: Timestamp) {
         self.0.refund(n, now);
@@ -377,9 +399,16 @@ struct Single(LiveBucket);
 
 impl<K> Store<K> for Single {
     #[inline]
-    fn check_n(&self, _: Option<&K>, n: u32, now: Timestamp) -> Result<Snapshot, Refusal<'static>> {
-        self.0.check_n(n, now)?;
-        Ok(self.0.snapshot(now))
+    fn check_n(
+        &self,
+        _: Option<&K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Timestamp, Refusal<'static>> {
+        self.0.check_until_full(n, now)
+    }
+    fn snapshot(&self, _: Option<&K>, now: Timestamp) -> Snapshot {
+        self.0.snapshot(now)
     }
     fn refund(&self, _: Option<&K>, n: u32, now: Timestamp) {
         self.0.refund(n, now);
@@ -414,8 +443,16 @@ struct Unlimited;
 
 impl<K> Store<K> for Unlimited {
     #[inline]
-    fn check_n(&self, _: Option<&K>, n: u32, _: Timestamp) -> Result<Snapshot, Refusal<'static>> {
-        Ok(Snapshot::exact(u32::MAX, u32::MAX - n, 0))
+    fn check_n(
+        &self,
+        _: Option<&K>,
+        _: u32,
+        now: Timestamp,
+    ) -> Result<Timestamp, Refusal<'static>> {
+        Ok(now)
+    }
+    fn snapshot(&self, _: Option<&K>, _: Timestamp) -> Snapshot {
+        UNLIMITED_SNAPSHOT
     }
     fn refund(&self, _: Option<&K>, _: u32, _: Timestamp) {}
     fn time_until_ready(
@@ -684,13 +721,15 @@ impl Shaping {
         self.max_wait
     }
 
-    /// The wait for an admission whose snapshot (after taking `n`) is
-    /// `after`: the work queued ahead of it beyond the free excess.
-    fn delay(&self, after: &Snapshot, n: u32) -> Duration {
-        // the lead before this admission (reset_after less its n permits),
-        // less the free excess; exact in the bucket's units, rounded up
+    /// The wait for an admission of `n` permits that left its bucket full
+    /// again `lead` nanoseconds after its `now`, at the rate of `rate` (a
+    /// snapshot of that bucket): the work queued ahead of it beyond the
+    /// free excess.
+    fn delay(&self, rate: &Snapshot, lead: u64, n: u32) -> Duration {
+        // the lead before this admission (less its n permits), less the
+        // free excess; in the bucket's units, rounded up
         Duration::from_nanos(
-            after.reset_after_less_permits_nanos(u64::from(n) + u64::from(self.delay_after)),
+            rate.lead_less_permits_nanos(lead, u64::from(n) + u64::from(self.delay_after)),
         )
     }
 }
@@ -964,11 +1003,6 @@ pub struct Admission<L> {
     pub lease: L,
     /// Wait this long before doing the work (its reserved turn).
     pub delay: Duration,
-    /// The admitting limiter's state for this key right after the
-    /// admission (for rate-limit headers). For a [`Chained`] admission, the
-    /// member with the fewest permits remaining (the later one on a tie);
-    /// for a resource no limiter charged, an unlimited snapshot.
-    pub snapshot: Snapshot,
 }
 
 impl<K> Admission<Lease<K>> {
@@ -977,7 +1011,6 @@ impl<K> Admission<Lease<K>> {
         Self {
             lease: Lease::free(),
             delay: Duration::ZERO,
-            snapshot: UNLIMITED_SNAPSHOT,
         }
     }
 }
@@ -1054,6 +1087,24 @@ impl<R, K> Partitioned<R, K> {
         }
     }
 
+    /// The state of policy `index`'s limiter for `key` (`None`: the
+    /// default limiter's), taking nothing: the snapshot for an admission
+    /// made with [`try_acquire_key`](Self::try_acquire_key), computed when
+    /// asked (for rate-limit headers). An index past the last policy, or
+    /// no default limiter, is unlimited.
+    #[must_use]
+    pub fn snapshot_key(&self, index: Option<usize>, key: &K, now: Timestamp) -> Snapshot {
+        match index {
+            Some(i) => self.policies.get(i).map_or(UNLIMITED_SNAPSHOT, |p| {
+                p.store.store.snapshot(Some(key), now)
+            }),
+            None => self
+                .default
+                .as_ref()
+                .map_or(UNLIMITED_SNAPSHOT, |(_, store)| store.snapshot(None, now)),
+        }
+    }
+
     fn charge_default(
         &self,
         key: Option<K>,
@@ -1081,10 +1132,9 @@ impl<R, K> Partitioned<R, K> {
     ) -> Result<Admission<Lease<K>>, Refusal<'a>> {
         match store.check_n(key.as_ref(), n, now) {
             // the common case, inline in the caller: an unshaped admission
-            Ok(after) if shaping.is_none() => Ok(Admission {
+            Ok(_) if shaping.is_none() => Ok(Admission {
                 lease: Lease::taken(index, key, n, store, releases),
                 delay: Duration::ZERO,
-                snapshot: after,
             }),
             d => self.charge_rest(index, name, store, releases, shaping, key, n, now, d),
         }
@@ -1104,30 +1154,35 @@ impl<R, K> Partitioned<R, K> {
         key: Option<K>,
         n: u32,
         now: Timestamp,
-        d: Result<Snapshot, Refusal<'static>>,
+        d: Result<Timestamp, Refusal<'static>>,
     ) -> Result<Admission<Lease<K>>, Refusal<'a>> {
         match d {
-            Ok(after) => {
-                let delay = shaping.map_or(Duration::ZERO, |s| s.delay(&after, n));
+            Ok(full_at) => {
                 let mut lease = Lease::taken(index, key, n, store, releases);
-                if shaping.is_some() {
-                    // a reservation: only the last one booked can go back
-                    lease.full_at = now.as_nanos().saturating_add(after.reset_after_nanos());
-                }
-                if let Some(max) = shaping.and_then(|s| s.max_wait) {
+                let Some(shaping) = shaping else {
+                    return Ok(Admission {
+                        lease,
+                        delay: Duration::ZERO,
+                    });
+                };
+                // A reservation: its turn comes from the instant its own
+                // admission left the bucket full (a later booking's does not
+                // count), and only the last one booked can go back. The
+                // snapshot gives the bucket's rate.
+                let rate = store.snapshot(lease.key.as_ref(), now);
+                let lead = full_at.as_nanos().saturating_sub(now.as_nanos());
+                let delay = shaping.delay(&rate, lead, n);
+                lease.full_at = full_at.as_nanos();
+                if let Some(max) = shaping.max_wait {
                     if delay > max {
                         // too long a wait: give the reservation back
                         self.cancel_lease(lease, now);
                         return Err(
-                            Refusal::new(delay.saturating_sub(max), after).by(&self.name, name)
+                            Refusal::new(delay.saturating_sub(max), rate).by(&self.name, name)
                         );
                     }
                 }
-                Ok(Admission {
-                    lease,
-                    delay,
-                    snapshot: after,
-                })
+                Ok(Admission { lease, delay })
             }
             Err(refusal) => Err(refusal.by(&self.name, name)),
         }
@@ -1191,6 +1246,16 @@ impl<R, K> PartitionedLimiter<R> for Partitioned<R, K> {
         match self.claim(resource) {
             Some((i, key)) => Line::Policy(self.in_line(i, key, n, usize::MAX, now)),
             None => Line::Ready(Some(self.charge_default(None, n, now))),
+        }
+    }
+
+    fn snapshot(&self, resource: &R, now: Timestamp) -> Snapshot {
+        match self.claim(resource) {
+            Some((i, key)) => self.snapshot_key(Some(i), &key, now),
+            None => match &self.default {
+                Some((_, store)) => store.snapshot(None, now),
+                None => UNLIMITED_SNAPSHOT,
+            },
         }
     }
 
@@ -1282,11 +1347,6 @@ where
         match self.second.try_acquire_n(resource, n, now) {
             Ok(b) => Ok(Admission {
                 delay: a.delay.max(b.delay),
-                snapshot: if a.snapshot.remaining() < b.snapshot.remaining() {
-                    a.snapshot
-                } else {
-                    b.snapshot
-                },
                 lease: (a.lease, b.lease),
             }),
             Err(r) => {
@@ -1321,17 +1381,26 @@ where
         match self.second.acquire_in_line(resource, n, now).await {
             Ok(b) => Ok(Admission {
                 delay: a.delay.max(b.delay),
-                snapshot: if a.snapshot.remaining() < b.snapshot.remaining() {
-                    a.snapshot
-                } else {
-                    b.snapshot
-                },
                 lease: (guard.defuse(), b.lease),
             }),
             Err(r) => {
                 drop(guard); // the first member's permits go back
                 Err(r.later_by(self.first.stages()))
             }
+        }
+    }
+
+    /// The member with the fewest permits remaining (the later one on a
+    /// tie).
+    fn snapshot(&self, resource: &R, now: Timestamp) -> Snapshot {
+        let (a, b) = (
+            self.first.snapshot(resource, now),
+            self.second.snapshot(resource, now),
+        );
+        if a.remaining() < b.remaining() {
+            a
+        } else {
+            b
         }
     }
 

@@ -77,8 +77,12 @@ impl PartitionedLimiter<Job> for Credits {
                 n,
             },
             delay: Duration::ZERO,
-            snapshot: Snapshot::new(u32::MAX, *left, TOP_UP),
         })
+    }
+
+    fn snapshot(&self, job: &Job, _: Timestamp) -> Snapshot {
+        let left = self.balance(job.tenant).unwrap_or(0);
+        Snapshot::new(u32::MAX, left, TOP_UP)
     }
 
     fn cancel(&self, lease: Spent, _: Timestamp) {
@@ -228,4 +232,20 @@ fn a_user_limiter_chains_after_a_chain_and_before_one() {
         chain.first().first().time_until_ready(&job, 2, NOW),
         Duration::ZERO
     );
+}
+
+#[test]
+fn a_chain_reports_the_member_with_the_fewest_permits_left_when_asked() {
+    let chain = Credits::with(&[(7, 10)]).and(per_tenant());
+    let job = Job { tenant: 7 };
+    // before anything: the bucket's 2 are fewer than the 10 credits
+    let s = chain.snapshot(&job, NOW);
+    assert_eq!((s.limit(), s.remaining()), (2, 2));
+    assert!(chain.try_acquire(&job, NOW).is_ok());
+    assert_eq!(chain.snapshot(&job, NOW).remaining(), 1);
+    assert_eq!(chain.first().balance(7), Some(9)); // asking took nothing
+                                                   // the credits run low: now they are the tighter member
+    let poor = Credits::with(&[(7, 1)]).and(per_tenant());
+    let s = poor.snapshot(&job, NOW);
+    assert_eq!((s.limit(), s.remaining()), (u32::MAX, 1));
 }

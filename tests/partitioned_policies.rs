@@ -330,12 +330,18 @@ fn a_policy_store_carries_into_a_new_limiter_reconfigured_and_reshaped() {
 }
 
 #[test]
-fn an_admission_reports_the_state_it_left() {
+fn the_state_is_computed_when_asked() {
     let p = Partitioned::<Msg, u64>::builder("p")
         .policy("per_user", |m: &Msg| Some(m.user), bucket(1, 3))
         .build();
-    let a = p.try_acquire(&msg("a", 1), t(0)).unwrap();
-    assert_eq!((a.snapshot.limit(), a.snapshot.remaining()), (3, 2));
-    let b = p.try_acquire(&msg("a", 1), t(0)).unwrap();
-    assert_eq!(b.snapshot.remaining(), 1);
+    let m = msg("a", 1);
+    let other = msg("b", 2);
+    assert_eq!(p.snapshot(&m, t(0)).remaining(), 3); // asking takes nothing
+    let _a = p.try_acquire(&m, t(0)).unwrap();
+    let s = p.snapshot(&m, t(0));
+    assert_eq!((s.limit(), s.remaining()), (3, 2));
+    let _b = p.try_acquire(&m, t(0)).unwrap();
+    assert_eq!(p.snapshot(&m, t(0)).remaining(), 1);
+    // another user's key is untouched
+    assert_eq!(p.snapshot(&other, t(0)).remaining(), 3);
 }

@@ -29,8 +29,9 @@ use super::metrics::PolicyMetrics;
 use super::policy::{MissingKey, Plan, Policy, RejectionHandler};
 use super::routing::{PathPrefix, PrefixTree};
 use crate::clock::{Clock, QuantaClock};
-use crate::partitioned::{Admission, Lease, Partitioned, PartitionedLimiter, PolicyStore};
+use crate::partitioned::{Lease, Partitioned, PartitionedLimiter, PolicyStore};
 use crate::remote::RemoteDecision;
+use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
 
 /// The resource type of the layer's partitioned stores: the layer routes
@@ -517,7 +518,7 @@ struct InLine {
     global_line: bool,
     key: TableKey,
     route: Option<usize>,
-    global: Option<Admission<HttpLease>>,
+    global: Option<Admitted>,
 }
 
 /// A request for a route policy's remote backend: policy `policy`, for
@@ -526,14 +527,23 @@ struct InLine {
 struct Remote {
     policy: usize,
     key: BackendKey,
-    global: Option<Admission<HttpLease>>,
+    global: Option<Admitted>,
+}
+
+/// A policy's admission of a request: its lease, the turn to wait for
+/// (a queueing policy's) and, only when the layer sends headers on
+/// success, the policy's state right after it (computed when asked).
+pub(crate) struct Admitted {
+    pub(crate) lease: HttpLease,
+    pub(crate) delay: Duration,
+    pub(crate) snapshot: Option<Snapshot>,
 }
 
 /// Outcome of charging one in-process policy.
 enum Charge {
     /// Admitted; `None` when the policy took nothing (its key was missing
     /// and allowed, or a dry run that would have refused or delayed).
-    Admitted(Option<Admission<HttpLease>>),
+    Admitted(Option<Admitted>),
     Refused(Duration),
     NoKey(StatusCode),
     /// Refused by an in-flight limit that queues: wait in this key's line.
@@ -588,7 +598,15 @@ impl Shared {
         // the one public path; an admission returns at once, a refusal is
         // read for its wait only
         let wait = match stores.try_acquire_key(c.slot, key, 1, now) {
-            Ok(a) if a.delay.is_zero() || !c.policy.dry_run => return Charge::Admitted(Some(a)),
+            Ok(a) if a.delay.is_zero() || !c.policy.dry_run => {
+                return Charge::Admitted(Some(Admitted {
+                    lease: a.lease,
+                    delay: a.delay,
+                    snapshot: self
+                        .headers_on_success
+                        .then(|| stores.snapshot_key(c.slot, &key, now)),
+                }))
+            }
             Ok(a) => {
                 #[cfg(feature = "tracing")]
                 tracing::info!(policy = %c.name, delay_ms = a.delay.as_millis() as u64, "dry run: would delay");
@@ -692,13 +710,13 @@ impl Shared {
         head: &RequestHead<'_>,
         route: Option<usize>,
         global: Option<&Compiled>,
-        global_adm: Option<Admission<HttpLease>>,
+        global_adm: Option<Admitted>,
         now: Timestamp,
     ) -> Verdict<O> {
         let route_c = route.map(|i| &self.policies[i]);
         let metrics = self.metrics_of(route);
         // the route refused: the global admission is given back
-        let cancel_global = |a: Option<Admission<HttpLease>>| {
+        let cancel_global = |a: Option<Admitted>| {
             if let Some(a) = a {
                 self.global_store.cancel(a.lease, now);
             }
@@ -745,8 +763,8 @@ impl Shared {
         }
         let headers = if self.headers_on_success {
             self.success_headers(
-                global.zip(global_adm.as_ref().map(|a| &a.snapshot)),
-                route_c.zip(route_adm.as_ref().map(|a| &a.snapshot)),
+                global.zip(global_adm.as_ref().and_then(|a| a.snapshot.as_ref())),
+                route_c.zip(route_adm.as_ref().and_then(|a| a.snapshot.as_ref())),
             )
         } else {
             None
@@ -936,7 +954,7 @@ where
         global,
     } = remote;
     let (global, global_snapshot, delay) = match global {
-        Some(a) => (Some(a.lease), Some(a.snapshot), a.delay),
+        Some(a) => (Some(a.lease), a.snapshot, a.delay),
         None => (None, None, Duration::ZERO),
     };
     let mut pending = Pending::new(shared, global, None);

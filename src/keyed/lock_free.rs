@@ -344,8 +344,8 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
         wait: u64,
     ) -> Result<Timestamp, Refusal<'static>> {
         match self.policy {
-            OverflowPolicy::SharedBucket => match self.shared.check_n(n, now) {
-                Ok(()) => Ok(self.shared.snapshot(now).full_at(now.as_nanos())),
+            OverflowPolicy::SharedBucket => match self.shared.check_until_full(n, now) {
+                Ok(full_at) => Ok(full_at),
                 Err(refusal) if !refusal.is_never() => {
                     Err(refusal.on_path(KeyedPath::SharedOverflow))
                 }

@@ -11,6 +11,7 @@ use super::Partitioned;
 use super::{Admission, Chained, Refusal};
 #[cfg(all(feature = "tokio", not(loom)))]
 use crate::clock::Clock;
+use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
 
 /// What a partitioned limiter (or a chain of them) does: admit a resource
@@ -35,6 +36,13 @@ pub trait PartitionedLimiter<R: ?Sized> {
     /// reservation only if no place was booked after it (else it stays
     /// spent; see the [module documentation](crate::partitioned)).
     fn cancel(&self, lease: Self::Lease, now: Timestamp);
+
+    /// The state of the limiter that would charge `resource`, taking
+    /// nothing: for rate-limit headers, computed when asked (an admission
+    /// builds none). For a chain, the member with the fewest permits
+    /// remaining; for a resource no limiter charges, an unlimited
+    /// snapshot.
+    fn snapshot(&self, resource: &R, now: Timestamp) -> Snapshot;
 
     /// The time until `resource` could be admitted for `n` permits, taking
     /// nothing.

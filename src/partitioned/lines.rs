@@ -48,7 +48,7 @@ pub(super) struct Ticket {
 #[derive(Debug)]
 pub(super) enum Join {
     /// The permits were free and nobody was ahead: taken now.
-    Taken(Snapshot),
+    Taken,
     /// In the line; poll the ticket.
     Queued(Ticket),
     /// The key's line is full (or the key has no slot in a full table,
@@ -63,7 +63,7 @@ enum State {
     Free,
     Waiting,
     /// The permits were taken on the waiter's behalf.
-    Granted(Snapshot),
+    Granted,
     /// The limit was lowered below the waiter's permits.
     Refused(Refusal<'static>),
 }
@@ -120,29 +120,23 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
         Refusal::from_nanos(alg.retry_hint, self.table.snapshot(key, Timestamp::ZERO))
     }
 
-    /// `key`'s permits after an admission.
-    fn taken(&self, key: &K) -> Snapshot {
-        self.table.snapshot(key, Timestamp::ZERO)
-    }
-
     /// A newcomer's check: refused while the key has a line.
     pub(super) fn check_n(
         &self,
         key: &K,
         n: u32,
         now: Timestamp,
-    ) -> Result<Snapshot, Refusal<'static>> {
+    ) -> Result<Timestamp, Refusal<'static>> {
         if n != 0
             && self.waiting.load(Ordering::SeqCst) != 0
             && lock(&self.lines).by_key.contains_key(key)
         {
             if n > self.table.capacity_of(key) {
-                return Err(Refusal::never(n, self.taken(key)));
+                return Err(Refusal::never(n, self.table.snapshot(key, Timestamp::ZERO)));
             }
             return Err(self.denied(key));
         }
-        self.table.check_n(key, n, now)?;
-        Ok(self.taken(key))
+        self.table.check_n(key, n, now)
     }
 
     /// Gives back `n` permits of `key` and serves its line.
@@ -196,7 +190,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
         while let Some(&i) = line.front() {
             let slot = &mut slots[i];
             slot.state = match self.table.check_n(key, slot.n, Timestamp::ZERO) {
-                Ok(_) => State::Granted(self.taken(key)),
+                Ok(_) => State::Granted,
                 Err(e) if e.is_never() => State::Refused(e),
                 Err(_) => break,
             };
@@ -217,7 +211,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
     /// waiters), to be woken through `waker`.
     pub(super) fn join(&self, key: &K, n: u32, limit: usize, waker: &Waker) -> Join {
         let take = |this: &Self| match this.table.check_n(key, n, Timestamp::ZERO) {
-            Ok(_) => Some(Join::Taken(this.taken(key))),
+            Ok(_) => Some(Join::Taken),
             Err(e) if e.is_never() => Some(Join::Capacity(e)),
             // a full table of busy keys: no release of this key (it has no
             // slot) would ever serve a line, so no line
@@ -273,11 +267,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
 
     /// The queued waiter's outcome: its permits (taken on its behalf), a
     /// refusal, or still waiting (keeping `waker`).
-    pub(super) fn poll(
-        &self,
-        ticket: Ticket,
-        waker: &Waker,
-    ) -> Poll<Result<Snapshot, Refusal<'static>>> {
+    pub(super) fn poll(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<(), Refusal<'static>>> {
         let mut lines = lock(&self.lines);
         let Some(slot) = lines
             .slots
@@ -294,7 +284,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
                 }
                 return Poll::Pending;
             }
-            State::Granted(after) => Ok(after),
+            State::Granted => Ok(()),
             State::Refused(e) => Err(e),
             State::Free => Err(Refusal::never(slot.n, Snapshot::exact(0, 0, 0))),
         };
@@ -336,7 +326,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
                     };
                     (None, woken)
                 }
-                (State::Granted(_), Some(key)) => (Some((key, n)), Vec::new()),
+                (State::Granted, Some(key)) => (Some((key, n)), Vec::new()),
                 _ => (None, Vec::new()),
             }
         };

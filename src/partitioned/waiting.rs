@@ -93,7 +93,7 @@ impl<'a, R, K> Future for InLine<'a, R, K> {
                         this.ticket = Some(ticket);
                         return Poll::Pending;
                     }
-                    Some(Join::Taken(after)) => Ok(after),
+                    Some(Join::Taken) => Ok(()),
                     Some(Join::Full(refusal) | Join::Capacity(refusal)) => {
                         Err(refusal.by(&limiter.name, &policy.name))
                     }
@@ -101,10 +101,9 @@ impl<'a, R, K> Future for InLine<'a, R, K> {
             }
         };
         let key = this.key.take();
-        Poll::Ready(granted.map(|after| Admission {
+        Poll::Ready(granted.map(|()| Admission {
             lease: Lease::taken(this.index, key, this.n, store, true),
             delay: Duration::ZERO,
-            snapshot: after,
         }))
     }
 }

@@ -17,13 +17,12 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::{
-    serve_remote, Charge, Compiled, HttpLease, InLine, NoKey, Pending, Remote, Shared, Stores,
+    serve_remote, Admitted, Charge, Compiled, InLine, NoKey, Pending, Remote, Shared, Stores,
 };
 use crate::clock::Clock;
 use crate::concurrency::DEFAULT_RETRY_HINT;
 use crate::http::body::LayerBody;
 use crate::http::key::TableKey;
-use crate::partitioned::Admission;
 
 /// Waits in `key`'s line of in-flight policy `c` in `stores`, at most the
 /// policy's `max_wait`; the refusal's wait otherwise.
@@ -32,14 +31,20 @@ async fn wait_in_line(
     stores: &Stores,
     c: &Compiled,
     key: TableKey,
-) -> Result<Admission<HttpLease>, Duration> {
+) -> Result<Admitted, Duration> {
     let (Some(mode), Some(slot)) = (c.policy.queue, c.slot) else {
         return Err(DEFAULT_RETRY_HINT); // never: only such policies queue
     };
     let limit = usize::try_from(mode.queue_limit).unwrap_or(usize::MAX);
     let line = stores.acquire_key_in_line(slot, key, 1, limit, shared.clock.now());
     match tokio::time::timeout(mode.max_wait, line).await {
-        Ok(Ok(admission)) => Ok(admission),
+        Ok(Ok(a)) => Ok(Admitted {
+            lease: a.lease,
+            delay: a.delay,
+            snapshot: shared
+                .headers_on_success
+                .then(|| stores.snapshot_key(Some(slot), &key, shared.clock.now())),
+        }),
         Ok(Err(refusal)) => Err(refusal.retry_after()),
         // waited `max_wait`: it left the line (its future was dropped)
         Err(_) => Err(DEFAULT_RETRY_HINT),
@@ -65,7 +70,7 @@ where
         global,
     } = line;
     let (global_lease, mut global_snapshot, mut global_delay) = match global {
-        Some(a) => (Some(a.lease), Some(a.snapshot), a.delay),
+        Some(a) => (Some(a.lease), a.snapshot, a.delay),
         None => (None, None, Duration::ZERO),
     };
     let mut pending = Pending::new(Arc::clone(&shared), global_lease, None);
@@ -92,7 +97,7 @@ where
         };
         match wait_in_line(&shared, &shared.global_store, g, key).await {
             Ok(a) => {
-                global_snapshot = Some(a.snapshot);
+                global_snapshot = a.snapshot;
                 global_delay = a.delay;
                 pending.global = Some(a.lease);
             }
@@ -114,12 +119,10 @@ where
                         let remote = Remote {
                             policy: i,
                             key: k.backend_key(c.policy.ipv6_prefix),
-                            global: pending.global.take().map(|lease| Admission {
+                            global: pending.global.take().map(|lease| Admitted {
                                 lease,
                                 delay: global_delay.saturating_sub(elapsed()),
-                                snapshot: global_snapshot.unwrap_or_else(|| {
-                                    crate::snapshot::Snapshot::exact(u32::MAX, u32::MAX, 0)
-                                }),
+                                snapshot: global_snapshot,
                             }),
                         };
                         pending.waiting = None;
@@ -137,7 +140,7 @@ where
             match charge {
                 Charge::Admitted(a) => {
                     if let Some(a) = a {
-                        route_snapshot = Some(a.snapshot);
+                        route_snapshot = a.snapshot;
                         route_delay = a.delay;
                         pending.route = Some(a.lease);
                     }
@@ -159,7 +162,7 @@ where
         let c = &shared.policies[i];
         match wait_in_line(&shared, &shared.route_store, c, key).await {
             Ok(a) => {
-                route_snapshot = Some(a.snapshot);
+                route_snapshot = a.snapshot;
                 pending.route = Some(a.lease);
             }
             Err(wait) => {
