@@ -70,7 +70,7 @@
 //! # Waiting for an in-flight limit: woken by the release
 //!
 //! An in-flight limit's permits come back only when a lease drops, so a
-//! waiter on one ([`PartitionedLimiter::acquire_n`],
+//! waiter on one (`queue::acquire_partitioned` (feature `tokio`),
 //! [`PartitionedLimiter::acquire_in_line`],
 //! [`Partitioned::acquire_key_in_line`]) takes a place in **its key's
 //! line** and sleeps until a release of that key hands it the permits: no

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tollgate::keyed::ShardedKeyedTable;
 use tollgate::partitioned::{Partitioned, PartitionedLimiter, Shaping};
+use tollgate::queue;
 use tollgate::{Gcra, Quota, TokioClock};
 
 /// 10 per second per client, 5 may wait (nginx `burst=5`), FIFO per client.
@@ -42,14 +43,16 @@ async fn each_clients_excess_waits_its_turn_in_order() {
     for i in 0..6u64 {
         let (p, clock) = (Arc::clone(&p), clock);
         tasks.push(tokio::spawn(async move {
-            p.acquire_n(&1, 1, &clock, FOREVER).await.map(drop).unwrap();
+            queue::acquire_partitioned(&*p, &1, 1, &clock, FOREVER)
+                .await
+                .map(drop)
+                .unwrap();
             (i, start.elapsed())
         }));
         tokio::task::yield_now().await; // arrive in order
     }
     // the 7th is beyond the line (burst 5 + 1): refused at once
-    let seventh = p
-        .acquire_n(&1, 1, &clock, Duration::ZERO)
+    let seventh = queue::acquire_partitioned(&*p, &1, 1, &clock, Duration::ZERO)
         .await
         .map(drop)
         .map_err(|r| r.retry_after());
@@ -72,7 +75,7 @@ async fn a_flooding_client_never_delays_another() {
     for _ in 0..6 {
         let (p, clock) = (Arc::clone(&p), clock);
         flood.push(tokio::spawn(async move {
-            p.acquire_n(&1, 1, &clock, FOREVER)
+            queue::acquire_partitioned(&*p, &1, 1, &clock, FOREVER)
                 .await
                 .map(drop)
                 .map_err(|r| r.retry_after())
@@ -84,7 +87,10 @@ async fn a_flooding_client_never_delays_another() {
     // waiting; its next ones follow its own rate only
     let mut times = Vec::new();
     for _ in 0..6 {
-        p.acquire_n(&2, 1, &clock, FOREVER).await.map(drop).unwrap();
+        queue::acquire_partitioned(&*p, &2, 1, &clock, FOREVER)
+            .await
+            .map(drop)
+            .unwrap();
         times.push(start.elapsed());
     }
     // exactly the pacing client 2 would get alone (nginx without nodelay
@@ -105,7 +111,7 @@ async fn waiters_that_go_away_from_the_end_of_the_line_give_their_places_back() 
     for _ in 0..6 {
         let (p, clock) = (Arc::clone(&p), clock);
         waiting.push(tokio::spawn(async move {
-            p.acquire_n(&1, 1, &clock, FOREVER)
+            queue::acquire_partitioned(&*p, &1, 1, &clock, FOREVER)
                 .await
                 .map(drop)
                 .map_err(|r| r.retry_after())
@@ -140,21 +146,20 @@ async fn an_unshaped_policy_waits_for_capacity_up_to_max_wait() {
     let p = per_client(None);
     let clock = TokioClock::new();
     for _ in 0..6 {
-        p.acquire_n(&1, 1, &clock, Duration::ZERO)
+        queue::acquire_partitioned(&*p, &1, 1, &clock, Duration::ZERO)
             .await
             .map(drop)
             .unwrap();
     }
     let start = Instant::now();
     // the next permit is 100 ms away: within a 250 ms maximum wait
-    p.acquire_n(&1, 1, &clock, Duration::from_millis(250))
+    queue::acquire_partitioned(&*p, &1, 1, &clock, Duration::from_millis(250))
         .await
         .map(drop)
         .unwrap();
     assert_eq!(start.elapsed(), Duration::from_millis(100));
     // 100 ms away again: more than a 50 ms maximum wait, refused at once
-    let r = p
-        .acquire_n(&1, 1, &clock, Duration::from_millis(50))
+    let r = queue::acquire_partitioned(&*p, &1, 1, &clock, Duration::from_millis(50))
         .await
         .unwrap_err();
     assert_eq!(r.retry_after(), Duration::from_millis(100));

@@ -18,6 +18,7 @@ use std::task::Poll;
 use tokio::time::Instant;
 use tollgate::keyed::ShardedKeyedTable;
 use tollgate::partitioned::{Partitioned, PartitionedLimiter, PolicyStore, Shaping};
+use tollgate::queue;
 use tollgate::{Gcra, LiveBucket, Quota, TokioClock};
 
 /// 10 per second, burst 1, up to 100 waiting (`queue = { limit = 100 }`).
@@ -69,7 +70,7 @@ where
         arrival += 1;
         let waiter: Waiter = Box::pin(async move {
             let key = key_of(id);
-            let lease = limiter.acquire_n(&key, 1, &clock, FOREVER).await;
+            let lease = queue::acquire_partitioned(&*limiter, &key, 1, &clock, FOREVER).await;
             assert!(lease.is_ok(), "request {id} refused");
             log.lock().unwrap().push((id, key, start.elapsed()));
         });

@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tollgate::keyed::ShardedKeyedTable;
 use tollgate::partitioned::{Chained, Partitioned, PartitionedLimiter};
+use tollgate::queue;
 use tollgate::{Gcra, Quota, Timestamp, TokioClock};
 
 use support::CountPolls;
@@ -62,10 +63,13 @@ macro_rules! wait_behind_a_long_holder {
             tokio::spawn(async move {
                 let clock = TokioClock::new();
                 let tenant = 7u32;
-                let lease = CountPolls::new(limiter.acquire_n(&tenant, 1, &clock, FOREVER), polls)
-                    .await
-                    .map_err(|r| r.to_string())
-                    .unwrap();
+                let lease = CountPolls::new(
+                    queue::acquire_partitioned(&*limiter, &tenant, 1, &clock, FOREVER),
+                    polls,
+                )
+                .await
+                .map_err(|r| r.to_string())
+                .unwrap();
                 let admitted = Instant::now();
                 drop(lease);
                 admitted
@@ -131,8 +135,7 @@ async fn an_in_flight_waiter_is_refused_when_its_max_wait_passes() {
     let clock = TokioClock::new();
     let _held = p.try_acquire(&7, Timestamp::ZERO).unwrap();
     let start = Instant::now();
-    let refused = p
-        .acquire_n(&7, 1, &clock, Duration::from_millis(250))
+    let refused = queue::acquire_partitioned(&p, &7, 1, &clock, Duration::from_millis(250))
         .await
         .map(drop)
         .unwrap_err();

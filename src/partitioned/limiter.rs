@@ -4,13 +4,9 @@
 use core::future::Future;
 use core::time::Duration;
 
-#[cfg(all(feature = "tokio", not(loom)))]
-use super::waiting;
 #[cfg(doc)]
 use super::Partitioned;
 use super::{Admission, Chained, Refusal};
-#[cfg(all(feature = "tokio", not(loom)))]
-use crate::clock::Clock;
 use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
 
@@ -111,36 +107,5 @@ pub trait PartitionedLimiter<R: ?Sized> {
         now: Timestamp,
     ) -> impl Future<Output = Result<Admission<Self::Lease>, Refusal<'a>>> + 'a {
         core::future::ready(self.try_acquire_n(resource, n, now))
-    }
-
-    /// Admits `resource` for `n` permits, waiting its turn: a shaped
-    /// policy's delay; for an in-flight limit, a place in its key's line,
-    /// woken by the release that lets it in
-    /// ([`acquire_in_line`](Self::acquire_in_line)); for any other refusal,
-    /// checking again when the refusal's `retry_after` passes. Waits at
-    /// most `max_wait` (a shaped delay is bounded by its policy's own
-    /// maximum). Dropping the future cancels what it had reserved: a
-    /// shaped place comes back if it is still the last one booked, else it
-    /// stays spent (see the [module documentation](crate::partitioned)); a place in an
-    /// in-flight line is left, and a permit granted to it passes to the
-    /// next waiter. Sleeps on tokio's timer (feature `tokio`) and reads
-    /// `clock`.
-    ///
-    /// # Errors
-    /// The last [`Refusal`] when the wait would exceed `max_wait`.
-    #[cfg(all(feature = "tokio", not(loom)))]
-    fn acquire_n<'a, C: Clock + Sync>(
-        &'a self,
-        resource: &'a R,
-        n: u32,
-        clock: &'a C,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Self::Lease, Refusal<'a>>> + 'a
-    where
-        Self: Sync,
-        R: Sync,
-        Self::Lease: Send,
-    {
-        waiting::acquire_n(self, resource, n, clock, max_wait)
     }
 }

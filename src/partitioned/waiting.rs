@@ -9,11 +9,7 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use super::lines::{Join, Ticket};
-#[cfg(all(feature = "tokio", not(loom)))]
-use super::PartitionedLimiter;
 use super::{Admission, Lease, Partitioned, Refusal};
-#[cfg(all(feature = "tokio", not(loom)))]
-use crate::clock::Clock;
 use crate::time::Timestamp;
 
 /// The future of [`Partitioned`]'s `acquire_in_line`: a policy's line, or
@@ -192,87 +188,5 @@ impl<R, K> Partitioned<R, K> {
         now: Timestamp,
     ) -> impl Future<Output = Result<Admission<Lease<K>>, Refusal<'_>>> + '_ {
         self.in_line(index, key, n, queue_limit, now)
-    }
-}
-
-/// [`PartitionedLimiter::acquire_n`](super::PartitionedLimiter::acquire_n):
-/// waits on tokio's timer for a shaped delay or a rate's `retry_after`, in
-/// a key's line for an in-flight limit.
-#[cfg(all(feature = "tokio", not(loom)))]
-pub(super) async fn acquire_n<'a, P, R, C>(
-    limiter: &'a P,
-    resource: &'a R,
-    n: u32,
-    clock: &'a C,
-    max_wait: Duration,
-) -> Result<P::Lease, Refusal<'a>>
-where
-    P: PartitionedLimiter<R> + Sync + ?Sized,
-    R: Sync + ?Sized,
-    C: Clock + Sync,
-    P::Lease: Send,
-{
-    let start = clock.now();
-    loop {
-        let now = clock.now();
-        let left = max_wait.saturating_sub(now.saturating_duration_since(start));
-        let (attempt, timed_out) =
-            match tokio::time::timeout(left, limiter.acquire_in_line(resource, n, now)).await {
-                Ok(attempt) => (attempt, false),
-                // the wait is over while in a line: one last look
-                Err(_) => (limiter.try_acquire_n(resource, n, clock.now()), true),
-            };
-        match attempt {
-            Ok(admission) => {
-                if admission.delay.is_zero() {
-                    return Ok(admission.lease);
-                }
-                // dropped while waiting: the reservation goes back
-                let guard = CancelOnDrop {
-                    limiter,
-                    lease: Some(admission.lease),
-                    clock,
-                };
-                tokio::time::sleep(admission.delay).await;
-                return Ok(guard.defuse());
-            }
-            Err(refusal) => {
-                let waited = clock.now().saturating_duration_since(start);
-                if timed_out
-                    || refusal.is_never()
-                    || waited.saturating_add(refusal.retry_after()) > max_wait
-                {
-                    return Err(refusal);
-                }
-                tokio::time::sleep(refusal.retry_after()).await;
-            }
-        }
-    }
-}
-
-/// Cancels a reserved lease unless defused.
-#[cfg(all(feature = "tokio", not(loom)))]
-struct CancelOnDrop<'a, P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> {
-    limiter: &'a P,
-    lease: Option<P::Lease>,
-    clock: &'a C,
-}
-
-#[cfg(all(feature = "tokio", not(loom)))]
-impl<P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> CancelOnDrop<'_, P, R, C> {
-    fn defuse(mut self) -> P::Lease {
-        match self.lease.take() {
-            Some(lease) => lease,
-            None => unreachable!("a lease is taken once"),
-        }
-    }
-}
-
-#[cfg(all(feature = "tokio", not(loom)))]
-impl<P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> Drop for CancelOnDrop<'_, P, R, C> {
-    fn drop(&mut self) {
-        if let Some(lease) = self.lease.take() {
-            self.limiter.cancel(lease, self.clock.now());
-        }
     }
 }

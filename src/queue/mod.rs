@@ -122,6 +122,7 @@
 
 mod acquire;
 mod error;
+mod partitioned;
 mod shared;
 mod source;
 mod timer;
@@ -142,6 +143,7 @@ pub use source::QueueLimiter;
 
 pub use acquire::{Acquire, QueuePermit};
 pub use error::WaitError;
+pub use partitioned::acquire_partitioned;
 use shared::{lock, Counters, Inner, Shared, TimerWake, WakeList, CLOSED};
 pub use tokio_clock::TokioClock;
 use waiters::{Outcome, Waiters};
