@@ -50,8 +50,8 @@ use governor::clock::{
 };
 use governor::{Quota as GovQuota, RateLimiter as GovLimiter};
 use tollgate::{
-    Bucket, Clock, ConcurrencyLimiter, FixedWindow, Limiter, ManualClock, QuantaClock, Quota,
-    RateLimiter, SlidingWindow, StdClock, Timestamp,
+    Bucket, Clock, ConcurrencyLimiter, FixedWindow, ManualClock, QuantaClock, Quota, RateLimiter,
+    SlidingWindow, StdClock, Timestamp,
 };
 
 fn nz(n: u32) -> NonZeroU32 {

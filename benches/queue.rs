@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use tollgate::queue::Queue;
-use tollgate::{Bucket, Clock, Limiter, Quota, StdClock, TokioClock};
+use tollgate::{Bucket, Clock, Quota, StdClock, TokioClock};
 
 fn roomy_bucket() -> Bucket<tollgate::Gcra> {
     // 1e9 per second (T = 1 ns): never refuses at benchmark speed.

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use governor::clock::FakeRelativeClock;
 use governor::{Quota as GovQuota, RateLimiter as GovLimiter};
-use tollgate::{Bucket, Clock, Limiter, ManualClock, Quota, RateLimiter};
+use tollgate::{Bucket, Clock, ManualClock, Quota, RateLimiter};
 
 /// Calls between two advances of the fake clocks, and the advance.
 const TICK_EVERY: u64 = 1_024;

@@ -209,7 +209,7 @@ mod std_clock {
     /// macOS and Windows' QueryPerformanceCounter-based clock).
     ///
     /// ```
-    /// use tollgate::{Bucket, Clock, Limiter, Quota, StdClock};
+    /// use tollgate::{Bucket, Clock, Quota, StdClock};
     ///
     /// let bucket = Bucket::token_bucket(Quota::per_second(1_000)?.with_burst(1)?);
     /// assert!(bucket.check(StdClock::new().now()).is_ok());

@@ -794,7 +794,6 @@ pub enum Downtime {
 /// [`ENCODED_LEN`](Self::ENCODED_LEN) bytes for flash or retained RAM.
 ///
 /// ```
-/// use core::time::Duration;
 /// use tollgate::duty_cycle::{DutyCycleLimiter, RestoreError, SavedState};
 /// use tollgate::Timestamp;
 ///

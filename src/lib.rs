@@ -91,7 +91,7 @@
 //! is needed:
 //!
 //! ```
-//! use tollgate::{valid, Bucket, Gcra, Limiter, Quota, Timestamp};
+//! use tollgate::{valid, Bucket, Gcra, Quota, Timestamp};
 //!
 //! static RADIO: Bucket<Gcra> = Bucket::leaky_bucket(valid!(Quota::per_second(50)));
 //!
@@ -238,7 +238,7 @@
 //!   drain, then occupies `n` intervals.
 //!
 //! ```
-//! use tollgate::{Bucket, Limiter, Quota, Timestamp};
+//! use tollgate::{Bucket, Quota, Timestamp};
 //!
 //! let quota = Quota::per_second(4)?; // T = 250 ms, burst 4
 //! let token = Bucket::token_bucket(quota);
@@ -268,7 +268,7 @@
 //!
 //! ```
 //! use core::time::Duration;
-//! use tollgate::{valid, Bucket, FixedWindow, Limiter, Timestamp};
+//! use tollgate::{valid, Bucket, FixedWindow, Timestamp};
 //!
 //! static API: Bucket<FixedWindow> =
 //!     Bucket::fixed_window(valid!(FixedWindow::new(100, Duration::from_secs(60))));
@@ -284,7 +284,7 @@
 //!
 //! ```
 //! use core::time::Duration;
-//! use tollgate::{Bucket, Limiter, SlidingWindow, Timestamp};
+//! use tollgate::{Bucket, SlidingWindow, Timestamp};
 //!
 //! // 100 per minute, in 6 segments of 10 s.
 //! let limiter = Bucket::new(SlidingWindow::<6>::new(100, Duration::from_secs(60))?);
@@ -347,7 +347,7 @@
 //! nothing: ask for the snapshot when you need it (for headers, say).
 //!
 //! ```
-//! use tollgate::{Bucket, Limiter, Quota, Timestamp};
+//! use tollgate::{Bucket, Quota, Timestamp};
 //!
 //! let bucket = Bucket::token_bucket(Quota::per_second(10)?.with_burst(5)?);
 //! let now = Timestamp::ZERO;
@@ -364,7 +364,7 @@
 //! never above the burst:
 //!
 //! ```
-//! use tollgate::{Bucket, Limiter, Quota, Timestamp};
+//! use tollgate::{Bucket, Quota, Timestamp};
 //!
 //! let bucket = Bucket::token_bucket(Quota::per_second(10)?.with_burst(2)?);
 //! let now = Timestamp::ZERO;
@@ -709,6 +709,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_debug_implementations)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc(test(attr(deny(unused_imports))))]
 
 #[cfg(feature = "std")]
 extern crate std;

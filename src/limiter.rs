@@ -210,7 +210,7 @@ pub trait Limiter {
 /// An [`Algorithm`] together with its state: the one-limiter case.
 ///
 /// ```
-/// use tollgate::{Bucket, Limiter, Quota, Timestamp};
+/// use tollgate::{Bucket, Quota, Timestamp};
 ///
 /// let bucket = Bucket::token_bucket(Quota::per_second(2)?);
 /// let now = Timestamp::ZERO;
@@ -252,41 +252,118 @@ impl<A: Algorithm> Bucket<A> {
     }
 }
 
-impl<A: Algorithm> Limiter for Bucket<A> {
-    #[inline]
-    fn capacity(&self) -> u32 {
-        self.algorithm.capacity()
-    }
-    #[inline(always)]
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
-        self.algorithm.check_n(&self.state, n, now).map(|_| ())
-    }
-    #[inline]
-    fn refund(&self, n: u32, now: Timestamp) {
-        self.algorithm.refund(&self.state, n, now);
-    }
-    #[inline]
-    fn snapshot(&self, now: Timestamp) -> Snapshot {
-        self.algorithm.snapshot(&self.state, now)
-    }
-    #[inline]
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
-        self.algorithm.time_until_ready(&self.state, n, now)
-    }
-    #[inline]
-    fn is_idle(&self, now: Timestamp) -> bool {
-        self.algorithm.is_idle(&self.state, now)
-    }
-    #[inline]
-    fn required_resolution(&self) -> Duration {
-        self.algorithm.required_resolution()
-    }
-    #[inline]
-    fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
-        self.algorithm
-            .time_until_ready_after(&self.state, ahead, n, now)
-    }
+/// The direct calls of a bucket ([`Bucket`], [`BucketRef`]): inherent, so
+/// a user needs no trait in scope; its [`Limiter`] impl forwards to them.
+macro_rules! direct_methods {
+    ($ty:ty, $state:ident => $get:expr) => {
+        impl<A: Algorithm> $ty {
+            /// Tries to take one permit at `now`.
+            ///
+            /// # Errors
+            /// The [`Refusal`] (when to retry, and the bucket's state);
+            /// nothing was taken.
+            #[inline(always)]
+            pub fn check(&self, now: Timestamp) -> Result<(), Refusal<'static>> {
+                self.check_n(1, now)
+            }
+
+            /// Tries to take `n` permits at `now`; `n = 0` is a peek.
+            ///
+            /// # Errors
+            /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if
+            /// `n` can never be granted); nothing was taken.
+            #[inline(always)]
+            pub fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
+                let $state = self;
+                self.algorithm.check_n($get, n, now).map(|_| ())
+            }
+
+            /// Gives back `n` permits of an earlier admission (a request
+            /// that a later stage refused); never above the burst.
+            #[inline]
+            pub fn refund(&self, n: u32, now: Timestamp) {
+                let $state = self;
+                self.algorithm.refund($get, n, now);
+            }
+
+            /// The bucket's state at `now` (limit, remaining, reset),
+            /// computed when asked; takes nothing.
+            #[inline]
+            #[must_use]
+            pub fn snapshot(&self, now: Timestamp) -> Snapshot {
+                let $state = self;
+                self.algorithm.snapshot($get, now)
+            }
+
+            /// The time until `n` permits would be admitted (zero if now).
+            ///
+            /// # Errors
+            /// A refusal that [`is_never`](Refusal::is_never) if `n` can
+            /// never be granted.
+            #[inline]
+            pub fn time_until_ready(
+                &self,
+                n: u32,
+                now: Timestamp,
+            ) -> Result<Duration, Refusal<'static>> {
+                let $state = self;
+                self.algorithm.time_until_ready($get, n, now)
+            }
+        }
+
+        impl<A: Algorithm> Limiter for $ty {
+            #[inline]
+            fn capacity(&self) -> u32 {
+                self.algorithm.capacity()
+            }
+            #[inline(always)]
+            fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
+                <$ty>::check_n(self, n, now)
+            }
+            #[inline(always)]
+            fn check(&self, now: Timestamp) -> Result<(), Refusal<'static>> {
+                <$ty>::check_n(self, 1, now)
+            }
+            #[inline]
+            fn refund(&self, n: u32, now: Timestamp) {
+                <$ty>::refund(self, n, now);
+            }
+            #[inline]
+            fn snapshot(&self, now: Timestamp) -> Snapshot {
+                <$ty>::snapshot(self, now)
+            }
+            #[inline]
+            fn time_until_ready(
+                &self,
+                n: u32,
+                now: Timestamp,
+            ) -> Result<Duration, Refusal<'static>> {
+                <$ty>::time_until_ready(self, n, now)
+            }
+            #[inline]
+            fn is_idle(&self, now: Timestamp) -> bool {
+                let $state = self;
+                self.algorithm.is_idle($get, now)
+            }
+            #[inline]
+            fn required_resolution(&self) -> Duration {
+                self.algorithm.required_resolution()
+            }
+            #[inline]
+            fn time_until_ready_after(
+                &self,
+                ahead: u64,
+                n: u32,
+                now: Timestamp,
+            ) -> Option<Duration> {
+                let $state = self;
+                self.algorithm.time_until_ready_after($get, ahead, n, now)
+            }
+        }
+    };
 }
+
+direct_methods!(Bucket<A>, b => &b.state);
 
 /// An [`Algorithm`] and its state held by reference: a [`Limiter`] whose
 /// configuration can stay in flash.
@@ -298,7 +375,7 @@ impl<A: Algorithm> Limiter for Bucket<A> {
 /// brings a bucket's RAM down to its state: 8 bytes for a GCRA bucket.
 ///
 /// ```
-/// use tollgate::{valid, BucketRef, Gcra, GcraState, Limiter, Quota, Timestamp};
+/// use tollgate::{valid, BucketRef, Gcra, GcraState, Quota, Timestamp};
 ///
 /// static RADIO_CONFIG: Gcra = Gcra::leaky_bucket(valid!(Quota::per_second(50))); // read-only memory
 /// static RADIO_STATE: GcraState = GcraState::new(); // 8 bytes of RAM
@@ -343,41 +420,7 @@ impl<'a, A: Algorithm> BucketRef<'a, A> {
     }
 }
 
-impl<A: Algorithm> Limiter for BucketRef<'_, A> {
-    #[inline]
-    fn capacity(&self) -> u32 {
-        self.algorithm.capacity()
-    }
-    #[inline(always)]
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
-        self.algorithm.check_n(self.state, n, now).map(|_| ())
-    }
-    #[inline]
-    fn refund(&self, n: u32, now: Timestamp) {
-        self.algorithm.refund(self.state, n, now);
-    }
-    #[inline]
-    fn snapshot(&self, now: Timestamp) -> Snapshot {
-        self.algorithm.snapshot(self.state, now)
-    }
-    #[inline]
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
-        self.algorithm.time_until_ready(self.state, n, now)
-    }
-    #[inline]
-    fn is_idle(&self, now: Timestamp) -> bool {
-        self.algorithm.is_idle(self.state, now)
-    }
-    #[inline]
-    fn required_resolution(&self) -> Duration {
-        self.algorithm.required_resolution()
-    }
-    #[inline]
-    fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
-        self.algorithm
-            .time_until_ready_after(self.state, ahead, n, now)
-    }
-}
+direct_methods!(BucketRef<'_, A>, b => b.state);
 
 macro_rules! forward_limiter {
     ($($ptr:ty),*) => {$(

@@ -58,9 +58,8 @@
 //! (sharded, heapless) have no such window.
 //!
 //! ```
-//! use core::time::Duration;
 //! use tollgate::live::{Inheritance, LiveBucket};
-//! use tollgate::{Limiter, Quota, Timestamp};
+//! use tollgate::{Quota, Timestamp};
 //!
 //! let bucket = LiveBucket::token_bucket(Quota::per_second(10)?);
 //! let now = Timestamp::ZERO;
@@ -376,6 +375,38 @@ impl LiveBucket {
 }
 
 impl LiveBucket {
+    /// Tries to take one permit at `now` (as [`Limiter::check`]; no trait
+    /// needed in scope).
+    ///
+    /// # Errors
+    /// The [`Refusal`]; nothing was taken.
+    #[inline]
+    pub fn check(&self, now: Timestamp) -> Result<(), Refusal<'static>> {
+        Limiter::check_n(self, 1, now)
+    }
+
+    /// Tries to take `n` permits at `now`; `n = 0` is a peek.
+    ///
+    /// # Errors
+    /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
+    /// can never be granted); nothing was taken.
+    #[inline]
+    pub fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
+        Limiter::check_n(self, n, now)
+    }
+
+    /// Gives back `n` permits of an earlier admission; never above the
+    /// burst.
+    pub fn refund(&self, n: u32, now: Timestamp) {
+        Limiter::refund(self, n, now);
+    }
+
+    /// The bucket's state at `now`, computed when asked.
+    #[must_use]
+    pub fn snapshot(&self, now: Timestamp) -> Snapshot {
+        Limiter::snapshot(self, now)
+    }
+
     /// [`Limiter::check_n`] that also says, on an admission, the instant
     /// the bucket is full again (as [`Algorithm::check_n`]): what this
     /// admission left, not what a later one did.

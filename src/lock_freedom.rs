@@ -140,7 +140,7 @@ pub trait LockFreedom {
     /// atomics on x86_64); otherwise the constant.
     ///
     /// ```
-    /// use tollgate::{Gcra, GcraState, LockFreedom};
+    /// use tollgate::{GcraState, LockFreedom};
     /// assert_eq!(GcraState::is_lock_free(), GcraState::IS_LOCK_FREE);
     /// ```
     #[must_use]

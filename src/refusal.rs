@@ -21,7 +21,7 @@
 //!   [`path`](Refusal::path). A bare bucket's names are empty.
 //!
 //! ```
-//! use tollgate::{Bucket, Limiter, Quota, Timestamp};
+//! use tollgate::{Bucket, Quota, Timestamp};
 //!
 //! let bucket = Bucket::token_bucket(Quota::per_second(2)?);
 //! let now = Timestamp::ZERO;

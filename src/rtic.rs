@@ -79,7 +79,6 @@ use crate::wrapping_clock::{WrappingClock, WrappingCounter};
 /// `fugit::Duration<u32 | u64, NOM, DENOM>`.
 ///
 /// ```
-/// use core::time::Duration;
 /// use tollgate::rtic::rtic_time::fugit;
 /// use tollgate::rtic::TickCount;
 ///
@@ -286,7 +285,6 @@ impl<const NOM: u64, const DENOM: u64> WrappingTicks
 /// [read rule](crate::wrapping_clock#the-read-rule)).
 ///
 /// ```
-/// use core::time::Duration;
 /// use tollgate::rtic::RticCounter;
 /// use tollgate::{Clock, Timestamp};
 /// # use tollgate::rtic::rtic_time::{fugit, Timebase, TimeoutError};

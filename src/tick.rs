@@ -309,8 +309,8 @@ impl TickState {
 /// `Copy`, `const`-constructible; see the [module documentation](self).
 ///
 /// ```
-/// use tollgate::tick::{TickGcra, TickState};
-/// use tollgate::{Algorithm, Bucket, Limiter, Quota, Timestamp};
+/// use tollgate::tick::TickGcra;
+/// use tollgate::{Bucket, Quota, Timestamp};
 ///
 /// // 10 per second, burst 2, on a 1 MHz timer
 /// let gcra = TickGcra::token_bucket(Quota::per_second(10)?.with_burst(2)?, 1_000_000)?;

@@ -22,7 +22,7 @@
 //!
 //! ```
 //! use core::time::Duration;
-//! use tollgate::{Bucket, FixedWindow, Limiter, SlidingWindow, Timestamp};
+//! use tollgate::{Bucket, FixedWindow, SlidingWindow, Timestamp};
 //!
 //! let ms = Timestamp::from_millis;
 //! let fixed = Bucket::new(FixedWindow::new(2, Duration::from_secs(1))?);

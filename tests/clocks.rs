@@ -6,8 +6,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use tollgate::{
-    Bucket, Clock, CoarseClock, ConfigError, Limiter, ManualClock, Quota, RateLimiter, StdClock,
-    Timestamp,
+    Bucket, Clock, CoarseClock, ConfigError, ManualClock, Quota, RateLimiter, StdClock, Timestamp,
 };
 
 #[test]

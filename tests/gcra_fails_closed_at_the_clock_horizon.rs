@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use tollgate::keyed::HeaplessKeyedTable;
-use tollgate::{Bucket, Gcra, KeyedLimiter, Limiter, Quota, Timestamp};
+use tollgate::{Bucket, Gcra, KeyedLimiter, Quota, Timestamp};
 
 fn quotas() -> Vec<Quota> {
     vec![

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tollgate::keyed::{CompactKeyedTable, KeyedLimiter, KeyedPath, OverflowPolicy};
 use tollgate::tick::TickGcra;
-use tollgate::{Bucket, BucketKind, Inheritance, Limiter, Quota, Timestamp};
+use tollgate::{Bucket, BucketKind, Inheritance, Quota, Timestamp};
 
 /// 1 MHz ticks: 100 per second, bursts of 5 (T = 10,000 ticks = 10 ms).
 fn alg() -> TickGcra {

@@ -21,7 +21,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tollgate::keyed::{KeyQuota, KeyedLimiter, KeyedPath, LockFreeGcraTable, ShardedKeyedTable};
-use tollgate::{Bucket, Gcra, Inheritance, Limiter, Quota, Timestamp};
+use tollgate::{Bucket, Gcra, Inheritance, Quota, Timestamp};
 
 const SECOND: u64 = 1_000_000_000;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tollgate::queue::Queue;
-use tollgate::{Bucket, Clock, Gcra, Limiter, Quota};
+use tollgate::{Bucket, Clock, Gcra, Quota};
 
 use support::{poll_once, until};
 

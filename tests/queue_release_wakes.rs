@@ -75,7 +75,7 @@ async fn dropping_a_permit_wakes_the_next_waiter_that_fits_in_fifo_order() {
 
 #[tokio::test(start_paused = true)]
 async fn permits_of_a_rate_limiter_are_spent_unless_released() {
-    use tollgate::{Bucket, Clock, Limiter, Quota};
+    use tollgate::{Bucket, Clock, Quota};
     let bucket = Bucket::token_bucket(Quota::per_second(1).unwrap().with_burst(2).unwrap());
     let queue = Queue::new(bucket);
     let now = queue.clock().now();

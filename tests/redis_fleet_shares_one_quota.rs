@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use support::RedisServer;
 use tollgate::redis::{RedisConfig, RedisStore};
 use tollgate::remote::DecisionSource;
-use tollgate::{Bucket, BucketKind, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
+use tollgate::{Bucket, BucketKind, Gcra, Quota, Refusal, Snapshot, Timestamp};
 
 const REPLICAS: usize = 4;
 const TASKS_PER_REPLICA: usize = 8;

@@ -21,7 +21,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use support::RedisServer;
 use tollgate::redis::{RedisConfig, RedisStore, StoreError, StoreReply};
-use tollgate::{Bucket, BucketKind, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
+use tollgate::{Bucket, BucketKind, Gcra, Quota, Refusal, Snapshot, Timestamp};
 
 /// The in-process bucket's verdict on `n` permits at `now`, as a store
 /// reports it: the snapshot right after an admission, or the refusal.

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::{Algorithm, Bucket, FixedWindow, Limiter, SlidingWindow, Timestamp};
+use tollgate::{Algorithm, Bucket, FixedWindow, SlidingWindow, Timestamp};
 
 fn t(ns: u64) -> Timestamp {
     Timestamp::from_nanos(ns)

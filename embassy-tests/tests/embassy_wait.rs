@@ -15,7 +15,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use embassy_time::{Duration, Instant, MockDriver, TICK_HZ};
 use tollgate::embassy::{AsyncLimiter, EmbassyClock, WaitError};
-use tollgate::{Bucket, Clock, ConfigError, Gcra, Limiter, Quota, RateLimiter, Timestamp};
+use tollgate::{Bucket, Clock, ConfigError, Gcra, Quota, RateLimiter, Timestamp};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

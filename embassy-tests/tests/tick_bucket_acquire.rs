@@ -12,7 +12,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use embassy_time::{Duration, Instant, MockDriver, TICK_HZ};
 use tollgate::embassy::{AsyncLimiter, EmbassyClock};
 use tollgate::tick::{TickGcra, TickState};
-use tollgate::{Bucket, BucketKind, Clock, Limiter};
+use tollgate::{Bucket, BucketKind, Clock};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

@@ -170,7 +170,7 @@ mod tests {
 
     use proptest::prelude::*;
     use tollgate::live::{Inheritance, LiveBucket};
-    use tollgate::{Gcra, Limiter, Quota};
+    use tollgate::{Gcra, Quota};
 
     use super::{apply_live, LiveOp};
     use crate::ops::Outcome;

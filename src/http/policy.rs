@@ -156,7 +156,6 @@ pub(crate) fn window_error(
 /// applies to.
 ///
 /// ```
-/// use core::time::Duration;
 /// use tollgate::http::{KeySource, Policy};
 /// use tollgate::Quota;
 ///

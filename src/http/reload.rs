@@ -174,7 +174,7 @@ impl RateLimitLayer {
     /// first: on error nothing changes.
     ///
     /// ```
-    /// use tollgate::http::{KeySource, LayerConfig, RateLimitLayer};
+    /// use tollgate::http::LayerConfig;
     /// use tollgate::Inheritance;
     ///
     /// let rules = |rate: u32| format!(

@@ -43,7 +43,7 @@ use super::{
 };
 use crate::error::ConfigError;
 use crate::gcra::Gcra;
-use crate::limiter::{Algorithm, Limiter};
+use crate::limiter::Algorithm;
 use crate::live::{GcraCell, Inheritance, LiveBucket};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;

@@ -19,7 +19,7 @@ use crate::time::{duration_to_nanos, Timestamp};
 ///
 /// ```
 /// use core::time::Duration;
-/// use tollgate::{Bucket, FixedWindow, Limiter, Timestamp};
+/// use tollgate::{Bucket, FixedWindow, Timestamp};
 ///
 /// let ms = Timestamp::from_millis;
 /// // 3 per 100 ms.

@@ -24,7 +24,7 @@ use crate::time::{duration_to_nanos, Timestamp};
 ///
 /// ```
 /// use core::time::Duration;
-/// use tollgate::{Bucket, Limiter, SlidingWindow, Timestamp};
+/// use tollgate::{Bucket, SlidingWindow, Timestamp};
 ///
 /// let ms = Timestamp::from_millis;
 /// // 4 per second, in 2 segments of 500 ms.

@@ -180,7 +180,7 @@ fn SysTick() {
         // 0 checks (3 in 4 interrupts), 1 or 2
         let checks = u32::from(r & 3 == 0) * (1 + ((r >> 2) & 1));
         for _ in 0..checks {
-            if BUCKET.check(now) {
+            if Hammered::check(&BUCKET, now) {
                 admitted += 1;
             } else {
                 denied += 1;
@@ -263,16 +263,16 @@ fn main() -> ! {
         }
         let before = ISR_CHECKS.load(Relaxed);
         let took = if keep {
-            let took = BUCKET.check(now);
+            let took = Hammered::check(&BUCKET, now);
             if took {
                 th.kept += 1;
                 th.admitted_at(now);
             }
             took
         } else {
-            let took = BUCKET.check(now);
+            let took = Hammered::check(&BUCKET, now);
             if took {
-                BUCKET.refund(now);
+                Hammered::refund(&BUCKET, now);
                 th.pairs += 1;
             }
             took
@@ -292,7 +292,7 @@ fn main() -> ! {
     }
     // the handler stops checking after END; drain what is left at END
     let mut drained = 0;
-    while BUCKET.check(END) {
+    while Hammered::check(&BUCKET, END) {
         drained += 1;
         th.admitted_at(END);
     }
