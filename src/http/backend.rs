@@ -11,36 +11,20 @@ use std::string::String;
 use crate::remote::{AsyncKeyedLimiter, RemoteDecision};
 
 /// A boxed, sendable future (what [`PolicyBackend`] returns).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// The object-safe form of [`AsyncKeyedLimiter`] that a [`Policy`]
-/// stores (see [`Policy::backend`]). Every `AsyncKeyedLimiter + Send +
-/// Sync` implements it; there is no need to implement it by hand.
-///
-/// [`Policy`]: super::Policy
-/// [`Policy::backend`]: super::Policy::backend
-pub trait PolicyBackend: Send + Sync {
-    /// The most permits one request can ever take.
-    fn capacity(&self) -> u32;
-
+/// The object-safe form of [`AsyncKeyedLimiter`] that a
+/// [`Policy`](super::Policy) stores (see
+/// [`Policy::backend`](super::Policy::backend)): every `AsyncKeyedLimiter
+/// + Send + Sync` is one.
+pub(crate) trait PolicyBackend: Send + Sync {
     /// [`AsyncKeyedLimiter::check_n`], boxed.
     fn check_n<'a>(&'a self, key: &'a [u8], n: u32) -> BoxFuture<'a, RemoteDecision>;
-
-    /// [`AsyncKeyedLimiter::refund`], boxed.
-    fn refund<'a>(&'a self, key: &'a [u8], n: u32) -> BoxFuture<'a, ()>;
 }
 
 impl<T: AsyncKeyedLimiter<[u8]> + Send + Sync> PolicyBackend for T {
-    fn capacity(&self) -> u32 {
-        AsyncKeyedLimiter::capacity(self)
-    }
-
     fn check_n<'a>(&'a self, key: &'a [u8], n: u32) -> BoxFuture<'a, RemoteDecision> {
         Box::pin(AsyncKeyedLimiter::check_n(self, key, n))
-    }
-
-    fn refund<'a>(&'a self, key: &'a [u8], n: u32) -> BoxFuture<'a, ()> {
-        Box::pin(AsyncKeyedLimiter::refund(self, key, n))
     }
 }
 

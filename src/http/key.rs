@@ -44,7 +44,7 @@ pub struct RequestHead<'a> {
 
 /// A custom key function: `None` means "no key" (the policy's
 /// [`MissingKey`](crate::http::MissingKey) outcome applies).
-pub type KeyFn = Arc<dyn Fn(&RequestHead<'_>) -> Option<PartitionKey> + Send + Sync>;
+pub(crate) type KeyFn = Arc<dyn Fn(&RequestHead<'_>) -> Option<PartitionKey> + Send + Sync>;
 
 /// How a policy finds a request's partition key.
 #[derive(Clone, Default)]
@@ -105,7 +105,7 @@ pub enum ForwardedHeader {
 /// Reads the peer address from a request's extensions. The default reads a
 /// [`SocketAddr`] extension; for axum's `ConnectInfo` pass
 /// `|ext| ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)`.
-pub type PeerAddrFn = fn(&Extensions) -> Option<SocketAddr>;
+pub(crate) type PeerAddrFn = fn(&Extensions) -> Option<SocketAddr>;
 
 pub(crate) fn socket_addr_extension(ext: &Extensions) -> Option<SocketAddr> {
     ext.get::<SocketAddr>().copied()

@@ -380,7 +380,7 @@ mod rejection;
 mod reload;
 pub(crate) mod routing;
 
-pub use backend::{BoxFuture, PolicyBackend, StoreUnavailable};
+pub use backend::StoreUnavailable;
 #[cfg(feature = "axum")]
 pub use body::AxumBody;
 pub use body::{BodyMode, LayerBody, RateLimitBody, Wrapped};
@@ -388,13 +388,10 @@ pub use builder::RateLimitLayerBuilder;
 #[cfg(feature = "config")]
 pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
-pub use key::{
-    ForwardedHeader, IpNet, KeyFn, KeySource, PartitionKey, PeerAddrFn, RequestHead,
-    DEFAULT_IPV6_PREFIX,
-};
+pub use key::{ForwardedHeader, IpNet, KeySource, PartitionKey, RequestHead, DEFAULT_IPV6_PREFIX};
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
 pub use policy::{
     ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, QueueMode, Rejection,
-    RejectionHandler, DEFAULT_MAX_KEYS, SLIDING_WINDOW_SEGMENTS,
+    DEFAULT_MAX_KEYS, SLIDING_WINDOW_SEGMENTS,
 };
 pub use reload::ReloadReport;

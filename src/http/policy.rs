@@ -14,6 +14,7 @@ use super::key::KeySource;
 use crate::gcra::{BucketKind, Gcra};
 use crate::partitioned::Shaping;
 use crate::quota::Quota;
+use crate::remote::AsyncKeyedLimiter;
 use crate::window::{FixedWindow, SlidingWindow};
 
 /// What the layer does with a request whose partition key cannot be
@@ -52,7 +53,7 @@ pub struct Rejection<'a> {
 
 /// A custom rejection response. The layer adds `Retry-After` and the
 /// `RateLimit` headers to it unless the handler set them itself.
-pub type RejectionHandler = Arc<dyn Fn(&Rejection<'_>) -> Response<String> + Send + Sync>;
+pub(crate) type RejectionHandler = Arc<dyn Fn(&Rejection<'_>) -> Response<String> + Send + Sync>;
 
 /// Queueing mode: wait up to `max_wait` instead of refusing at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -408,7 +409,10 @@ impl Policy {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
-    pub fn backend<B: PolicyBackend + 'static>(mut self, backend: Arc<B>) -> Self {
+    pub fn backend<B>(mut self, backend: Arc<B>) -> Self
+    where
+        B: AsyncKeyedLimiter<[u8]> + Send + Sync + 'static,
+    {
         self.backend = Some(backend);
         self
     }
