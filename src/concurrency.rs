@@ -272,7 +272,10 @@ impl ConcurrencyLimiter {
     /// The future resolves at once to a refusal that
     /// [`is_never`](Refusal::is_never) if `n` is above the limit (it would
     /// wait forever).
-    pub fn acquire(&self, n: u32) -> Acquire<'_> {
+    pub fn acquire(
+        &self,
+        n: u32,
+    ) -> impl Future<Output = Result<ConcurrencyPermit<'_>, Refusal<'static>>> + '_ {
         Acquire {
             limiter: self,
             n,
@@ -556,7 +559,7 @@ impl Drop for ConcurrencyPermit<'_> {
 /// The future of [`ConcurrencyLimiter::acquire`].
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 #[derive(Debug)]
-pub struct Acquire<'a> {
+struct Acquire<'a> {
     limiter: &'a ConcurrencyLimiter,
     n: u32,
     ticket: Option<Ticket>,

@@ -599,7 +599,10 @@ async fn an_aborted_waiting_task_does_not_swallow_the_release() {
 /// A hand-polled waiter: its future, its counting waker, and the wake-ups
 /// already answered by a poll.
 struct Waiter<'a> {
-    future: std::pin::Pin<Box<tollgate::concurrency::Acquire<'a>>>,
+    #[allow(clippy::type_complexity)]
+    future: std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<ConcurrencyPermit<'a>, Refusal<'static>>> + 'a>,
+    >,
     count: Arc<Count>,
     waker: Waker,
     answered: usize,

@@ -24,7 +24,7 @@ enum State {
 /// yields `Err(WaitError::Closed)` rather than panicking.
 #[derive(Debug)]
 #[must_use = "futures do nothing unless awaited"]
-pub struct Acquire<'a, L: QueueLimiter + Send + Sync + 'static> {
+pub(crate) struct Acquire<'a, L: QueueLimiter + Send + Sync + 'static> {
     shared: &'a Shared<L>,
     n: u32,
     deadline: Option<u64>,

@@ -57,7 +57,7 @@
 //! - **Impossible requests.** `n` above the limiter's capacity (burst,
 //!   window limit, concurrency limit) is refused at once with
 //!   [`WaitError::CapacityExceeded`]; `n = 0` is granted at once.
-//! - **Cancellation.** Dropping an [`Acquire`] future (a timeout,
+//! - **Cancellation.** Dropping a [`Queue::acquire`] future (a timeout,
 //!   `select!`, a client gone) unlinks its waiter; a waiter holds no
 //!   capacity while it waits, so the next one is served exactly as if the
 //!   dropped one had never queued. If it had already been granted but not
@@ -97,7 +97,7 @@
 //!
 //! # `mem::forget`
 //!
-//! Forgetting an [`Acquire`] future never wedges the queue: admission is
+//! Forgetting a [`Queue::acquire`] future never wedges the queue: admission is
 //! driven by the queue's own timer and by releases, not by the waiting
 //! future, so the forgotten waiter is granted in its turn and the waiters
 //! behind it proceed. What it costs: the permits granted to it are spent
@@ -129,6 +129,7 @@ mod timer;
 mod tokio_clock;
 mod waiters;
 
+use core::future::Future;
 use core::time::Duration;
 use std::sync::{Arc, Weak};
 use std::task::Waker;
@@ -141,7 +142,8 @@ use tokio::time::Instant;
 use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 pub use source::QueueLimiter;
 
-pub use acquire::{Acquire, QueuePermit};
+use acquire::Acquire;
+pub use acquire::QueuePermit;
 pub use error::WaitError;
 pub use partitioned::acquire_partitioned;
 use shared::{lock, Counters, Inner, Shared, TimerWake, WakeList, CLOSED};
@@ -339,15 +341,25 @@ impl<L: QueueLimiter + Send + Sync + 'static> Queue<L> {
     /// the request can never succeed, the queue is full or closed, or the
     /// estimated wait exceeds `max_wait`; later if the wait reaches
     /// `max_wait` or the queue is closed. Dropping the future leaves the
-    /// queue as if the request had never been made (see the module docs).
-    pub fn acquire(&self, n: u32) -> Acquire<'_, L> {
+    /// queue as if the request had never been made, refunding permits
+    /// granted but not yet taken (see the module docs); polling it again
+    /// after it completed yields `Err(WaitError::Closed)` rather than
+    /// panicking.
+    pub fn acquire(
+        &self,
+        n: u32,
+    ) -> impl Future<Output = Result<QueuePermit<'_, L>, WaitError>> + '_ {
         Acquire::new(&self.shared, n, None)
     }
 
     /// As [`acquire`](Self::acquire), with a deadline: refused at once with
     /// [`WaitError::DeadlineExceeded`] when the estimated wait ends after
     /// `deadline`, and when `deadline` passes while waiting.
-    pub fn acquire_until(&self, n: u32, deadline: Instant) -> Acquire<'_, L> {
+    pub fn acquire_until(
+        &self,
+        n: u32,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<QueuePermit<'_, L>, WaitError>> + '_ {
         Acquire::new(
             &self.shared,
             n,
