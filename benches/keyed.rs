@@ -1,10 +1,13 @@
 //! Keyed limiters side by side: tollgate's `LockFreeGcraTable`,
-//! `ShardedKeyedTable` and `CompactKeyedTable` against governor's default
-//! keyed limiter (`DashMap`, `check_key`), on the same work in one run, so
-//! the ratio is what counts.
+//! `ShardedKeyedTable` and `CompactKeyedTable`, and a partitioned limiter
+//! with one per-key policy over a `ShardedKeyedTable`, against governor's
+//! default keyed limiter (`DashMap`, `check_key`), on the same work in one
+//! run, so the ratio is what counts.
 //!
-//! - The call README.md shows: `table.check(&key, clock.now())`, against
-//!   governor's `check_key(&key)`. Same clock on both sides: a fake clock
+//! - The call README.md shows: `table.check(&key, clock.now())`, and for
+//!   the partitioned limiter `limiter.try_acquire(&key, clock.now())` (the
+//!   key is the resource; its lease dropped at once), against governor's
+//!   `check_key(&key)`. Same clock on both sides: a fake clock
 //!   read on every check (tollgate `ManualClock`, governor
 //!   `FakeRelativeClock`), both advanced by 1 ms every 1,024 checks; quota
 //!   1,000,000/s with burst 1,000, so checks are mostly admissions (the
@@ -12,8 +15,8 @@
 //! - Keys: `u64` and `IpAddr` (IPv4), 1 hot key, 10,000, 100,000 and
 //!   1,000,000 keys cycled in a fixed shuffled order, every key inserted
 //!   before measuring; 1 and 2 threads (thread `t` takes every other key).
-//!   `LockFreeGcraTable` and `ShardedKeyedTable` are sized for 85 %
-//!   occupancy, `CompactKeyedTable` for exactly the keys (its 1.5 slots per
+//!   `LockFreeGcraTable` and `ShardedKeyedTable` (the partitioned
+//!   limiter's too) are sized for 85 % occupancy, `CompactKeyedTable` for exactly the keys (its 1.5 slots per
 //!   key are built in). `LockFreeGcraTable` takes `WordKey`s only: no
 //!   `IpAddr` entry.
 //! - Bytes per tracked key: a counting global allocator measures the heap
@@ -32,6 +35,7 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 use tollgate::keyed::{CompactKeyedTable, KeyedLimiter, LockFreeGcraTable, ShardedKeyedTable};
+use tollgate::partitioned::{Partitioned, PartitionedLimiter};
 use tollgate::tick::TickGcra;
 use tollgate::{Clock, Gcra, ManualClock, Quota, Timestamp};
 
@@ -100,6 +104,14 @@ fn sharded<K: Hash + Eq + Clone>(keys: u64) -> ShardedKeyedTable<K, Gcra> {
         .max_keys(sized(keys))
         .build()
         .unwrap()
+}
+
+/// A partitioned limiter as README.md shows it: one policy keyed by the
+/// resource itself, over the table `sharded` builds.
+fn partitioned<K: Hash + Eq + Clone + Send + Sync + 'static>(keys: u64) -> Partitioned<K, K> {
+    Partitioned::builder("bench")
+        .policy("per_key", |k: &K| Some(k.clone()), sharded::<K>(keys))
+        .build()
 }
 
 fn lock_free(keys: u64) -> LockFreeGcraTable<u64> {
@@ -347,6 +359,32 @@ fn bench_table<K: Sync, T: KeyedLimiter<K> + Sync>(
     });
 }
 
+/// Benches `limiter.try_acquire(&key, clock.now())` as one entry of `g`,
+/// the lease dropped at once (a rate admission holds nothing).
+fn bench_partitioned<K: Sync, P: PartitionedLimiter<K> + Sync>(
+    g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    label: &str,
+    limiter: &P,
+    order: &[K],
+    threads: u64,
+    clock: &ManualClock,
+) {
+    for k in order {
+        let _ = limiter.try_acquire(k, clock.now());
+    }
+    g.bench_function(label, |b| {
+        b.iter_custom(|iters| {
+            run(
+                iters,
+                order,
+                threads,
+                &|k| limiter.try_acquire(k, clock.now()).is_ok(),
+                &|| clock.advance(TICK),
+            )
+        })
+    });
+}
+
 type Group<'a> = BenchmarkGroup<'a, criterion::measurement::WallTime>;
 
 /// One group: every table and governor on the same keys and threads;
@@ -368,6 +406,14 @@ fn group<K: Hash + Eq + Clone + Send + Sync + 'static>(
         &mut g,
         "tollgate ShardedKeyedTable",
         &sharded::<K>(keys),
+        &order,
+        threads,
+        &clock,
+    );
+    bench_partitioned(
+        &mut g,
+        "tollgate partitioned (sharded)",
+        &partitioned::<K>(keys),
         &order,
         threads,
         &clock,

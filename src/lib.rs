@@ -119,7 +119,7 @@
 //!
 //! // in the handler, `now` straight from a wrapping 32-bit timer
 //! let now: u32 = 0xFFFF_FFF0;
-//! assert!(LIMIT.check_ticks(&STATE, now).is_allowed());
+//! assert!(LIMIT.check_ticks(&STATE, now).is_ok());
 //! ```
 //!
 //! ## On a microcontroller
@@ -780,7 +780,7 @@ pub use rate_limiter::{KeyedRateLimiter, RateLimiter};
 pub use refusal::Refusal;
 pub use snapshot::Snapshot;
 pub use stats::{Statistics, WithStats};
-pub use tick::{TickDecision, TickGcra, TickState};
+pub use tick::{TickGcra, TickState};
 pub use time::Timestamp;
 pub use window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState};
 pub use wrapping_clock::WrappingClock;

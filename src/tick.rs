@@ -30,8 +30,9 @@
 //! - **Tick-native**, for interrupt handlers: [`TickGcra::check_ticks`],
 //!   [`check_n_ticks`](TickGcra::check_n_ticks), [`refund_ticks`](TickGcra::refund_ticks)
 //!   take `now` as a `u32` tick count straight from a wrapping hardware
-//!   timer and answer with a [`TickDecision`] whose `retry_after` is an
-//!   exact tick count. 32-bit arithmetic only: no 64-bit division, no
+//!   timer and answer `Ok(())` or `Err(ticks)`: the exact number of ticks
+//!   until the same request would be admitted (a refusal, in the timer's
+//!   own unit). 32-bit arithmetic only: no 64-bit division, no
 //!   multiplication wider than 32 bits.
 //! - **[`Timestamp`]s**, through [`Algorithm`]: `Bucket<TickGcra>` is a
 //!   [`Limiter`](crate::Limiter) like any other, so chains, statistics,
@@ -45,7 +46,7 @@
 //!   until the start of the tick at which the request would be admitted.
 //!
 //! ```
-//! use tollgate::tick::{TickDecision, TickGcra, TickState};
+//! use tollgate::tick::{TickGcra, TickState};
 //! use tollgate::{valid, Quota};
 //!
 //! // 50 per second with bursts of 4, on a 32 768 Hz timer (656 ticks apart).
@@ -58,14 +59,11 @@
 //! // in the interrupt handler: `now` is the timer's 32-bit count
 //! let now: u32 = 0xFFFF_FF00; // about to wrap: nothing special happens
 //! for _ in 0..4 {
-//!     assert!(RADIO.check_ticks(&RADIO_STATE, now).is_allowed());
+//!     assert!(RADIO.check_ticks(&RADIO_STATE, now).is_ok());
 //! }
-//! assert_eq!(
-//!     RADIO.check_ticks(&RADIO_STATE, now),
-//!     TickDecision::Denied { retry_after: 656 }
-//! );
+//! assert_eq!(RADIO.check_ticks(&RADIO_STATE, now), Err(656)); // ticks to wait
 //! // 656 ticks later, across the wrap, the next permit is due
-//! assert!(RADIO.check_ticks(&RADIO_STATE, now.wrapping_add(656)).is_allowed());
+//! assert!(RADIO.check_ticks(&RADIO_STATE, now.wrapping_add(656)).is_ok());
 //! ```
 //!
 //! # Arithmetic
@@ -194,59 +192,6 @@ const fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
-/// What a tick-native check answers. `retry_after` is in ticks, exact: the
-/// same request is admitted `retry_after` ticks later (not one tick
-/// sooner) if nothing else takes capacity meanwhile.
-#[must_use = "a rate-limit decision that is not inspected limits nothing"]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TickDecision {
-    /// Admitted (or a peek of `n = 0`).
-    Allowed,
-    /// Refused; nothing was taken.
-    Denied {
-        /// Ticks until the same request would be admitted (at least 1).
-        retry_after: u32,
-    },
-}
-
-impl TickDecision {
-    /// True if the request was admitted.
-    ///
-    /// ```
-    /// assert!(tollgate::tick::TickDecision::Allowed.is_allowed());
-    /// ```
-    #[must_use]
-    pub const fn is_allowed(&self) -> bool {
-        matches!(self, Self::Allowed)
-    }
-
-    /// True if the request was refused.
-    ///
-    /// ```
-    /// use tollgate::tick::TickDecision;
-    /// assert!(TickDecision::Denied { retry_after: 3 }.is_denied());
-    /// ```
-    #[must_use]
-    pub const fn is_denied(&self) -> bool {
-        matches!(self, Self::Denied { .. })
-    }
-
-    /// Ticks until the same request would be admitted: 0 if it was.
-    ///
-    /// ```
-    /// use tollgate::tick::TickDecision;
-    /// assert_eq!(TickDecision::Denied { retry_after: 3 }.retry_after_ticks(), 3);
-    /// assert_eq!(TickDecision::Allowed.retry_after_ticks(), 0);
-    /// ```
-    #[must_use]
-    pub const fn retry_after_ticks(&self) -> u32 {
-        match self {
-            Self::Allowed => 0,
-            Self::Denied { retry_after } => *retry_after,
-        }
-    }
-}
-
 /// One step's outcome, with the lead the snapshot needs.
 #[derive(Clone, Copy)]
 pub(crate) enum Step {
@@ -255,11 +200,12 @@ pub(crate) enum Step {
 }
 
 impl Step {
+    /// The tick-native answer: `Err` with the ticks to wait.
     #[inline]
-    const fn decision(self) -> TickDecision {
+    const fn ticks(self) -> Result<(), u32> {
         match self {
-            Step::Allowed { .. } => TickDecision::Allowed,
-            Step::Denied { retry, .. } => TickDecision::Denied { retry_after: retry },
+            Step::Allowed { .. } => Ok(()),
+            Step::Denied { retry, .. } => Err(retry),
         }
     }
 }
@@ -436,7 +382,7 @@ impl TickGcra {
     /// // one every 100 ticks, bursts of 5, on a 10 kHz SysTick
     /// static LIMIT: TickGcra = valid!(TickGcra::from_ticks(BucketKind::TokenBucket, 100, 5, 10_000));
     /// static STATE: TickState = TickState::new();
-    /// let admitted = (0..10).filter(|_| LIMIT.check_ticks(&STATE, 7).is_allowed()).count();
+    /// let admitted = (0..10).filter(|_| LIMIT.check_ticks(&STATE, 7).is_ok()).count();
     /// assert_eq!(admitted, 5);
     /// ```
     pub const fn from_ticks(
@@ -897,58 +843,64 @@ impl TickGcra {
         state.tat.update(|tat| self.step(tat, n, now))
     }
 
+    /// The wait a tick-native check reports for a request of more permits
+    /// than the burst: it can never be admitted. No other wait is this
+    /// long (every wait is below 2³¹ ticks).
+    pub const NEVER: u32 = u32::MAX;
+
     /// Takes one permit at tick `now`: the interrupt handler's call. One
     /// compare-and-swap (or one critical section), 32-bit arithmetic.
     ///
+    /// # Errors
+    /// The exact number of ticks until the same request would be admitted
+    /// (at least 1, not one tick sooner) if nothing else takes capacity
+    /// meanwhile; nothing was taken.
+    ///
     /// ```
-    /// use tollgate::tick::{TickDecision, TickGcra, TickState};
+    /// use tollgate::tick::{TickGcra, TickState};
     /// use tollgate::BucketKind;
     ///
     /// let leaky = TickGcra::from_ticks(BucketKind::LeakyBucket, 50, 1, 1_000)?;
     /// let state = TickState::new();
-    /// assert!(leaky.check_ticks(&state, 10).is_allowed());
-    /// assert_eq!(leaky.check_ticks(&state, 30), TickDecision::Denied { retry_after: 30 });
-    /// assert!(leaky.check_ticks(&state, 60).is_allowed());
+    /// assert!(leaky.check_ticks(&state, 10).is_ok());
+    /// assert_eq!(leaky.check_ticks(&state, 30), Err(30));
+    /// assert!(leaky.check_ticks(&state, 60).is_ok());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]
-    pub fn check_ticks(&self, state: &TickState, now: u32) -> TickDecision {
+    pub fn check_ticks(&self, state: &TickState, now: u32) -> Result<(), u32> {
         // every valid configuration has capacity ≥ 1
-        self.update(state, 1, now).decision()
+        self.update(state, 1, now).ticks()
     }
 
     /// Takes `n` permits at tick `now`; `n = 0` is a peek (changes nothing,
-    /// `Allowed`).
+    /// `Ok`).
     ///
     /// # Errors
-    /// A refusal that [`is_never`](Refusal::is_never) if `n` is above the burst: it could never be
-    /// granted.
+    /// The ticks until the same request would be admitted, as
+    /// [`check_ticks`](Self::check_ticks); [`TickGcra::NEVER`] if `n` is
+    /// above the burst (it could never be granted).
     ///
     /// ```
-    /// use tollgate::tick::{TickDecision, TickGcra, TickState};
+    /// use tollgate::tick::{TickGcra, TickState};
     /// use tollgate::BucketKind;
     ///
     /// let gcra = TickGcra::from_ticks(BucketKind::TokenBucket, 10, 4, 1_000)?;
     /// let state = TickState::new();
-    /// assert!(gcra.check_n_ticks(&state, 3, 0)?.is_allowed());
-    /// assert_eq!(gcra.check_n_ticks(&state, 2, 0)?, TickDecision::Denied { retry_after: 10 });
-    /// assert!(gcra.check_n_ticks(&state, 5, 0).is_err());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// assert!(gcra.check_n_ticks(&state, 3, 0).is_ok());
+    /// assert_eq!(gcra.check_n_ticks(&state, 2, 0), Err(10));
+    /// assert_eq!(gcra.check_n_ticks(&state, 5, 0), Err(TickGcra::NEVER));
+    /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]
-    pub fn check_n_ticks(
-        &self,
-        state: &TickState,
-        n: u32,
-        now: u32,
-    ) -> Result<TickDecision, Refusal<'static>> {
+    pub fn check_n_ticks(&self, state: &TickState, n: u32, now: u32) -> Result<(), u32> {
         if n > self.capacity {
-            return Err(self.exceeded(n));
+            return Err(Self::NEVER);
         }
         if n == 0 {
-            return Ok(TickDecision::Allowed);
+            return Ok(());
         }
-        Ok(self.update(state, n, now).decision())
+        self.update(state, n, now).ticks()
     }
 
     /// Gives back `n` permits of an earlier admission at tick `now` (the TAT
@@ -964,7 +916,7 @@ impl TickGcra {
     ///
     /// let gcra = TickGcra::from_ticks(BucketKind::TokenBucket, 10, 2, 1_000)?;
     /// let state = TickState::new();
-    /// assert!(gcra.check_n_ticks(&state, 2, 5)?.is_allowed());
+    /// assert!(gcra.check_n_ticks(&state, 2, 5).is_ok());
     /// gcra.refund_ticks(&state, 1, 5);
     /// assert_eq!(gcra.available_ticks(&state, 5), 1);
     /// gcra.refund_ticks(&state, 9, 5);
@@ -1022,7 +974,7 @@ impl TickGcra {
     ///
     /// let gcra = TickGcra::from_ticks(BucketKind::TokenBucket, 10, 4, 1_000)?;
     /// let state = TickState::new();
-    /// assert!(gcra.check_n_ticks(&state, 4, 0)?.is_allowed());
+    /// assert!(gcra.check_n_ticks(&state, 4, 0).is_ok());
     /// assert_eq!(gcra.time_until_ready_ticks(&state, 2, 0)?, 20);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -1059,7 +1011,7 @@ impl TickGcra {
     /// let gcra = TickGcra::from_ticks(BucketKind::TokenBucket, 10, 4, 1_000)?
     ///     .with_heal_threshold_ticks(20)?;
     /// let state = TickState::new();
-    /// assert!(gcra.check_ticks(&state, 5).is_allowed());
+    /// assert!(gcra.check_ticks(&state, 5).is_ok());
     /// // full again at tick 15; a caller 20 ticks stale could still see it busy
     /// gcra.refresh_ticks(&state, 30);
     /// assert_eq!(state.tat_ticks(), 15);
@@ -1222,29 +1174,33 @@ impl Bucket<TickGcra> {
     ///     valid!(TickGcra::from_ticks(BucketKind::TokenBucket, 8, 2, 1_000)),
     ///     TickState::new(),
     /// );
-    /// assert!(SENSOR.check_ticks(0).is_allowed());
-    /// assert!(SENSOR.check_ticks(0).is_allowed());
-    /// assert_eq!(SENSOR.check_ticks(0).retry_after_ticks(), 8);
+    /// assert!(SENSOR.check_ticks(0).is_ok());
+    /// assert!(SENSOR.check_ticks(0).is_ok());
+    /// assert_eq!(SENSOR.check_ticks(0), Err(8)); // ticks to wait
     /// ```
+    ///
+    /// # Errors
+    /// The ticks until the same request would be admitted.
     #[inline]
-    pub fn check_ticks(&self, now: u32) -> TickDecision {
+    pub fn check_ticks(&self, now: u32) -> Result<(), u32> {
         self.algorithm().check_ticks(self.state(), now)
     }
 
     /// [`TickGcra::check_n_ticks`] on this bucket's state.
     ///
     /// # Errors
-    /// A refusal that [`is_never`](Refusal::is_never) if `n` is above the burst.
+    /// The ticks until the same request would be admitted;
+    /// [`TickGcra::NEVER`] if `n` is above the burst.
     ///
     /// ```
     /// use tollgate::tick::TickGcra;
     /// use tollgate::{Bucket, BucketKind};
     /// let bucket = Bucket::new(TickGcra::from_ticks(BucketKind::TokenBucket, 8, 2, 1_000)?);
-    /// assert!(bucket.check_n_ticks(2, 0)?.is_allowed());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// assert!(bucket.check_n_ticks(2, 0).is_ok());
+    /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]
-    pub fn check_n_ticks(&self, n: u32, now: u32) -> Result<TickDecision, Refusal<'static>> {
+    pub fn check_n_ticks(&self, n: u32, now: u32) -> Result<(), u32> {
         self.algorithm().check_n_ticks(self.state(), n, now)
     }
 
@@ -1254,9 +1210,9 @@ impl Bucket<TickGcra> {
     /// use tollgate::tick::TickGcra;
     /// use tollgate::{Bucket, BucketKind};
     /// let bucket = Bucket::new(TickGcra::from_ticks(BucketKind::TokenBucket, 8, 1, 1_000)?);
-    /// assert!(bucket.check_ticks(5).is_allowed());
+    /// assert!(bucket.check_ticks(5).is_ok());
     /// bucket.refund_ticks(1, 5);
-    /// assert!(bucket.check_ticks(5).is_allowed());
+    /// assert!(bucket.check_ticks(5).is_ok());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]
@@ -1275,18 +1231,22 @@ impl BucketRef<'_, TickGcra> {
     /// static CONFIG: TickGcra = valid!(TickGcra::from_ticks(BucketKind::LeakyBucket, 8, 1, 1_000)); // flash
     /// static STATE: TickState = TickState::new(); // 4 bytes of RAM
     /// static UART: BucketRef<'static, TickGcra> = BucketRef::new(&CONFIG, &STATE);
-    /// assert!(UART.check_ticks(3).is_allowed());
-    /// assert!(UART.check_ticks(3).is_denied());
+    /// assert!(UART.check_ticks(3).is_ok());
+    /// assert_eq!(UART.check_ticks(3), Err(8)); // ticks to wait
     /// ```
+    ///
+    /// # Errors
+    /// The ticks until the same request would be admitted.
     #[inline]
-    pub fn check_ticks(&self, now: u32) -> TickDecision {
+    pub fn check_ticks(&self, now: u32) -> Result<(), u32> {
         self.algorithm().check_ticks(self.state(), now)
     }
 
     /// [`TickGcra::check_n_ticks`] on this bucket's state.
     ///
     /// # Errors
-    /// A refusal that [`is_never`](Refusal::is_never) if `n` is above the burst.
+    /// The ticks until the same request would be admitted;
+    /// [`TickGcra::NEVER`] if `n` is above the burst.
     ///
     /// ```
     /// use tollgate::tick::{TickGcra, TickState};
@@ -1294,11 +1254,11 @@ impl BucketRef<'_, TickGcra> {
     /// let config = TickGcra::from_ticks(BucketKind::TokenBucket, 8, 2, 1_000)?;
     /// let state = TickState::new();
     /// let bucket = BucketRef::new(&config, &state);
-    /// assert!(bucket.check_n_ticks(3, 0).is_err());
+    /// assert_eq!(bucket.check_n_ticks(3, 0), Err(TickGcra::NEVER));
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]
-    pub fn check_n_ticks(&self, n: u32, now: u32) -> Result<TickDecision, Refusal<'static>> {
+    pub fn check_n_ticks(&self, n: u32, now: u32) -> Result<(), u32> {
         self.algorithm().check_n_ticks(self.state(), n, now)
     }
 
@@ -1310,9 +1270,9 @@ impl BucketRef<'_, TickGcra> {
     /// let config = TickGcra::from_ticks(BucketKind::TokenBucket, 8, 1, 1_000)?;
     /// let state = TickState::new();
     /// let bucket = BucketRef::new(&config, &state);
-    /// assert!(bucket.check_ticks(5).is_allowed());
+    /// assert!(bucket.check_ticks(5).is_ok());
     /// bucket.refund_ticks(1, 5);
-    /// assert!(bucket.check_ticks(5).is_allowed());
+    /// assert!(bucket.check_ticks(5).is_ok());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]

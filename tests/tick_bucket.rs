@@ -8,7 +8,7 @@ use core::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter, KeyedPath};
-use tollgate::tick::{TickDecision, TickGcra, TickState, MAX_SPAN_TICKS};
+use tollgate::tick::{TickGcra, TickState, MAX_SPAN_TICKS};
 use tollgate::{
     valid, Algorithm, Bucket, BucketKind, Chain, ConfigError, Gcra, GcraState, Inheritance,
     Limiter, LockFreedom, Quota, Refusal, Snapshot, Timestamp, WithStats,
@@ -89,11 +89,12 @@ proptest! {
                     match (got, want) {
                         // both: can never succeed
                         (Err(a), Err(b)) if b.is_never() => {
-                            prop_assert!(a.is_never());
-                            prop_assert_eq!((a.requested(), a.limit()), (b.requested(), b.limit()));
+                            prop_assert_eq!(a, TickGcra::NEVER);
+                            prop_assert_eq!(n, b.requested());
                         }
-                        (Ok(TickDecision::Allowed), Ok(_)) => {}
-                        (Ok(TickDecision::Denied { retry_after }), Err(d)) if !d.is_never() => {
+                        (Ok(()), Ok(_)) => {}
+                        (Err(retry_after), Err(d)) if !d.is_never() => {
+                            prop_assert!(retry_after != TickGcra::NEVER);
                             prop_assert_eq!(u64::from(retry_after), d.retry_after_nanos());
                         }
                         (a, b) => prop_assert!(false, "tick {:?} vs gcra {:?}", a, b),
@@ -183,15 +184,15 @@ proptest! {
         let gcra = TickGcra::from_ticks(kind(leaky), interval, burst, 1_000_000).unwrap();
         let (taken, n) = (taken.min(burst), n.min(burst));
         let state = TickState::new();
-        prop_assert!(gcra.check_n_ticks(&state, taken, start).unwrap().is_allowed());
+        prop_assert!(gcra.check_n_ticks(&state, taken, start).is_ok());
         let now = start.wrapping_add(gap);
         let wait = gcra.time_until_ready_ticks(&state, n, now).unwrap();
-        if let TickDecision::Denied { retry_after } = gcra.check_n_ticks(&state, n, now).unwrap() {
-            prop_assert!(retry_after >= 1);
+        if let Err(retry_after) = gcra.check_n_ticks(&state, n, now) {
+            prop_assert!(retry_after >= 1 && retry_after != TickGcra::NEVER);
             prop_assert_eq!(wait, retry_after);
             let before = now.wrapping_add(retry_after - 1);
-            prop_assert!(gcra.check_n_ticks(&state, n, before).unwrap().is_denied());
-            prop_assert!(gcra.check_n_ticks(&state, n, now.wrapping_add(retry_after)).unwrap().is_allowed());
+            prop_assert!(gcra.check_n_ticks(&state, n, before).is_err());
+            prop_assert!(gcra.check_n_ticks(&state, n, now.wrapping_add(retry_after)).is_ok());
         } else {
             prop_assert_eq!(wait, 0);
         }
@@ -226,8 +227,8 @@ proptest! {
             if let Err(d) = got {
                 prop_assert!(!d.is_never());
             }
-            prop_assert_eq!(got.is_ok(), want.is_allowed());
-            if let (Err(d), TickDecision::Denied { retry_after }) = (got, want) {
+            prop_assert_eq!(got.is_ok(), want.is_ok());
+            if let (Err(d), Err(retry_after)) = (got, want) {
                 let due = now + d.retry_after();
                 prop_assert_eq!(u64::from(gcra.tick_of(due)), (k + u64::from(retry_after)) & 0xFFFF_FFFF);
                 prop_assert_eq!(
@@ -257,7 +258,7 @@ proptest! {
         for (advance, staleness, n) in steps {
             clock += advance;
             let at = clock - staleness;
-            if let Ok(TickDecision::Allowed) = gcra.check_n_ticks(&state, n.min(burst), (at as u32).wrapping_add(base)) {
+            if gcra.check_n_ticks(&state, n.min(burst), (at as u32).wrapping_add(base)).is_ok() {
                 admitted += u64::from(n.min(burst));
                 lo = lo.min(at);
                 hi = hi.max(at);
@@ -299,7 +300,7 @@ fn an_idle_bucket_reads_full_until_the_horizon_and_never_over_admits_after() {
         assert_eq!(gcra.horizon_ticks(), 0u32.wrapping_sub(h));
         for w in [0u32, 12_345, u32::MAX - 50, 1 << 31] {
             let state = TickState::new();
-            assert!(gcra.check_n_ticks(&state, 2, w).unwrap().is_allowed());
+            assert!(gcra.check_n_ticks(&state, 2, w).is_ok());
             let l0 = gcra.lead_ticks(&state, w);
             assert_eq!(l0, 200);
             // throttled, exactly, while the lead lasts
@@ -343,13 +344,13 @@ fn the_sentinel_reads_full_at_every_tick() {
     // a refund back to full stores `now`, as the 64-bit bucket does: a
     // caller one tick stale still sees it busy
     let state = TickState::new();
-    assert!(gcra.check_ticks(&state, 77).is_allowed());
+    assert!(gcra.check_ticks(&state, 77).is_ok());
     gcra.refund_ticks(&state, 1, 77);
     assert_eq!(state.tat_ticks(), 77);
     assert_eq!(gcra.lead_ticks(&state, 76), 1);
     // refresh leaves a busy bucket, and one full for less than the heal
     // threshold, alone; then stores the sentinel
-    assert!(gcra.check_ticks(&state, 100).is_allowed());
+    assert!(gcra.check_ticks(&state, 100).is_ok());
     gcra.refresh_ticks(&state, 500);
     assert_eq!(state.tat_ticks(), 1_100);
     let heal = gcra.heal_threshold_ticks();
@@ -359,7 +360,7 @@ fn the_sentinel_reads_full_at_every_tick() {
     assert_eq!(state.tat_ticks(), 0);
     // an admission that would store exactly 0 stores 1: one tick less room
     let state = TickState::new();
-    assert!(gcra.check_ticks(&state, u32::MAX - 999).is_allowed());
+    assert!(gcra.check_ticks(&state, u32::MAX - 999).is_ok());
     assert_eq!(state.tat_ticks(), 1);
     assert_eq!(gcra.lead_ticks(&state, 0), 1);
     assert_eq!(gcra.lead_ticks(&state, 1), 0);
@@ -444,7 +445,7 @@ fn limiter_adapters_and_statics() {
 
     let now = Timestamp::from_millis(3);
     assert!(BUCKET.check(now).is_ok());
-    assert!(BUCKET.check_ticks(3_000).is_allowed());
+    assert!(BUCKET.check_ticks(3_000).is_ok());
     let refused = BUCKET.check(now).unwrap_err();
     assert_eq!(refused.retry_after(), Duration::from_millis(10));
     assert_eq!(refused.snapshot().remaining(), 0);

@@ -96,7 +96,7 @@ mod bucket {
     impl super::Hammered for Bucket<TickGcra> {
         #[inline]
         fn check(&self, now: u32) -> bool {
-            self.check_ticks(now).is_allowed()
+            self.check_ticks(now).is_ok()
         }
         #[inline]
         fn refund(&self, now: u32) {

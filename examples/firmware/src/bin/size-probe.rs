@@ -87,7 +87,7 @@ mod limiter {
     /// One token-bucket check at tick `ticks` (its low 32 bits: the tick
     /// bucket works modulo 2³²).
     pub fn admit(ticks: u64) -> bool {
-        CONFIG.check_ticks(&STATE, ticks as u32).is_allowed()
+        CONFIG.check_ticks(&STATE, ticks as u32).is_ok()
     }
 }
 
