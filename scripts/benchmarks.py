@@ -166,10 +166,15 @@ def targets(groups, figures):
                 g = f"keyed/{key}/{keys} keys/{threads} threads"
                 gov = median_of(groups, g, "governor")
                 best = min(((med, name) for name, med, _ in groups.get(g, [])
-                            if name.startswith("tollgate")), default=None)
+                            if name.startswith("tollgate") and "partitioned" not in name),
+                           default=None)
                 add(f"keyed {key}, {keys} keys, {threads} thread(s): fastest table"
                     + (f" ({best[1].split()[1]})" if best else "") + " / governor",
                     best[0] / gov if best and gov else None, 0.8)
+                part = median_of(groups, g, "tollgate partitioned (sharded)")
+                add(f"keyed {key}, {keys} keys, {threads} thread(s): partitioned per key"
+                    " / governor keyed",
+                    part / gov if part and gov else None, 1.0)
     for key in ["u64", "IpAddr"]:
         for threads in [1, 2]:
             g = f"keyed/{key}/1000000 keys/{threads} threads"

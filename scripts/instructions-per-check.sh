@@ -30,7 +30,7 @@ per_call() {
   echo $(((b - a) / $2))
 }
 for path in allow deny; do
-  for case in try_acquire check governor; do
+  for case in try_acquire check governor sharded partitioned governor_keyed; do
     echo "$path $case: $(per_call "$case" 100000 "$path") instructions per call"
   done
 done
