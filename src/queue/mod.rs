@@ -122,6 +122,7 @@
 
 mod acquire;
 mod error;
+#[cfg(not(loom))]
 mod partitioned;
 mod shared;
 mod source;
@@ -145,6 +146,7 @@ pub use source::QueueLimiter;
 use acquire::Acquire;
 pub use acquire::QueuePermit;
 pub use error::WaitError;
+#[cfg(not(loom))]
 pub use partitioned::acquire_partitioned;
 use shared::{lock, Counters, Inner, Shared, TimerWake, WakeList, CLOSED};
 pub use tokio_clock::TokioClock;
