@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! instructions_per_check CASE CALLS allow|deny
-//! CASE: try_acquire | check | governor | sharded | partitioned | governor_keyed
+//! CASE: try_acquire | check | governor
 //! ```
 //!
 //! `try_acquire` is `RateLimiter::try_acquire().is_ok()` and `check` is
@@ -15,14 +15,6 @@
 //! 10⁹ per second with a burst of 10⁶ and the clock advanced by 1,024 ns
 //! every 1,024 calls; on `deny`, 1 per second with a burst of 1 on a
 //! frozen clock.
-//!
-//! The keyed cases take the same quota and clock per key, over 10,000
-//! `u64` keys visited in a fixed shuffled order, every key inserted before
-//! the loop (as in `benches/keyed.rs`): `sharded` is a `ShardedKeyedTable`'s
-//! `check(&key, clock.now()).is_ok()`, `partitioned` a partitioned limiter
-//! with one per-key policy over such a table, `try_acquire(&key,
-//! clock.now()).is_ok()` (its lease dropped at once), and `governor_keyed`
-//! governor's `dashmap_with_clock` limiter's `check_key(&key).is_ok()`.
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -31,52 +23,13 @@ use std::time::Duration;
 
 use governor::clock::FakeRelativeClock;
 use governor::{Quota as GovQuota, RateLimiter as GovLimiter};
-use tollgate::keyed::{KeyedLimiter, ShardedKeyedTable};
-use tollgate::partitioned::{Partitioned, PartitionedLimiter};
-use tollgate::{Bucket, Clock, Gcra, ManualClock, Quota, RateLimiter};
+use tollgate::{Bucket, Clock, ManualClock, Quota, RateLimiter};
 
 /// Calls between two advances of the fake clocks, and the advance.
 const TICK_EVERY: u64 = 1_024;
 const TICK: Duration = Duration::from_nanos(1_024);
 
-/// Keys of the keyed cases.
-const KEYS: u64 = 10_000;
-
-const USAGE: &str = "usage: instructions_per_check try_acquire|check|governor|sharded|partitioned|governor_keyed CALLS allow|deny";
-
-/// The keys in a fixed shuffle (`benches/keyed.rs`'s order).
-fn visit_order(keys: u64) -> Vec<u64> {
-    let mut order: Vec<u64> = (0..keys).collect();
-    let mut x = 0x2545_f491_4f6c_dd1d_u64;
-    for i in (1..order.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        order.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    order
-}
-
-/// `calls` keyed checks cycling through `order` (each key checked once
-/// before), `tick` every `TICK_EVERY`; the number admitted.
-fn keyed_loop(calls: u64, order: &[u64], tick: impl Fn(), check: impl Fn(&u64) -> bool) -> u64 {
-    for k in order {
-        check(k);
-    }
-    let mut allowed = 0u64;
-    let mut at = 0;
-    for i in 0..calls {
-        if i % TICK_EVERY == 0 {
-            tick();
-        }
-        allowed += u64::from(check(black_box(&order[at])));
-        at += 1;
-        if at == order.len() {
-            at = 0;
-        }
-    }
-    allowed
-}
+const USAGE: &str = "usage: instructions_per_check try_acquire|check|governor CALLS allow|deny";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -138,40 +91,6 @@ fn main() -> ExitCode {
                 }
                 allowed += u64::from(black_box(&limiter).check().is_ok());
             }
-        }
-        "sharded" | "partitioned" => {
-            // capacity for 85 % occupancy, as benches/keyed.rs
-            let max_keys = (KEYS as usize * 100).div_ceil(85);
-            let Ok(table) = ShardedKeyedTable::builder(Gcra::token_bucket(quota))
-                .max_keys(max_keys)
-                .build()
-            else {
-                return ExitCode::FAILURE;
-            };
-            let order = visit_order(KEYS);
-            let advance = || clock.advance(tick);
-            allowed = if case == "sharded" {
-                keyed_loop(calls, &order, advance, |k| {
-                    black_box(&table).check(k, clock.now()).is_ok()
-                })
-            } else {
-                let limiter = Partitioned::<u64, u64>::builder("bench")
-                    .policy("per_key", |k: &u64| Some(*k), table)
-                    .build();
-                keyed_loop(calls, &order, advance, |k| {
-                    black_box(&limiter).try_acquire(k, clock.now()).is_ok()
-                })
-            };
-        }
-        "governor_keyed" => {
-            let limiter = GovLimiter::dashmap_with_clock(gov_quota, fake.clone());
-            let order = visit_order(KEYS);
-            allowed = keyed_loop(
-                calls,
-                &order,
-                || fake.advance(tick),
-                |k| black_box(&limiter).check_key(k).is_ok(),
-            );
         }
         _ => {
             eprintln!("{USAGE}");
