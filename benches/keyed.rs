@@ -334,6 +334,28 @@ fn settings(g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>) {
         .measurement_time(Duration::from_millis(1500));
 }
 
+/// Benches `call(&key, clock.now())` as one entry of `g`, after one call
+/// per key (every key inserted before measuring).
+fn bench_calls<K: Sync>(
+    g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    label: &str,
+    call: &(impl Fn(&K, Timestamp) -> bool + Sync),
+    order: &[K],
+    threads: u64,
+    clock: &ManualClock,
+) {
+    for k in order {
+        call(k, clock.now());
+    }
+    g.bench_function(label, |b| {
+        b.iter_custom(|iters| {
+            run(iters, order, threads, &|k| call(k, clock.now()), &|| {
+                clock.advance(TICK)
+            })
+        })
+    });
+}
+
 /// Benches `table.check(&key, clock.now())` as one entry of `g`.
 fn bench_table<K: Sync, T: KeyedLimiter<K> + Sync>(
     g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
@@ -343,20 +365,8 @@ fn bench_table<K: Sync, T: KeyedLimiter<K> + Sync>(
     threads: u64,
     clock: &ManualClock,
 ) {
-    for k in order {
-        let _ = table.check(k, clock.now());
-    }
-    g.bench_function(label, |b| {
-        b.iter_custom(|iters| {
-            run(
-                iters,
-                order,
-                threads,
-                &|k| table.check(k, clock.now()).is_ok(),
-                &|| clock.advance(TICK),
-            )
-        })
-    });
+    let call = |k: &K, now| table.check(k, now).is_ok();
+    bench_calls(g, label, &call, order, threads, clock);
 }
 
 /// Benches `limiter.try_acquire(&key, clock.now())` as one entry of `g`,
@@ -369,20 +379,8 @@ fn bench_partitioned<K: Sync, P: PartitionedLimiter<K> + Sync>(
     threads: u64,
     clock: &ManualClock,
 ) {
-    for k in order {
-        let _ = limiter.try_acquire(k, clock.now());
-    }
-    g.bench_function(label, |b| {
-        b.iter_custom(|iters| {
-            run(
-                iters,
-                order,
-                threads,
-                &|k| limiter.try_acquire(k, clock.now()).is_ok(),
-                &|| clock.advance(TICK),
-            )
-        })
-    });
+    let call = |k: &K, now| limiter.try_acquire(k, now).is_ok();
+    bench_calls(g, label, &call, order, threads, clock);
 }
 
 type Group<'a> = BenchmarkGroup<'a, criterion::measurement::WallTime>;
