@@ -461,7 +461,7 @@ impl ConcurrencyLimiter {
             fence(Ordering::SeqCst);
             let limit = self.limit();
             let done = if n > limit {
-                Some(Err(Refusal::never(n, Snapshot::exact(limit, 0, 0))))
+                Some(Err(Refusal::above(n, limit)))
             } else if line.is_empty() && self.take_free(n, limit).is_ok() {
                 Some(Ok(()))
             } else {
@@ -488,11 +488,9 @@ impl ConcurrencyLimiter {
         match self.with_line(|line| line.poll(ticket, waker)) {
             Some((State::Waiting, _)) => Poll::Pending,
             Some((State::Granted, _)) => Poll::Ready(Ok(())),
-            Some((State::Refused(limit), n)) => {
-                Poll::Ready(Err(Refusal::never(n, Snapshot::exact(limit, 0, 0))))
-            }
+            Some((State::Refused(limit), n)) => Poll::Ready(Err(Refusal::above(n, limit))),
             // a stale ticket (never given out twice): nothing was taken
-            _ => Poll::Ready(Err(Refusal::never(0, Snapshot::exact(0, 0, 0)))),
+            _ => Poll::Ready(Err(Refusal::above(0, 0))),
         }
     }
 

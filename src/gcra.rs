@@ -474,7 +474,7 @@ impl Gcra {
     #[cold]
     #[inline(never)]
     fn exceeded(&self, n: u32) -> Refusal<'static> {
-        Refusal::never(n, Snapshot::exact(self.capacity.get(), 0, 0))
+        Refusal::above(n, self.capacity.get())
     }
 
     /// The lead of a stored TAT at `now` (both in the bucket's units),

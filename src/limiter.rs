@@ -320,10 +320,6 @@ macro_rules! direct_methods {
             fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
                 <$ty>::check_n(self, n, now)
             }
-            #[inline(always)]
-            fn check(&self, now: Timestamp) -> Result<(), Refusal<'static>> {
-                <$ty>::check_n(self, 1, now)
-            }
             #[inline]
             fn refund(&self, n: u32, now: Timestamp) {
                 <$ty>::refund(self, n, now);

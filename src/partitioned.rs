@@ -1022,7 +1022,7 @@ const UNLIMITED_SNAPSHOT: Snapshot = Snapshot::exact(u32::MAX, u32::MAX, 0);
 /// one).
 #[cold]
 fn no_key(n: u32) -> Refusal<'static> {
-    Refusal::never(n, Snapshot::exact(0, 0, 0))
+    Refusal::above(n, 0)
 }
 
 impl<R, K> Partitioned<R, K> {
@@ -1094,14 +1094,19 @@ impl<R, K> Partitioned<R, K> {
     /// no default limiter, is unlimited.
     #[must_use]
     pub fn snapshot_key(&self, index: Option<usize>, key: &K, now: Timestamp) -> Snapshot {
+        // the default limiter ignores keys
+        let key = index.map(|_| key);
+        self.store_of(index)
+            .map_or(UNLIMITED_SNAPSHOT, |store| store.snapshot(key, now))
+    }
+
+    /// Policy `index`'s store (`None`: the default limiter's); `None` past
+    /// the last policy, or without a default limiter.
+    #[inline]
+    fn store_of(&self, index: Option<usize>) -> Option<&Arc<dyn Store<K>>> {
         match index {
-            Some(i) => self.policies.get(i).map_or(UNLIMITED_SNAPSHOT, |p| {
-                p.store.store.snapshot(Some(key), now)
-            }),
-            None => self
-                .default
-                .as_ref()
-                .map_or(UNLIMITED_SNAPSHOT, |(_, store)| store.snapshot(None, now)),
+            Some(i) => self.policies.get(i).map(|p| &p.store.store),
+            None => self.default.as_ref().map(|(_, store)| store),
         }
     }
 
@@ -1202,11 +1207,7 @@ impl<R, K> Partitioned<R, K> {
             own.refund(lease.key.as_ref(), lease.n, now);
             return;
         }
-        let store = match lease.policy {
-            DEFAULT => self.default.as_ref().map(|d| &d.1),
-            i => self.policies.get(i).map(|p| &p.store.store),
-        };
-        if let Some(store) = store {
+        if let Some(store) = self.store_of((lease.policy != DEFAULT).then_some(lease.policy)) {
             if lease.full_at == 0 {
                 store.refund(lease.key.as_ref(), lease.n, now);
             } else {
@@ -1250,22 +1251,16 @@ impl<R, K> PartitionedLimiter<R> for Partitioned<R, K> {
     }
 
     fn snapshot(&self, resource: &R, now: Timestamp) -> Snapshot {
-        match self.claim(resource) {
-            Some((i, key)) => self.snapshot_key(Some(i), &key, now),
-            None => match &self.default {
-                Some((_, store)) => store.snapshot(None, now),
-                None => UNLIMITED_SNAPSHOT,
-            },
-        }
+        let (index, key) = self.claim(resource).unzip();
+        self.store_of(index).map_or(UNLIMITED_SNAPSHOT, |store| {
+            store.snapshot(key.as_ref(), now)
+        })
     }
 
     fn time_until_ready(&self, resource: &R, n: u32, now: Timestamp) -> Duration {
-        let (store, key) = match self.claim(resource) {
-            Some((i, key)) => (&self.policies[i].store.store, Some(key)),
-            None => match &self.default {
-                Some((_, store)) => (store, None),
-                None => return Duration::ZERO,
-            },
+        let (index, key) = self.claim(resource).unzip();
+        let Some(store) = self.store_of(index) else {
+            return Duration::ZERO;
         };
         store
             .time_until_ready(key.as_ref(), n, now)

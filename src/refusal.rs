@@ -43,6 +43,15 @@ use crate::time::duration_to_nanos;
 /// `retry_after` of a request that can never be admitted.
 const NEVER: u64 = u64::MAX;
 
+/// A wait of `nanos`, never taken for the [`NEVER`] marker.
+const fn finite(nanos: u64) -> u64 {
+    if nanos == NEVER {
+        NEVER - 1
+    } else {
+        nanos
+    }
+}
+
 /// A refused acquisition: when to retry, the quota, and who refused. See
 /// the [module documentation](self).
 #[must_use = "a refusal says when to retry"]
@@ -101,16 +110,19 @@ impl Refusal<'static> {
         }
     }
 
+    /// A request for `requested` permits from a limiter that never holds
+    /// more than `limit` at once: [`Refusal::never`], its snapshot carrying
+    /// only the limit.
+    #[cold]
+    pub(crate) const fn above(requested: u32, limit: u32) -> Self {
+        Self::never(requested, Snapshot::exact(limit, 0, 0))
+    }
+
     /// [`Refusal::new`] with the wait in nanoseconds.
     #[inline(always)]
     pub(crate) const fn from_nanos(retry_after_nanos: u64, snapshot: Snapshot) -> Self {
         Self {
-            // a finite wait is never the "never" marker
-            retry_after: if retry_after_nanos == NEVER {
-                NEVER - 1
-            } else {
-                retry_after_nanos
-            },
+            retry_after: finite(retry_after_nanos),
             snapshot,
             limiter: "",
             policy: "",
@@ -155,11 +167,7 @@ impl<'a> Refusal<'a> {
     #[cfg_attr(not(feature = "std"), allow(dead_code))]
     pub(crate) const fn waiting_at_least(mut self, retry_after_nanos: u64) -> Self {
         if self.retry_after < retry_after_nanos && !self.is_never() {
-            self.retry_after = if retry_after_nanos == NEVER {
-                NEVER - 1
-            } else {
-                retry_after_nanos
-            };
+            self.retry_after = finite(retry_after_nanos);
         }
         self
     }

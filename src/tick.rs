@@ -711,7 +711,7 @@ impl TickGcra {
     #[inline]
     #[cold]
     pub(crate) fn exceeded(&self, n: u32) -> Refusal<'static> {
-        Refusal::never(n, Snapshot::exact(self.capacity, 0, 0))
+        Refusal::above(n, self.capacity)
     }
 
     /// True if a bucket with stored `tat` has been full since at least the

@@ -631,7 +631,7 @@ pub(crate) fn overflow<A: Algorithm>(
 #[cold]
 #[inline(never)]
 pub(crate) fn exceeded<A: Algorithm>(alg: &A, n: u32) -> Refusal<'static> {
-    Refusal::never(n, Snapshot::exact(alg.capacity(), 0, 0))
+    Refusal::above(n, alg.capacity())
 }
 
 /// The answer for a peek (`n = 0`) or capacity check of an untracked key.

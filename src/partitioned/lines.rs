@@ -33,7 +33,6 @@ use std::vec::Vec;
 use crate::concurrency::InFlight;
 use crate::keyed::{KeyedLimiter, ShardedKeyedTable};
 use crate::refusal::Refusal;
-use crate::snapshot::Snapshot;
 use crate::sync::{fence, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::time::Timestamp;
 
@@ -274,7 +273,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
             .get_mut(ticket.slot)
             .filter(|s| s.generation == ticket.generation)
         else {
-            return Poll::Ready(Err(Refusal::never(0, Snapshot::exact(0, 0, 0))));
+            return Poll::Ready(Err(Refusal::above(0, 0)));
         };
         let outcome = match slot.state {
             State::Waiting => {
@@ -286,7 +285,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
             }
             State::Granted => Ok(()),
             State::Refused(e) => Err(e),
-            State::Free => Err(Refusal::never(slot.n, Snapshot::exact(0, 0, 0))),
+            State::Free => Err(Refusal::above(slot.n, 0)),
         };
         lines.free_slot(ticket.slot);
         Poll::Ready(outcome)

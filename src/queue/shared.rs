@@ -223,7 +223,7 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
     #[cold]
     pub(super) fn exceeded(&self, n: u32) -> crate::refusal::Refusal<'static> {
         let capacity = self.limiter.capacity();
-        crate::refusal::Refusal::never(n, crate::snapshot::Snapshot::exact(capacity, 0, 0))
+        crate::refusal::Refusal::above(n, capacity)
     }
 
     pub(super) fn estimate(&self, inner: &Inner, n: u32, now: u64) -> Option<u64> {

@@ -404,7 +404,7 @@ impl RedisStore {
 
     /// The refusal of `n` permits, more than the capacity.
     fn exceeded(&self, n: u32) -> Refusal<'static> {
-        Refusal::never(n, Snapshot::exact(self.capacity, 0, 0))
+        Refusal::above(n, self.capacity)
     }
 
     /// How many calls so far the store failed to answer (error or timeout)

@@ -186,7 +186,7 @@ impl FixedWindow {
 
     #[inline]
     const fn exceeded(&self, n: u32) -> Refusal<'static> {
-        Refusal::never(n, Snapshot::exact(self.limit, 0, 0))
+        Refusal::above(n, self.limit)
     }
 }
 

@@ -132,7 +132,7 @@ impl<const SEGMENTS: usize> SlidingWindow<SEGMENTS> {
 
     #[inline]
     const fn exceeded(&self, n: u32) -> Refusal<'static> {
-        Refusal::never(n, Snapshot::exact(self.limit, 0, 0))
+        Refusal::above(n, self.limit)
     }
 
     /// Brings `w` to the effective segment at `now` (see
