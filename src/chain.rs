@@ -48,7 +48,7 @@
 
 use core::time::Duration;
 
-use crate::limiter::{Algorithm, Limiter};
+use crate::limiter::{Algorithm, Grant, Limiter};
 use crate::live::Inheritance;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
@@ -88,85 +88,158 @@ impl<A, B> Chain<A, B> {
     }
 }
 
-/// The more restrictive of two snapshots: the smaller `remaining` (with its
-/// limit) and the larger `reset_after`.
-#[must_use]
-pub(crate) fn most_restrictive(a: &Snapshot, b: &Snapshot) -> Snapshot {
-    let reset = core::cmp::max(a.reset_after_nanos(), b.reset_after_nanos());
-    // `remaining` may divide: compute each once
+/// The snapshot of the member with the fewest permits remaining (on a tie,
+/// the one that is full again later): one member's consistent limit,
+/// remaining and reset, for headers.
+fn tighter(a: Snapshot, b: Snapshot) -> Snapshot {
     let (ra, rb) = (a.remaining(), b.remaining());
-    if rb < ra {
-        Snapshot::exact(b.limit(), rb, reset)
+    if rb < ra || (rb == ra && b.reset_after_nanos() > a.reset_after_nanos()) {
+        b
     } else {
-        Snapshot::exact(a.limit(), ra, reset)
+        a
     }
 }
 
-fn denied(retry_after: u64, a: &Snapshot, b: &Snapshot) -> Refusal<'static> {
-    Refusal::from_nanos(retry_after, most_restrictive(a, b))
+/// Gives back what the first member granted unless defused (the second
+/// member refused, or the waiting future was dropped).
+struct CancelFirst<'a, K: ?Sized, P: Limiter<K>> {
+    limiter: &'a P,
+    key: &'a K,
+    permit: Option<P::Permit>,
+    now: Timestamp,
 }
 
-impl<A: Limiter, B: Limiter> Limiter for Chain<A, B> {
-    fn capacity(&self) -> u32 {
-        core::cmp::min(self.first.capacity(), self.second.capacity())
-    }
-
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
-        let capacity = self.capacity();
-        if n > capacity {
-            return Err(Refusal::never(n, self.snapshot(now)));
+impl<K: ?Sized, P: Limiter<K>> CancelFirst<'_, K, P> {
+    fn defuse(mut self) -> P::Permit {
+        match self.permit.take() {
+            Some(permit) => permit,
+            None => unreachable!("a permit is taken once"),
         }
-        if let Err(d) = self.first.check_n(n, now) {
-            if d.is_never() {
-                return Err(d);
+    }
+}
+
+impl<K: ?Sized, P: Limiter<K>> Drop for CancelFirst<'_, K, P> {
+    fn drop(&mut self) {
+        if let Some(permit) = self.permit.take() {
+            self.limiter.cancel(self.key, permit, self.now);
+        }
+    }
+}
+
+impl<K: ?Sized, A: Limiter<K>, B: Limiter<K>> Limiter<K> for Chain<A, B> {
+    type Permit = (A::Permit, B::Permit);
+
+    #[inline]
+    fn capacity(&self, key: &K) -> u32 {
+        core::cmp::min(self.first.capacity(key), self.second.capacity(key))
+    }
+
+    #[inline]
+    fn try_acquire_n(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Self::Permit, Refusal<'_>> {
+        let a = match self.first.try_acquire_n(key, n, now) {
+            Ok(a) => a,
+            Err(r) if r.is_never() => return Err(r),
+            // nothing taken; the chain admits only when both would
+            Err(r) => {
+                return match self.second.time_until_ready(key, n, now) {
+                    Ok(wait) => Err(r.waiting_at_least(duration_to_nanos(wait))),
+                    Err(never) => Err(never.later_by(self.first.stages())),
+                }
             }
-            // nothing taken anywhere; the wait is the longer of the two
-            let wait_b = duration_to_nanos(self.second.time_until_ready(n, now)?);
-            let retry = core::cmp::max(d.retry_after_nanos(), wait_b);
-            return Err(denied(retry, d.snapshot(), &self.second.snapshot(now)));
-        }
-        match self.second.check_n(n, now) {
-            Ok(()) => Ok(()),
-            Err(d) if !d.is_never() => {
-                self.first.refund(n, now);
+        };
+        match self.second.try_acquire_n(key, n, now) {
+            Ok(b) => Ok((a, b)),
+            Err(r) => {
+                // a refused request costs nothing
+                self.first.cancel(key, a, now);
+                let r = r.later_by(self.first.stages());
+                if r.is_never() {
+                    return Err(r);
+                }
                 // after the refund, the first member's own wait (normally 0)
-                let wait_a = self
-                    .first
-                    .time_until_ready(n, now)
-                    .map_or(u64::MAX, duration_to_nanos);
-                let retry = core::cmp::max(d.retry_after_nanos(), wait_a);
-                Err(denied(retry, &self.first.snapshot(now), d.snapshot()))
-            }
-            Err(e) => {
-                // a member under-reported its capacity; still cost nothing
-                self.first.refund(n, now);
-                Err(e)
+                Err(match self.first.time_until_ready(key, n, now) {
+                    Ok(wait) => r.waiting_at_least(duration_to_nanos(wait)),
+                    Err(_) => r,
+                })
             }
         }
     }
 
-    fn refund(&self, n: u32, now: Timestamp) {
-        self.first.refund(n, now);
-        self.second.refund(n, now);
+    #[inline]
+    fn cancel(&self, key: &K, permit: Self::Permit, now: Timestamp) {
+        self.first.cancel(key, permit.0, now);
+        self.second.cancel(key, permit.1, now);
     }
 
-    fn snapshot(&self, now: Timestamp) -> Snapshot {
-        most_restrictive(&self.first.snapshot(now), &self.second.snapshot(now))
+    #[inline]
+    fn refund(&self, key: &K, n: u32, now: Timestamp) {
+        self.first.refund(key, n, now);
+        self.second.refund(key, n, now);
     }
 
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
-        let capacity = self.capacity();
-        if n > capacity {
-            return Err(Refusal::never(n, self.snapshot(now)));
+    /// The member with the fewest permits remaining (on a tie, the one full
+    /// again later).
+    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
+        tighter(self.first.snapshot(key, now), self.second.snapshot(key, now))
+    }
+
+    fn time_until_ready(&self, key: &K, n: u32, now: Timestamp) -> Result<Duration, Refusal<'_>> {
+        let a = self.first.time_until_ready(key, n, now)?;
+        let b = self
+            .second
+            .time_until_ready(key, n, now)
+            .map_err(|r| r.later_by(self.first.stages()))?;
+        Ok(core::cmp::max(a, b))
+    }
+
+    #[inline]
+    fn stages(&self) -> usize {
+        self.first.stages().saturating_add(self.second.stages())
+    }
+
+    #[inline]
+    fn delay(&self, permit: &Self::Permit) -> Duration {
+        core::cmp::max(self.first.delay(&permit.0), self.second.delay(&permit.1))
+    }
+
+    async fn acquire_in_line<'a>(
+        &'a self,
+        key: &'a K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Self::Permit, Refusal<'a>> {
+        // in order, each in its own line, holding what the first granted
+        let a = self.first.acquire_in_line(key, n, now).await?;
+        let guard = CancelFirst {
+            limiter: &self.first,
+            key,
+            permit: Some(a),
+            now,
+        };
+        match self.second.acquire_in_line(key, n, now).await {
+            Ok(b) => Ok((guard.defuse(), b)),
+            Err(r) => {
+                drop(guard); // the first member's permits go back
+                Err(r.later_by(self.first.stages()))
+            }
         }
-        Ok(core::cmp::max(
-            self.first.time_until_ready(n, now)?,
-            self.second.time_until_ready(n, now)?,
-        ))
     }
 
-    fn is_idle(&self, now: Timestamp) -> bool {
-        self.first.is_idle(now) && self.second.is_idle(now)
+    fn time_until_ready_after(
+        &self,
+        key: &K,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        let a = self.first.time_until_ready_after(key, ahead, n, now)?;
+        let b = self.second.time_until_ready_after(key, ahead, n, now)?;
+        Some(core::cmp::max(a, b))
     }
 
     fn required_resolution(&self) -> Duration {
@@ -190,33 +263,32 @@ fn finest(a: Duration, b: Duration) -> Duration {
 struct Applied<'a, A: Algorithm>(&'a A, &'a A::State);
 
 impl<A: Algorithm> Limiter for Applied<'_, A> {
+    type Permit = Grant;
     #[inline]
-    fn capacity(&self) -> u32 {
+    fn capacity(&self, _: &()) -> u32 {
         self.0.capacity()
     }
     #[inline]
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
-        self.0.check_n(self.1, n, now).map(|_| ())
+    fn try_acquire_n(&self, _: &(), n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
+        self.0
+            .check_n(self.1, n, now)
+            .map(|full_at| Grant::new(n, full_at))
     }
     #[inline]
-    fn refund(&self, n: u32, now: Timestamp) {
+    fn cancel(&self, _: &(), grant: Grant, now: Timestamp) {
+        self.0.refund(self.1, grant.permits(), now);
+    }
+    #[inline]
+    fn refund(&self, _: &(), n: u32, now: Timestamp) {
         self.0.refund(self.1, n, now);
     }
     #[inline]
-    fn snapshot(&self, now: Timestamp) -> Snapshot {
+    fn snapshot(&self, _: &(), now: Timestamp) -> Snapshot {
         self.0.snapshot(self.1, now)
     }
     #[inline]
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
+    fn time_until_ready(&self, _: &(), n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
         self.0.time_until_ready(self.1, n, now)
-    }
-    #[inline]
-    fn is_idle(&self, now: Timestamp) -> bool {
-        self.0.is_idle(self.1, now)
-    }
-    #[inline]
-    fn required_resolution(&self) -> Duration {
-        self.0.required_resolution()
     }
 }
 
@@ -254,16 +326,18 @@ impl<A: Algorithm, B: Algorithm> Algorithm for Chain<A, B> {
         n: u32,
         now: Timestamp,
     ) -> Result<Timestamp, Refusal<'static>> {
-        self.applied(state).check_n(n, now)?;
-        Ok(self.snapshot(state, now).full_at(now.as_nanos()))
+        match self.applied(state).try_acquire_n(&(), n, now) {
+            Ok((a, b)) => Ok(core::cmp::max(a.full_at(), b.full_at())),
+            Err(r) => Err(r.unnamed()),
+        }
     }
 
     fn refund(&self, state: &Self::State, n: u32, now: Timestamp) {
-        self.applied(state).refund(n, now);
+        self.applied(state).refund(&(), n, now);
     }
 
     fn snapshot(&self, state: &Self::State, now: Timestamp) -> Snapshot {
-        self.applied(state).snapshot(now)
+        self.applied(state).snapshot(&(), now)
     }
 
     fn time_until_ready(
@@ -272,11 +346,13 @@ impl<A: Algorithm, B: Algorithm> Algorithm for Chain<A, B> {
         n: u32,
         now: Timestamp,
     ) -> Result<Duration, Refusal<'static>> {
-        self.applied(state).time_until_ready(n, now)
+        self.applied(state)
+            .time_until_ready(&(), n, now)
+            .map_err(Refusal::unnamed)
     }
 
     fn is_idle(&self, state: &Self::State, now: Timestamp) -> bool {
-        self.applied(state).is_idle(now)
+        self.first.is_idle(&state.0, now) && self.second.is_idle(&state.1, now)
     }
 
     fn required_resolution(&self) -> Duration {
@@ -315,14 +391,17 @@ mod tests {
     }
 
     #[test]
-    fn capacity_is_checked_before_touching_members() {
+    fn a_request_above_a_members_capacity_costs_nothing() {
         let chain = Chain::new(
             Bucket::token_bucket(Quota::per_second(10).unwrap()),
             Bucket::token_bucket(Quota::per_second(3).unwrap()),
         );
-        let never = chain.check_n(4, Timestamp::ZERO).unwrap_err();
+        let never = chain.try_acquire_n(&(), 4, Timestamp::ZERO).unwrap_err();
         assert!(never.is_never());
         assert_eq!((never.requested(), never.limit()), (4, 3));
-        assert!(chain.is_idle(Timestamp::ZERO));
+        // the first member's permits went back: both are full
+        assert_eq!(chain.first().snapshot(Timestamp::ZERO).remaining(), 10);
+        assert_eq!(chain.second().snapshot(Timestamp::ZERO).remaining(), 3);
+        assert_eq!(never.stage(), 1);
     }
 }

@@ -291,15 +291,19 @@ impl<'a, L: Limiter + ?Sized> Wait<'a, L> {
     /// otherwise the nanoseconds still to wait.
     fn ask(&self, now: Timestamp) -> Result<Result<Snapshot, u64>, Refusal<'static>> {
         if self.take {
-            Ok(match self.limiter.check_n(self.n, now) {
-                Ok(()) => Ok(self.limiter.snapshot(now)),
-                Err(d) if d.is_never() => return Err(d),
+            Ok(match self.limiter.try_acquire_n(&(), self.n, now) {
+                // a rate's permit is spent when granted
+                Ok(_) => Ok(self.limiter.snapshot(&(), now)),
+                Err(d) if d.is_never() => return Err(d.unnamed()),
                 Err(d) => Err(d.retry_after_nanos()),
             })
         } else {
-            let wait = self.limiter.time_until_ready(self.n, now)?;
+            let wait = self
+                .limiter
+                .time_until_ready(&(), self.n, now)
+                .map_err(Refusal::unnamed)?;
             Ok(if wait.is_zero() {
-                Ok(self.limiter.snapshot(now))
+                Ok(self.limiter.snapshot(&(), now))
             } else {
                 Err(duration_to_nanos(wait))
             })

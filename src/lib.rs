@@ -769,8 +769,8 @@ pub use concurrency::OwnedConcurrencyPermit;
 pub use concurrency::{ConcurrencyLimiter, ConcurrencyPermit};
 pub use error::ConfigError;
 pub use gcra::{BucketKind, Gcra, GcraState};
-pub use keyed::KeyedLimiter;
-pub use limiter::{Algorithm, Bucket, BucketRef, Limiter};
+pub use keyed::KeyedTable;
+pub use limiter::{Algorithm, Bucket, BucketRef, Grant, Limiter};
 pub use live::{Inheritance, LiveBucket};
 pub use lock_freedom::LockFreedom;
 #[cfg(feature = "tokio")]

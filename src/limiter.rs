@@ -26,6 +26,7 @@
 
 use core::time::Duration;
 
+use crate::chain::Chain;
 use crate::live::Inheritance;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
@@ -155,55 +156,220 @@ pub trait Algorithm {
     }
 }
 
-/// A self-contained limiter: the operations of [`Algorithm`] on its own
-/// state.
-pub trait Limiter {
-    /// The most permits one request can ever take.
-    fn capacity(&self) -> u32;
+/// A limiter over keys of type `K` (`()` for a direct limiter): the one
+/// acquisition model of tollgate.
+///
+/// A non-blocking acquire of `n` permits for a key at `now` returns either
+/// a [`Permit`](Limiter::Permit) or a [`Refusal`]. Buckets and windows are
+/// `Limiter<()>` (the default); keyed tables are `Limiter<K>`, a limiter per
+/// key; a [`Partitioned`](crate::partitioned::Partitioned) limiter is a
+/// `Limiter<R>` over any resource; [`Chain`] (from [`and`](Limiter::and)),
+/// [`WithStats`](crate::WithStats) and pointers (`&L`, `Arc<L>`, `Box<L>`)
+/// are limiters over the same key as what they wrap.
+///
+/// What headers and dashboards need (remaining, reset) is computed when
+/// asked ([`snapshot`](Limiter::snapshot)), never built on a check.
+///
+/// ```
+/// use tollgate::keyed::ShardedKeyedTable;
+/// use tollgate::{Bucket, Gcra, Limiter, Quota, Timestamp};
+///
+/// // generic code works with a direct limiter and a per-key one alike
+/// fn admit<K, L: Limiter<K>>(limiter: &L, key: &K, now: Timestamp) -> bool {
+///     limiter.try_acquire(key, now).is_ok()
+/// }
+///
+/// let now = Timestamp::ZERO;
+/// let bucket = Bucket::token_bucket(Quota::per_second(1)?);
+/// assert!(admit(&bucket, &(), now));
+/// assert!(!admit(&bucket, &(), now));
+///
+/// let per_ip = ShardedKeyedTable::builder(Gcra::token_bucket(Quota::per_second(1)?)).build()?;
+/// assert!(admit(&per_ip, &[10, 0, 0, 1], now));
+/// assert!(!admit(&per_ip, &[10, 0, 0, 1], now));
+/// assert!(admit(&per_ip, &[10, 0, 0, 2], now)); // its own bucket
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Limiter<K: ?Sized = ()> {
+    /// What an admission holds: a [`Grant`] for a rate (spent when
+    /// granted, nothing to release), a lease that gives its in-flight
+    /// permits back when it drops.
+    type Permit;
 
-    /// Tries to take `n` permits at `now`; `n = 0` is a peek.
+    /// The most permits one request for `key` can ever take.
+    fn capacity(&self, key: &K) -> u32;
+
+    /// Tries to take `n` permits for `key` at `now`; `n = 0` is a peek.
     ///
     /// # Errors
     /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
     /// can never be granted); nothing was taken.
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>>;
+    fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp)
+        -> Result<Self::Permit, Refusal<'_>>;
 
-    /// Tries to take one permit at `now`.
+    /// Tries to take one permit for `key` at `now`.
     ///
     /// # Errors
     /// The [`Refusal`]; nothing was taken.
-    #[inline]
-    fn check(&self, now: Timestamp) -> Result<(), Refusal<'static>> {
-        self.check_n(1, now)
+    #[inline(always)]
+    fn try_acquire(&self, key: &K, now: Timestamp) -> Result<Self::Permit, Refusal<'_>> {
+        self.try_acquire_n(key, 1, now)
     }
 
-    /// Gives back `n` permits of an earlier admission.
-    fn refund(&self, n: u32, now: Timestamp);
+    /// Gives back every permit `permit` took, as if the work never happened
+    /// (a chain calls it when a later member refuses).
+    fn cancel(&self, key: &K, permit: Self::Permit, now: Timestamp);
 
-    /// The state at `now`, without changing it.
-    fn snapshot(&self, now: Timestamp) -> Snapshot;
+    /// Gives back `n` permits of an earlier rate admission for `key` (work
+    /// that cost less than it took); never above the capacity. In-flight
+    /// permits come back when their permit drops, not here.
+    fn refund(&self, key: &K, n: u32, now: Timestamp);
 
-    /// The time until `n` permits would be admitted (zero if now).
+    /// The state for `key` at `now` (limit, remaining, reset), computed when
+    /// asked; takes nothing.
+    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot;
+
+    /// The time until `n` permits for `key` would be admitted (zero if
+    /// now); takes nothing.
     ///
     /// # Errors
     /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
     /// granted.
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>>;
+    fn time_until_ready(&self, key: &K, n: u32, now: Timestamp) -> Result<Duration, Refusal<'_>>;
 
-    /// True if the limiter is indistinguishable from a fresh one at `now`.
-    fn is_idle(&self, now: Timestamp) -> bool;
+    /// How many limiters of a chain this one is: 1, the default; the sum of
+    /// its members for a [`Chain`]. A chain numbers a refusal's
+    /// [`Refusal::stage`] with it, so a limiter of your own that wraps a
+    /// chain forwards it.
+    ///
+    /// ```
+    /// use tollgate::{Bucket, Limiter, Quota};
+    ///
+    /// let b = || Bucket::token_bucket(Quota::per_second(1).unwrap());
+    /// assert_eq!(b().stages(), 1);
+    /// assert_eq!(b().and(b()).and(b()).stages(), 3);
+    /// ```
+    #[inline]
+    fn stages(&self) -> usize {
+        1
+    }
 
-    /// The finest time step the limiter relies on; see
-    /// [`Algorithm::required_resolution`].
-    fn required_resolution(&self) -> Duration;
+    /// This limiter, then `next`: both must admit, all or nothing (see
+    /// [`Chain`]). Any two limiters over the same key chain, yours
+    /// included: when `next` refuses, the chain gives back what this one
+    /// granted with [`cancel`](Self::cancel).
+    #[inline]
+    fn and<B: Limiter<K>>(self, next: B) -> Chain<Self, B>
+    where
+        Self: Sized,
+    {
+        Chain::new(self, next)
+    }
 
-    /// The time until `n` permits would be admitted if `ahead` permits
-    /// were admitted before them first, in order; `None` if the limiter
-    /// cannot predict it (the default). See
+    /// How long the holder of `permit` waits before doing the work: zero,
+    /// except for a reservation made by a shaping policy of a
+    /// [`Partitioned`](crate::partitioned::Partitioned) limiter (its turn).
+    #[inline]
+    fn delay(&self, permit: &Self::Permit) -> Duration {
+        let _ = permit;
+        Duration::ZERO
+    }
+
+    /// Admits `key` for `n` permits at `now`, or, when an in-flight limit
+    /// refuses it, waits in that key's line until a release lets it in
+    /// (see [`Partitioned::acquire_key_in_line`](crate::partitioned::Partitioned::acquire_key_in_line)):
+    /// woken by the release, no timer, on any executor. Any other refusal
+    /// (a rate) resolves at once, as [`try_acquire_n`](Self::try_acquire_n).
+    /// Bound the wait with a timeout; dropping the future gives back
+    /// whatever it had taken. In a [`Chain`] the members are admitted in
+    /// order, each waiting in its own line, holding what the earlier ones
+    /// granted.
+    ///
+    /// The default (a limiter with no in-flight lines) is
+    /// [`try_acquire_n`](Self::try_acquire_n).
+    fn acquire_in_line<'a>(
+        &'a self,
+        key: &'a K,
+        n: u32,
+        now: Timestamp,
+    ) -> impl core::future::Future<Output = Result<Self::Permit, Refusal<'a>>> + 'a {
+        core::future::ready(self.try_acquire_n(key, n, now))
+    }
+
+    /// The time until `n` permits for `key` would be admitted if `ahead`
+    /// permits were admitted before them first, in order; `None` if the
+    /// limiter cannot predict it (the default). A queue in front of the
+    /// limiter uses it to time its waiters; see
     /// [`Algorithm::time_until_ready_after`].
-    fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
-        let _ = (ahead, n, now);
+    #[inline]
+    fn time_until_ready_after(
+        &self,
+        key: &K,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        let _ = (key, ahead, n, now);
         None
+    }
+
+    /// The finest time step the limiter relies on (zero: none); see
+    /// [`Algorithm::required_resolution`].
+    #[inline]
+    fn required_resolution(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+/// A rate limiter's permit: spent when granted, nothing to release on drop.
+///
+/// It records how many permits it took and the instant the limiter's state
+/// is full again as this admission left it, so that
+/// [`cancel`](Limiter::cancel) gives back exactly what it took, and a
+/// keyed table's sweep knows when the key is idle. It is `Copy` and holds
+/// no reference; a caller that ignores it pays nothing for it (the check is
+/// inlined and the fields are never computed).
+///
+/// ```
+/// use tollgate::{Bucket, Limiter, Quota, Timestamp};
+///
+/// let bucket = Bucket::token_bucket(Quota::per_second(10)?.with_burst(5)?);
+/// let grant = bucket.try_acquire_n(&(), 3, Timestamp::ZERO)?;
+/// assert_eq!(grant.permits(), 3);
+/// // 3 permits at 100 ms each come back 300 ms later
+/// assert_eq!(grant.full_at(), Timestamp::from_millis(300));
+/// bucket.cancel(&(), grant, Timestamp::ZERO);
+/// assert_eq!(bucket.snapshot(Timestamp::ZERO).remaining(), 5);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Grant {
+    permits: u32,
+    full_at: Timestamp,
+}
+
+impl Grant {
+    /// A grant of `permits` that left the limiter full again at `full_at`:
+    /// for a limiter of your own.
+    #[inline(always)]
+    #[must_use]
+    pub const fn new(permits: u32, full_at: Timestamp) -> Self {
+        Self { permits, full_at }
+    }
+
+    /// The permits taken.
+    #[inline]
+    #[must_use]
+    pub const fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// The instant the limiter's state is full again as this admission left
+    /// it (later admissions move it on).
+    #[inline]
+    #[must_use]
+    pub const fn full_at(&self) -> Timestamp {
+        self.full_at
     }
 }
 
@@ -312,34 +478,43 @@ macro_rules! direct_methods {
         }
 
         impl<A: Algorithm> Limiter for $ty {
+            type Permit = Grant;
             #[inline]
-            fn capacity(&self) -> u32 {
+            fn capacity(&self, _: &()) -> u32 {
                 self.algorithm.capacity()
             }
             #[inline(always)]
-            fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
-                <$ty>::check_n(self, n, now)
+            fn try_acquire_n(
+                &self,
+                _: &(),
+                n: u32,
+                now: Timestamp,
+            ) -> Result<Grant, Refusal<'static>> {
+                let $state = self;
+                self.algorithm
+                    .check_n($get, n, now)
+                    .map(|full_at| Grant::new(n, full_at))
             }
             #[inline]
-            fn refund(&self, n: u32, now: Timestamp) {
+            fn cancel(&self, _: &(), grant: Grant, now: Timestamp) {
+                <$ty>::refund(self, grant.permits(), now);
+            }
+            #[inline]
+            fn refund(&self, _: &(), n: u32, now: Timestamp) {
                 <$ty>::refund(self, n, now);
             }
             #[inline]
-            fn snapshot(&self, now: Timestamp) -> Snapshot {
+            fn snapshot(&self, _: &(), now: Timestamp) -> Snapshot {
                 <$ty>::snapshot(self, now)
             }
             #[inline]
             fn time_until_ready(
                 &self,
+                _: &(),
                 n: u32,
                 now: Timestamp,
             ) -> Result<Duration, Refusal<'static>> {
                 <$ty>::time_until_ready(self, n, now)
-            }
-            #[inline]
-            fn is_idle(&self, now: Timestamp) -> bool {
-                let $state = self;
-                self.algorithm.is_idle($get, now)
             }
             #[inline]
             fn required_resolution(&self) -> Duration {
@@ -348,6 +523,7 @@ macro_rules! direct_methods {
             #[inline]
             fn time_until_ready_after(
                 &self,
+                _: &(),
                 ahead: u64,
                 n: u32,
                 now: Timestamp,
@@ -420,38 +596,55 @@ direct_methods!(BucketRef<'_, A>, b => b.state);
 
 macro_rules! forward_limiter {
     ($($ptr:ty),*) => {$(
-        impl<L: Limiter + ?Sized> Limiter for $ptr {
+        impl<K: ?Sized, L: Limiter<K> + ?Sized> Limiter<K> for $ptr {
+            type Permit = L::Permit;
             #[inline]
-            fn capacity(&self) -> u32 {
-                (**self).capacity()
+            fn capacity(&self, key: &K) -> u32 {
+                (**self).capacity(key)
             }
             #[inline(always)]
-            fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
-                (**self).check_n(n, now)
+            fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp) -> Result<L::Permit, Refusal<'_>> {
+                (**self).try_acquire_n(key, n, now)
             }
             #[inline]
-            fn refund(&self, n: u32, now: Timestamp) {
-                (**self).refund(n, now);
+            fn cancel(&self, key: &K, permit: L::Permit, now: Timestamp) {
+                (**self).cancel(key, permit, now);
             }
             #[inline]
-            fn snapshot(&self, now: Timestamp) -> Snapshot {
-                (**self).snapshot(now)
+            fn refund(&self, key: &K, n: u32, now: Timestamp) {
+                (**self).refund(key, n, now);
             }
             #[inline]
-            fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
-                (**self).time_until_ready(n, now)
+            fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
+                (**self).snapshot(key, now)
             }
             #[inline]
-            fn is_idle(&self, now: Timestamp) -> bool {
-                (**self).is_idle(now)
+            fn time_until_ready(&self, key: &K, n: u32, now: Timestamp) -> Result<Duration, Refusal<'_>> {
+                (**self).time_until_ready(key, n, now)
+            }
+            #[inline]
+            fn stages(&self) -> usize {
+                (**self).stages()
+            }
+            #[inline]
+            fn delay(&self, permit: &L::Permit) -> Duration {
+                (**self).delay(permit)
+            }
+            fn acquire_in_line<'a>(
+                &'a self,
+                key: &'a K,
+                n: u32,
+                now: Timestamp,
+            ) -> impl core::future::Future<Output = Result<L::Permit, Refusal<'a>>> + 'a {
+                (**self).acquire_in_line(key, n, now)
+            }
+            #[inline]
+            fn time_until_ready_after(&self, key: &K, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
+                (**self).time_until_ready_after(key, ahead, n, now)
             }
             #[inline]
             fn required_resolution(&self) -> Duration {
                 (**self).required_resolution()
-            }
-            #[inline]
-            fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
-                (**self).time_until_ready_after(ahead, n, now)
             }
         }
     )*};

@@ -78,7 +78,7 @@
 use core::time::Duration;
 
 use crate::gcra::{BucketKind, Gcra};
-use crate::limiter::{Algorithm, Limiter};
+use crate::limiter::{Algorithm, Grant, Limiter};
 use crate::quota::Quota;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
@@ -375,14 +375,13 @@ impl LiveBucket {
 }
 
 impl LiveBucket {
-    /// Tries to take one permit at `now` (as [`Limiter::check`]; no trait
-    /// needed in scope).
+    /// Tries to take one permit at `now`.
     ///
     /// # Errors
     /// The [`Refusal`]; nothing was taken.
     #[inline]
     pub fn check(&self, now: Timestamp) -> Result<(), Refusal<'static>> {
-        Limiter::check_n(self, 1, now)
+        self.check_n(1, now)
     }
 
     /// Tries to take `n` permits at `now`; `n = 0` is a peek.
@@ -392,24 +391,58 @@ impl LiveBucket {
     /// can never be granted); nothing was taken.
     #[inline]
     pub fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
-        Limiter::check_n(self, n, now)
+        self.check_until_full(n, now).map(|_| ())
     }
 
     /// Gives back `n` permits of an earlier admission; never above the
     /// burst.
     pub fn refund(&self, n: u32, now: Timestamp) {
-        Limiter::refund(self, n, now);
+        let now = now.as_nanos();
+        loop {
+            let seq = self.stable_seq();
+            let tat = self.stable_tat();
+            let gcra = self.config.load();
+            if self.seq.load(Ordering::Acquire) != seq {
+                continue;
+            }
+            let Some(new_tat) = gcra.refunded(tat, n, now) else {
+                return;
+            };
+            if self
+                .tat
+                .compare_exchange(tat, new_tat, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
     }
 
     /// The bucket's state at `now`, computed when asked.
     #[must_use]
     pub fn snapshot(&self, now: Timestamp) -> Snapshot {
-        Limiter::snapshot(self, now)
+        self.read(|g, tat| g.snapshot_of(tat, now.as_nanos()))
     }
 
-    /// [`Limiter::check_n`] that also says, on an admission, the instant
-    /// the bucket is full again (as [`Algorithm::check_n`]): what this
-    /// admission left, not what a later one did.
+    /// The time until `n` permits would be admitted (zero if now).
+    ///
+    /// # Errors
+    /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
+    /// granted.
+    pub fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
+        self.read(|g, tat| g.wait_of(tat, n, now.as_nanos()))
+            .map(Duration::from_nanos)
+    }
+
+    /// True if the bucket is indistinguishable from a full one at `now`.
+    #[must_use]
+    pub fn is_idle(&self, now: Timestamp) -> bool {
+        self.read(|g, tat| g.is_idle_at(tat, now.as_nanos()))
+    }
+
+    /// Tries to take `n` permits at `now`; on an admission, the instant the
+    /// bucket is full again as this admission left it (as
+    /// [`Algorithm::check_n`]), not what a later one did.
     #[inline]
     pub(crate) fn check_until_full(
         &self,
@@ -437,56 +470,47 @@ fn wait() {
 }
 
 impl Limiter for LiveBucket {
+    type Permit = Grant;
+
     #[inline]
-    fn capacity(&self) -> u32 {
+    fn capacity(&self, _: &()) -> u32 {
         self.algorithm().capacity()
     }
 
     #[inline]
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
-        self.check_until_full(n, now).map(|_| ())
+    fn try_acquire_n(&self, _: &(), n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
+        self.check_until_full(n, now)
+            .map(|full_at| Grant::new(n, full_at))
     }
 
-    fn refund(&self, n: u32, now: Timestamp) {
-        let now = now.as_nanos();
-        loop {
-            let seq = self.stable_seq();
-            let tat = self.stable_tat();
-            let gcra = self.config.load();
-            if self.seq.load(Ordering::Acquire) != seq {
-                continue;
-            }
-            let Some(new_tat) = gcra.refunded(tat, n, now) else {
-                return;
-            };
-            if self
-                .tat
-                .compare_exchange(tat, new_tat, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                return;
-            }
-        }
+    #[inline]
+    fn cancel(&self, _: &(), grant: Grant, now: Timestamp) {
+        self.refund(grant.permits(), now);
     }
 
-    fn snapshot(&self, now: Timestamp) -> Snapshot {
-        self.read(|g, tat| g.snapshot_of(tat, now.as_nanos()))
+    fn refund(&self, _: &(), n: u32, now: Timestamp) {
+        LiveBucket::refund(self, n, now);
     }
 
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
-        self.read(|g, tat| g.wait_of(tat, n, now.as_nanos()))
-            .map(Duration::from_nanos)
+    fn snapshot(&self, _: &(), now: Timestamp) -> Snapshot {
+        LiveBucket::snapshot(self, now)
     }
 
-    fn is_idle(&self, now: Timestamp) -> bool {
-        self.read(|g, tat| g.is_idle_at(tat, now.as_nanos()))
+    fn time_until_ready(&self, _: &(), n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
+        LiveBucket::time_until_ready(self, n, now)
     }
 
     fn required_resolution(&self) -> Duration {
         self.algorithm().interval()
     }
 
-    fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
+    fn time_until_ready_after(
+        &self,
+        _: &(),
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
         self.read(|g, tat| g.wait_after_of(tat, ahead, n, now.as_nanos()))
             .map(Duration::from_nanos)
     }

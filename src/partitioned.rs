@@ -125,7 +125,7 @@
 //! it is still the last place booked** in its bucket: the lease remembers
 //! the bucket's state its reservation left, and the cancellation is one
 //! compare-and-swap from exactly that state back by what it took
-//! ([`KeyedLimiter::refund_if_last`]). If a later request booked a place
+//! ([`KeyedTable::refund_if_last`]). If a later request booked a place
 //! after it, the cancelled place **stays spent**, as nginx `limit_req`
 //! keeps the slot of a client that disconnects while delayed: the bucket
 //! admits less than it could, never more. Waiters that go away from the end
@@ -150,7 +150,6 @@
 //! reservation at once, so it is still the last one unless another
 //! request booked in the same instant.
 
-mod limiter;
 mod lines;
 mod waiting;
 
@@ -166,13 +165,12 @@ use std::vec::Vec;
 
 use crate::concurrency::InFlight;
 use crate::gcra::Gcra;
-use crate::keyed::{KeyedLimiter, ShardedKeyedTable, TableBuilder};
+use crate::keyed::{KeyedTable, ShardedKeyedTable, TableBuilder};
 use crate::limiter::{Algorithm, Limiter};
 use crate::live::{Inheritance, LiveBucket};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
-pub use limiter::PartitionedLimiter;
 use lines::{InFlightStore, Join, Ticket};
 use waiting::Line;
 
@@ -194,9 +192,11 @@ trait Store<K>: Send + Sync {
     ) -> Result<Timestamp, Refusal<'static>>;
     /// `key`'s state at `now`, taking nothing.
     fn snapshot(&self, key: Option<&K>, now: Timestamp) -> Snapshot;
+    /// The most permits one request for `key` can take.
+    fn capacity(&self, key: Option<&K>) -> u32;
     fn refund(&self, key: Option<&K>, n: u32, now: Timestamp);
     /// Gives back a shaped reservation only if it is still the last one
-    /// booked ([`KeyedLimiter::refund_if_last`]); the default gives
+    /// booked ([`KeyedTable::refund_if_last`]); the default gives
     /// nothing back (stores that never shape).
     fn refund_if_last(&self, key: Option<&K>, n: u32, full_at: Timestamp, now: Timestamp) {
         let _ = (key, n, full_at, now);
@@ -256,6 +256,9 @@ where
             None => UNLIMITED_SNAPSHOT,
         }
     }
+    fn capacity(&self, key: Option<&K>) -> u32 {
+        key.map_or(0, |key| self.table.capacity(key))
+    }
     fn refund(&self, key: Option<&K>, n: u32, _: Timestamp) {
         if let Some(key) = key {
             self.release(key, n);
@@ -268,7 +271,10 @@ where
         now: Timestamp,
     ) -> Result<Duration, Refusal<'static>> {
         match key {
-            Some(key) => self.table.time_until_ready(key, n, now),
+            Some(key) => self
+                .table
+                .time_until_ready(key, n, now)
+                .map_err(Refusal::unnamed),
             None => Err(no_key(n)),
         }
     }
@@ -304,7 +310,7 @@ struct Keyed<T>(T);
 
 impl<K, T> Store<K> for Keyed<T>
 where
-    T: KeyedLimiter<K> + Send + Sync,
+    T: KeyedTable<K> + Send + Sync,
     T::Algorithm: 'static,
 {
     #[inline]
@@ -315,7 +321,10 @@ where
         now: Timestamp,
     ) -> Result<Timestamp, Refusal<'static>> {
         match key {
-            Some(key) => self.0.check_n(key, n, now),
+            Some(key) => match self.0.try_acquire_n(key, n, now) {
+                Ok(grant) => Ok(grant.full_at()),
+                Err(r) => Err(r.unnamed()),
+            },
             None => Err(no_key(n)), // never: policies have keys
         }
     }
@@ -324,6 +333,9 @@ where
             Some(key) => self.0.snapshot(key, now),
             None => UNLIMITED_SNAPSHOT,
         }
+    }
+    fn capacity(&self, key: Option<&K>) -> u32 {
+        key.map_or(0, |key| self.0.capacity(key))
     }
     fn refund(&self, key: Option<&K>, n: u32, now: Timestamp) {
         if let Some(key) = key {
@@ -342,7 +354,7 @@ where
         now: Timestamp,
     ) -> Result<Duration, Refusal<'static>> {
         match key {
-            Some(key) => self.0.time_until_ready(key, n, now),
+            Some(key) => self.0.time_until_ready(key, n, now).map_err(Refusal::unnamed),
             None => Err(no_key(n)),
         }
     }
@@ -375,13 +387,19 @@ impl<K, L: Limiter + Send + Sync> Store<K> for Unkeyed<L> {
         now: Timestamp,
     ) -> Result<Timestamp, Refusal<'static>> {
         // never shaped: the instant is not needed
-        self.0.check_n(n, now).map(|()| now)
+        match self.0.try_acquire_n(&(), n, now) {
+            Ok(_) => Ok(now),
+            Err(r) => Err(r.unnamed()),
+        }
     }
     fn snapshot(&self, _: Option<&K>, now: Timestamp) -> Snapshot {
-        self.0.snapshot(now)
+        self.0.snapshot(&(), now)
+    }
+    fn capacity(&self, _: Option<&K>) -> u32 {
+        self.0.capacity(&())
     }
     fn refund(&self, _: Option<&K>, n: u32, now: Timestamp) {
-        self.0.refund(n, now);
+        self.0.refund(&(), n, now);
     }
     fn time_until_ready(
         &self,
@@ -389,7 +407,7 @@ impl<K, L: Limiter + Send + Sync> Store<K> for Unkeyed<L> {
         n: u32,
         now: Timestamp,
     ) -> Result<Duration, Refusal<'static>> {
-        self.0.time_until_ready(n, now)
+        self.0.time_until_ready(&(), n, now).map_err(Refusal::unnamed)
     }
 }
 
@@ -409,6 +427,9 @@ impl<K> Store<K> for Single {
     }
     fn snapshot(&self, _: Option<&K>, now: Timestamp) -> Snapshot {
         self.0.snapshot(now)
+    }
+    fn capacity(&self, _: Option<&K>) -> u32 {
+        self.0.algorithm().capacity()
     }
     fn refund(&self, _: Option<&K>, n: u32, now: Timestamp) {
         self.0.refund(n, now);
@@ -453,6 +474,9 @@ impl<K> Store<K> for Unlimited {
     }
     fn snapshot(&self, _: Option<&K>, _: Timestamp) -> Snapshot {
         UNLIMITED_SNAPSHOT
+    }
+    fn capacity(&self, _: Option<&K>) -> u32 {
+        u32::MAX
     }
     fn refund(&self, _: Option<&K>, _: u32, _: Timestamp) {}
     fn time_until_ready(
@@ -541,7 +565,7 @@ impl<K: 'static> PolicyStore<K> {
     /// spends its permits.
     pub fn keyed<T>(table: T) -> Self
     where
-        T: KeyedLimiter<K> + Send + Sync + 'static,
+        T: KeyedTable<K> + Send + Sync + 'static,
         T::Algorithm: 'static,
     {
         Self {
@@ -555,7 +579,7 @@ impl<K: 'static> PolicyStore<K> {
     /// refusing them (see [`Shaping`] and the [module documentation](self)).
     pub fn shaped<T>(table: T, shaping: Shaping) -> Self
     where
-        T: KeyedLimiter<K, Algorithm = Gcra> + Send + Sync + 'static,
+        T: KeyedTable<K, Algorithm = Gcra> + Send + Sync + 'static,
     {
         Self {
             store: Arc::new(Keyed(table)),
@@ -627,7 +651,7 @@ impl<K> PolicyStore<K> {
     }
 
     /// Reconfigures every key's limiter to `next` (the table's
-    /// [`KeyedLimiter::reconfigure`]: each key's state carries over by
+    /// [`KeyedTable::reconfigure`]: each key's state carries over by
     /// `how`). Every limiter sharing this table sees the change at once.
     ///
     /// # Errors
@@ -814,7 +838,7 @@ impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
         table: T,
     ) -> Self
     where
-        T: KeyedLimiter<K> + Send + Sync + 'static,
+        T: KeyedTable<K> + Send + Sync + 'static,
         T::Algorithm: 'static,
     {
         self.store(name, key_of, PolicyStore::keyed(table))
@@ -830,7 +854,7 @@ impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
         shaping: Shaping,
     ) -> Self
     where
-        T: KeyedLimiter<K, Algorithm = Gcra> + Send + Sync + 'static,
+        T: KeyedTable<K, Algorithm = Gcra> + Send + Sync + 'static,
     {
         self.store(name, key_of, PolicyStore::shaped(table, shaping))
     }
@@ -933,6 +957,8 @@ pub struct Lease<K> {
     /// bucket full (ns), which identifies it as the last one booked; 0
     /// for any other lease (see [`Partitioned::cancel_lease`]).
     full_at: u64,
+    /// How long to wait before doing the work (a shaped reservation's turn).
+    delay: Duration,
     /// For an in-flight limit: the store to give the permits back to.
     release: Option<Arc<dyn Store<K>>>,
 }
@@ -942,6 +968,7 @@ impl<K> fmt::Debug for Lease<K> {
         f.debug_struct("Lease")
             .field("policy", &self.policy)
             .field("permits", &self.n)
+            .field("delay", &self.delay)
             .field("holds_in_flight", &self.release.is_some())
             .finish_non_exhaustive()
     }
@@ -955,6 +982,7 @@ impl<K> Lease<K> {
             key: None,
             n: 0,
             full_at: 0,
+            delay: Duration::ZERO,
             release: None,
         }
     }
@@ -973,6 +1001,7 @@ impl<K> Lease<K> {
             key,
             n,
             full_at: 0,
+            delay: Duration::ZERO,
             release: releases.then(|| Arc::clone(store)),
         }
     }
@@ -982,6 +1011,19 @@ impl<K> Lease<K> {
     pub fn holds_in_flight(&self) -> bool {
         self.release.is_some()
     }
+
+    /// How long to wait before doing the work: zero unless a [`Shaping`]
+    /// policy reserved a later turn for it.
+    #[must_use]
+    pub const fn delay(&self) -> Duration {
+        self.delay
+    }
+
+    /// The permits the lease took.
+    #[must_use]
+    pub const fn permits(&self) -> u32 {
+        self.n
+    }
 }
 
 impl<K> Drop for Lease<K> {
@@ -989,28 +1031,6 @@ impl<K> Drop for Lease<K> {
         // an in-flight limit's refund ignores time
         if let Some(store) = self.release.take() {
             store.refund(self.key.as_ref(), self.n, Timestamp::ZERO);
-        }
-    }
-}
-
-/// An admission: the lease, and how long to wait before doing the work
-/// (zero unless a [`Shaping`] policy delays it).
-#[derive(Debug)]
-#[must_use = "an admission's lease holds permits and its delay must be waited"]
-pub struct Admission<L> {
-    /// The lease (give it back with [`PartitionedLimiter::cancel`] if the
-    /// work does not happen).
-    pub lease: L,
-    /// Wait this long before doing the work (its reserved turn).
-    pub delay: Duration,
-}
-
-impl<K> Admission<Lease<K>> {
-    /// An admission that charged nothing.
-    const fn free() -> Self {
-        Self {
-            lease: Lease::free(),
-            delay: Duration::ZERO,
         }
     }
 }
@@ -1068,7 +1088,7 @@ impl<R, K> Partitioned<R, K> {
         key: K,
         n: u32,
         now: Timestamp,
-    ) -> Result<Admission<Lease<K>>, Refusal<'_>> {
+    ) -> Result<Lease<K>, Refusal<'_>> {
         match index {
             Some(i) => match self.policies.get(i) {
                 Some(p) => self.charge(
@@ -1081,7 +1101,7 @@ impl<R, K> Partitioned<R, K> {
                     n,
                     now,
                 ),
-                None => Ok(Admission::free()),
+                None => Ok(Lease::free()),
             },
             None => self.charge_default(Some(key), n, now),
         }
@@ -1115,10 +1135,10 @@ impl<R, K> Partitioned<R, K> {
         key: Option<K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Admission<Lease<K>>, Refusal<'_>> {
+    ) -> Result<Lease<K>, Refusal<'_>> {
         match &self.default {
             Some((name, store)) => self.charge(DEFAULT, name, store, false, None, key, n, now),
-            None => Ok(Admission::free()),
+            None => Ok(Lease::free()),
         }
     }
 
@@ -1134,13 +1154,10 @@ impl<R, K> Partitioned<R, K> {
         key: Option<K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Admission<Lease<K>>, Refusal<'a>> {
+    ) -> Result<Lease<K>, Refusal<'a>> {
         match store.check_n(key.as_ref(), n, now) {
             // the common case, inline in the caller: an unshaped admission
-            Ok(_) if shaping.is_none() => Ok(Admission {
-                lease: Lease::taken(index, key, n, store, releases),
-                delay: Duration::ZERO,
-            }),
+            Ok(_) if shaping.is_none() => Ok(Lease::taken(index, key, n, store, releases)),
             d => self.charge_rest(index, name, store, releases, shaping, key, n, now, d),
         }
     }
@@ -1160,15 +1177,12 @@ impl<R, K> Partitioned<R, K> {
         n: u32,
         now: Timestamp,
         d: Result<Timestamp, Refusal<'static>>,
-    ) -> Result<Admission<Lease<K>>, Refusal<'a>> {
+    ) -> Result<Lease<K>, Refusal<'a>> {
         match d {
             Ok(full_at) => {
                 let mut lease = Lease::taken(index, key, n, store, releases);
                 let Some(shaping) = shaping else {
-                    return Ok(Admission {
-                        lease,
-                        delay: Duration::ZERO,
-                    });
+                    return Ok(lease);
                 };
                 // A reservation: its turn comes from the instant its own
                 // admission left the bucket full (a later booking's does not
@@ -1187,7 +1201,8 @@ impl<R, K> Partitioned<R, K> {
                         );
                     }
                 }
-                Ok(Admission { lease, delay })
+                lease.delay = delay;
+                Ok(lease)
             }
             Err(refusal) => Err(refusal.by(&self.name, name)),
         }
@@ -1218,35 +1233,39 @@ impl<R, K> Partitioned<R, K> {
     }
 }
 
-impl<R, K> PartitionedLimiter<R> for Partitioned<R, K> {
-    type Lease = Lease<K>;
+/// A partitioned limiter is a limiter over its resource: its permit is a
+/// [`Lease`].
+impl<R, K> Limiter<R> for Partitioned<R, K> {
+    type Permit = Lease<K>;
+
+    /// The most permits the limiter that would charge `resource` grants at
+    /// once (`u32::MAX` for a resource no limiter charges).
+    fn capacity(&self, resource: &R) -> u32 {
+        let (index, key) = self.claim(resource).unzip();
+        self.store_of(index)
+            .map_or(u32::MAX, |store| store.capacity(key.as_ref()))
+    }
 
     #[inline]
-    fn try_acquire_n(
-        &self,
-        resource: &R,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Admission<Lease<K>>, Refusal<'_>> {
+    fn try_acquire_n(&self, resource: &R, n: u32, now: Timestamp) -> Result<Lease<K>, Refusal<'_>> {
         match self.claim(resource) {
             Some((i, key)) => self.try_acquire_key(Some(i), key, n, now),
             None => self.charge_default(None, n, now),
         }
     }
 
-    fn cancel(&self, lease: Lease<K>, now: Timestamp) {
+    fn cancel(&self, _: &R, lease: Lease<K>, now: Timestamp) {
         self.cancel_lease(lease, now);
     }
 
-    fn acquire_in_line<'a>(
-        &'a self,
-        resource: &'a R,
-        n: u32,
-        now: Timestamp,
-    ) -> impl Future<Output = Result<Admission<Lease<K>>, Refusal<'a>>> + 'a {
-        match self.claim(resource) {
-            Some((i, key)) => Line::Policy(self.in_line(i, key, n, usize::MAX, now)),
-            None => Line::Ready(Some(self.charge_default(None, n, now))),
+    /// Gives `n` permits back to the rate limiter that charges `resource`;
+    /// an in-flight policy's permits come back when their lease drops,
+    /// not here.
+    fn refund(&self, resource: &R, n: u32, now: Timestamp) {
+        let (index, key) = self.claim(resource).unzip();
+        let releases = index.is_some_and(|i| self.policies[i].store.releases);
+        if let (Some(store), false) = (self.store_of(index), releases) {
+            store.refund(key.as_ref(), n, now);
         }
     }
 
@@ -1257,151 +1276,33 @@ impl<R, K> PartitionedLimiter<R> for Partitioned<R, K> {
         })
     }
 
-    fn time_until_ready(&self, resource: &R, n: u32, now: Timestamp) -> Duration {
-        let (index, key) = self.claim(resource).unzip();
-        let Some(store) = self.store_of(index) else {
-            return Duration::ZERO;
-        };
-        store
-            .time_until_ready(key.as_ref(), n, now)
-            .unwrap_or(Duration::MAX)
-    }
-}
-
-/// Cancels the lease a chain's first member granted unless defused (the
-/// chain's second member refused, or the waiting future was dropped).
-struct CancelFirst<'a, P: PartitionedLimiter<R>, R: ?Sized> {
-    limiter: &'a P,
-    lease: Option<P::Lease>,
-    now: Timestamp,
-    resource: core::marker::PhantomData<fn(&R)>,
-}
-
-impl<P: PartitionedLimiter<R>, R: ?Sized> CancelFirst<'_, P, R> {
-    fn defuse(mut self) -> P::Lease {
-        match self.lease.take() {
-            Some(lease) => lease,
-            None => unreachable!("a lease is taken once"),
-        }
-    }
-}
-
-impl<P: PartitionedLimiter<R>, R: ?Sized> Drop for CancelFirst<'_, P, R> {
-    fn drop(&mut self) {
-        if let Some(lease) = self.lease.take() {
-            self.limiter.cancel(lease, self.now);
-        }
-    }
-}
-
-/// Two partitioned limiters that must both admit; from
-/// [`PartitionedLimiter::and`]. Chains nest: `a.and(b).and(c)`.
-#[derive(Debug)]
-pub struct Chained<A, B> {
-    first: A,
-    second: B,
-}
-
-impl<A, B> Chained<A, B> {
-    /// The first limiter.
-    pub const fn first(&self) -> &A {
-        &self.first
-    }
-
-    /// The second limiter.
-    pub const fn second(&self) -> &B {
-        &self.second
-    }
-}
-
-impl<R: ?Sized, A, B> PartitionedLimiter<R> for Chained<A, B>
-where
-    A: PartitionedLimiter<R>,
-    B: PartitionedLimiter<R>,
-{
-    type Lease = (A::Lease, B::Lease);
-
-    fn stages(&self) -> usize {
-        self.first.stages().saturating_add(self.second.stages())
-    }
-
-    fn try_acquire_n(
+    fn time_until_ready(
         &self,
         resource: &R,
         n: u32,
         now: Timestamp,
-    ) -> Result<Admission<Self::Lease>, Refusal<'_>> {
-        let a = match self.first.try_acquire_n(resource, n, now) {
-            Ok(a) => a,
-            Err(r) => {
-                // nothing taken; the chain admits only when both would
-                let wait_b = self.second.time_until_ready(resource, n, now);
-                return Err(r.waiting_at_least(crate::time::duration_to_nanos(wait_b)));
-            }
+    ) -> Result<Duration, Refusal<'_>> {
+        let (index, key) = self.claim(resource).unzip();
+        let Some(store) = self.store_of(index) else {
+            return Ok(Duration::ZERO);
         };
-        match self.second.try_acquire_n(resource, n, now) {
-            Ok(b) => Ok(Admission {
-                delay: a.delay.max(b.delay),
-                lease: (a.lease, b.lease),
-            }),
-            Err(r) => {
-                self.first.cancel(a.lease, now);
-                let wait_a = self.first.time_until_ready(resource, n, now);
-                Err(r
-                    .later_by(self.first.stages())
-                    .waiting_at_least(crate::time::duration_to_nanos(wait_a)))
-            }
-        }
+        store.time_until_ready(key.as_ref(), n, now)
     }
 
-    fn cancel(&self, lease: Self::Lease, now: Timestamp) {
-        self.first.cancel(lease.0, now);
-        self.second.cancel(lease.1, now);
+    #[inline]
+    fn delay(&self, lease: &Lease<K>) -> Duration {
+        lease.delay
     }
 
-    async fn acquire_in_line<'a>(
+    fn acquire_in_line<'a>(
         &'a self,
         resource: &'a R,
         n: u32,
         now: Timestamp,
-    ) -> Result<Admission<Self::Lease>, Refusal<'a>> {
-        // in order, each in its own line, holding what the first granted
-        let a = self.first.acquire_in_line(resource, n, now).await?;
-        let guard = CancelFirst {
-            limiter: &self.first,
-            lease: Some(a.lease),
-            now,
-            resource: core::marker::PhantomData,
-        };
-        match self.second.acquire_in_line(resource, n, now).await {
-            Ok(b) => Ok(Admission {
-                delay: a.delay.max(b.delay),
-                lease: (guard.defuse(), b.lease),
-            }),
-            Err(r) => {
-                drop(guard); // the first member's permits go back
-                Err(r.later_by(self.first.stages()))
-            }
+    ) -> impl Future<Output = Result<Lease<K>, Refusal<'a>>> + 'a {
+        match self.claim(resource) {
+            Some((i, key)) => Line::Policy(self.in_line(i, key, n, usize::MAX, now)),
+            None => Line::Ready(Some(self.charge_default(None, n, now))),
         }
-    }
-
-    /// The member with the fewest permits remaining (the later one on a
-    /// tie).
-    fn snapshot(&self, resource: &R, now: Timestamp) -> Snapshot {
-        let (a, b) = (
-            self.first.snapshot(resource, now),
-            self.second.snapshot(resource, now),
-        );
-        if a.remaining() < b.remaining() {
-            a
-        } else {
-            b
-        }
-    }
-
-    fn time_until_ready(&self, resource: &R, n: u32, now: Timestamp) -> Duration {
-        self.first
-            .time_until_ready(resource, n, now)
-            .max(self.second.time_until_ready(resource, n, now))
     }
 }

@@ -5,7 +5,7 @@ use core::time::Duration;
 use crate::clock::Clock;
 use crate::error::{check_clock, ConfigError};
 use crate::gcra::{BucketKind, Gcra};
-use crate::keyed::KeyedLimiter;
+use crate::keyed::KeyedTable;
 #[cfg(feature = "std")]
 use crate::keyed::ShardedKeyedTable;
 use crate::limiter::{Algorithm, Bucket, Limiter};
@@ -80,8 +80,8 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     /// # Errors
     /// The [`Refusal`]; nothing was taken.
     #[inline(always)]
-    pub fn try_acquire(&self) -> Result<(), Refusal<'static>> {
-        self.limiter.check(self.clock.now())
+    pub fn try_acquire(&self) -> Result<(), Refusal<'_>> {
+        self.try_acquire_n(1)
     }
 
     /// Tries to take `n` permits now; `n = 0` is a peek.
@@ -90,8 +90,11 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
     /// can never be granted); nothing was taken.
     #[inline(always)]
-    pub fn try_acquire_n(&self, n: u32) -> Result<(), Refusal<'static>> {
-        self.limiter.check_n(n, self.clock.now())
+    pub fn try_acquire_n(&self, n: u32) -> Result<(), Refusal<'_>> {
+        // a rate's permit is spent when granted: nothing to hold
+        self.limiter
+            .try_acquire_n(&(), n, self.clock.now())
+            .map(|_| ())
     }
 
     /// How long until `n` permits would be granted, without taking any.
@@ -99,19 +102,19 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     /// # Errors
     /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
     /// granted.
-    pub fn time_until_ready(&self, n: u32) -> Result<Duration, Refusal<'static>> {
-        self.limiter.time_until_ready(n, self.clock.now())
+    pub fn time_until_ready(&self, n: u32) -> Result<Duration, Refusal<'_>> {
+        self.limiter.time_until_ready(&(), n, self.clock.now())
     }
 
     /// Gives back `n` permits of an earlier admission.
     pub fn refund(&self, n: u32) {
-        self.limiter.refund(n, self.clock.now());
+        self.limiter.refund(&(), n, self.clock.now());
     }
 
     /// The limiter's state now.
     #[must_use]
     pub fn snapshot(&self) -> Snapshot {
-        self.limiter.snapshot(self.clock.now())
+        self.limiter.snapshot(&(), self.clock.now())
     }
 
     /// The wrapped limiter.
@@ -129,7 +132,7 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
 
 /// A keyed table and the clock it reads: call `try_acquire(&key)` and go.
 ///
-/// Any [`KeyedLimiter`] works (sharded, lock-free, `no_std` heapless);
+/// Any [`KeyedTable`] works (sharded, lock-free, `no_std` heapless);
 /// through this type every one of them is also an
 /// [`AsyncKeyedLimiter`](crate::remote::AsyncKeyedLimiter), the seam the
 /// HTTP layer and the Redis store share. With feature `std`,
@@ -161,7 +164,7 @@ impl<T, C: Clock> KeyedRateLimiter<T, C> {
     /// enforce.)
     pub fn new<K: ?Sized>(table: T, clock: C) -> Result<Self, ConfigError>
     where
-        T: KeyedLimiter<K>,
+        T: KeyedTable<K>,
     {
         check_clock(
             table.default_algorithm().required_resolution(),
@@ -176,9 +179,9 @@ impl<T, C: Clock> KeyedRateLimiter<T, C> {
     /// The [`Refusal`], with the [`KeyedPath`](crate::keyed::KeyedPath)
     /// that answered; nothing was taken.
     #[inline]
-    pub fn try_acquire<K: ?Sized>(&self, key: &K) -> Result<(), Refusal<'static>>
+    pub fn try_acquire<K: ?Sized>(&self, key: &K) -> Result<(), Refusal<'_>>
     where
-        T: KeyedLimiter<K>,
+        T: KeyedTable<K>,
     {
         self.try_acquire_n(key, 1)
     }
@@ -189,11 +192,13 @@ impl<T, C: Clock> KeyedRateLimiter<T, C> {
     /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
     /// can never be granted to `key`); nothing was taken.
     #[inline]
-    pub fn try_acquire_n<K: ?Sized>(&self, key: &K, n: u32) -> Result<(), Refusal<'static>>
+    pub fn try_acquire_n<K: ?Sized>(&self, key: &K, n: u32) -> Result<(), Refusal<'_>>
     where
-        T: KeyedLimiter<K>,
+        T: KeyedTable<K>,
     {
-        self.table.check_n(key, n, self.clock.now()).map(|_| ())
+        self.table
+            .try_acquire_n(key, n, self.clock.now())
+            .map(|_| ())
     }
 
     /// How long until `n` permits for `key` would be granted, taking none.
@@ -201,9 +206,9 @@ impl<T, C: Clock> KeyedRateLimiter<T, C> {
     /// # Errors
     /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
     /// granted to `key`.
-    pub fn time_until_ready<K: ?Sized>(&self, key: &K, n: u32) -> Result<Duration, Refusal<'static>>
+    pub fn time_until_ready<K: ?Sized>(&self, key: &K, n: u32) -> Result<Duration, Refusal<'_>>
     where
-        T: KeyedLimiter<K>,
+        T: KeyedTable<K>,
     {
         self.table.time_until_ready(key, n, self.clock.now())
     }
@@ -211,7 +216,7 @@ impl<T, C: Clock> KeyedRateLimiter<T, C> {
     /// Gives back `n` permits of an earlier admission for `key`.
     pub fn refund<K: ?Sized>(&self, key: &K, n: u32)
     where
-        T: KeyedLimiter<K>,
+        T: KeyedTable<K>,
     {
         self.table.refund(key, n, self.clock.now());
     }
@@ -220,7 +225,7 @@ impl<T, C: Clock> KeyedRateLimiter<T, C> {
     #[must_use]
     pub fn snapshot<K: ?Sized>(&self, key: &K) -> Snapshot
     where
-        T: KeyedLimiter<K>,
+        T: KeyedTable<K>,
     {
         self.table.snapshot(key, self.clock.now())
     }

@@ -53,7 +53,7 @@
 use core::future::Future;
 
 use crate::clock::Clock;
-use crate::keyed::KeyedLimiter;
+use crate::keyed::KeyedTable;
 use crate::limiter::Limiter;
 use crate::rate_limiter::{KeyedRateLimiter, RateLimiter};
 use crate::refusal::Refusal;
@@ -151,7 +151,7 @@ impl RemoteDecision {
 /// An asynchronous keyed limiter: the backend seam for request layers
 /// (see the [module docs](self)).
 ///
-/// Contract, as for [`KeyedLimiter`]: `n = 0` is a peek that takes nothing;
+/// Contract, as for [`Limiter`]: `n = 0` is a peek that takes nothing;
 /// `n > capacity()` is refused [`never`](Refusal::is_never) and takes
 /// nothing; a returned future completes in bounded time (a store
 /// backend enforces its own timeout and applies its failure policy instead
@@ -173,7 +173,7 @@ pub trait AsyncKeyedLimiter<K: ?Sized> {
 impl<K, T, C> AsyncKeyedLimiter<K> for KeyedRateLimiter<T, C>
 where
     K: ?Sized,
-    T: KeyedLimiter<K> + Sync,
+    T: KeyedTable<K> + Sync,
     C: Clock + Sync,
 {
     fn capacity(&self) -> u32 {
@@ -183,7 +183,10 @@ where
     fn check_n(&self, key: &K, n: u32) -> impl Future<Output = RemoteDecision> + Send {
         let now = self.clock().now();
         let table = self.table();
-        let result = table.check_n(key, n, now).map(|_| table.snapshot(key, now));
+        let result = match table.try_acquire_n(key, n, now) {
+            Ok(_) => Ok(table.snapshot(key, now)),
+            Err(r) => Err(r.unnamed()),
+        };
         core::future::ready(RemoteDecision::new(result, DecisionSource::Local))
     }
 
@@ -201,13 +204,16 @@ where
     L: Limiter + Sync,
 {
     fn capacity(&self) -> u32 {
-        self.limiter().capacity()
+        self.limiter().capacity(&())
     }
 
     fn check_n(&self, _key: &K, n: u32) -> impl Future<Output = RemoteDecision> + Send {
         let now = self.clock().now();
         let limiter = self.limiter();
-        let result = limiter.check_n(n, now).map(|()| limiter.snapshot(now));
+        let result = match limiter.try_acquire_n(&(), n, now) {
+            Ok(_) => Ok(limiter.snapshot(&(), now)),
+            Err(r) => Err(r.unnamed()),
+        };
         core::future::ready(RemoteDecision::new(result, DecisionSource::Local))
     }
 

@@ -22,9 +22,9 @@
 //!
 //! let limiter = WithStats::new(Bucket::token_bucket(Quota::per_second(3)?));
 //! for _ in 0..5 {
-//!     let _ = limiter.check(Timestamp::ZERO);
+//!     let _ = limiter.try_acquire(&(), Timestamp::ZERO);
 //! }
-//! let stats = limiter.statistics(Timestamp::ZERO);
+//! let stats = limiter.statistics(&(), Timestamp::ZERO);
 //! assert_eq!((stats.admitted, stats.refused, stats.available), (3, 2, 0));
 //! # Ok::<(), tollgate::ConfigError>(())
 //! ```
@@ -127,65 +127,93 @@ impl<L> WithStats<L> {
     }
 }
 
-impl<L: Limiter> WithStats<L> {
-    /// The counters and the permits available at `now`.
+impl<L> WithStats<L> {
+    /// The counters and the permits available for `key` (`&()` for a
+    /// direct limiter) at `now`.
     #[must_use]
-    pub fn statistics(&self, now: Timestamp) -> Statistics {
+    pub fn statistics<K: ?Sized>(&self, key: &K, now: Timestamp) -> Statistics
+    where
+        L: Limiter<K>,
+    {
         Statistics {
             admitted: self.admitted(),
             refused: self.refused(),
             refunded: self.refunded(),
-            available: self.inner.snapshot(now).remaining(),
+            available: self.inner.snapshot(key, now).remaining(),
         }
     }
 }
 
-impl<L: Limiter> Limiter for WithStats<L> {
+/// Its permit is the inner limiter's with the count it took, so that a
+/// [`cancel`](Limiter::cancel) (a chain's later member refused) counts
+/// as refunded.
+impl<K: ?Sized, L: Limiter<K>> Limiter<K> for WithStats<L> {
+    type Permit = (L::Permit, u32);
+
     #[inline]
-    fn capacity(&self) -> u32 {
-        self.inner.capacity()
+    fn capacity(&self, key: &K) -> u32 {
+        self.inner.capacity(key)
     }
 
     #[inline]
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
-        let result = self.inner.check_n(n, now);
-        let counter = if result.is_ok() {
-            &self.admitted
-        } else {
-            &self.refused
-        };
-        Self::count(counter, n);
-        result
+    fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Self::Permit, Refusal<'_>> {
+        match self.inner.try_acquire_n(key, n, now) {
+            Ok(permit) => {
+                Self::count(&self.admitted, n);
+                Ok((permit, n))
+            }
+            Err(r) => {
+                Self::count(&self.refused, n);
+                Err(r)
+            }
+        }
     }
 
     #[inline]
-    fn refund(&self, n: u32, now: Timestamp) {
-        self.inner.refund(n, now);
+    fn cancel(&self, key: &K, permit: Self::Permit, now: Timestamp) {
+        self.inner.cancel(key, permit.0, now);
+        Self::count(&self.refunded, permit.1);
+    }
+
+    #[inline]
+    fn refund(&self, key: &K, n: u32, now: Timestamp) {
+        self.inner.refund(key, n, now);
         Self::count(&self.refunded, n);
     }
 
     #[inline]
-    fn snapshot(&self, now: Timestamp) -> Snapshot {
-        self.inner.snapshot(now)
+    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
+        self.inner.snapshot(key, now)
     }
 
     #[inline]
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
-        self.inner.time_until_ready(n, now)
+    fn time_until_ready(&self, key: &K, n: u32, now: Timestamp) -> Result<Duration, Refusal<'_>> {
+        self.inner.time_until_ready(key, n, now)
     }
 
     #[inline]
-    fn is_idle(&self, now: Timestamp) -> bool {
-        self.inner.is_idle(now)
+    fn stages(&self) -> usize {
+        self.inner.stages()
+    }
+
+    #[inline]
+    fn delay(&self, permit: &Self::Permit) -> Duration {
+        self.inner.delay(&permit.0)
+    }
+
+    #[inline]
+    fn time_until_ready_after(
+        &self,
+        key: &K,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        self.inner.time_until_ready_after(key, ahead, n, now)
     }
 
     #[inline]
     fn required_resolution(&self) -> Duration {
         self.inner.required_resolution()
-    }
-
-    #[inline]
-    fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
-        self.inner.time_until_ready_after(ahead, n, now)
     }
 }

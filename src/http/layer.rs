@@ -29,7 +29,8 @@ use super::metrics::PolicyMetrics;
 use super::policy::{MissingKey, Plan, Policy, RejectionHandler};
 use super::routing::{PathPrefix, PrefixTree};
 use crate::clock::{Clock, QuantaClock};
-use crate::partitioned::{Lease, Partitioned, PartitionedLimiter, PolicyStore};
+use crate::limiter::Limiter;
+use crate::partitioned::{Lease, Partitioned, PolicyStore};
 use crate::remote::RemoteDecision;
 use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
@@ -598,10 +599,10 @@ impl Shared {
         // the one public path; an admission returns at once, a refusal is
         // read for its wait only
         let wait = match stores.try_acquire_key(c.slot, key, 1, now) {
-            Ok(a) if a.delay.is_zero() || !c.policy.dry_run => {
+            Ok(a) if a.delay().is_zero() || !c.policy.dry_run => {
                 return Charge::Admitted(Some(Admitted {
-                    lease: a.lease,
-                    delay: a.delay,
+                    delay: a.delay(),
+                    lease: a,
                     snapshot: self
                         .headers_on_success
                         .then(|| stores.snapshot_key(c.slot, &key, now)),
@@ -609,9 +610,9 @@ impl Shared {
             }
             Ok(a) => {
                 #[cfg(feature = "tracing")]
-                tracing::info!(policy = %c.name, delay_ms = a.delay.as_millis() as u64, "dry run: would delay");
+                tracing::info!(policy = %c.name, delay_ms = a.delay().as_millis() as u64, "dry run: would delay");
                 c.metrics.dry_run.increment(1);
-                stores.cancel(a.lease, now);
+                stores.cancel(&Routed, a, now);
                 return Charge::Admitted(None);
             }
             Err(refusal) => refusal.retry_after(),
@@ -718,7 +719,7 @@ impl Shared {
         // the route refused: the global admission is given back
         let cancel_global = |a: Option<Admitted>| {
             if let Some(a) = a {
-                self.global_store.cancel(a.lease, now);
+                self.global_store.cancel(&Routed, a.lease, now);
             }
         };
         let mut route_adm = None;
@@ -821,10 +822,10 @@ impl Pending {
     fn cancel(&mut self) {
         let now = self.shared.clock.now();
         if let Some(l) = self.global.take() {
-            self.shared.global_store.cancel(l, now);
+            self.shared.global_store.cancel(&Routed, l, now);
         }
         if let Some(l) = self.route.take() {
-            self.shared.route_store.cancel(l, now);
+            self.shared.route_store.cancel(&Routed, l, now);
         }
     }
 

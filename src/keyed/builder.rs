@@ -24,7 +24,7 @@ use super::{OverflowPolicy, SameQuota};
 /// a closure that captures only `Copy` values).
 ///
 /// ```
-/// use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter, OverflowPolicy};
+/// use tollgate::keyed::{HeaplessKeyedTable, KeyedTable, OverflowPolicy};
 /// use tollgate::{valid, Gcra, Quota, Timestamp};
 ///
 /// // A `static` table of 64 CAN ids, refusing ids beyond the 64th.

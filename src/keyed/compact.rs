@@ -9,10 +9,10 @@ use std::vec::Vec;
 
 use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
 use super::{
-    overflow, untracked_peek, KeyedLimiter, OverflowPolicy, RandomSeed, SameQuota, TableBuilder,
+    overflow, untracked_peek, KeyedTable, OverflowPolicy, RandomSeed, SameQuota, TableBuilder,
 };
 use crate::error::ConfigError;
-use crate::limiter::Algorithm;
+use crate::limiter::{Algorithm, Grant, Limiter};
 use crate::live::Inheritance;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
@@ -145,22 +145,22 @@ struct Home {
 /// ([`TickGcra::horizon_ticks`]) may read as busy for a while (it only
 /// ever refuses, never admits more); keep the tick rate low enough that
 /// the horizon exceeds how long keys sit idle, or call
-/// [`KeyedLimiter::evict_refilled`] periodically.
+/// [`KeyedTable::evict_refilled`] periodically.
 ///
 /// # What it does not do
 ///
-/// - Keys are not stored, so [`KeyedLimiter::for_each_snapshot`] cannot
-///   name them: it visits nothing. [`KeyedLimiter::len`] counts entries
+/// - Keys are not stored, so [`KeyedTable::for_each_snapshot`] cannot
+///   name them: it visits nothing. [`KeyedTable::len`] counts entries
 ///   (keys sharing a bucket count once).
 /// - Every key runs the table's default algorithm: there are no per-key
-///   quotas ([`KeyedLimiter::update_key_quota`] calls `update` and changes
+///   quotas ([`KeyedTable::update_key_quota`] calls `update` and changes
 ///   nothing else), and the builder's `shards` setting is ignored.
 /// - Its algorithm is a [`TickGcra`]: pick a tick rate for which
 ///   `burst × interval + heal threshold` stays under 2³¹ ticks (1 MHz
 ///   serves intervals up to about half an hour with the default threshold).
 ///
 /// Checks never wait for inserts or for each other; a
-/// [`reconfigure`](KeyedLimiter::reconfigure) takes every insert mutex and
+/// [`reconfigure`](KeyedTable::reconfigure) takes every insert mutex and
 /// converts each slot, and checks that meet it wait for it to end.
 ///
 /// 12 bytes per key of capacity (1.5 slots of 8 bytes), allocated once.
@@ -168,7 +168,7 @@ struct Home {
 /// groups of 16 slots, one 64-bit compare-and-swap when admitted.
 ///
 /// ```
-/// use tollgate::keyed::{CompactKeyedTable, KeyedLimiter};
+/// use tollgate::keyed::{CompactKeyedTable, KeyedTable};
 /// use tollgate::tick::TickGcra;
 /// use tollgate::{Quota, Timestamp};
 ///
@@ -475,11 +475,9 @@ impl<K: Hash + ?Sized, S: BuildHasher> CompactKeyedTable<K, S> {
     }
 }
 
-impl<K: Hash + ?Sized, S: BuildHasher> KeyedLimiter<K> for CompactKeyedTable<K, S> {
-    type Algorithm = TickGcra;
-
+impl<K: Hash + ?Sized, S: BuildHasher> CompactKeyedTable<K, S> {
     #[inline]
-    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
+    fn check_until_full(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
         let home = self.home(key);
         loop {
             let (epoch, alg) = self.begin();
@@ -502,6 +500,22 @@ impl<K: Hash + ?Sized, S: BuildHasher> KeyedLimiter<K> for CompactKeyedTable<K, 
                 return decision;
             }
         }
+    }
+
+}
+
+impl<K: Hash + ?Sized, S: BuildHasher> Limiter<K> for CompactKeyedTable<K, S> {
+    type Permit = Grant;
+
+    #[inline(always)]
+    fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
+        self.check_until_full(key, n, now)
+            .map(|full_at| Grant::new(n, full_at))
+    }
+
+    #[inline]
+    fn cancel(&self, key: &K, grant: Grant, now: Timestamp) {
+        self.refund(key, grant.permits(), now);
     }
 
     fn refund(&self, key: &K, n: u32, now: Timestamp) {
@@ -538,10 +552,12 @@ impl<K: Hash + ?Sized, S: BuildHasher> KeyedLimiter<K> for CompactKeyedTable<K, 
         }
     }
 
+
     fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
         let (tat, alg) = self.tat(key);
         alg.snapshot_of(tat.unwrap_or(0), now.as_nanos())
     }
+
 
     fn time_until_ready(
         &self,
@@ -554,9 +570,15 @@ impl<K: Hash + ?Sized, S: BuildHasher> KeyedLimiter<K> for CompactKeyedTable<K, 
             .map(Duration::from_nanos)
     }
 
-    fn capacity_of(&self, _key: &K) -> u32 {
+
+    fn capacity(&self, _key: &K) -> u32 {
         self.config.load().capacity()
     }
+
+}
+
+impl<K: Hash + ?Sized, S: BuildHasher> KeyedTable<K> for CompactKeyedTable<K, S> {
+    type Algorithm = TickGcra;
 
     fn contains(&self, key: &K) -> bool {
         self.tat(key).0.is_some()
@@ -666,4 +688,5 @@ impl<K: Hash + ?Sized, S: BuildHasher> KeyedLimiter<K> for CompactKeyedTable<K, 
     ) {
         update();
     }
+
 }

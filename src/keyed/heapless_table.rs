@@ -10,10 +10,10 @@ use heapless::index_map::FnvIndexMap;
 
 use super::builder::FnvHash;
 use super::{
-    check_tracked, exceeded, overflow, untracked_peek, with_algorithm, KeyQuota, KeyedLimiter,
+    check_tracked, exceeded, overflow, untracked_peek, with_algorithm, KeyQuota, KeyedTable,
     OverflowPolicy, SameQuota, SweepHint, TableBuilder,
 };
-use crate::limiter::Algorithm;
+use crate::limiter::{Algorithm, Grant, Limiter};
 use crate::live::Inheritance;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
@@ -23,7 +23,7 @@ struct Slots<K, A: Algorithm, const N: usize> {
     map: FnvIndexMap<K, A::State, N>,
     hint: SweepHint,
     /// The default algorithm: inside the critical section, so that a
-    /// [`reconfigure`](KeyedLimiter::reconfigure) is atomic with checks.
+    /// [`reconfigure`](KeyedTable::reconfigure) is atomic with checks.
     default: A,
 }
 
@@ -53,7 +53,7 @@ struct Slots<K, A: Algorithm, const N: usize> {
 /// implementation, e.g. the `critical-section` crate's `std` feature.
 ///
 /// ```
-/// use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter};
+/// use tollgate::keyed::{HeaplessKeyedTable, KeyedTable};
 /// use tollgate::{valid, Gcra, Quota, Timestamp};
 ///
 /// const SLOW: Quota = valid!(Quota::per_second(2));
@@ -171,15 +171,13 @@ where
     }
 }
 
-impl<K, A, const N: usize, Q> KeyedLimiter<K> for HeaplessKeyedTable<K, A, N, Q>
+impl<K, A, const N: usize, Q> HeaplessKeyedTable<K, A, N, Q>
 where
     K: Hash + Eq + Clone,
     A: Algorithm + Clone,
     Q: KeyQuota<K, A>,
 {
-    type Algorithm = A;
-
-    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
+    fn check_until_full(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
         let step = self.with_slots(|slots| {
             let alg = self
                 .quota
@@ -223,6 +221,27 @@ where
         }
     }
 
+}
+
+impl<K, A, const N: usize, Q> Limiter<K> for HeaplessKeyedTable<K, A, N, Q>
+where
+    K: Hash + Eq + Clone,
+    A: Algorithm + Clone,
+    Q: KeyQuota<K, A>,
+{
+    type Permit = Grant;
+
+    #[inline(always)]
+    fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
+        self.check_until_full(key, n, now)
+            .map(|full_at| Grant::new(n, full_at))
+    }
+
+    #[inline]
+    fn cancel(&self, key: &K, grant: Grant, now: Timestamp) {
+        self.refund(key, grant.permits(), now);
+    }
+
     fn refund(&self, key: &K, n: u32, now: Timestamp) {
         self.with_slots(|slots| {
             let default = &slots.default;
@@ -238,6 +257,55 @@ where
             }
         });
     }
+
+
+    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
+        self.with_slots(|slots| {
+            with_algorithm(&self.quota, &slots.default, key, |alg| {
+                match slots.map.get(key) {
+                    Some(state) => alg.snapshot(state, now),
+                    None => alg.snapshot(&alg.new_state(), now),
+                }
+            })
+        })
+        .unwrap_or_else(|| Snapshot::exact(0, 0, 0))
+    }
+
+
+    fn time_until_ready(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, Refusal<'static>> {
+        self.with_slots(|slots| {
+            with_algorithm(&self.quota, &slots.default, key, |alg| {
+                match slots.map.get(key) {
+                    Some(state) => alg.time_until_ready(state, n, now),
+                    None => alg.time_until_ready(&alg.new_state(), n, now),
+                }
+            })
+        })
+        .unwrap_or(Ok(Duration::ZERO))
+    }
+
+
+    fn capacity(&self, key: &K) -> u32 {
+        self.with_slots(|slots| {
+            with_algorithm(&self.quota, &slots.default, key, Algorithm::capacity)
+        })
+        .unwrap_or(0)
+    }
+
+}
+
+impl<K, A, const N: usize, Q> KeyedTable<K> for HeaplessKeyedTable<K, A, N, Q>
+where
+    K: Hash + Eq + Clone,
+    A: Algorithm + Clone,
+    Q: KeyQuota<K, A>,
+{
+    type Algorithm = A;
 
     fn refund_if_last(&self, key: &K, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
         self.with_slots(|slots| {
@@ -259,42 +327,6 @@ where
             }
         })
         .unwrap_or(false)
-    }
-
-    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
-        self.with_slots(|slots| {
-            with_algorithm(&self.quota, &slots.default, key, |alg| {
-                match slots.map.get(key) {
-                    Some(state) => alg.snapshot(state, now),
-                    None => alg.snapshot(&alg.new_state(), now),
-                }
-            })
-        })
-        .unwrap_or_else(|| Snapshot::exact(0, 0, 0))
-    }
-
-    fn time_until_ready(
-        &self,
-        key: &K,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Duration, Refusal<'static>> {
-        self.with_slots(|slots| {
-            with_algorithm(&self.quota, &slots.default, key, |alg| {
-                match slots.map.get(key) {
-                    Some(state) => alg.time_until_ready(state, n, now),
-                    None => alg.time_until_ready(&alg.new_state(), n, now),
-                }
-            })
-        })
-        .unwrap_or(Ok(Duration::ZERO))
-    }
-
-    fn capacity_of(&self, key: &K) -> u32 {
-        self.with_slots(|slots| {
-            with_algorithm(&self.quota, &slots.default, key, Algorithm::capacity)
-        })
-        .unwrap_or(0)
     }
 
     fn contains(&self, key: &K) -> bool {
@@ -381,4 +413,5 @@ where
             slots.hint.reset();
         });
     }
+
 }

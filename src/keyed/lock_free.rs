@@ -19,8 +19,8 @@
 //! it also falls back to the mutex, so a key in the middle of a move is
 //! never mistaken for a new one.
 //!
-//! A reconfiguration ([`KeyedLimiter::reconfigure`], or one key's
-//! [`KeyedLimiter::update_key_quota`]) takes the shard's mutex, makes the
+//! A reconfiguration ([`KeyedTable::reconfigure`], or one key's
+//! [`KeyedTable::update_key_quota`]) takes the shard's mutex, makes the
 //! shard's `reconfig` counter odd, freezes the affected slots, stores the
 //! shard's new default configuration (a [`GcraCell`]), stores each frozen
 //! slot's carried-over TAT and makes the counter even again. A lock-free
@@ -38,12 +38,12 @@ use std::vec::Vec;
 
 use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
 use super::{
-    exceeded, reset_after, untracked_peek, AtomicSweepHint, KeyQuota, KeyedLimiter, KeyedPath,
+    exceeded, reset_after, untracked_peek, AtomicSweepHint, KeyQuota, KeyedTable, KeyedPath,
     OverflowPolicy, RandomSeed, SameQuota, SweepHint, TableBuilder,
 };
 use crate::error::ConfigError;
 use crate::gcra::Gcra;
-use crate::limiter::Algorithm;
+use crate::limiter::{Algorithm, Grant, Limiter};
 use crate::live::{GcraCell, Inheritance, LiveBucket};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
@@ -239,7 +239,7 @@ impl Shard {
 /// there.
 ///
 /// ```
-/// use tollgate::keyed::{KeyedLimiter, LockFreeGcraTable};
+/// use tollgate::keyed::{KeyedTable, LockFreeGcraTable};
 /// use tollgate::{Gcra, Quota, Timestamp};
 ///
 /// let table = LockFreeGcraTable::<u32>::builder(Gcra::token_bucket(Quota::per_second(5)?))
@@ -769,13 +769,10 @@ impl<K, S, Q> LockFreeGcraTable<K, S, Q> {
     }
 }
 
-impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> KeyedLimiter<K>
-    for LockFreeGcraTable<K, S, Q>
+impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q>
 {
-    type Algorithm = Gcra;
-
     #[inline]
-    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
+    fn check_until_full(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
         let key = *key;
         let hash = self.hasher.hash_one(key);
         let shard = self.shard(hash);
@@ -783,6 +780,24 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> KeyedLimiter<K>
             Attempt::Done(result) => result,
             Attempt::Locked => self.check_locked(shard, key, hash, n, now),
         }
+    }
+
+}
+
+impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> Limiter<K>
+    for LockFreeGcraTable<K, S, Q>
+{
+    type Permit = Grant;
+
+    #[inline(always)]
+    fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
+        self.check_until_full(key, n, now)
+            .map(|full_at| Grant::new(n, full_at))
+    }
+
+    #[inline]
+    fn cancel(&self, key: &K, grant: Grant, now: Timestamp) {
+        self.refund(key, grant.permits(), now);
     }
 
     fn refund(&self, key: &K, n: u32, now: Timestamp) {
@@ -813,6 +828,36 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> KeyedLimiter<K>
             self.shared.refund(n, Timestamp::from_nanos(now));
         }
     }
+
+
+    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
+        let (tat, alg) = self.tat(*key);
+        alg.snapshot_of(tat.unwrap_or(0), now.as_nanos())
+    }
+
+
+    fn time_until_ready(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, Refusal<'static>> {
+        let (tat, alg) = self.tat(*key);
+        alg.wait_of(tat.unwrap_or(0), n, now.as_nanos())
+            .map(Duration::from_nanos)
+    }
+
+
+    fn capacity(&self, key: &K) -> u32 {
+        self.tat(*key).1.capacity()
+    }
+
+}
+
+impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> KeyedTable<K>
+    for LockFreeGcraTable<K, S, Q>
+{
+    type Algorithm = Gcra;
 
     fn refund_if_last(&self, key: &K, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
         let key = *key;
@@ -851,26 +896,6 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> KeyedLimiter<K>
         } else {
             false
         }
-    }
-
-    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
-        let (tat, alg) = self.tat(*key);
-        alg.snapshot_of(tat.unwrap_or(0), now.as_nanos())
-    }
-
-    fn time_until_ready(
-        &self,
-        key: &K,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Duration, Refusal<'static>> {
-        let (tat, alg) = self.tat(*key);
-        alg.wait_of(tat.unwrap_or(0), n, now.as_nanos())
-            .map(Duration::from_nanos)
-    }
-
-    fn capacity_of(&self, key: &K) -> u32 {
-        self.tat(*key).1.capacity()
     }
 
     fn contains(&self, key: &K) -> bool {
@@ -968,4 +993,5 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> KeyedLimiter<K>
         );
         shard.hint.reset();
     }
+
 }

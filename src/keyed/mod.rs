@@ -19,8 +19,10 @@
 //!
 //! # One interface, one builder
 //!
-//! Every table implements [`KeyedLimiter<K>`]: keys are passed by reference
-//! (`&K`), time as a [`Timestamp`], and each answer is `Ok` or a
+//! Every table is a [`Limiter<K>`](Limiter), the one limiter trait, with a
+//! [`Grant`] as its permit; [`KeyedTable<K>`] adds what only a table has
+//! (its size, eviction, reconfiguration). Keys are passed by reference
+//! (`&K`), time as a [`Timestamp`], and each answer is a [`Grant`] or a
 //! [`Refusal`] that names the [`KeyedPath`] that refused.
 //! Code written against the trait takes any table; a
 //! [`KeyedRateLimiter`](crate::KeyedRateLimiter) bundles a table with a
@@ -31,8 +33,8 @@
 //! to it ([`TableBuilder`]):
 //!
 //! ```
-//! use tollgate::keyed::{KeyedLimiter, OverflowPolicy, ShardedKeyedTable};
-//! use tollgate::{Gcra, Quota, Timestamp};
+//! use tollgate::keyed::{KeyedTable, OverflowPolicy, ShardedKeyedTable};
+//! use tollgate::{Gcra, Limiter, Quota, Timestamp};
 //!
 //! let per_client = Gcra::token_bucket(Quota::per_second(5)?.with_burst(2)?);
 //! let table = ShardedKeyedTable::builder(per_client)
@@ -42,9 +44,9 @@
 //!
 //! let client: std::net::IpAddr = "192.0.2.7".parse()?;
 //! let now = Timestamp::ZERO; // from your clock
-//! assert!(table.check(&client, now).is_ok());
-//! assert!(table.check(&client, now).is_ok());
-//! assert!(table.check(&client, now).is_err());
+//! assert!(table.try_acquire(&client, now).is_ok());
+//! assert!(table.try_acquire(&client, now).is_ok());
+//! assert!(table.try_acquire(&client, now).is_err());
 //! assert_eq!(table.len(), 1);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -164,15 +166,14 @@
 //!
 //! # Changing quotas while running
 //!
-//! [`KeyedLimiter::reconfigure`] replaces the default algorithm of every
+//! [`KeyedTable::reconfigure`] replaces the default algorithm of every
 //! key that runs it (and of the shared overflow state), carrying what each
 //! key has used over by an [`Inheritance`] rule;
-//! [`KeyedLimiter::update_key_quota`] does the same for one key whose
+//! [`KeyedTable::update_key_quota`] does the same for one key whose
 //! per-key quota changes. See [`crate::live`].
 
-use core::time::Duration;
 
-use crate::limiter::Algorithm;
+use crate::limiter::{Algorithm, Grant, Limiter};
 use crate::live::Inheritance;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
@@ -200,39 +201,21 @@ pub use lock_free::{LockFreeGcraTable, WordKey};
 #[cfg(feature = "std")]
 pub use sharded::{ShardedKeyedTable, MAX_KEYS};
 
-/// A limiter with one state per key, in a table of fixed capacity: what
-/// every keyed table implements (see the [module documentation](self)).
+/// A table of fixed capacity with one limiter state per key: what every
+/// keyed table implements beside [`Limiter<K>`](Limiter) (see the [module
+/// documentation](self)). `Limiter<K>` is the hot half (acquire, refund,
+/// snapshot, time until ready); this is the admin half (size, eviction,
+/// reconfiguration).
 ///
-/// Contract, as for [`Limiter`](crate::Limiter), per key: `n = 0` is a peek
-/// that changes nothing and never inserts the key; `n` above the key's
-/// capacity is refused [`never`](Refusal::is_never) and takes nothing.
-pub trait KeyedLimiter<K: ?Sized> {
+/// Contract of the `Limiter<K>` half, per key: `n = 0` is a peek that
+/// changes nothing and never inserts the key; `n` above the key's capacity
+/// is refused [`never`](Refusal::is_never) and takes nothing; a refusal says
+/// which [`KeyedPath`] answered; a [`Grant`]'s
+/// [`full_at`](Grant::full_at) is when the state that admitted it is full
+/// again.
+pub trait KeyedTable<K: ?Sized>: Limiter<K, Permit = Grant> {
     /// The algorithm each key runs.
     type Algorithm: Algorithm;
-
-    /// Tries to take `n` permits for `key` at `now`. On an admission, the
-    /// instant the state that admitted it is full again (see
-    /// [`Algorithm::check_n`]).
-    ///
-    /// # Errors
-    /// The [`Refusal`], with the [`KeyedPath`] that answered; one that
-    /// [`is_never`](Refusal::is_never) if `n` is more than `key`'s
-    /// algorithm can ever grant.
-    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>>;
-
-    /// Tries to take one permit for `key` at `now`.
-    ///
-    /// # Errors
-    /// The [`Refusal`]; nothing was taken.
-    #[inline(always)]
-    fn check(&self, key: &K, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
-        self.check_n(key, 1, now)
-    }
-
-    /// Gives back `n` permits of an earlier admission for `key`. If the key
-    /// is not tracked, its admission came from the overflow path: with
-    /// [`OverflowPolicy::SharedBucket`] the shared state gets them back.
-    fn refund(&self, key: &K, n: u32, now: Timestamp);
 
     /// Gives back `n` permits of a reservation for `key` only if it is
     /// still the key's last admission (see
@@ -245,25 +228,6 @@ pub trait KeyedLimiter<K: ?Sized> {
         let _ = (key, n, full_at, now);
         false
     }
-
-    /// `key`'s state at `now` (a fresh state's if the key is not tracked).
-    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot;
-
-    /// The time until `n` permits for `key` would be admitted by its own
-    /// state (zero for an untracked key).
-    ///
-    /// # Errors
-    /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
-    /// granted to `key`.
-    fn time_until_ready(
-        &self,
-        key: &K,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Duration, Refusal<'static>>;
-
-    /// The most permits one request for `key` can take.
-    fn capacity_of(&self, key: &K) -> u32;
 
     /// True if `key` currently has a slot.
     fn contains(&self, key: &K) -> bool;

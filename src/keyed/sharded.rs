@@ -25,11 +25,11 @@ use std::vec::Vec;
 
 use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
 use super::{
-    exceeded, overflow, untracked_peek, with_algorithm, AtomicSweepHint, KeyQuota, KeyedLimiter,
+    exceeded, overflow, untracked_peek, with_algorithm, AtomicSweepHint, KeyQuota, KeyedTable,
     OverflowPolicy, RandomSeed, SameQuota, TableBuilder,
 };
 use crate::error::ConfigError;
-use crate::limiter::Algorithm;
+use crate::limiter::{Algorithm, Grant, Limiter};
 use crate::live::Inheritance;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
@@ -75,7 +75,7 @@ struct Shard<K, A: Algorithm> {
     capacity: usize,
     hint: AtomicSweepHint,
     /// The default algorithm, read under the shard's lock, so that a
-    /// [`reconfigure`](KeyedLimiter::reconfigure) (which holds every
+    /// [`reconfigure`](KeyedTable::reconfigure) (which holds every
     /// shard's write lock) is atomic with every check.
     default: A,
 }
@@ -218,7 +218,7 @@ impl<K: Eq, A: Algorithm> Shard<K, A> {
 /// into a full shard sweeps that shard once (at most 4,095 entries).
 ///
 /// ```
-/// use tollgate::keyed::{KeyedLimiter, KeyedPath, OverflowPolicy, ShardedKeyedTable};
+/// use tollgate::keyed::{KeyedTable, KeyedPath, OverflowPolicy, ShardedKeyedTable};
 /// use tollgate::{Gcra, Quota, Timestamp};
 ///
 /// let per_client = Gcra::token_bucket(Quota::per_second(10)?.with_burst(2)?);
@@ -449,17 +449,15 @@ impl<K, A: Algorithm, S, Q> ShardedKeyedTable<K, A, S, Q> {
     }
 }
 
-impl<K, A, S, Q> KeyedLimiter<K> for ShardedKeyedTable<K, A, S, Q>
+impl<K, A, S, Q> ShardedKeyedTable<K, A, S, Q>
 where
     K: Hash + Eq + Clone,
     A: Algorithm + Clone,
     S: BuildHasher,
     Q: KeyQuota<K, A>,
 {
-    type Algorithm = A;
-
     #[inline]
-    fn check_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
+    fn check_until_full(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
         let hash = self.hasher.hash_one(key);
         let lock = self.shard(hash);
         {
@@ -530,6 +528,28 @@ where
         }
     }
 
+}
+
+impl<K, A, S, Q> Limiter<K> for ShardedKeyedTable<K, A, S, Q>
+where
+    K: Hash + Eq + Clone,
+    A: Algorithm + Clone,
+    S: BuildHasher,
+    Q: KeyQuota<K, A>,
+{
+    type Permit = Grant;
+
+    #[inline(always)]
+    fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
+        self.check_until_full(key, n, now)
+            .map(|full_at| Grant::new(n, full_at))
+    }
+
+    #[inline]
+    fn cancel(&self, key: &K, grant: Grant, now: Timestamp) {
+        self.refund(key, grant.permits(), now);
+    }
+
     fn refund(&self, key: &K, n: u32, now: Timestamp) {
         let hash = self.hasher.hash_one(key);
         let shard = self.read(self.shard(hash));
@@ -544,6 +564,51 @@ where
             None => {}
         }
     }
+
+
+    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.read(self.shard(hash));
+        let alg = self.algorithm_of(&shard, key);
+        match shard.get(key, hash) {
+            Some(state) => alg.snapshot(state, now),
+            None => alg.snapshot(&alg.new_state(), now),
+        }
+    }
+
+
+    fn time_until_ready(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, Refusal<'static>> {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.read(self.shard(hash));
+        let alg = self.algorithm_of(&shard, key);
+        match shard.get(key, hash) {
+            Some(state) => alg.time_until_ready(state, n, now),
+            None => alg.time_until_ready(&alg.new_state(), n, now),
+        }
+    }
+
+
+    fn capacity(&self, key: &K) -> u32 {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.read(self.shard(hash));
+        self.algorithm_of(&shard, key).capacity()
+    }
+
+}
+
+impl<K, A, S, Q> KeyedTable<K> for ShardedKeyedTable<K, A, S, Q>
+where
+    K: Hash + Eq + Clone,
+    A: Algorithm + Clone,
+    S: BuildHasher,
+    Q: KeyQuota<K, A>,
+{
+    type Algorithm = A;
 
     fn refund_if_last(&self, key: &K, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
         let hash = self.hasher.hash_one(key);
@@ -563,37 +628,6 @@ where
             }
             None => false,
         }
-    }
-
-    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
-        let hash = self.hasher.hash_one(key);
-        let shard = self.read(self.shard(hash));
-        let alg = self.algorithm_of(&shard, key);
-        match shard.get(key, hash) {
-            Some(state) => alg.snapshot(state, now),
-            None => alg.snapshot(&alg.new_state(), now),
-        }
-    }
-
-    fn time_until_ready(
-        &self,
-        key: &K,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Duration, Refusal<'static>> {
-        let hash = self.hasher.hash_one(key);
-        let shard = self.read(self.shard(hash));
-        let alg = self.algorithm_of(&shard, key);
-        match shard.get(key, hash) {
-            Some(state) => alg.time_until_ready(state, n, now),
-            None => alg.time_until_ready(&alg.new_state(), n, now),
-        }
-    }
-
-    fn capacity_of(&self, key: &K) -> u32 {
-        let hash = self.hasher.hash_one(key);
-        let shard = self.read(self.shard(hash));
-        self.algorithm_of(&shard, key).capacity()
     }
 
     fn contains(&self, key: &K) -> bool {
@@ -690,4 +724,5 @@ where
         }
         shard.hint.reset();
     }
+
 }

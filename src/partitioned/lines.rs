@@ -31,7 +31,9 @@ use std::collections::{HashMap, VecDeque};
 use std::vec::Vec;
 
 use crate::concurrency::InFlight;
-use crate::keyed::{KeyedLimiter, ShardedKeyedTable};
+use crate::keyed::ShardedKeyedTable;
+use crate::keyed::KeyedTable;
+use crate::limiter::Limiter;
 use crate::refusal::Refusal;
 use crate::sync::{fence, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::time::Timestamp;
@@ -130,12 +132,15 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
             && self.waiting.load(Ordering::SeqCst) != 0
             && lock(&self.lines).by_key.contains_key(key)
         {
-            if n > self.table.capacity_of(key) {
+            if n > self.table.capacity(key) {
                 return Err(Refusal::never(n, self.table.snapshot(key, Timestamp::ZERO)));
             }
             return Err(self.denied(key));
         }
-        self.table.check_n(key, n, now)
+        self.table
+            .try_acquire_n(key, n, now)
+            .map(|g| g.full_at())
+            .map_err(Refusal::unnamed)
     }
 
     /// Gives back `n` permits of `key` and serves its line.
@@ -188,9 +193,9 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
         };
         while let Some(&i) = line.front() {
             let slot = &mut slots[i];
-            slot.state = match self.table.check_n(key, slot.n, Timestamp::ZERO) {
+            slot.state = match self.table.try_acquire_n(key, slot.n, Timestamp::ZERO) {
                 Ok(_) => State::Granted,
-                Err(e) if e.is_never() => State::Refused(e),
+                Err(e) if e.is_never() => State::Refused(e.unnamed()),
                 Err(_) => break,
             };
             line.pop_front();
@@ -209,12 +214,12 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
     /// ahead; else joins the back of the key's line (at most `limit`
     /// waiters), to be woken through `waker`.
     pub(super) fn join(&self, key: &K, n: u32, limit: usize, waker: &Waker) -> Join {
-        let take = |this: &Self| match this.table.check_n(key, n, Timestamp::ZERO) {
+        let take = |this: &Self| match this.table.try_acquire_n(key, n, Timestamp::ZERO) {
             Ok(_) => Some(Join::Taken),
-            Err(e) if e.is_never() => Some(Join::Capacity(e)),
+            Err(e) if e.is_never() => Some(Join::Capacity(e.unnamed())),
             // a full table of busy keys: no release of this key (it has no
             // slot) would ever serve a line, so no line
-            Err(denied) if denied.path().is_overflow() => Some(Join::Full(denied)),
+            Err(denied) if denied.path().is_overflow() => Some(Join::Full(denied.unnamed())),
             Err(_) => None,
         };
         if n == 0 || self.waiting.load(Ordering::SeqCst) == 0 {

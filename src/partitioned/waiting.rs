@@ -1,28 +1,27 @@
 //! Waiting in a key's line of an in-flight policy: the future of
 //! [`Partitioned::acquire_key_in_line`] and of a partitioned limiter's
-//! [`acquire_in_line`](super::PartitionedLimiter::acquire_in_line) (the
+//! [`acquire_in_line`](crate::Limiter::acquire_in_line) (the
 //! line itself is in `lines`).
 
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
-use core::time::Duration;
 
 use super::lines::{Join, Ticket};
-use super::{Admission, Lease, Partitioned, Refusal};
+use super::{Lease, Partitioned, Refusal};
 use crate::time::Timestamp;
 
 /// The future of [`Partitioned`]'s `acquire_in_line`: a policy's line, or
 /// an answer known at once (the default limiter).
 pub(super) enum Line<'a, R, K> {
     Policy(InLine<'a, R, K>),
-    Ready(Option<Result<Admission<Lease<K>>, Refusal<'a>>>),
+    Ready(Option<Result<Lease<K>, Refusal<'a>>>),
 }
 
 impl<R, K> Unpin for Line<'_, R, K> {}
 
 impl<'a, R, K> Future for Line<'a, R, K> {
-    type Output = Result<Admission<Lease<K>>, Refusal<'a>>;
+    type Output = Result<Lease<K>, Refusal<'a>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
@@ -53,13 +52,13 @@ pub(super) struct InLine<'a, R, K> {
 impl<R, K> Unpin for InLine<'_, R, K> {}
 
 impl<'a, R, K> Future for InLine<'a, R, K> {
-    type Output = Result<Admission<Lease<K>>, Refusal<'a>>;
+    type Output = Result<Lease<K>, Refusal<'a>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let limiter = this.limiter;
         let Some(policy) = limiter.policies.get(this.index) else {
-            return Poll::Ready(Ok(Admission::free()));
+            return Poll::Ready(Ok(Lease::free()));
         };
         let store = &policy.store.store;
         let granted = match this.ticket {
@@ -82,7 +81,7 @@ impl<'a, R, K> Future for InLine<'a, R, K> {
                             Some(key) => {
                                 limiter.try_acquire_key(Some(this.index), key, this.n, this.now)
                             }
-                            None => Ok(Admission::free()),
+                            None => Ok(Lease::free()),
                         });
                     }
                     Some(Join::Queued(ticket)) => {
@@ -97,10 +96,7 @@ impl<'a, R, K> Future for InLine<'a, R, K> {
             }
         };
         let key = this.key.take();
-        Poll::Ready(granted.map(|()| Admission {
-            lease: Lease::taken(this.index, key, this.n, store, true),
-            delay: Duration::ZERO,
-        }))
+        Poll::Ready(granted.map(|()| Lease::taken(this.index, key, this.n, store, true)))
     }
 }
 
@@ -154,7 +150,8 @@ impl<R, K> Partitioned<R, K> {
     ///
     /// ```
     /// use std::future::Future;
-    /// use tollgate::partitioned::{Partitioned, PartitionedLimiter};
+    /// use tollgate::partitioned::Partitioned;
+    /// use tollgate::Limiter;
     /// use tollgate::Timestamp;
     ///
     /// let jobs = Partitioned::<u32, u32>::builder("jobs")
@@ -186,7 +183,7 @@ impl<R, K> Partitioned<R, K> {
         n: u32,
         queue_limit: usize,
         now: Timestamp,
-    ) -> impl Future<Output = Result<Admission<Lease<K>>, Refusal<'_>>> + '_ {
+    ) -> impl Future<Output = Result<Lease<K>, Refusal<'_>>> + '_ {
         self.in_line(index, key, n, queue_limit, now)
     }
 }

@@ -1,17 +1,17 @@
 //! Waiting on tokio's timer in front of a partitioned limiter (any
-//! [`PartitionedLimiter`]): [`acquire_partitioned`].
+//! [`Limiter`]): [`acquire_partitioned`].
 
 use core::time::Duration;
 
 use crate::clock::Clock;
-use crate::partitioned::PartitionedLimiter;
+use crate::limiter::Limiter;
 use crate::refusal::Refusal;
 
 /// Admits `resource` for `n` permits of `limiter` (any
-/// [`PartitionedLimiter`], a chain or one of your own), waiting its turn: a
+/// [`Limiter`]: a partitioned one, a chain or one of your own), waiting its turn: a
 /// shaped policy's delay; for an in-flight limit, a place in its key's
 /// line, woken by the release that lets it in
-/// ([`acquire_in_line`](PartitionedLimiter::acquire_in_line)); for any
+/// ([`acquire_in_line`](Limiter::acquire_in_line)); for any
 /// other refusal, checking again when the refusal's `retry_after` passes.
 /// Waits at most `max_wait` (a shaped delay is bounded by its policy's own
 /// maximum). Dropping the future cancels what it had reserved: a shaped
@@ -47,12 +47,12 @@ pub async fn acquire_partitioned<'a, P, R, C>(
     n: u32,
     clock: &'a C,
     max_wait: Duration,
-) -> Result<P::Lease, Refusal<'a>>
+) -> Result<P::Permit, Refusal<'a>>
 where
-    P: PartitionedLimiter<R> + Sync + ?Sized,
+    P: Limiter<R> + Sync + ?Sized,
     R: Sync + ?Sized,
     C: Clock + Sync,
-    P::Lease: Send,
+    P::Permit: Send,
 {
     let start = clock.now();
     loop {
@@ -65,17 +65,19 @@ where
                 Err(_) => (limiter.try_acquire_n(resource, n, clock.now()), true),
             };
         match attempt {
-            Ok(admission) => {
-                if admission.delay.is_zero() {
-                    return Ok(admission.lease);
+            Ok(permit) => {
+                let delay = limiter.delay(&permit);
+                if delay.is_zero() {
+                    return Ok(permit);
                 }
                 // dropped while waiting: the reservation goes back
                 let guard = CancelOnDrop {
                     limiter,
-                    lease: Some(admission.lease),
+                    resource,
+                    permit: Some(permit),
                     clock,
                 };
-                tokio::time::sleep(admission.delay).await;
+                tokio::time::sleep(delay).await;
                 return Ok(guard.defuse());
             }
             Err(refusal) => {
@@ -93,25 +95,26 @@ where
 }
 
 /// Cancels a reserved lease unless defused.
-struct CancelOnDrop<'a, P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> {
+struct CancelOnDrop<'a, P: Limiter<R> + ?Sized, R: ?Sized, C: Clock> {
     limiter: &'a P,
-    lease: Option<P::Lease>,
+    resource: &'a R,
+    permit: Option<P::Permit>,
     clock: &'a C,
 }
 
-impl<P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> CancelOnDrop<'_, P, R, C> {
-    fn defuse(mut self) -> P::Lease {
-        match self.lease.take() {
+impl<P: Limiter<R> + ?Sized, R: ?Sized, C: Clock> CancelOnDrop<'_, P, R, C> {
+    fn defuse(mut self) -> P::Permit {
+        match self.permit.take() {
             Some(lease) => lease,
             None => unreachable!("a lease is taken once"),
         }
     }
 }
 
-impl<P: PartitionedLimiter<R> + ?Sized, R: ?Sized, C: Clock> Drop for CancelOnDrop<'_, P, R, C> {
+impl<P: Limiter<R> + ?Sized, R: ?Sized, C: Clock> Drop for CancelOnDrop<'_, P, R, C> {
     fn drop(&mut self) {
-        if let Some(lease) = self.lease.take() {
-            self.limiter.cancel(lease, self.clock.now());
+        if let Some(permit) = self.permit.take() {
+            self.limiter.cancel(self.resource, permit, self.clock.now());
         }
     }
 }

@@ -38,17 +38,21 @@ impl<L: Limiter> sealed::Source for L {
     const RELEASE_BASED: bool = false;
     #[inline]
     fn capacity(&self) -> u32 {
-        Limiter::capacity(self)
+        Limiter::capacity(self, &())
     }
     #[inline]
     fn check_n(&self, n: u32, now: u64) -> Result<(), Refusal<'static>> {
-        Limiter::check_n(self, n, Timestamp::from_nanos(now))
+        // a rate's permit is spent when granted
+        match Limiter::try_acquire_n(self, &(), n, Timestamp::from_nanos(now)) {
+            Ok(_) => Ok(()),
+            Err(r) => Err(r.unnamed()),
+        }
     }
     fn refund(&self, n: u32, now: u64) {
-        Limiter::refund(self, n, Timestamp::from_nanos(now));
+        Limiter::refund(self, &(), n, Timestamp::from_nanos(now));
     }
     fn time_until_ready_after(&self, ahead: u64, n: u32, now: u64) -> Option<u64> {
-        Limiter::time_until_ready_after(self, ahead, n, Timestamp::from_nanos(now))
+        Limiter::time_until_ready_after(self, &(), ahead, n, Timestamp::from_nanos(now))
             .map(duration_to_nanos)
     }
     fn required_resolution(&self) -> Duration {

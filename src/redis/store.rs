@@ -499,7 +499,7 @@ impl RedisStore {
             }
             FailurePolicy::FailOpen { .. } => match &self.ceiling {
                 Some(bucket) => {
-                    let n = n.min(bucket.capacity());
+                    let n = n.min(bucket.capacity(&()));
                     let now = self.clock.now();
                     bucket.check_n(n, now).map(|()| bucket.snapshot(now))
                 }

@@ -39,8 +39,8 @@ async fn wait_in_line(
     let line = stores.acquire_key_in_line(slot, key, 1, limit, shared.clock.now());
     match tokio::time::timeout(mode.max_wait, line).await {
         Ok(Ok(a)) => Ok(Admitted {
-            lease: a.lease,
-            delay: a.delay,
+            delay: a.delay(),
+            lease: a,
             snapshot: shared
                 .headers_on_success
                 .then(|| stores.snapshot_key(Some(slot), &key, shared.clock.now())),
