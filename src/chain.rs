@@ -1,20 +1,27 @@
-//! Chains: several limiters that must all allow a request.
+//! Chains: several limiters that must all admit a request, all or nothing.
 //!
-//! [`Chain<A, B>`] asks `A`, then `B`. If `B` refuses after `A` admitted,
-//! `A` is refunded at once, so **a refused request costs nothing** in any
+//! [`Chain<A, B>`] asks `A`, then `B`; [`Limiter::and`] builds one. If `B`
+//! refuses after `A` admitted, `A`'s permit is given back at once
+//! ([`Limiter::cancel`]), so **a refused request costs nothing** in any
 //! limiter of the chain (.NET's chained limiter keeps the permits of the
 //! limiters that admitted: dotnet/runtime#113314). Chains nest to any
-//! length: `Chain::new(a, b).then(c)` is `Chain<Chain<A, B>, C>`.
+//! length: `a.and(b).and(c)` is `Chain<Chain<A, B>, C>`. Any two limiters
+//! over the same key chain — direct buckets (`K = ()`), keyed tables, a
+//! [`Partitioned`](crate::partitioned::Partitioned) limiter (ASP.NET
+//! Core's global limiter and endpoint policy), or one you write.
 //!
-//! The chain's answer is the most restrictive one:
-//! - a refusal's `retry_after` is the *largest* wait among the limiters
-//!   (the chain admits the request only when every member would), computed
-//!   without taking anything from the members that did not refuse;
-//! - the snapshot reports the *smallest* `remaining` (with that limiter's
-//!   limit) and the *largest* `reset_after`;
-//! - the capacity is the smallest capacity; a request above it is refused
-//!   [`never`](crate::Refusal::is_never) before any member is touched.
-
+//! The chain's answer:
+//! - its permit is both members' permits, `(A::Permit, B::Permit)`;
+//! - a refusal is the refusing member's, named by it, with the *largest*
+//!   wait of the two (the chain admits only when every member would,
+//!   computed without taking anything from the member that did not
+//!   refuse) and [`stage`](crate::Refusal::stage) counting the members
+//!   before it ([`Limiter::stages`]);
+//! - a request that a member can [never](crate::Refusal::is_never) grant is
+//!   refused so, and costs nothing;
+//! - the [snapshot](Limiter::snapshot) is the member with the fewest
+//!   permits remaining: its own limit, remaining and reset, consistent for
+//!   headers.
 //!
 //! `Chain` is a [`Limiter`] when its members are limiters, and an
 //! [`Algorithm`] (with state `(A::State, B::State)`) when they are
@@ -22,18 +29,19 @@
 //!
 //! ```
 //! use core::time::Duration;
-//! use tollgate::{Bucket, Chain, FixedWindow, Limiter, Quota, Timestamp};
+//! use tollgate::{Bucket, FixedWindow, Limiter, Quota, Timestamp};
 //!
 //! // 10 per second with bursts of 5, and at most 20 per minute.
-//! let chain = Chain::new(
-//!     Bucket::token_bucket(Quota::per_second(10)?.with_burst(5)?),
-//!     Bucket::new(FixedWindow::new(20, Duration::from_secs(60))?),
-//! );
+//! let chain = Bucket::token_bucket(Quota::per_second(10)?.with_burst(5)?)
+//!     .and(Bucket::new(FixedWindow::new(20, Duration::from_secs(60))?));
 //! let now = Timestamp::ZERO;
-//! assert!(chain.check_n(5, now).is_ok());
-//! let refused = chain.check(now).unwrap_err(); // the bucket refuses: 100 ms
+//! assert!(chain.try_acquire_n(&(), 5, now).is_ok());
+//! let refused = chain.try_acquire(&(), now).unwrap_err(); // the bucket refuses: 100 ms
 //! assert_eq!(refused.retry_after(), Duration::from_millis(100));
-//! assert_eq!(chain.snapshot(now).remaining(), 0);
+//! assert_eq!(refused.stage(), 0); // the first member
+//! assert_eq!(chain.snapshot(&(), now).remaining(), 0);
+//! // the window did not pay for the refused request
+//! assert_eq!(chain.second().snapshot(now).remaining(), 15);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -140,7 +148,7 @@ impl<K: ?Sized, A: Limiter<K>, B: Limiter<K>> Limiter<K> for Chain<A, B> {
         key: &K,
         n: u32,
         now: Timestamp,
-    ) -> Result<Self::Permit, Refusal<'_>> {
+    ) -> Result<Self::Permit, Refusal<'static>> {
         let a = match self.first.try_acquire_n(key, n, now) {
             Ok(a) => a,
             Err(r) if r.is_never() => return Err(r),
@@ -185,10 +193,18 @@ impl<K: ?Sized, A: Limiter<K>, B: Limiter<K>> Limiter<K> for Chain<A, B> {
     /// The member with the fewest permits remaining (on a tie, the one full
     /// again later).
     fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
-        tighter(self.first.snapshot(key, now), self.second.snapshot(key, now))
+        tighter(
+            self.first.snapshot(key, now),
+            self.second.snapshot(key, now),
+        )
     }
 
-    fn time_until_ready(&self, key: &K, n: u32, now: Timestamp) -> Result<Duration, Refusal<'_>> {
+    fn time_until_ready(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, Refusal<'static>> {
         let a = self.first.time_until_ready(key, n, now)?;
         let b = self
             .second
@@ -212,7 +228,7 @@ impl<K: ?Sized, A: Limiter<K>, B: Limiter<K>> Limiter<K> for Chain<A, B> {
         key: &'a K,
         n: u32,
         now: Timestamp,
-    ) -> Result<Self::Permit, Refusal<'a>> {
+    ) -> Result<Self::Permit, Refusal<'static>> {
         // in order, each in its own line, holding what the first granted
         let a = self.first.acquire_in_line(key, n, now).await?;
         let guard = CancelFirst {
@@ -287,7 +303,12 @@ impl<A: Algorithm> Limiter for Applied<'_, A> {
         self.0.snapshot(self.1, now)
     }
     #[inline]
-    fn time_until_ready(&self, _: &(), n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
+    fn time_until_ready(
+        &self,
+        _: &(),
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, Refusal<'static>> {
         self.0.time_until_ready(self.1, n, now)
     }
 }
@@ -326,10 +347,9 @@ impl<A: Algorithm, B: Algorithm> Algorithm for Chain<A, B> {
         n: u32,
         now: Timestamp,
     ) -> Result<Timestamp, Refusal<'static>> {
-        match self.applied(state).try_acquire_n(&(), n, now) {
-            Ok((a, b)) => Ok(core::cmp::max(a.full_at(), b.full_at())),
-            Err(r) => Err(r.unnamed()),
-        }
+        self.applied(state)
+            .try_acquire_n(&(), n, now)
+            .map(|(a, b)| core::cmp::max(a.full_at(), b.full_at()))
     }
 
     fn refund(&self, state: &Self::State, n: u32, now: Timestamp) {
@@ -346,9 +366,7 @@ impl<A: Algorithm, B: Algorithm> Algorithm for Chain<A, B> {
         n: u32,
         now: Timestamp,
     ) -> Result<Duration, Refusal<'static>> {
-        self.applied(state)
-            .time_until_ready(&(), n, now)
-            .map_err(Refusal::unnamed)
+        self.applied(state).time_until_ready(&(), n, now)
     }
 
     fn is_idle(&self, state: &Self::State, now: Timestamp) -> bool {

@@ -294,14 +294,11 @@ impl<'a, L: Limiter + ?Sized> Wait<'a, L> {
             Ok(match self.limiter.try_acquire_n(&(), self.n, now) {
                 // a rate's permit is spent when granted
                 Ok(_) => Ok(self.limiter.snapshot(&(), now)),
-                Err(d) if d.is_never() => return Err(d.unnamed()),
+                Err(d) if d.is_never() => return Err(d),
                 Err(d) => Err(d.retry_after_nanos()),
             })
         } else {
-            let wait = self
-                .limiter
-                .time_until_ready(&(), self.n, now)
-                .map_err(Refusal::unnamed)?;
+            let wait = self.limiter.time_until_ready(&(), self.n, now)?;
             Ok(if wait.is_zero() {
                 Ok(self.limiter.snapshot(&(), now))
             } else {

@@ -53,13 +53,13 @@
 //! | [`lock_freedom`] | [`LockFreedom`]: which types are lock-free / interrupt-safe on the target you build for |
 //! | [`refusal`] | [`Refusal`]: what every acquisition returns when it says no (when to retry, the quota, who refused) |
 //! | [`snapshot`] | [`Snapshot`]: a limiter's state (limit, remaining, reset), computed when asked |
-//! | [`limiter`] | the [`Algorithm`] and [`Limiter`] traits, [`Bucket`], [`BucketRef`] |
+//! | [`limiter`] | the [`Algorithm`] trait, the one [`Limiter`] trait (direct, per key, per resource) and its rate permit [`Grant`], [`Bucket`], [`BucketRef`] |
 //! | [`rate_limiter`] | [`RateLimiter`] and [`KeyedRateLimiter`]: a limiter or a keyed table bundled with its clock |
 //! | [`window`] | [`FixedWindow`], [`SlidingWindow`]: permits per window |
 //! | [`concurrency`] | [`ConcurrencyLimiter`]: permits in flight, handed out only as guards |
-//! | [`chain`] | [`Chain`]: all must allow, refused requests cost nothing |
+//! | [`chain`] | [`Chain`] (from [`Limiter::and`]): all must allow, refused requests cost nothing |
 //! | [`stats`] | [`WithStats`]: opt-in admitted / refused / refunded counters |
-//! | [`keyed`] | the [`KeyedLimiter`] trait and its fixed-capacity tables: [`keyed::HeaplessKeyedTable`] (`no_std`), [`keyed::ShardedKeyedTable`] and [`keyed::LockFreeGcraTable`] (`std`) |
+//! | [`keyed`] | fixed-capacity tables, each a [`Limiter<K>`](Limiter) and a [`KeyedTable`]: [`keyed::HeaplessKeyedTable`] (`no_std`), [`keyed::ShardedKeyedTable`] and [`keyed::LockFreeGcraTable`] (`std`) |
 //! | [`live`] | changing a running limiter's quota: [`LiveBucket`], [`Inheritance`] |
 //! | [`remote`] | [`AsyncKeyedLimiter`](remote::AsyncKeyedLimiter): the async keyed seam (in-process tables or Redis) |
 //! | `queue` (feature `tokio`) | `Queue`: ordered, bounded async waiting in front of any limiter |
@@ -315,22 +315,25 @@
 //! # Ok::<(), tollgate::Refusal>(())
 //! ```
 //!
-//! A [`Chain`] needs every member to allow; when a later one refuses, the
-//! earlier ones are refunded, so a refused request costs nothing. Wrap any
+//! Every limiter — a bucket, a window, a keyed table, a partitioned
+//! limiter, one you write — implements one trait, [`Limiter<K>`](Limiter):
+//! `try_acquire_n(&key, n, now)` returns a permit or a [`Refusal`]
+//! (`K = ()` for a direct limiter; buckets also have `check(now)` without
+//! a key). [`Limiter::and`] chains limiters over the same key: every member
+//! must allow, and when a later one refuses, the earlier ones get their
+//! permits back, so a refused request costs nothing ([`Chain`]). Wrap any
 //! limiter in [`WithStats`] to count what it admitted and refused:
 //!
 //! ```
 //! use core::time::Duration;
-//! use tollgate::{Bucket, Chain, FixedWindow, Limiter, Quota, Timestamp, WithStats};
+//! use tollgate::{Bucket, FixedWindow, Limiter, Quota, Timestamp, WithStats};
 //!
-//! let chain = Chain::new(
-//!     WithStats::new(Bucket::token_bucket(Quota::per_second(100)?)),
-//!     Bucket::new(FixedWindow::new(2, Duration::from_secs(1))?),
-//! );
+//! let chain = WithStats::new(Bucket::token_bucket(Quota::per_second(100)?))
+//!     .and(Bucket::new(FixedWindow::new(2, Duration::from_secs(1))?));
 //! let now = Timestamp::ZERO;
-//! let admitted = (0..5).filter(|_| chain.check(now).is_ok()).count();
+//! let admitted = (0..5).filter(|_| chain.try_acquire(&(), now).is_ok()).count();
 //! assert_eq!(admitted, 2);
-//! let stats = chain.first().statistics(now);
+//! let stats = chain.first().statistics(&(), now);
 //! // 5 admitted by the bucket, 3 given back when the window refused
 //! assert_eq!((stats.admitted, stats.refunded, stats.available), (5, 3, 98));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -378,8 +381,9 @@
 //!
 //! A keyed table gives every key (client IP, API key, sensor id) its own
 //! bucket, in a table whose capacity is fixed when it is built: memory never
-//! grows with traffic. Every table implements one trait, [`KeyedLimiter`]
-//! (keys by reference, time as a [`Timestamp`]), and is built the same way,
+//! grows with traffic. Every table is a [`Limiter<K>`](Limiter) (keys by
+//! reference, time as a [`Timestamp`]) with a [`KeyedTable`] side for its
+//! size, eviction and reconfiguration, and is built the same way,
 //! `Table::builder(algorithm)` and then its settings
 //! ([`keyed::TableBuilder`]):
 //!
@@ -392,8 +396,8 @@
 //!   `critical-section`, `const` builder for a `static`).
 //!
 //! ```
-//! use tollgate::keyed::{KeyedPath, OverflowPolicy, ShardedKeyedTable};
-//! use tollgate::{Gcra, KeyedLimiter, Quota, Timestamp};
+//! use tollgate::keyed::{KeyedPath, KeyedTable, OverflowPolicy, ShardedKeyedTable};
+//! use tollgate::{Gcra, Limiter, Quota, Timestamp};
 //!
 //! let per_client = Gcra::token_bucket(Quota::per_second(10)?.with_burst(2)?);
 //! let table = ShardedKeyedTable::<u32, _>::builder(per_client)
@@ -403,14 +407,14 @@
 //!     .build()?;
 //!
 //! let now = Timestamp::ZERO;
-//! assert!(table.check(&1, now).is_ok());
-//! assert!(table.check(&2, now).is_ok());
+//! assert!(table.try_acquire(&1, now).is_ok());
+//! assert!(table.try_acquire(&2, now).is_ok());
 //! // Full of keys that are still throttled: key 3 is refused, never are
 //! // keys 1 and 2 forgotten (that would reset their limits).
-//! assert_eq!(table.check(&3, now).unwrap_err().path(), KeyedPath::OverflowDenied);
+//! assert_eq!(table.try_acquire(&3, now).unwrap_err().path(), KeyedPath::OverflowDenied);
 //! // 100 ms later both have refilled; evicting them changes nothing, so
 //! // key 3 takes a slot.
-//! assert!(table.check(&3, Timestamp::from_millis(100)).is_ok());
+//! assert!(table.try_acquire(&3, Timestamp::from_millis(100)).is_ok());
 //! assert!(table.contains(&3));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -435,12 +439,12 @@
 //!
 //! ```
 //! use tollgate::keyed::ShardedKeyedTable;
-//! use tollgate::{Gcra, Inheritance, KeyedLimiter, Quota, Timestamp};
+//! use tollgate::{Gcra, Inheritance, KeyedTable, Limiter, Quota, Timestamp};
 //!
 //! let table = ShardedKeyedTable::<u32, _>::builder(Gcra::token_bucket(Quota::per_second(10)?))
 //!     .build()?;
 //! let now = Timestamp::ZERO;
-//! assert!(table.check_n(&7, 6, now).is_ok()); // 6 of 10 used
+//! assert!(table.try_acquire_n(&7, 6, now).is_ok()); // 6 of 10 used
 //! table.reconfigure(Gcra::token_bucket(Quota::per_second(20)?), Inheritance::UsedFraction, now);
 //! assert_eq!(table.snapshot(&7, now).remaining(), 8); // 60 % of 20 used
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -204,15 +204,19 @@ pub trait Limiter<K: ?Sized = ()> {
     /// # Errors
     /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
     /// can never be granted); nothing was taken.
-    fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp)
-        -> Result<Self::Permit, Refusal<'_>>;
+    fn try_acquire_n(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Self::Permit, Refusal<'static>>;
 
     /// Tries to take one permit for `key` at `now`.
     ///
     /// # Errors
     /// The [`Refusal`]; nothing was taken.
     #[inline(always)]
-    fn try_acquire(&self, key: &K, now: Timestamp) -> Result<Self::Permit, Refusal<'_>> {
+    fn try_acquire(&self, key: &K, now: Timestamp) -> Result<Self::Permit, Refusal<'static>> {
         self.try_acquire_n(key, 1, now)
     }
 
@@ -235,7 +239,12 @@ pub trait Limiter<K: ?Sized = ()> {
     /// # Errors
     /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
     /// granted.
-    fn time_until_ready(&self, key: &K, n: u32, now: Timestamp) -> Result<Duration, Refusal<'_>>;
+    fn time_until_ready(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, Refusal<'static>>;
 
     /// How many limiters of a chain this one is: 1, the default; the sum of
     /// its members for a [`Chain`]. A chain numbers a refusal's
@@ -292,7 +301,7 @@ pub trait Limiter<K: ?Sized = ()> {
         key: &'a K,
         n: u32,
         now: Timestamp,
-    ) -> impl core::future::Future<Output = Result<Self::Permit, Refusal<'a>>> + 'a {
+    ) -> impl core::future::Future<Output = Result<Self::Permit, Refusal<'static>>> + 'a {
         core::future::ready(self.try_acquire_n(key, n, now))
     }
 
@@ -475,6 +484,15 @@ macro_rules! direct_methods {
                 let $state = self;
                 self.algorithm.time_until_ready($get, n, now)
             }
+
+            /// True if the bucket is indistinguishable from a fresh one at
+            /// `now` (see [`Algorithm::is_idle`]).
+            #[inline]
+            #[must_use]
+            pub fn is_idle(&self, now: Timestamp) -> bool {
+                let $state = self;
+                self.algorithm.is_idle($get, now)
+            }
         }
 
         impl<A: Algorithm> Limiter for $ty {
@@ -603,7 +621,7 @@ macro_rules! forward_limiter {
                 (**self).capacity(key)
             }
             #[inline(always)]
-            fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp) -> Result<L::Permit, Refusal<'_>> {
+            fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp) -> Result<L::Permit, Refusal<'static>> {
                 (**self).try_acquire_n(key, n, now)
             }
             #[inline]
@@ -619,7 +637,7 @@ macro_rules! forward_limiter {
                 (**self).snapshot(key, now)
             }
             #[inline]
-            fn time_until_ready(&self, key: &K, n: u32, now: Timestamp) -> Result<Duration, Refusal<'_>> {
+            fn time_until_ready(&self, key: &K, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
                 (**self).time_until_ready(key, n, now)
             }
             #[inline]
@@ -635,7 +653,7 @@ macro_rules! forward_limiter {
                 key: &'a K,
                 n: u32,
                 now: Timestamp,
-            ) -> impl core::future::Future<Output = Result<L::Permit, Refusal<'a>>> + 'a {
+            ) -> impl core::future::Future<Output = Result<L::Permit, Refusal<'static>>> + 'a {
                 (**self).acquire_in_line(key, n, now)
             }
             #[inline]

@@ -17,8 +17,8 @@
 //! Where it is offered:
 //! - one bucket: [`LiveBucket`] (`set_quota`, `set_algorithm`), usable as
 //!   a `static`;
-//! - every keyed table: [`KeyedLimiter::reconfigure`] (every key that runs
-//!   the default algorithm) and [`KeyedLimiter::update_key_quota`] (one
+//! - every keyed table: [`KeyedTable::reconfigure`] (every key that runs
+//!   the default algorithm) and [`KeyedTable::update_key_quota`] (one
 //!   key, when a per-key quota function's answer for it changes);
 //! - the concurrency limiter: [`ConcurrencyLimiter::set_limit`] (permits
 //!   in flight are not a function of the limit: nothing to carry);
@@ -71,8 +71,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! [`KeyedLimiter::reconfigure`]: crate::keyed::KeyedLimiter::reconfigure
-//! [`KeyedLimiter::update_key_quota`]: crate::keyed::KeyedLimiter::update_key_quota
+//! [`KeyedTable::reconfigure`]: crate::keyed::KeyedTable::reconfigure
+//! [`KeyedTable::update_key_quota`]: crate::keyed::KeyedTable::update_key_quota
 //! [`ConcurrencyLimiter::set_limit`]: crate::ConcurrencyLimiter::set_limit
 
 use core::time::Duration;
@@ -496,7 +496,12 @@ impl Limiter for LiveBucket {
         LiveBucket::snapshot(self, now)
     }
 
-    fn time_until_ready(&self, _: &(), n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
+    fn time_until_ready(
+        &self,
+        _: &(),
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, Refusal<'static>> {
         LiveBucket::time_until_ready(self, n, now)
     }
 
@@ -591,8 +596,8 @@ mod tests {
             }
             assert_eq!(live.snapshot(now), plain.snapshot(now));
             assert_eq!(
-                live.time_until_ready_after(2, 1, now),
-                plain.time_until_ready_after(2, 1, now)
+                live.time_until_ready_after(&(), 2, 1, now),
+                plain.time_until_ready_after(&(), 2, 1, now)
             );
         }
     }

@@ -5,7 +5,7 @@
 //! A [`Partitioned<R, K>`] holds an ordered list of **policies**. Each one
 //! has a name, a key function `Fn(&R) -> Option<K>` ("this resource is mine,
 //! with this key" or "not mine"), and a **keyed table** that gives every
-//! key its own limiter: any [`KeyedLimiter<K>`] (token or leaky bucket,
+//! key its own limiter: any [`KeyedTable<K>`] (token or leaky bucket,
 //! fixed or sliding window, per-key quotas, any overflow policy), or an
 //! in-flight limit per key ([`PartitionedBuilder::concurrency`], nginx's
 //! `limit_conn`). The first policy that claims a resource charges it; a
@@ -16,8 +16,8 @@
 //!
 //! ```
 //! use tollgate::keyed::ShardedKeyedTable;
-//! use tollgate::partitioned::{Partitioned, PartitionedLimiter};
-//! use tollgate::{Bucket, Gcra, Quota, Timestamp};
+//! use tollgate::partitioned::Partitioned;
+//! use tollgate::{Bucket, Gcra, Limiter, Quota, Timestamp};
 //!
 //! struct Job { tenant: u32, priority: bool }
 //!
@@ -43,26 +43,28 @@
 //!
 //! # Chains: all or nothing
 //!
-//! [`PartitionedLimiter::and`] chains partitioned limiters that must all
-//! admit (ASP.NET Core's global limiter and endpoint policy; .NET's
-//! `PartitionedRateLimiter.CreateChained`). When a later one refuses, the
-//! permits the earlier ones granted are given back at once, so **a refused
-//! request costs nothing**; the [`Refusal`] names the limiter and policy
-//! that refused and carries the longest `retry_after` of the chain.
+//! A partitioned limiter is a [`Limiter<R>`](Limiter) over its resource,
+//! so [`Limiter::and`] chains it with others that must all admit
+//! (ASP.NET Core's global limiter and endpoint policy; .NET's
+//! `PartitionedRateLimiter.CreateChained`) into one [`Chain`](crate::Chain).
+//! When a later one refuses, the permits the earlier ones granted are given
+//! back at once, so **a refused request costs nothing**; the [`Refusal`]
+//! names the limiter and policy that refused and carries the longest
+//! `retry_after` of the chain.
 //!
-//! Any [`PartitionedLimiter`] is a member, one you write included (an
+//! Any [`Limiter<R>`](Limiter) is a member, one you write included (an
 //! allow-list, a credit balance, a quota kept elsewhere): it refuses with
-//! [`Refusal::new`], and its [`cancel`](PartitionedLimiter::cancel) is
-//! what the chain calls to give back what it granted. A refusal's
+//! [`Refusal::new`], and its [`cancel`](Limiter::cancel) is what the chain
+//! calls to give back what it granted. A refusal's
 //! [`stage`](Refusal::stage) counts the members before the refusing one
-//! ([`PartitionedLimiter::stages`]: 1 for a single limiter).
+//! ([`Limiter::stages`]: 1 for a single limiter).
 //!
 //! # Leases
 //!
 //! An admission is a [`Lease`]. A rate limiter's permits are spent when
 //! granted; an in-flight limit's permits are held by the lease and given
 //! back when it drops (keep it until the work — for HTTP, the response body
-//! — is done). [`PartitionedLimiter::cancel`] gives back a lease's permits
+//! — is done). [`Limiter::cancel`] gives back a lease's permits
 //! of either kind (work that never happened); a shaped policy's
 //! reservation comes back only while it is the last place booked (see
 //! [A waiter that goes away](#a-waiter-that-goes-away)).
@@ -71,7 +73,7 @@
 //!
 //! An in-flight limit's permits come back only when a lease drops, so a
 //! waiter on one (`queue::acquire_partitioned` (feature `tokio`),
-//! [`PartitionedLimiter::acquire_in_line`],
+//! [`Limiter::acquire_in_line`],
 //! [`Partitioned::acquire_key_in_line`]) takes a place in **its key's
 //! line** and sleeps until a release of that key hands it the permits: no
 //! timer, no polling, one wake-up per admission, and the waiters of other
@@ -81,7 +83,7 @@
 //! that key is refused rather than overtaking it. A waiter that goes away
 //! leaves its line, and permits handed to it that it never saw go on to
 //! the next waiter. A rate policy's waiter sleeps on a timer until its
-//! `retry_after`. A [`Chained`] waiter is admitted by its members in order,
+//! `retry_after`. A [`Chain`](crate::Chain) waiter is admitted by its members in order,
 //! each waiting in its own way, holding what the earlier ones granted (a
 //! rate's permit stays spent while the in-flight limit after it is awaited,
 //! as in ASP.NET Core's chained limiters).
@@ -102,7 +104,7 @@
 //! A token-bucket policy can *shape* instead of refuse:
 //! [`PartitionedBuilder::shaped`] with a [`Shaping`] admits a request as
 //! soon as its place in the bucket is reserved and tells the caller to wait
-//! the [`Admission::delay`] before doing the work (the async `acquire`
+//! the lease's [`delay`](Lease::delay) before doing the work (the async `acquire`
 //! sleeps it). This is nginx's `limit_req`, with the same arithmetic on
 //! nanoseconds instead of milli-requests:
 //!
@@ -121,7 +123,7 @@
 //! ## A waiter that goes away
 //!
 //! A waiter whose future is dropped (or whose lease is
-//! [cancelled](PartitionedLimiter::cancel)) gives its place back **only if
+//! [cancelled](Limiter::cancel)) gives its place back **only if
 //! it is still the last place booked** in its bucket: the lease remembers
 //! the bucket's state its reservation left, and the cancellation is one
 //! compare-and-swap from exactly that state back by what it took
@@ -271,10 +273,7 @@ where
         now: Timestamp,
     ) -> Result<Duration, Refusal<'static>> {
         match key {
-            Some(key) => self
-                .table
-                .time_until_ready(key, n, now)
-                .map_err(Refusal::unnamed),
+            Some(key) => self.table.time_until_ready(key, n, now),
             None => Err(no_key(n)),
         }
     }
@@ -321,10 +320,7 @@ where
         now: Timestamp,
     ) -> Result<Timestamp, Refusal<'static>> {
         match key {
-            Some(key) => match self.0.try_acquire_n(key, n, now) {
-                Ok(grant) => Ok(grant.full_at()),
-                Err(r) => Err(r.unnamed()),
-            },
+            Some(key) => self.0.try_acquire_n(key, n, now).map(|g| g.full_at()),
             None => Err(no_key(n)), // never: policies have keys
         }
     }
@@ -354,7 +350,7 @@ where
         now: Timestamp,
     ) -> Result<Duration, Refusal<'static>> {
         match key {
-            Some(key) => self.0.time_until_ready(key, n, now).map_err(Refusal::unnamed),
+            Some(key) => self.0.time_until_ready(key, n, now),
             None => Err(no_key(n)),
         }
     }
@@ -387,10 +383,7 @@ impl<K, L: Limiter + Send + Sync> Store<K> for Unkeyed<L> {
         now: Timestamp,
     ) -> Result<Timestamp, Refusal<'static>> {
         // never shaped: the instant is not needed
-        match self.0.try_acquire_n(&(), n, now) {
-            Ok(_) => Ok(now),
-            Err(r) => Err(r.unnamed()),
-        }
+        self.0.try_acquire_n(&(), n, now).map(|_| now)
     }
     fn snapshot(&self, _: Option<&K>, now: Timestamp) -> Snapshot {
         self.0.snapshot(&(), now)
@@ -407,7 +400,7 @@ impl<K, L: Limiter + Send + Sync> Store<K> for Unkeyed<L> {
         n: u32,
         now: Timestamp,
     ) -> Result<Duration, Refusal<'static>> {
-        self.0.time_until_ready(&(), n, now).map_err(Refusal::unnamed)
+        self.0.time_until_ready(&(), n, now)
     }
 }
 
@@ -491,8 +484,28 @@ impl<K> Store<K> for Unlimited {
 
 type KeyFn<R, K> = Box<dyn Fn(&R) -> Option<K> + Send + Sync>;
 
+/// The one copy of `name` for the life of the process: a refusal names its
+/// limiter and policy with `&'static str`s, so it can outlive the limiter
+/// (be returned with `?` as a `Box<dyn Error>`, say). Each distinct name is
+/// stored once, however many limiters (configuration reloads) use it, so
+/// memory grows with the distinct names ever configured, never with
+/// reloads.
+fn intern(name: String) -> &'static str {
+    static NAMES: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut names = NAMES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(&known) = names.get(name.as_str()) {
+        return known;
+    }
+    let name: &'static str = Box::leak(name.into_boxed_str());
+    names.insert(name);
+    name
+}
+
 struct Policy<R, K> {
-    name: String,
+    name: &'static str,
     key_of: KeyFn<R, K>,
     store: PolicyStore<K>,
 }
@@ -510,8 +523,8 @@ struct Policy<R, K> {
 ///
 /// ```
 /// use tollgate::keyed::ShardedKeyedTable;
-/// use tollgate::partitioned::{Partitioned, PartitionedLimiter, PolicyStore};
-/// use tollgate::{Gcra, Inheritance, Quota, Timestamp};
+/// use tollgate::partitioned::{Partitioned, PolicyStore};
+/// use tollgate::{Gcra, Inheritance, Limiter, Quota, Timestamp};
 ///
 /// let table = ShardedKeyedTable::builder(Gcra::token_bucket(Quota::per_second(2)?)).build()?;
 /// let old = Partitioned::<u32, u32>::builder("jobs")
@@ -595,8 +608,8 @@ impl<K: 'static> PolicyStore<K> {
     /// [`with_shaping`](Self::with_shaping) work as on a keyed table.
     ///
     /// ```
-    /// use tollgate::partitioned::{Partitioned, PartitionedLimiter, PolicyStore};
-    /// use tollgate::{Gcra, LiveBucket, Quota, Timestamp};
+    /// use tollgate::partitioned::{Partitioned, PolicyStore};
+    /// use tollgate::{Gcra, Limiter, LiveBucket, Quota, Timestamp};
     ///
     /// let all = PolicyStore::single(LiveBucket::new(Gcra::token_bucket(Quota::per_second(1)?)));
     /// let limiter = Partitioned::<u32, u32>::builder("jobs")
@@ -764,9 +777,9 @@ const DEFAULT: usize = usize::MAX;
 /// A partitioned limiter: ordered policies, each with a keyed table, and
 /// an optional default limiter. See the [module documentation](self).
 pub struct Partitioned<R, K> {
-    name: String,
+    name: &'static str,
     policies: Vec<Policy<R, K>>,
-    default: Option<(String, Arc<dyn Store<K>>)>,
+    default: Option<(&'static str, Arc<dyn Store<K>>)>,
 }
 
 impl<R, K> fmt::Debug for Partitioned<R, K> {
@@ -803,7 +816,7 @@ impl<R, K: Send + Sync + 'static> Partitioned<R, K> {
     pub fn builder(name: impl Into<String>) -> PartitionedBuilder<R, K> {
         PartitionedBuilder {
             inner: Self {
-                name: name.into(),
+                name: intern(name.into()),
                 policies: Vec::new(),
                 default: None,
             },
@@ -822,7 +835,7 @@ impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
         store: PolicyStore<K>,
     ) -> Self {
         self.inner.policies.push(Policy {
-            name: name.into(),
+            name: intern(name.into()),
             key_of: Box::new(key_of),
             store,
         });
@@ -886,7 +899,7 @@ impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
     /// The limiter of every resource that no policy claims (one limiter for
     /// all of them). Without one, such resources pass.
     pub fn default<L: Limiter + Send + Sync + 'static>(mut self, limiter: L) -> Self {
-        self.inner.default = Some((String::from("default"), Arc::new(Unkeyed(limiter))));
+        self.inner.default = Some(("default", Arc::new(Unkeyed(limiter))));
         self
     }
 
@@ -1049,12 +1062,12 @@ impl<R, K> Partitioned<R, K> {
     /// The limiter's name.
     #[must_use]
     pub fn name(&self) -> &str {
-        &self.name
+        self.name
     }
 
     /// The policy names, in the order they are tried.
     pub fn policy_names(&self) -> impl Iterator<Item = &str> {
-        self.policies.iter().map(|p| p.name.as_str())
+        self.policies.iter().map(|p| p.name)
     }
 
     /// Policy `index`'s store, shared (see [`PolicyStore`]): to carry its
@@ -1088,12 +1101,12 @@ impl<R, K> Partitioned<R, K> {
         key: K,
         n: u32,
         now: Timestamp,
-    ) -> Result<Lease<K>, Refusal<'_>> {
+    ) -> Result<Lease<K>, Refusal<'static>> {
         match index {
             Some(i) => match self.policies.get(i) {
                 Some(p) => self.charge(
                     i,
-                    &p.name,
+                    p.name,
                     &p.store.store,
                     p.store.releases,
                     p.store.shaping,
@@ -1135,7 +1148,7 @@ impl<R, K> Partitioned<R, K> {
         key: Option<K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Lease<K>, Refusal<'_>> {
+    ) -> Result<Lease<K>, Refusal<'static>> {
         match &self.default {
             Some((name, store)) => self.charge(DEFAULT, name, store, false, None, key, n, now),
             None => Ok(Lease::free()),
@@ -1144,17 +1157,17 @@ impl<R, K> Partitioned<R, K> {
 
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    fn charge<'a>(
-        &'a self,
+    fn charge(
+        &self,
         index: usize,
-        name: &'a str,
+        name: &'static str,
         store: &Arc<dyn Store<K>>,
         releases: bool,
         shaping: Option<Shaping>,
         key: Option<K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Lease<K>, Refusal<'a>> {
+    ) -> Result<Lease<K>, Refusal<'static>> {
         match store.check_n(key.as_ref(), n, now) {
             // the common case, inline in the caller: an unshaped admission
             Ok(_) if shaping.is_none() => Ok(Lease::taken(index, key, n, store, releases)),
@@ -1166,10 +1179,10 @@ impl<R, K> Partitioned<R, K> {
     /// a shaped one (a delay, perhaps too long) or a refusal.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
-    fn charge_rest<'a>(
-        &'a self,
+    fn charge_rest(
+        &self,
         index: usize,
-        name: &'a str,
+        name: &'static str,
         store: &Arc<dyn Store<K>>,
         releases: bool,
         shaping: Option<Shaping>,
@@ -1177,7 +1190,7 @@ impl<R, K> Partitioned<R, K> {
         n: u32,
         now: Timestamp,
         d: Result<Timestamp, Refusal<'static>>,
-    ) -> Result<Lease<K>, Refusal<'a>> {
+    ) -> Result<Lease<K>, Refusal<'static>> {
         match d {
             Ok(full_at) => {
                 let mut lease = Lease::taken(index, key, n, store, releases);
@@ -1197,14 +1210,14 @@ impl<R, K> Partitioned<R, K> {
                         // too long a wait: give the reservation back
                         self.cancel_lease(lease, now);
                         return Err(
-                            Refusal::new(delay.saturating_sub(max), rate).by(&self.name, name)
+                            Refusal::new(delay.saturating_sub(max), rate).by(self.name, name)
                         );
                     }
                 }
                 lease.delay = delay;
                 Ok(lease)
             }
-            Err(refusal) => Err(refusal.by(&self.name, name)),
+            Err(refusal) => Err(refusal.by(self.name, name)),
         }
     }
 
@@ -1247,7 +1260,12 @@ impl<R, K> Limiter<R> for Partitioned<R, K> {
     }
 
     #[inline]
-    fn try_acquire_n(&self, resource: &R, n: u32, now: Timestamp) -> Result<Lease<K>, Refusal<'_>> {
+    fn try_acquire_n(
+        &self,
+        resource: &R,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Lease<K>, Refusal<'static>> {
         match self.claim(resource) {
             Some((i, key)) => self.try_acquire_key(Some(i), key, n, now),
             None => self.charge_default(None, n, now),
@@ -1281,7 +1299,7 @@ impl<R, K> Limiter<R> for Partitioned<R, K> {
         resource: &R,
         n: u32,
         now: Timestamp,
-    ) -> Result<Duration, Refusal<'_>> {
+    ) -> Result<Duration, Refusal<'static>> {
         let (index, key) = self.claim(resource).unzip();
         let Some(store) = self.store_of(index) else {
             return Ok(Duration::ZERO);
@@ -1299,7 +1317,7 @@ impl<R, K> Limiter<R> for Partitioned<R, K> {
         resource: &'a R,
         n: u32,
         now: Timestamp,
-    ) -> impl Future<Output = Result<Lease<K>, Refusal<'a>>> + 'a {
+    ) -> impl Future<Output = Result<Lease<K>, Refusal<'static>>> + 'a {
         match self.claim(resource) {
             Some((i, key)) => Line::Policy(self.in_line(i, key, n, usize::MAX, now)),
             None => Line::Ready(Some(self.charge_default(None, n, now))),

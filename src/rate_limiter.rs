@@ -80,7 +80,7 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     /// # Errors
     /// The [`Refusal`]; nothing was taken.
     #[inline(always)]
-    pub fn try_acquire(&self) -> Result<(), Refusal<'_>> {
+    pub fn try_acquire(&self) -> Result<(), Refusal<'static>> {
         self.try_acquire_n(1)
     }
 
@@ -90,7 +90,7 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
     /// can never be granted); nothing was taken.
     #[inline(always)]
-    pub fn try_acquire_n(&self, n: u32) -> Result<(), Refusal<'_>> {
+    pub fn try_acquire_n(&self, n: u32) -> Result<(), Refusal<'static>> {
         // a rate's permit is spent when granted: nothing to hold
         self.limiter
             .try_acquire_n(&(), n, self.clock.now())
@@ -102,7 +102,7 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     /// # Errors
     /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
     /// granted.
-    pub fn time_until_ready(&self, n: u32) -> Result<Duration, Refusal<'_>> {
+    pub fn time_until_ready(&self, n: u32) -> Result<Duration, Refusal<'static>> {
         self.limiter.time_until_ready(&(), n, self.clock.now())
     }
 
@@ -179,7 +179,7 @@ impl<T, C: Clock> KeyedRateLimiter<T, C> {
     /// The [`Refusal`], with the [`KeyedPath`](crate::keyed::KeyedPath)
     /// that answered; nothing was taken.
     #[inline]
-    pub fn try_acquire<K: ?Sized>(&self, key: &K) -> Result<(), Refusal<'_>>
+    pub fn try_acquire<K: ?Sized>(&self, key: &K) -> Result<(), Refusal<'static>>
     where
         T: KeyedTable<K>,
     {
@@ -192,7 +192,7 @@ impl<T, C: Clock> KeyedRateLimiter<T, C> {
     /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
     /// can never be granted to `key`); nothing was taken.
     #[inline]
-    pub fn try_acquire_n<K: ?Sized>(&self, key: &K, n: u32) -> Result<(), Refusal<'_>>
+    pub fn try_acquire_n<K: ?Sized>(&self, key: &K, n: u32) -> Result<(), Refusal<'static>>
     where
         T: KeyedTable<K>,
     {
@@ -206,7 +206,7 @@ impl<T, C: Clock> KeyedRateLimiter<T, C> {
     /// # Errors
     /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
     /// granted to `key`.
-    pub fn time_until_ready<K: ?Sized>(&self, key: &K, n: u32) -> Result<Duration, Refusal<'_>>
+    pub fn time_until_ready<K: ?Sized>(&self, key: &K, n: u32) -> Result<Duration, Refusal<'static>>
     where
         T: KeyedTable<K>,
     {

@@ -162,22 +162,6 @@ impl<'a> Refusal<'a> {
         self
     }
 
-    /// This refusal without the limiter and policy names: for generic code
-    /// that keeps a refusal longer than the limiter it came from (a chain of
-    /// an algorithm's states, a queue's waiter).
-    #[inline]
-    pub(crate) const fn unnamed(self) -> Refusal<'static> {
-        Refusal {
-            retry_after: self.retry_after,
-            snapshot: self.snapshot,
-            limiter: "",
-            policy: "",
-            requested: self.requested,
-            stage: self.stage,
-            path: self.path,
-        }
-    }
-
     /// This refusal with the wait `retry_after_nanos` instead, unless it
     /// can never succeed (a chain reports its longest wait).
     #[cfg_attr(not(feature = "std"), allow(dead_code))]

@@ -183,10 +183,9 @@ where
     fn check_n(&self, key: &K, n: u32) -> impl Future<Output = RemoteDecision> + Send {
         let now = self.clock().now();
         let table = self.table();
-        let result = match table.try_acquire_n(key, n, now) {
-            Ok(_) => Ok(table.snapshot(key, now)),
-            Err(r) => Err(r.unnamed()),
-        };
+        let result = table
+            .try_acquire_n(key, n, now)
+            .map(|_| table.snapshot(key, now));
         core::future::ready(RemoteDecision::new(result, DecisionSource::Local))
     }
 
@@ -210,10 +209,9 @@ where
     fn check_n(&self, _key: &K, n: u32) -> impl Future<Output = RemoteDecision> + Send {
         let now = self.clock().now();
         let limiter = self.limiter();
-        let result = match limiter.try_acquire_n(&(), n, now) {
-            Ok(_) => Ok(limiter.snapshot(&(), now)),
-            Err(r) => Err(r.unnamed()),
-        };
+        let result = limiter
+            .try_acquire_n(&(), n, now)
+            .map(|_| limiter.snapshot(&(), now));
         core::future::ready(RemoteDecision::new(result, DecisionSource::Local))
     }
 

@@ -156,7 +156,12 @@ impl<K: ?Sized, L: Limiter<K>> Limiter<K> for WithStats<L> {
     }
 
     #[inline]
-    fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Self::Permit, Refusal<'_>> {
+    fn try_acquire_n(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Self::Permit, Refusal<'static>> {
         match self.inner.try_acquire_n(key, n, now) {
             Ok(permit) => {
                 Self::count(&self.admitted, n);
@@ -187,7 +192,12 @@ impl<K: ?Sized, L: Limiter<K>> Limiter<K> for WithStats<L> {
     }
 
     #[inline]
-    fn time_until_ready(&self, key: &K, n: u32, now: Timestamp) -> Result<Duration, Refusal<'_>> {
+    fn time_until_ready(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, Refusal<'static>> {
         self.inner.time_until_ready(key, n, now)
     }
 

@@ -799,7 +799,7 @@ impl Shared {
 /// leases are cancelled unless it is admitted, for a client that goes away
 /// meanwhile (its future dropped). A queueing policy's reservation comes
 /// back only while it is the last turn booked; with a later one on top it
-/// stays spent (see [`PartitionedLimiter::cancel`]).
+/// stays spent (see [`Limiter::cancel`]).
 struct Pending {
     shared: Arc<Shared>,
     global: Option<HttpLease>,

@@ -24,15 +24,15 @@ use super::{OverflowPolicy, SameQuota};
 /// a closure that captures only `Copy` values).
 ///
 /// ```
-/// use tollgate::keyed::{HeaplessKeyedTable, KeyedTable, OverflowPolicy};
-/// use tollgate::{valid, Gcra, Quota, Timestamp};
+/// use tollgate::keyed::{HeaplessKeyedTable, OverflowPolicy};
+/// use tollgate::{valid, Gcra, Limiter, Quota, Timestamp};
 ///
 /// // A `static` table of 64 CAN ids, refusing ids beyond the 64th.
 /// static PER_ID: HeaplessKeyedTable<u16, Gcra, 64> =
 ///     HeaplessKeyedTable::builder(Gcra::token_bucket(valid!(Quota::per_second(10))))
 ///         .overflow(OverflowPolicy::Deny)
 ///         .build();
-/// assert!(PER_ID.check(&0x101, Timestamp::ZERO).is_ok());
+/// assert!(PER_ID.try_acquire(&0x101, Timestamp::ZERO).is_ok());
 /// ```
 #[must_use]
 pub struct TableBuilder<T, A, S, Q = SameQuota> {

@@ -170,7 +170,7 @@ struct Home {
 /// ```
 /// use tollgate::keyed::{CompactKeyedTable, KeyedTable};
 /// use tollgate::tick::TickGcra;
-/// use tollgate::{Quota, Timestamp};
+/// use tollgate::{Limiter, Quota, Timestamp};
 ///
 /// // 10 per second per client, bursts of 10, in ticks of 1 µs
 /// let per_client = TickGcra::token_bucket(Quota::per_second(10)?, 1_000_000)?;
@@ -178,7 +178,7 @@ struct Home {
 ///     .max_keys(1_000_000)
 ///     .build()?;
 /// let now = Timestamp::from_secs(1);
-/// assert!(table.check(&42, now).is_ok());
+/// assert!(table.try_acquire(&42, now).is_ok());
 /// assert_eq!(table.len(), 1);
 /// assert!(table.memory_bytes() <= 12 * 1_000_000 + 4096);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -477,7 +477,12 @@ impl<K: Hash + ?Sized, S: BuildHasher> CompactKeyedTable<K, S> {
 
 impl<K: Hash + ?Sized, S: BuildHasher> CompactKeyedTable<K, S> {
     #[inline]
-    fn check_until_full(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
+    fn check_until_full(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Timestamp, Refusal<'static>> {
         let home = self.home(key);
         loop {
             let (epoch, alg) = self.begin();
@@ -501,7 +506,6 @@ impl<K: Hash + ?Sized, S: BuildHasher> CompactKeyedTable<K, S> {
             }
         }
     }
-
 }
 
 impl<K: Hash + ?Sized, S: BuildHasher> Limiter<K> for CompactKeyedTable<K, S> {
@@ -552,12 +556,10 @@ impl<K: Hash + ?Sized, S: BuildHasher> Limiter<K> for CompactKeyedTable<K, S> {
         }
     }
 
-
     fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
         let (tat, alg) = self.tat(key);
         alg.snapshot_of(tat.unwrap_or(0), now.as_nanos())
     }
-
 
     fn time_until_ready(
         &self,
@@ -570,11 +572,9 @@ impl<K: Hash + ?Sized, S: BuildHasher> Limiter<K> for CompactKeyedTable<K, S> {
             .map(Duration::from_nanos)
     }
 
-
     fn capacity(&self, _key: &K) -> u32 {
         self.config.load().capacity()
     }
-
 }
 
 impl<K: Hash + ?Sized, S: BuildHasher> KeyedTable<K> for CompactKeyedTable<K, S> {
@@ -688,5 +688,4 @@ impl<K: Hash + ?Sized, S: BuildHasher> KeyedTable<K> for CompactKeyedTable<K, S>
     ) {
         update();
     }
-
 }

@@ -54,7 +54,7 @@ struct Slots<K, A: Algorithm, const N: usize> {
 ///
 /// ```
 /// use tollgate::keyed::{HeaplessKeyedTable, KeyedTable};
-/// use tollgate::{valid, Gcra, Quota, Timestamp};
+/// use tollgate::{valid, Gcra, Limiter, Quota, Timestamp};
 ///
 /// const SLOW: Quota = valid!(Quota::per_second(2));
 /// const FAST: Quota = valid!(Quota::per_second(20));
@@ -68,7 +68,7 @@ struct Slots<K, A: Algorithm, const N: usize> {
 ///         .build();
 ///
 /// let now = Timestamp::ZERO;
-/// let first = PER_ID.check(&0x101, now);
+/// let first = PER_ID.try_acquire(&0x101, now);
 /// assert!(first.is_ok());
 /// assert!(PER_ID.contains(&0x101)); // its own slot
 /// assert_eq!(PER_ID.len(), 1);
@@ -177,7 +177,12 @@ where
     A: Algorithm + Clone,
     Q: KeyQuota<K, A>,
 {
-    fn check_until_full(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
+    fn check_until_full(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Timestamp, Refusal<'static>> {
         let step = self.with_slots(|slots| {
             let alg = self
                 .quota
@@ -220,7 +225,6 @@ where
             None => super::refusal(),
         }
     }
-
 }
 
 impl<K, A, const N: usize, Q> Limiter<K> for HeaplessKeyedTable<K, A, N, Q>
@@ -258,7 +262,6 @@ where
         });
     }
 
-
     fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
         self.with_slots(|slots| {
             with_algorithm(&self.quota, &slots.default, key, |alg| {
@@ -270,7 +273,6 @@ where
         })
         .unwrap_or_else(|| Snapshot::exact(0, 0, 0))
     }
-
 
     fn time_until_ready(
         &self,
@@ -289,14 +291,12 @@ where
         .unwrap_or(Ok(Duration::ZERO))
     }
 
-
     fn capacity(&self, key: &K) -> u32 {
         self.with_slots(|slots| {
             with_algorithm(&self.quota, &slots.default, key, Algorithm::capacity)
         })
         .unwrap_or(0)
     }
-
 }
 
 impl<K, A, const N: usize, Q> KeyedTable<K> for HeaplessKeyedTable<K, A, N, Q>
@@ -413,5 +413,4 @@ where
             slots.hint.reset();
         });
     }
-
 }

@@ -38,7 +38,7 @@ use std::vec::Vec;
 
 use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
 use super::{
-    exceeded, reset_after, untracked_peek, AtomicSweepHint, KeyQuota, KeyedTable, KeyedPath,
+    exceeded, reset_after, untracked_peek, AtomicSweepHint, KeyQuota, KeyedPath, KeyedTable,
     OverflowPolicy, RandomSeed, SameQuota, SweepHint, TableBuilder,
 };
 use crate::error::ConfigError;
@@ -240,14 +240,14 @@ impl Shard {
 ///
 /// ```
 /// use tollgate::keyed::{KeyedTable, LockFreeGcraTable};
-/// use tollgate::{Gcra, Quota, Timestamp};
+/// use tollgate::{Gcra, Limiter, Quota, Timestamp};
 ///
 /// let table = LockFreeGcraTable::<u32>::builder(Gcra::token_bucket(Quota::per_second(5)?))
 ///     .max_keys(10_000)
 ///     .build()?;
 /// let now = Timestamp::ZERO;
-/// assert!(table.check(&7, now).is_ok());
-/// assert!(table.check(&7, now).is_ok());
+/// assert!(table.try_acquire(&7, now).is_ok());
+/// assert!(table.try_acquire(&7, now).is_ok());
 /// assert!(table.contains(&7)); // its own slot
 /// assert_eq!(table.len(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -769,10 +769,14 @@ impl<K, S, Q> LockFreeGcraTable<K, S, Q> {
     }
 }
 
-impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q>
-{
+impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q> {
     #[inline]
-    fn check_until_full(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
+    fn check_until_full(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Timestamp, Refusal<'static>> {
         let key = *key;
         let hash = self.hasher.hash_one(key);
         let shard = self.shard(hash);
@@ -781,12 +785,9 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
             Attempt::Locked => self.check_locked(shard, key, hash, n, now),
         }
     }
-
 }
 
-impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> Limiter<K>
-    for LockFreeGcraTable<K, S, Q>
-{
+impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> Limiter<K> for LockFreeGcraTable<K, S, Q> {
     type Permit = Grant;
 
     #[inline(always)]
@@ -829,12 +830,10 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> Limiter<K>
         }
     }
 
-
     fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
         let (tat, alg) = self.tat(*key);
         alg.snapshot_of(tat.unwrap_or(0), now.as_nanos())
     }
-
 
     fn time_until_ready(
         &self,
@@ -847,11 +846,9 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> Limiter<K>
             .map(Duration::from_nanos)
     }
 
-
     fn capacity(&self, key: &K) -> u32 {
         self.tat(*key).1.capacity()
     }
-
 }
 
 impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> KeyedTable<K>
@@ -993,5 +990,4 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> KeyedTable<K>
         );
         shard.hint.reset();
     }
-
 }

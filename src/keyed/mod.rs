@@ -172,7 +172,6 @@
 //! [`KeyedTable::update_key_quota`] does the same for one key whose
 //! per-key quota changes. See [`crate::live`].
 
-
 use crate::limiter::{Algorithm, Grant, Limiter};
 use crate::live::Inheritance;
 use crate::refusal::Refusal;

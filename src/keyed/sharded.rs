@@ -219,7 +219,7 @@ impl<K: Eq, A: Algorithm> Shard<K, A> {
 ///
 /// ```
 /// use tollgate::keyed::{KeyedTable, KeyedPath, OverflowPolicy, ShardedKeyedTable};
-/// use tollgate::{Gcra, Quota, Timestamp};
+/// use tollgate::{Gcra, Limiter, Quota, Timestamp};
 ///
 /// let per_client = Gcra::token_bucket(Quota::per_second(10)?.with_burst(2)?);
 /// let table = ShardedKeyedTable::<u32, _>::builder(per_client)
@@ -229,14 +229,14 @@ impl<K: Eq, A: Algorithm> Shard<K, A> {
 ///     .build()?;
 ///
 /// let now = Timestamp::ZERO;
-/// assert!(table.check(&1, now).is_ok());
-/// assert!(table.check(&2, now).is_ok());
+/// assert!(table.try_acquire(&1, now).is_ok());
+/// assert!(table.try_acquire(&2, now).is_ok());
 /// // Full of keys that are still throttled: key 3 is refused, never are
 /// // keys 1 and 2 forgotten (that would reset their limits).
-/// assert_eq!(table.check(&3, now).unwrap_err().path(), KeyedPath::OverflowDenied);
+/// assert_eq!(table.try_acquire(&3, now).unwrap_err().path(), KeyedPath::OverflowDenied);
 /// // 100 ms later both have refilled; evicting them changes nothing, so
 /// // key 3 takes a slot.
-/// assert!(table.check(&3, Timestamp::from_millis(100)).is_ok());
+/// assert!(table.try_acquire(&3, Timestamp::from_millis(100)).is_ok());
 /// assert!(table.contains(&3));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -457,7 +457,12 @@ where
     Q: KeyQuota<K, A>,
 {
     #[inline]
-    fn check_until_full(&self, key: &K, n: u32, now: Timestamp) -> Result<Timestamp, Refusal<'static>> {
+    fn check_until_full(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Timestamp, Refusal<'static>> {
         let hash = self.hasher.hash_one(key);
         let lock = self.shard(hash);
         {
@@ -527,7 +532,6 @@ where
             }
         }
     }
-
 }
 
 impl<K, A, S, Q> Limiter<K> for ShardedKeyedTable<K, A, S, Q>
@@ -565,7 +569,6 @@ where
         }
     }
 
-
     fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
         let hash = self.hasher.hash_one(key);
         let shard = self.read(self.shard(hash));
@@ -575,7 +578,6 @@ where
             None => alg.snapshot(&alg.new_state(), now),
         }
     }
-
 
     fn time_until_ready(
         &self,
@@ -592,13 +594,11 @@ where
         }
     }
 
-
     fn capacity(&self, key: &K) -> u32 {
         let hash = self.hasher.hash_one(key);
         let shard = self.read(self.shard(hash));
         self.algorithm_of(&shard, key).capacity()
     }
-
 }
 
 impl<K, A, S, Q> KeyedTable<K> for ShardedKeyedTable<K, A, S, Q>
@@ -724,5 +724,4 @@ where
         }
         shard.hint.reset();
     }
-
 }

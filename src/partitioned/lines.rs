@@ -31,8 +31,8 @@ use std::collections::{HashMap, VecDeque};
 use std::vec::Vec;
 
 use crate::concurrency::InFlight;
-use crate::keyed::ShardedKeyedTable;
 use crate::keyed::KeyedTable;
+use crate::keyed::ShardedKeyedTable;
 use crate::limiter::Limiter;
 use crate::refusal::Refusal;
 use crate::sync::{fence, AtomicU64, Mutex, MutexGuard, Ordering};
@@ -137,10 +137,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
             }
             return Err(self.denied(key));
         }
-        self.table
-            .try_acquire_n(key, n, now)
-            .map(|g| g.full_at())
-            .map_err(Refusal::unnamed)
+        self.table.try_acquire_n(key, n, now).map(|g| g.full_at())
     }
 
     /// Gives back `n` permits of `key` and serves its line.
@@ -195,7 +192,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
             let slot = &mut slots[i];
             slot.state = match self.table.try_acquire_n(key, slot.n, Timestamp::ZERO) {
                 Ok(_) => State::Granted,
-                Err(e) if e.is_never() => State::Refused(e.unnamed()),
+                Err(e) if e.is_never() => State::Refused(e),
                 Err(_) => break,
             };
             line.pop_front();
@@ -216,10 +213,10 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
     pub(super) fn join(&self, key: &K, n: u32, limit: usize, waker: &Waker) -> Join {
         let take = |this: &Self| match this.table.try_acquire_n(key, n, Timestamp::ZERO) {
             Ok(_) => Some(Join::Taken),
-            Err(e) if e.is_never() => Some(Join::Capacity(e.unnamed())),
+            Err(e) if e.is_never() => Some(Join::Capacity(e)),
             // a full table of busy keys: no release of this key (it has no
             // slot) would ever serve a line, so no line
-            Err(denied) if denied.path().is_overflow() => Some(Join::Full(denied.unnamed())),
+            Err(denied) if denied.path().is_overflow() => Some(Join::Full(denied)),
             Err(_) => None,
         };
         if n == 0 || self.waiting.load(Ordering::SeqCst) == 0 {

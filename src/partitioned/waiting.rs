@@ -15,13 +15,13 @@ use crate::time::Timestamp;
 /// an answer known at once (the default limiter).
 pub(super) enum Line<'a, R, K> {
     Policy(InLine<'a, R, K>),
-    Ready(Option<Result<Lease<K>, Refusal<'a>>>),
+    Ready(Option<Result<Lease<K>, Refusal<'static>>>),
 }
 
 impl<R, K> Unpin for Line<'_, R, K> {}
 
 impl<'a, R, K> Future for Line<'a, R, K> {
-    type Output = Result<Lease<K>, Refusal<'a>>;
+    type Output = Result<Lease<K>, Refusal<'static>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
@@ -52,7 +52,7 @@ pub(super) struct InLine<'a, R, K> {
 impl<R, K> Unpin for InLine<'_, R, K> {}
 
 impl<'a, R, K> Future for InLine<'a, R, K> {
-    type Output = Result<Lease<K>, Refusal<'a>>;
+    type Output = Result<Lease<K>, Refusal<'static>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
@@ -66,7 +66,7 @@ impl<'a, R, K> Future for InLine<'a, R, K> {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(outcome) => {
                     this.ticket = None;
-                    outcome.map_err(|e| e.by(&limiter.name, &policy.name))
+                    outcome.map_err(|e| e.by(limiter.name, policy.name))
                 }
             },
             None => {
@@ -90,7 +90,7 @@ impl<'a, R, K> Future for InLine<'a, R, K> {
                     }
                     Some(Join::Taken) => Ok(()),
                     Some(Join::Full(refusal) | Join::Capacity(refusal)) => {
-                        Err(refusal.by(&limiter.name, &policy.name))
+                        Err(refusal.by(limiter.name, policy.name))
                     }
                 }
             }
@@ -183,7 +183,7 @@ impl<R, K> Partitioned<R, K> {
         n: u32,
         queue_limit: usize,
         now: Timestamp,
-    ) -> impl Future<Output = Result<Lease<K>, Refusal<'_>>> + '_ {
+    ) -> impl Future<Output = Result<Lease<K>, Refusal<'static>>> + '_ {
         self.in_line(index, key, n, queue_limit, now)
     }
 }

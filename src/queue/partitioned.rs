@@ -47,7 +47,7 @@ pub async fn acquire_partitioned<'a, P, R, C>(
     n: u32,
     clock: &'a C,
     max_wait: Duration,
-) -> Result<P::Permit, Refusal<'a>>
+) -> Result<P::Permit, Refusal<'static>>
 where
     P: Limiter<R> + Sync + ?Sized,
     R: Sync + ?Sized,

@@ -43,10 +43,7 @@ impl<L: Limiter> sealed::Source for L {
     #[inline]
     fn check_n(&self, n: u32, now: u64) -> Result<(), Refusal<'static>> {
         // a rate's permit is spent when granted
-        match Limiter::try_acquire_n(self, &(), n, Timestamp::from_nanos(now)) {
-            Ok(_) => Ok(()),
-            Err(r) => Err(r.unnamed()),
-        }
+        Limiter::try_acquire_n(self, &(), n, Timestamp::from_nanos(now)).map(|_| ())
     }
     fn refund(&self, n: u32, now: u64) {
         Limiter::refund(self, &(), n, Timestamp::from_nanos(now));
