@@ -4,7 +4,7 @@
 //! default keyed limiter (`DashMap`, `check_key`), on the same work in one
 //! run, so the ratio is what counts.
 //!
-//! - The call README.md shows: `table.check(&key, clock.now())`, and for
+//! - The call README.md shows: `table.try_acquire(&key, clock.now())`, and for
 //!   the partitioned limiter `limiter.try_acquire(&key, clock.now())` (the
 //!   key is the resource; its lease dropped at once), against governor's
 //!   `check_key(&key)`. Same clock on both sides: a fake clock
@@ -34,10 +34,10 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
-use tollgate::keyed::{CompactKeyedTable, KeyedLimiter, LockFreeGcraTable, ShardedKeyedTable};
-use tollgate::partitioned::{Partitioned, PartitionedLimiter};
+use tollgate::keyed::{CompactKeyedTable, KeyedTable, LockFreeGcraTable, ShardedKeyedTable};
+use tollgate::partitioned::Partitioned;
 use tollgate::tick::TickGcra;
-use tollgate::{Clock, Gcra, ManualClock, Quota, Timestamp};
+use tollgate::{Clock, Gcra, Limiter, ManualClock, Quota, Timestamp};
 
 /// Net heap bytes held (allocations minus frees), process-wide.
 struct CountingAlloc;
@@ -224,7 +224,7 @@ fn bytes_per_key() {
         let sharded_b = measure(&|| {
             let t = sharded::<u64>(keys);
             for k in 0..keys {
-                let _ = t.check(&k, Timestamp::ZERO);
+                let _ = t.try_acquire(&k, Timestamp::ZERO);
             }
             assert_eq!(t.len() as u64, keys);
             Box::new(t)
@@ -232,7 +232,7 @@ fn bytes_per_key() {
         let lock_free_b = measure(&|| {
             let t = lock_free(keys);
             for k in 0..keys {
-                let _ = t.check(&k, Timestamp::ZERO);
+                let _ = t.try_acquire(&k, Timestamp::ZERO);
             }
             assert_eq!(t.len() as u64, keys);
             Box::new(t)
@@ -240,7 +240,7 @@ fn bytes_per_key() {
         let compact_b = measure(&|| {
             let t = compact::<u64>(keys);
             for k in 0..keys {
-                let _ = t.check(&k, Timestamp::ZERO);
+                let _ = t.try_acquire(&k, Timestamp::ZERO);
             }
             // about 0.1 % find both their groups full (overflow), and
             // fingerprint collisions merge about N·10.7/2³² pairs
@@ -303,9 +303,9 @@ fn flood_cost() {
     .unwrap();
     // fill them with busy keys (some shards fill before others)
     for k in 0..400_000u64 {
-        let _ = sharded.check(&k, Timestamp::ZERO);
-        let _ = lock_free.check(&k, Timestamp::ZERO);
-        let _ = compact.check(&k, Timestamp::ZERO);
+        let _ = sharded.try_acquire(&k, Timestamp::ZERO);
+        let _ = lock_free.try_acquire(&k, Timestamp::ZERO);
+        let _ = compact.try_acquire(&k, Timestamp::ZERO);
     }
     let time = |f: &dyn Fn(u64) -> bool| {
         let mut best = f64::MAX;
@@ -320,9 +320,9 @@ fn flood_cost() {
         best
     };
     let now = Timestamp::from_nanos(1);
-    let s = time(&|k| sharded.check(&k, now).is_ok());
-    let l = time(&|k| lock_free.check(&k, now).is_ok());
-    let c = time(&|k| compact.check(&k, now).is_ok());
+    let s = time(&|k| sharded.try_acquire(&k, now).is_ok());
+    let l = time(&|k| lock_free.try_acquire(&k, now).is_ok());
+    let c = time(&|k| compact.try_acquire(&k, now).is_ok());
     for (name, v) in [("sharded", s), ("lock_free", l), ("compact", c)] {
         println!("FIGURE keyed_flood_ns_per_request_{name} {v:.1} ns new key into a full table (Deny), best of 3 timed loops");
     }
@@ -356,8 +356,8 @@ fn bench_calls<K: Sync>(
     });
 }
 
-/// Benches `table.check(&key, clock.now())` as one entry of `g`.
-fn bench_table<K: Sync, T: KeyedLimiter<K> + Sync>(
+/// Benches `table.try_acquire(&key, clock.now())` as one entry of `g`.
+fn bench_table<K: Sync, T: KeyedTable<K> + Sync>(
     g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
     label: &str,
     table: &T,
@@ -365,13 +365,13 @@ fn bench_table<K: Sync, T: KeyedLimiter<K> + Sync>(
     threads: u64,
     clock: &ManualClock,
 ) {
-    let call = |k: &K, now| table.check(k, now).is_ok();
+    let call = |k: &K, now| table.try_acquire(k, now).is_ok();
     bench_calls(g, label, &call, order, threads, clock);
 }
 
 /// Benches `limiter.try_acquire(&key, clock.now())` as one entry of `g`,
 /// the lease dropped at once (a rate admission holds nothing).
-fn bench_partitioned<K: Sync, P: PartitionedLimiter<K> + Sync>(
+fn bench_partitioned<K: Sync, P: Limiter<K> + Sync>(
     g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
     label: &str,
     limiter: &P,

@@ -13,7 +13,7 @@
 //! 1,024 ns every 1,024 calls; on `deny`, 1 per second with a burst of 1 on
 //! a frozen clock. 10,000 `u64` keys visited in a fixed shuffled order,
 //! every key inserted before the loop (as in `benches/keyed.rs`): `sharded`
-//! is a `ShardedKeyedTable`'s `check(&key, clock.now()).is_ok()`,
+//! is a `ShardedKeyedTable`'s `try_acquire(&key, clock.now()).is_ok()`,
 //! `partitioned` a partitioned limiter with one per-key policy over such a
 //! table, `try_acquire(&key, clock.now()).is_ok()` (its lease dropped at
 //! once), and `governor_keyed` governor's `dashmap_with_clock` limiter's
@@ -26,9 +26,9 @@ use std::time::Duration;
 
 use governor::clock::FakeRelativeClock;
 use governor::{Quota as GovQuota, RateLimiter as GovLimiter};
-use tollgate::keyed::{KeyedLimiter, ShardedKeyedTable};
-use tollgate::partitioned::{Partitioned, PartitionedLimiter};
-use tollgate::{Clock, Gcra, ManualClock, Quota};
+use tollgate::keyed::ShardedKeyedTable;
+use tollgate::partitioned::Partitioned;
+use tollgate::{Clock, Gcra, Limiter, ManualClock, Quota};
 
 /// Calls between two advances of the fake clocks, and the advance.
 const TICK_EVERY: u64 = 1_024;
@@ -140,7 +140,7 @@ fn keyed(calls: u64, quota: Quota, tick: Duration, partitioned: bool) -> Option<
         })
     } else {
         keyed_loop(calls, &order, advance, |k| {
-            black_box(&table).check(k, clock.now()).is_ok()
+            black_box(&table).try_acquire(k, clock.now()).is_ok()
         })
     })
 }

@@ -168,7 +168,7 @@ use std::vec::Vec;
 use crate::concurrency::InFlight;
 use crate::gcra::Gcra;
 use crate::keyed::{KeyedTable, ShardedKeyedTable, TableBuilder};
-use crate::limiter::{Algorithm, Limiter};
+use crate::limiter::{Algorithm, Grant, Limiter};
 use crate::live::{Inheritance, LiveBucket};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
@@ -182,16 +182,12 @@ use waiting::Line;
 /// Keyed stores are always given a key; the default limiter's store
 /// ignores it, and a resource that no policy claims has none (`None`).
 trait Store<K>: Send + Sync {
-    /// Takes `n` permits for `key`; on an admission, the instant the state
-    /// is full again as this admission left it (exact for every store that
-    /// can be shaped; `now` for the default limiter's and the unlimited
-    /// store, which never are).
-    fn check_n(
-        &self,
-        key: Option<&K>,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Timestamp, Refusal<'static>>;
+    /// Takes `n` permits for `key`; on an admission, the grant, whose
+    /// `full_at` is exact for every store that can be shaped (`now` for the
+    /// default limiter's and the unlimited store, which never are). The
+    /// tables' own result type, so that a refusal is not copied from one
+    /// layout to another behind this dynamic call.
+    fn check_n(&self, key: Option<&K>, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>>;
     /// `key`'s state at `now`, taking nothing.
     fn snapshot(&self, key: Option<&K>, now: Timestamp) -> Snapshot;
     /// The most permits one request for `key` can take.
@@ -246,7 +242,7 @@ where
         key: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Timestamp, Refusal<'static>> {
+    ) -> Result<Grant, Refusal<'static>> {
         match key {
             Some(key) => InFlightStore::check_n(self, key, n, now),
             None => Err(no_key(n)), // never: policies have keys
@@ -318,9 +314,9 @@ where
         key: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Timestamp, Refusal<'static>> {
+    ) -> Result<Grant, Refusal<'static>> {
         match key {
-            Some(key) => self.0.try_acquire_n(key, n, now).map(|g| g.full_at()),
+            Some(key) => self.0.try_acquire_n(key, n, now),
             None => Err(no_key(n)), // never: policies have keys
         }
     }
@@ -381,9 +377,9 @@ impl<K, L: Limiter + Send + Sync> Store<K> for Unkeyed<L> {
         _: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Timestamp, Refusal<'static>> {
+    ) -> Result<Grant, Refusal<'static>> {
         // never shaped: the instant is not needed
-        self.0.try_acquire_n(&(), n, now).map(|_| now)
+        self.0.try_acquire_n(&(), n, now).map(|_| Grant::new(n, now))
     }
     fn snapshot(&self, _: Option<&K>, now: Timestamp) -> Snapshot {
         self.0.snapshot(&(), now)
@@ -415,8 +411,8 @@ impl<K> Store<K> for Single {
         _: Option<&K>,
         n: u32,
         now: Timestamp,
-    ) -> Result<Timestamp, Refusal<'static>> {
-        self.0.check_until_full(n, now)
+    ) -> Result<Grant, Refusal<'static>> {
+        self.0.try_acquire_n(&(), n, now)
     }
     fn snapshot(&self, _: Option<&K>, now: Timestamp) -> Snapshot {
         self.0.snapshot(now)
@@ -460,10 +456,10 @@ impl<K> Store<K> for Unlimited {
     fn check_n(
         &self,
         _: Option<&K>,
-        _: u32,
+        n: u32,
         now: Timestamp,
-    ) -> Result<Timestamp, Refusal<'static>> {
-        Ok(now)
+    ) -> Result<Grant, Refusal<'static>> {
+        Ok(Grant::new(n, now))
     }
     fn snapshot(&self, _: Option<&K>, _: Timestamp) -> Snapshot {
         UNLIMITED_SNAPSHOT
@@ -1189,10 +1185,11 @@ impl<R, K> Partitioned<R, K> {
         key: Option<K>,
         n: u32,
         now: Timestamp,
-        d: Result<Timestamp, Refusal<'static>>,
+        d: Result<Grant, Refusal<'static>>,
     ) -> Result<Lease<K>, Refusal<'static>> {
         match d {
-            Ok(full_at) => {
+            Ok(grant) => {
+                let full_at = grant.full_at();
                 let mut lease = Lease::taken(index, key, n, store, releases);
                 let Some(shaping) = shaping else {
                     return Ok(lease);

@@ -5,12 +5,15 @@
 //! exist only as guards), so it is no longer a chain member here: every
 //! member is time-based.
 
-#![cfg(feature = "std")] // `Box<dyn Limiter>` members
+#![cfg(feature = "std")] // proptest
 
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::{Bucket, Chain, FixedWindow, Limiter, Quota, SlidingWindow, Timestamp, WithStats};
+use tollgate::{
+    Algorithm, Bucket, Chain, FixedWindow, Gcra, Grant, Limiter, Quota, Refusal, SlidingWindow,
+    Snapshot, Timestamp, WithStats,
+};
 
 fn t(ns: u64) -> Timestamp {
     Timestamp::from_nanos(ns)
@@ -45,27 +48,96 @@ enum Kind {
     },
 }
 
+/// A chain member of any kind. It was a `Box<dyn Limiter>`; the merged
+/// `Limiter` is not dyn compatible (its `acquire_in_line` returns an
+/// `impl Future`), so the members are an enum that forwards to its bucket.
+#[derive(Debug)]
+enum Member {
+    Gcra(Bucket<Gcra>),
+    Fixed(Bucket<FixedWindow>),
+    Sliding(Bucket<SlidingWindow<4>>),
+}
+
+macro_rules! each {
+    ($member:expr, $b:ident => $e:expr) => {
+        match $member {
+            Member::Gcra($b) => $e,
+            Member::Fixed($b) => $e,
+            Member::Sliding($b) => $e,
+        }
+    };
+}
+
+impl Member {
+    /// `Limiter::is_idle` is gone: the bucket's inherent one.
+    fn is_idle(&self, now: Timestamp) -> bool {
+        each!(self, b => b.is_idle(now))
+    }
+}
+
+impl Limiter for Member {
+    type Permit = Grant;
+    fn capacity(&self, key: &()) -> u32 {
+        each!(self, b => Limiter::capacity(b, key))
+    }
+    fn try_acquire_n(&self, _: &(), n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
+        each!(self, b => b
+            .algorithm()
+            .check_n(b.state(), n, now)
+            .map(|full_at| Grant::new(n, full_at)))
+    }
+    fn cancel(&self, key: &(), grant: Grant, now: Timestamp) {
+        each!(self, b => Limiter::cancel(b, key, grant, now))
+    }
+    fn refund(&self, key: &(), n: u32, now: Timestamp) {
+        each!(self, b => Limiter::refund(b, key, n, now))
+    }
+    fn snapshot(&self, key: &(), now: Timestamp) -> Snapshot {
+        each!(self, b => Limiter::snapshot(b, key, now))
+    }
+    fn time_until_ready(
+        &self,
+        _: &(),
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, Refusal<'static>> {
+        each!(self, b => b.time_until_ready(n, now))
+    }
+    fn time_until_ready_after(
+        &self,
+        key: &(),
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        each!(self, b => Limiter::time_until_ready_after(b, key, ahead, n, now))
+    }
+    fn required_resolution(&self) -> Duration {
+        each!(self, b => Limiter::required_resolution(b))
+    }
+}
+
 impl Kind {
-    fn build(self) -> Box<dyn Limiter> {
+    fn build(self) -> Member {
         match self {
             Kind::Token {
                 permits,
                 period,
                 burst,
-            } => Box::new(Bucket::token_bucket(
+            } => Member::Gcra(Bucket::token_bucket(
                 quota(permits, period).with_burst(burst).unwrap(),
             )),
             Kind::Leaky {
                 permits,
                 period,
                 burst,
-            } => Box::new(Bucket::leaky_bucket(
+            } => Member::Gcra(Bucket::leaky_bucket(
                 quota(permits, period).with_burst(burst).unwrap(),
             )),
-            Kind::Fixed { limit, window } => Box::new(Bucket::new(
+            Kind::Fixed { limit, window } => Member::Fixed(Bucket::new(
                 FixedWindow::new(limit, Duration::from_nanos(window)).unwrap(),
             )),
-            Kind::Sliding { limit, segment } => Box::new(Bucket::new(
+            Kind::Sliding { limit, segment } => Member::Sliding(Bucket::new(
                 SlidingWindow::<4>::new(limit, Duration::from_nanos(segment * 4)).unwrap(),
             )),
         }
@@ -111,22 +183,22 @@ fn history() -> impl Strategy<Value = Vec<Op>> {
     )
 }
 
-fn apply(chain: &Chain<Box<dyn Limiter>, Box<dyn Limiter>>, op: &Op, now: &mut u64) {
+fn apply(chain: &Chain<Member, Member>, op: &Op, now: &mut u64) {
     match *op {
         Op::Advance(d) => *now += d,
-        Op::Chain(n) => drop(chain.check_n(n, t(*now))),
-        Op::First(n) => drop(chain.first().check_n(n, t(*now))),
-        Op::Second(n) => drop(chain.second().check_n(n, t(*now))),
-        Op::RefundFirst(n) => chain.first().refund(n, t(*now)),
+        Op::Chain(n) => drop(chain.try_acquire_n(&(), n, t(*now))),
+        Op::First(n) => drop(chain.first().try_acquire_n(&(), n, t(*now))),
+        Op::Second(n) => drop(chain.second().try_acquire_n(&(), n, t(*now))),
+        Op::RefundFirst(n) => chain.first().refund(&(), n, t(*now)),
     }
 }
 
 /// Everything observable about a limiter at `now`, without changing it.
-fn observe(l: &dyn Limiter, now: Timestamp) -> (tollgate::Snapshot, bool, Vec<Option<Duration>>) {
-    let waits = (0..=l.capacity() + 1)
-        .map(|k| l.time_until_ready(k, now).ok())
+fn observe(l: &Member, now: Timestamp) -> (Snapshot, bool, Vec<Option<Duration>>) {
+    let waits = (0..=l.capacity(&()) + 1)
+        .map(|k| l.time_until_ready(&(), k, now).ok())
         .collect();
-    (l.snapshot(now), l.is_idle(now), waits)
+    (l.snapshot(&(), now), l.is_idle(now), waits)
 }
 
 proptest! {
@@ -148,31 +220,31 @@ proptest! {
             apply(&x, op, &mut now);
             apply(&y, op, &mut now_y);
         }
-        prop_assume!(n <= x.capacity());
+        prop_assume!(n <= x.capacity(&()));
         let mut now = t(now);
         // load the second limiter (on both chains) until it refuses `n`
         for _ in 0..16 {
-            if x.second().time_until_ready(n, now) == Ok(Duration::ZERO) {
-                let _ = x.second().check_n(n, now);
-                let _ = y.second().check_n(n, now);
+            if x.second().time_until_ready(&(), n, now) == Ok(Duration::ZERO) {
+                let _ = x.second().try_acquire_n(&(), n, now);
+                let _ = y.second().try_acquire_n(&(), n, now);
             }
         }
         // only the case under test: the first would admit, the second refuses
-        let first_admits = x.first().time_until_ready(n, now) == Ok(Duration::ZERO);
-        let second_refuses = matches!(x.second().time_until_ready(n, now), Ok(w) if !w.is_zero());
+        let first_admits = x.first().time_until_ready(&(), n, now) == Ok(Duration::ZERO);
+        let second_refuses = matches!(x.second().time_until_ready(&(), n, now), Ok(w) if !w.is_zero());
         prop_assume!(first_admits && second_refuses);
 
-        let before = observe(y.first().as_ref(), now);
-        prop_assert!(!x.check_n(n, now).unwrap_err().is_never());
-        prop_assert_eq!(observe(x.first().as_ref(), now), before);
-        prop_assert_eq!(observe(x.second().as_ref(), now), observe(y.second().as_ref(), now));
+        let before = observe(y.first(), now);
+        prop_assert!(!x.try_acquire_n(&(), n, now).unwrap_err().is_never());
+        prop_assert_eq!(observe(x.first(), now), before);
+        prop_assert_eq!(observe(x.second(), now), observe(y.second(), now));
         for (dt, k) in future {
             now += Duration::from_nanos(dt);
-            prop_assert_eq!(x.first().check_n(k, now), y.first().check_n(k, now));
-            // and the same state after it (an admission no longer carries it)
-            prop_assert_eq!(x.first().snapshot(now), y.first().snapshot(now));
-            prop_assert_eq!(x.check_n(k, now), y.check_n(k, now));
-            prop_assert_eq!(x.snapshot(now), y.snapshot(now));
+            prop_assert_eq!(x.first().try_acquire_n(&(), k, now), y.first().try_acquire_n(&(), k, now));
+            // and the same state after it
+            prop_assert_eq!(x.first().snapshot(&(), now), y.first().snapshot(&(), now));
+            prop_assert_eq!(x.try_acquire_n(&(), k, now), y.try_acquire_n(&(), k, now));
+            prop_assert_eq!(x.snapshot(&(), now), y.snapshot(&(), now));
         }
     }
 
@@ -189,29 +261,36 @@ proptest! {
             apply(&x, op, &mut now);
         }
         let chain = x.then(c.build());
-        prop_assume!(n <= chain.capacity());
+        prop_assume!(n <= chain.capacity(&()));
         let now = t(now);
-        let waits = [
-            chain.first().first().time_until_ready(n, now).unwrap(),
-            chain.first().second().time_until_ready(n, now).unwrap(),
-            chain.second().time_until_ready(n, now).unwrap(),
-        ];
+        let members: [&Member; 3] = [chain.first().first(), chain.first().second(), chain.second()];
+        let waits = members.map(|m| m.time_until_ready(&(), n, now).unwrap());
         let longest = *waits.iter().max().unwrap();
-        prop_assert_eq!(chain.time_until_ready(n, now), Ok(longest));
-        let remaining_before = chain.snapshot(now).remaining();
-        match chain.check_n(n, now) {
-            Ok(()) => {
+        prop_assert_eq!(chain.time_until_ready(&(), n, now), Ok(longest));
+        let snapshots_before = members.map(|m| m.snapshot(&(), now));
+        let chain_before = chain.snapshot(&(), now);
+        let remaining_before = chain_before.remaining();
+        match chain.try_acquire_n(&(), n, now) {
+            Ok(_) => {
                 prop_assert_eq!(longest, Duration::ZERO);
                 // the chain's state right after the admission
-                prop_assert!(chain.snapshot(now).remaining() <= remaining_before - n);
+                prop_assert!(chain.snapshot(&(), now).remaining() <= remaining_before - n);
             }
             Err(d) => {
                 prop_assert!(!d.is_never());
                 prop_assert_eq!(d.retry_after(), longest);
-                prop_assert_eq!(d.snapshot().remaining(), remaining_before);
+                // was: the refusal's snapshot is the chain's (combined)
+                // remaining before the call. Now a refusal keeps the
+                // refusing member's own snapshot: the first member (in
+                // order) that has to wait, as it was before the call ...
+                let refusing = waits.iter().position(|w| !w.is_zero()).unwrap();
+                prop_assert_eq!(d.stage(), refusing);
+                prop_assert_eq!(*d.snapshot(), snapshots_before[refusing]);
+                // ... and the refusal took nothing from the chain
+                prop_assert_eq!(chain.snapshot(&(), now), chain_before);
                 let just_before = now + longest - Duration::from_nanos(1);
-                prop_assert!(!chain.check_n(n, just_before).unwrap_err().is_never());
-                prop_assert!(chain.check_n(n, now + longest).is_ok());
+                prop_assert!(!chain.try_acquire_n(&(), n, just_before).unwrap_err().is_never());
+                prop_assert!(chain.try_acquire_n(&(), n, now + longest).is_ok());
             }
         }
     }
@@ -226,10 +305,12 @@ fn a_refused_request_costs_nothing_unlike_dotnet_113314() {
         Bucket::new(FixedWindow::new(10, window).unwrap()),
         Bucket::new(FixedWindow::new(1, window).unwrap()),
     );
-    let admitted = (0..100).filter(|_| chain.check(t(5)).is_ok()).count();
+    let admitted = (0..100)
+        .filter(|_| chain.try_acquire(&(), t(5)).is_ok())
+        .count();
     assert_eq!(admitted, 1);
     assert_eq!(chain.first().snapshot(t(5)).remaining(), 9);
-    assert_eq!(chain.snapshot(t(5)).remaining(), 0);
+    assert_eq!(chain.snapshot(&(), t(5)).remaining(), 0);
 }
 
 #[test]
@@ -246,10 +327,10 @@ fn statistics_see_the_refund() {
         )),
     );
     for _ in 0..5 {
-        let _ = chain.check(t(0));
+        let _ = chain.try_acquire(&(), t(0));
     }
-    let first = chain.first().statistics(t(0));
-    let second = chain.second().statistics(t(0));
+    let first = chain.first().statistics(&(), t(0));
+    let second = chain.second().statistics(&(), t(0));
     assert_eq!((first.admitted, first.refunded, first.refused), (5, 3, 0));
     assert_eq!((second.admitted, second.refused), (2, 3));
     assert_eq!((first.available, second.available), (8, 0));

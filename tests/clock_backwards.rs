@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 
-use tollgate::{Bucket, Gcra, Limiter, Quota, Refusal, Timestamp};
+use tollgate::{Bucket, Gcra, Quota, Refusal, Timestamp};
 
 const MS: u64 = 1_000_000;
 const HOUR: u64 = 3_600_000 * MS;

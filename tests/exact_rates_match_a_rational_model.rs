@@ -27,7 +27,7 @@
 use core::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::keyed::{KeyedLimiter, LockFreeGcraTable};
+use tollgate::keyed::{KeyedTable, LockFreeGcraTable};
 use tollgate::live::LiveBucket;
 use tollgate::{Bucket, BucketKind, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
 
@@ -424,10 +424,10 @@ proptest! {
                     let want = model.check(n, now);
                     prop_assert_eq!(Outcome::of(bucket.check_n(n, at), || bucket.snapshot(at)), want, "check_n({}) at {}", n, now);
                     prop_assert_eq!(Outcome::of(live.check_n(n, at), || live.snapshot(at)), want, "live check_n({}) at {}", n, now);
-                    let keyed = table.check_n(&key, n, at);
-                    if let (Ok(full), Outcome::Allowed { reset_after, .. }) = (keyed, want) {
+                    let keyed = table.try_acquire_n(&key, n, at);
+                    if let (Ok(grant), Outcome::Allowed { reset_after, .. }) = (keyed, want) {
                         // an admission answers the instant the key is full again
-                        prop_assert_eq!(full, t(now + reset_after), "keyed full-again instant of check_n({}) at {}", n, now);
+                        prop_assert_eq!(grant.full_at(), t(now + reset_after), "keyed full-again instant of check_n({}) at {}", n, now);
                     }
                     prop_assert_eq!(Outcome::of(keyed.map(|_| ()), || table.snapshot(&key, at)), want, "keyed check_n({}) at {}", n, now);
                 }
@@ -455,8 +455,8 @@ proptest! {
                 prop_assert_eq!(table.time_until_ready(&key, n, at).map_err(|r| r.is_never()), want);
                 for ahead in [0, 1, 5] {
                     let want = model.time_until_ready_after(ahead, n, now).map(Duration::from_nanos);
-                    prop_assert_eq!(bucket.time_until_ready_after(ahead, n, at), want, "{} behind {}", n, ahead);
-                    prop_assert_eq!(live.time_until_ready_after(ahead, n, at), want);
+                    prop_assert_eq!(bucket.time_until_ready_after(&(), ahead, n, at), want, "{} behind {}", n, ahead);
+                    prop_assert_eq!(live.time_until_ready_after(&(), ahead, n, at), want);
                 }
             }
         }

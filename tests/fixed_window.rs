@@ -5,8 +5,7 @@ use core::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::{
-    valid, Algorithm, Bucket, Clock, ConfigError, FixedWindow, Limiter, ManualClock, Quota,
-    Timestamp,
+    valid, Algorithm, Bucket, Clock, ConfigError, FixedWindow, ManualClock, Quota, Timestamp,
 };
 
 fn t(ns: u64) -> Timestamp {

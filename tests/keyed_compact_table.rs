@@ -8,9 +8,9 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tollgate::keyed::{CompactKeyedTable, KeyedLimiter, KeyedPath, OverflowPolicy};
+use tollgate::keyed::{CompactKeyedTable, KeyedPath, KeyedTable, OverflowPolicy};
 use tollgate::tick::TickGcra;
-use tollgate::{Bucket, BucketKind, Inheritance, Quota, Timestamp};
+use tollgate::{Bucket, BucketKind, Inheritance, Limiter, Quota, Timestamp};
 
 /// 1 MHz ticks: 100 per second, bursts of 5 (T = 10,000 ticks = 10 ms).
 fn alg() -> TickGcra {
@@ -58,7 +58,7 @@ fn answers_as_one_tick_bucket_per_key() {
             if (key + round) % 3 == 0 {
                 continue;
             }
-            let got = table.check(&key, at(now));
+            let got = table.try_acquire(&key, at(now));
             let reference = &reference[key as usize];
             let want = reference.check(at(now));
             match (got, want) {
@@ -70,12 +70,13 @@ fn answers_as_one_tick_bucket_per_key() {
                 // the same admission: the key's own state (it holds a
                 // slot, and its snapshot right after is the reference's)
                 // is full again when the reference is
-                (Ok(full_at), Ok(())) => {
+                (Ok(grant), Ok(())) => {
                     let after = reference.snapshot(at(now));
                     assert!(table.contains(&key));
                     assert_eq!(table.snapshot(&key, at(now)), after, "key {key} at {now}");
+                    assert_eq!(grant.permits(), 1, "key {key} at {now}");
                     assert_eq!(
-                        full_at,
+                        grant.full_at(),
                         at(now + after.reset_after_nanos()),
                         "key {key} at {now}"
                     );
@@ -98,9 +99,9 @@ fn answers_as_one_tick_bucket_per_key() {
                 .unwrap()
         );
     }
-    assert!(table.check_n(&1, 6, at(now)).unwrap_err().is_never());
+    assert!(table.try_acquire_n(&1, 6, at(now)).unwrap_err().is_never());
     // a peek of an untracked key tracks nothing
-    assert!(table.check_n(&999, 0, at(now)).is_ok());
+    assert!(table.try_acquire_n(&999, 0, at(now)).is_ok());
     assert!(!table.contains(&999));
 }
 
@@ -117,7 +118,7 @@ fn colliding_keys_share_one_bucket_and_never_exceed_one_quota() {
     let mut now = start;
     for i in 0..3_000u64 {
         for key in [1u64, 2, 3] {
-            if table.check(&key, at(now)).is_ok() {
+            if table.try_acquire(&key, at(now)).is_ok() {
                 admitted += 1;
             }
         }
@@ -148,7 +149,7 @@ fn a_million_keys_fit_and_stay_apart() {
         // an admission is the key's own path (overflow is denied);
         // a refusal says which path refused (a colliding key's shared
         // bucket is its own path)
-        if let Err(refusal) = table.check_n(&key, 5, now) {
+        if let Err(refusal) = table.try_acquire_n(&key, 5, now) {
             assert!(!refusal.is_never(), "key {key}: {refusal:?}");
             if refusal.path() != KeyedPath::Own {
                 overflowed += 1;
@@ -163,7 +164,7 @@ fn a_million_keys_fit_and_stay_apart() {
     // own-bucket key (a fresh bucket would admit it)
     let mut admitted_again = 0;
     for key in (0..KEYS).step_by(97) {
-        if table.check(&key, now).is_ok() {
+        if table.try_acquire(&key, now).is_ok() {
             admitted_again += 1;
         }
     }
@@ -185,23 +186,23 @@ fn eviction_is_lossless_and_busy_keys_stay() {
         .build()
         .unwrap();
     let t0 = 1_000_000_000u64;
-    assert!(table.check_n(&1, 5, at(t0)).is_ok());
-    assert!(table.check_n(&2, 5, at(t0)).is_ok());
+    assert!(table.try_acquire_n(&1, 5, at(t0)).is_ok());
+    assert!(table.try_acquire_n(&2, 5, at(t0)).is_ok());
     // full of busy keys: a new key is refused, with a retry_after
-    let d = table.check(&3, at(t0)).unwrap_err();
+    let d = table.try_acquire(&3, at(t0)).unwrap_err();
     assert_eq!(d.path(), KeyedPath::OverflowDenied);
     assert!(d.retry_after() > Duration::ZERO);
     // key 1 keeps busy; key 2 refills (5 permits = 50 ms) and stays idle
     // past the threshold (100 ms)
     let later = t0 + 200_000_000;
-    assert!(table.check_n(&1, 5, at(later)).is_ok());
-    let d = table.check(&3, at(later));
+    assert!(table.try_acquire_n(&1, 5, at(later)).is_ok());
+    let d = table.try_acquire(&3, at(later));
     // key 2's idle slot is taken: an admission (the only path that admits
     // under Deny is the key's own), and key 3 holds a slot
     assert!(d.is_ok(), "key 2's idle slot is taken: {d:?}");
     assert!(table.contains(&3), "key 2's idle slot is taken");
     // key 1 was never evicted: still throttled
-    assert!(table.check(&1, at(later)).is_err());
+    assert!(table.try_acquire(&1, at(later)).is_err());
     assert!(!table.contains(&2) || table.len() == 2);
     // key 2 comes back fresh, which is what it had (full): but no room now
     assert_eq!(table.evict_refilled(at(later)), 0);
@@ -222,9 +223,9 @@ fn overflow_policies() {
             .build()
             .unwrap();
         let now = at(1_000_000_000);
-        assert!(table.check(&1, now).is_ok());
+        assert!(table.try_acquire(&1, now).is_ok());
         assert_eq!(table.shared_snapshot(now).remaining(), 5);
-        let d = table.check(&2, now);
+        let d = table.try_acquire(&2, now);
         match path {
             KeyedPath::OverflowDenied => assert_eq!(d.unwrap_err().path(), path),
             // Admissions no longer report their path. Through the shared
@@ -238,10 +239,13 @@ fn overflow_policies() {
             // one interval later), the shared state untouched, and every
             // further check judged alone (far past the burst of 5).
             _ => {
-                assert_eq!(d, Ok(at(1_000_000_000 + T_NS)));
+                assert_eq!(d.map(|g| g.full_at()), Ok(at(1_000_000_000 + T_NS)));
                 assert_eq!(table.shared_snapshot(now).remaining(), 5);
                 for _ in 0..10 {
-                    assert_eq!(table.check(&2, now), Ok(at(1_000_000_000 + T_NS)));
+                    assert_eq!(
+                        table.try_acquire(&2, now).map(|g| g.full_at()),
+                        Ok(at(1_000_000_000 + T_NS))
+                    );
                 }
             }
         }
@@ -250,7 +254,9 @@ fn overflow_policies() {
         assert_eq!(table.overflow_policy(), policy);
         if policy == OverflowPolicy::SharedBucket {
             // the shared bucket is one quota for all overflowing keys
-            let admitted = (3..20u64).filter(|k| table.check(k, now).is_ok()).count();
+            let admitted = (3..20u64)
+                .filter(|k| table.try_acquire(k, now).is_ok())
+                .count();
             assert_eq!(admitted, 4);
             assert_eq!(table.shared_snapshot(now).remaining(), 0);
         }
@@ -271,12 +277,14 @@ fn reconfigure_carries_usage_over_like_a_bucket() {
     .unwrap();
     let now = at(1_000_000_000);
     for _ in 0..3 {
-        assert!(table.check(&7, now).is_ok());
+        assert!(table.try_acquire(&7, now).is_ok());
     }
     table.reconfigure(next, Inheritance::UsedAmount, now);
     assert_eq!(table.default_algorithm(), next);
     // 3 used of the old quota count as 3 of the new (UsedAmount): 7 left
-    let admitted = (0..20).filter(|_| table.check(&7, now).is_ok()).count();
+    let admitted = (0..20)
+        .filter(|_| table.try_acquire(&7, now).is_ok())
+        .count();
     assert_eq!(admitted, 7);
 }
 
@@ -297,7 +305,7 @@ fn two_threads_on_one_key_keep_the_bound() {
                         clock.fetch_add(T_NS / 16, Ordering::Relaxed);
                     }
                     let now = at(clock.load(Ordering::Relaxed));
-                    if table.check(&(i % 3), now).is_ok() {
+                    if table.try_acquire(&(i % 3), now).is_ok() {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }
                 }

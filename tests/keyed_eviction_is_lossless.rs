@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use keyed_support::{t, Quotas, Spec};
 use proptest::prelude::*;
-use tollgate::keyed::{KeyedLimiter, KeyedPath, OverflowPolicy};
+use tollgate::keyed::{KeyedPath, KeyedTable, OverflowPolicy};
 use tollgate::{Algorithm, Gcra, GcraState, Quota, Refusal, Snapshot, Timestamp};
 
 const CAPACITY: usize = 4;
@@ -85,7 +85,7 @@ fn algorithms() -> impl Strategy<Value = (Gcra, Gcra)> {
     (one.clone(), one)
 }
 
-fn run<T: KeyedLimiter<u64>>(
+fn run<T: KeyedTable<u64>>(
     table: &T,
     algorithm_for: impl Fn(u64) -> Gcra,
     ops: &[(Op, u64)],
@@ -109,7 +109,7 @@ fn run<T: KeyedLimiter<u64>>(
                     continue;
                 }
                 let expected = reference.check_n(key, n, now);
-                let got = table.check_n(&key, n, t(now));
+                let got = table.try_acquire_n(&key, n, t(now));
                 // Only the key's own state answers: a refusal says so; an
                 // admission (which no longer reports its path) shows it by
                 // the key holding a slot afterwards (overflow is denied,
@@ -119,9 +119,17 @@ fn run<T: KeyedLimiter<u64>>(
                     Ok(_) if n > 0 => prop_assert!(table.contains(&key)),
                     Ok(_) => {}
                 }
-                // the whole answer: when full again, or the whole refusal
-                // (wait, snapshot, never with the permits asked)
-                prop_assert_eq!(got, expected, "key {} n {} at {}", key, n, now);
+                // the whole answer: the permits granted and when full
+                // again, or the whole refusal (wait, snapshot, never with
+                // the permits asked)
+                prop_assert_eq!(
+                    got.map(|g| (g.permits(), g.full_at())),
+                    expected.map(|full_at| (n, full_at)),
+                    "key {} n {} at {}",
+                    key,
+                    n,
+                    now
+                );
             }
             Op::Refund { key, n } => {
                 reference.refund(key, n, now);
@@ -146,7 +154,7 @@ fn run<T: KeyedLimiter<u64>>(
 /// The property on one table: even keys run `even` (also the default),
 /// odd keys `odd`; overflow is refused, so a key never leaves its slot
 /// except by eviction.
-fn table_matches_unbounded_map<T: KeyedLimiter<u64>>(
+fn table_matches_unbounded_map<T: KeyedTable<u64>>(
     make: impl Fn(Spec) -> T,
     (even, odd): (Gcra, Gcra),
     ops: &[(Op, u64)],
@@ -190,25 +198,30 @@ proptest! {
 
 /// The premise's boundary: one live key too many is refused, and the live
 /// keys keep their state.
-fn full_table_of_live_keys_overflows_instead_of_evicting<T: KeyedLimiter<u64>>(
+fn full_table_of_live_keys_overflows_instead_of_evicting<T: KeyedTable<u64>>(
     make: impl Fn(Spec) -> T,
 ) {
     let alg = Gcra::token_bucket(quota(1, 1_000, 1));
     let table = make(Spec::new(alg, CAPACITY).overflow(OverflowPolicy::Deny));
     for key in 0..CAPACITY as u64 {
-        assert!(table.check(&key, t(0)).is_ok());
+        assert!(table.try_acquire(&key, t(0)).is_ok());
     }
-    let extra = table.check(&99, t(0)).unwrap_err();
+    let extra = table.try_acquire(&99, t(0)).unwrap_err();
     assert_eq!(extra.path(), KeyedPath::OverflowDenied);
     // retry when the first slot can free: key 0 refills at T = 1 s
     assert_eq!(extra.retry_after().as_millis(), 1_000);
     for key in 0..CAPACITY as u64 {
-        assert!(table.check(&key, t(0)).is_err());
+        assert!(table.try_acquire(&key, t(0)).is_err());
     }
     // at 1 s the keys have refilled: key 99 gets a slot of its own (an
     // admission reports no path: it is tracked now, and its fresh state
     // took its one permit, full again at 2 s)
-    assert_eq!(table.check(&99, t(1_000_000_000)), Ok(t(2_000_000_000)));
+    assert_eq!(
+        table
+            .try_acquire(&99, t(1_000_000_000))
+            .map(|g| g.full_at()),
+        Ok(t(2_000_000_000))
+    );
     assert!(table.contains(&99));
     assert!(table.len() <= CAPACITY);
 }
@@ -216,20 +229,20 @@ fn full_table_of_live_keys_overflows_instead_of_evicting<T: KeyedLimiter<u64>>(
 /// A thread reads `now`, is preempted, and a sweep at a later time evicts
 /// the key it is about to check. The re-inserted key must not hand out the
 /// credit between the stale `now` and the sweep.
-fn a_stale_caller_gains_nothing_from_an_eviction<T: KeyedLimiter<u64>>(
+fn a_stale_caller_gains_nothing_from_an_eviction<T: KeyedTable<u64>>(
     make: impl Fn(Spec) -> T,
     max_keys: usize,
 ) {
     const T: u64 = 10_000_000; // 100 per second, burst 1
     let alg = Gcra::token_bucket(quota(100, 1_000, 1));
     let table = make(Spec::new(alg, max_keys));
-    assert!(table.check(&1, t(0)).is_ok()); // TAT = T
+    assert!(table.try_acquire(&1, t(0)).is_ok()); // TAT = T
     assert_eq!(table.evict_refilled(t(10 * T)), 1);
     // the stale caller: `now` from before the sweep
-    assert!(table.check(&1, t(T / 2)).is_ok());
+    assert!(table.try_acquire(&1, t(T / 2)).is_ok());
     // a fresh caller at the sweep's time: the key has no credit left,
     // exactly as if it had never been evicted
-    let fresh = table.check(&1, t(10 * T));
+    let fresh = table.try_acquire(&1, t(10 * T));
     assert!(fresh.is_err());
     assert_eq!(fresh.unwrap_err().retry_after(), Duration::from_nanos(T));
 }
@@ -238,19 +251,19 @@ fn a_stale_caller_gains_nothing_from_an_eviction<T: KeyedLimiter<u64>>(
 /// caller, itself on a stale `now` (its caller was preempted too). It must
 /// not make the table forget the first sweep's later time: the stale
 /// caller's re-inserted key still gets no credit for the gap.
-fn a_stale_sweep_keeps_the_latest_sweep_time<T: KeyedLimiter<u64>>(
+fn a_stale_sweep_keeps_the_latest_sweep_time<T: KeyedTable<u64>>(
     make: impl Fn(Spec) -> T,
     max_keys: usize,
 ) {
     const T: u64 = 10_000_000; // 100 per second, burst 1
     let alg = Gcra::token_bucket(quota(100, 1_000, 1));
     let table = make(Spec::new(alg, max_keys));
-    assert!(table.check(&1, t(0)).is_ok()); // TAT = T
+    assert!(table.try_acquire(&1, t(0)).is_ok()); // TAT = T
     assert_eq!(table.evict_refilled(t(10 * T)), 1);
     // the stale sweep: evicts nothing, but runs at an earlier `now`
     assert_eq!(table.evict_refilled(t(T / 4)), 0);
-    assert!(table.check(&1, t(T / 2)).is_ok());
-    let fresh = table.check(&1, t(10 * T));
+    assert!(table.try_acquire(&1, t(T / 2)).is_ok());
+    let fresh = table.try_acquire(&1, t(10 * T));
     assert!(fresh.is_err());
     assert_eq!(fresh.unwrap_err().retry_after(), Duration::from_nanos(T));
 }

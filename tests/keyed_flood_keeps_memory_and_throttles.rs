@@ -10,8 +10,8 @@ use std::cell::Cell;
 use std::ops::Deref;
 
 use keyed_support::{t, Spec};
-use tollgate::keyed::{KeyedLimiter, KeyedPath, OverflowPolicy};
-use tollgate::{Gcra, Quota};
+use tollgate::keyed::{KeyedPath, KeyedTable, OverflowPolicy};
+use tollgate::{Gcra, Limiter, Quota};
 
 /// Counts allocations made by the current thread (tests run in parallel
 /// threads, so a global count would mix them).
@@ -85,14 +85,14 @@ struct FloodOutcome {
 /// Throttles keys `0..THROTTLED`, floods `FLOOD` fresh keys, and checks
 /// the invariants that do not depend on the policy. Every check happens
 /// after construction, so every allocation it counts is a failure.
-fn flood<T: KeyedLimiter<u64> + ?Sized>(table: &T, expected_path: KeyedPath) -> FloodOutcome {
+fn flood<T: KeyedTable<u64> + ?Sized>(table: &T, expected_path: KeyedPath) -> FloodOutcome {
     let before = allocations();
     let mut now = 1_000;
     for key in 0..THROTTLED {
         for _ in 0..BURST {
-            assert!(table.check(&key, t(now)).is_ok());
+            assert!(table.try_acquire(&key, t(now)).is_ok());
         }
-        let refused = table.check(&key, t(now));
+        let refused = table.try_acquire(&key, t(now));
         assert!(refused.is_err());
         assert_eq!(refused.unwrap_err().path(), KeyedPath::Own);
     }
@@ -103,7 +103,7 @@ fn flood<T: KeyedLimiter<u64> + ?Sized>(table: &T, expected_path: KeyedPath) -> 
     };
     for key in THROTTLED..THROTTLED + FLOOD {
         now += 1_000; // 1 µs per request: the whole flood lasts 1 s
-        let decision = table.check(&key, t(now));
+        let decision = table.try_acquire(&key, t(now));
         match decision {
             // A refusal reports its path: never the key's own (a fresh
             // key's first request is admitted there), always the policy's.
@@ -124,7 +124,7 @@ fn flood<T: KeyedLimiter<u64> + ?Sized>(table: &T, expected_path: KeyedPath) -> 
     }
     // Still throttled, by their own bucket: the flood evicted none of them.
     for key in 0..THROTTLED {
-        let decision = table.check(&key, t(now));
+        let decision = table.try_acquire(&key, t(now));
         assert!(decision.is_err(), "key {key} was reset by the flood");
         assert_eq!(decision.unwrap_err().path(), KeyedPath::Own);
     }
@@ -147,7 +147,7 @@ fn flood<T: KeyedLimiter<u64> + ?Sized>(table: &T, expected_path: KeyedPath) -> 
 
 fn shared_bucket_flood_admits_one_burst_through_overflow<B>(make: impl Fn(Spec) -> B)
 where
-    B: Deref<Target: KeyedLimiter<u64>>,
+    B: Deref<Target: KeyedTable<u64>>,
 {
     let table = make(spec(OverflowPolicy::SharedBucket));
     let outcome = flood(&*table, KeyedPath::SharedOverflow);
@@ -158,7 +158,7 @@ where
 
 fn deny_flood_refuses_every_overflowing_key<B>(make: impl Fn(Spec) -> B)
 where
-    B: Deref<Target: KeyedLimiter<u64>>,
+    B: Deref<Target: KeyedTable<u64>>,
 {
     let table = make(spec(OverflowPolicy::Deny));
     let outcome = flood(&*table, KeyedPath::OverflowDenied);
@@ -168,7 +168,7 @@ where
 
 fn allow_flood_admits_every_overflowing_key<B>(make: impl Fn(Spec) -> B)
 where
-    B: Deref<Target: KeyedLimiter<u64>>,
+    B: Deref<Target: KeyedTable<u64>>,
 {
     let table = make(spec(OverflowPolicy::Allow));
     let outcome = flood(&*table, KeyedPath::OverflowAllowed);
@@ -180,7 +180,7 @@ where
 /// eviction on demand), still without allocating.
 fn keys_freed_after_refill_are_reused_without_allocating<B>(make: impl Fn(Spec) -> B)
 where
-    B: Deref<Target: KeyedLimiter<u64>>,
+    B: Deref<Target: KeyedTable<u64>>,
 {
     let table = make(spec(OverflowPolicy::Deny));
     let before = allocations();
@@ -188,7 +188,7 @@ where
     // fill every shard: keys land by hash, so some overflow before the end
     let (mut own, mut key) = (0, 0);
     while own < cap {
-        match table.check(&key, t(0)) {
+        match table.try_acquire(&key, t(0)) {
             // an admission (overflow is denied): the key's own slot
             Ok(_) => {
                 assert!(table.contains(&key), "key {key}");
@@ -200,7 +200,7 @@ where
     }
     let first_new = key;
     assert_eq!(
-        table.check(&first_new, t(0)).unwrap_err().path(),
+        table.try_acquire(&first_new, t(0)).unwrap_err().path(),
         KeyedPath::OverflowDenied
     );
     // one permit of burst 5 refills in T = 60 s
@@ -208,7 +208,7 @@ where
     // half as many new keys as slots: shards fill unevenly, so a full
     // table's worth could overflow one shard
     for key in first_new..first_new + cap / 2 {
-        let decision = table.check(&key, later);
+        let decision = table.try_acquire(&key, later);
         // the key's own path: admitted (overflow is denied) into a slot
         assert!(decision.is_ok(), "key {key}: {decision:?}");
         assert!(table.contains(&key), "key {key}");

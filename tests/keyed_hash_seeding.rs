@@ -4,8 +4,8 @@
 
 use core::hash::BuildHasher;
 use std::collections::hash_map::RandomState;
-use tollgate::keyed::{KeyedLimiter, LockFreeGcraTable, RandomSeed, ShardedKeyedTable};
-use tollgate::{Gcra, Quota, Timestamp};
+use tollgate::keyed::{KeyedTable, LockFreeGcraTable, RandomSeed, ShardedKeyedTable};
+use tollgate::{Gcra, Limiter, Quota, Timestamp};
 
 fn algorithm() -> Gcra {
     Gcra::token_bucket(Quota::per_second(10).unwrap())
@@ -66,7 +66,7 @@ fn a_siphash_table_works_the_same() {
         .build()
         .unwrap();
     let allowed = (0..20)
-        .filter(|_| table.check(&"client", Timestamp::ZERO).is_ok())
+        .filter(|_| table.try_acquire(&"client", Timestamp::ZERO).is_ok())
         .count();
     assert_eq!(allowed, 10);
     assert!(table.contains(&"client"));

@@ -7,16 +7,16 @@ mod keyed_support;
 
 use keyed_support::{per_second, snapshots, t, Spec, MS};
 use tollgate::keyed::{
-    HeaplessKeyedTable, KeyedLimiter, LockFreeGcraTable, ShardedKeyedTable, DEFAULT_MAX_KEYS,
+    HeaplessKeyedTable, KeyedTable, LockFreeGcraTable, ShardedKeyedTable, DEFAULT_MAX_KEYS,
 };
-use tollgate::{valid, ConfigError, Gcra, Quota};
+use tollgate::{valid, ConfigError, Gcra, Limiter, Quota};
 
 /// 10 per second (T = 100 ms), burst 3.
 fn algorithm() -> Gcra {
     per_second(10, 3)
 }
 
-fn introspection<T: KeyedLimiter<u64, Algorithm = Gcra>>(make: impl Fn(Spec) -> T) {
+fn introspection<T: KeyedTable<u64, Algorithm = Gcra>>(make: impl Fn(Spec) -> T) {
     // default shards: a std table may round 64 up to whole shards
     let table = make(Spec::new(algorithm(), 64).shards(None));
     assert!(table.max_keys() >= 64);
@@ -24,19 +24,19 @@ fn introspection<T: KeyedLimiter<u64, Algorithm = Gcra>>(make: impl Fn(Spec) -> 
     assert_eq!(table.len(), 0);
     assert!(table.is_empty());
     // a peek of an unknown key answers "fresh" and inserts nothing
-    let peek = table.check_n(&7, 0, t(0));
+    let peek = table.try_acquire_n(&7, 0, t(0));
     assert!(peek.is_ok());
     // full now (all 3 remaining): a fresh state's answer
-    assert_eq!(peek, Ok(t(0)));
+    assert_eq!(peek.map(|g| g.full_at()), Ok(t(0)));
     assert_eq!(table.snapshot(&7, t(0)).remaining(), 3);
     assert_eq!(table.len(), 0);
     // an impossible request inserts nothing either
-    assert!(table.check_n(&7, 4, t(0)).unwrap_err().is_never());
+    assert!(table.try_acquire_n(&7, 4, t(0)).unwrap_err().is_never());
     assert_eq!(table.len(), 0);
-    assert_eq!(table.capacity_of(&7), 3);
+    assert_eq!(table.capacity(&7), 3);
 
     for (key, permits) in [(1, 1), (2, 2), (3, 3)] {
-        assert!(table.check_n(&key, permits, t(0)).is_ok());
+        assert!(table.try_acquire_n(&key, permits, t(0)).is_ok());
     }
     assert_eq!(table.len(), 3);
     assert!(!table.is_empty());
@@ -76,9 +76,9 @@ fn a_static_table_needs_no_allocator() {
     const QUOTA: Quota = valid!(Quota::per_second(10));
     static TABLE: HeaplessKeyedTable<u32, Gcra, 4> =
         HeaplessKeyedTable::builder(Gcra::leaky_bucket(QUOTA)).build();
-    assert!(TABLE.check(&1, t(0)).is_ok());
-    assert!(TABLE.check(&1, t(0)).is_err()); // strict pacing
-    assert!(TABLE.check(&1, t(100 * MS)).is_ok());
+    assert!(TABLE.try_acquire(&1, t(0)).is_ok());
+    assert!(TABLE.try_acquire(&1, t(0)).is_err()); // strict pacing
+    assert!(TABLE.try_acquire(&1, t(100 * MS)).is_ok());
     assert_eq!(TABLE.len(), 1);
 }
 

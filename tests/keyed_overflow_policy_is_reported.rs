@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use keyed_support::{per_second, t, Spec, SECOND};
 use tollgate::keyed::{
-    HeaplessKeyedTable, KeyedLimiter, KeyedPath, LockFreeGcraTable, OverflowPolicy,
-    ShardedKeyedTable,
+    HeaplessKeyedTable, KeyedPath, KeyedTable, LockFreeGcraTable, OverflowPolicy, ShardedKeyedTable,
 };
 use tollgate::Gcra;
 
@@ -24,15 +23,15 @@ fn spec(policy: OverflowPolicy) -> Spec {
 }
 
 /// Fills the table with keys 1 and 2: key 1 idle again at 2 s, key 2 at 1 s.
-fn fill<T: KeyedLimiter<u64>>(table: &T) {
+fn fill<T: KeyedTable<u64>>(table: &T) {
     assert_eq!(table.max_keys(), 2);
-    assert!(table.check(&1, t(0)).is_ok());
-    assert!(table.check(&1, t(0)).is_ok());
-    assert!(table.check(&2, t(0)).is_ok());
+    assert!(table.try_acquire(&1, t(0)).is_ok());
+    assert!(table.try_acquire(&1, t(0)).is_ok());
+    assert!(table.try_acquire(&2, t(0)).is_ok());
     assert_eq!(table.len(), 2);
 }
 
-fn shared_bucket_is_one_quota_for_all_overflowing_keys<T: KeyedLimiter<u64>>(
+fn shared_bucket_is_one_quota_for_all_overflowing_keys<T: KeyedTable<u64>>(
     make: impl Fn(Spec) -> T,
 ) {
     let table = make(spec(OverflowPolicy::SharedBucket));
@@ -45,13 +44,13 @@ fn shared_bucket_is_one_quota_for_all_overflowing_keys<T: KeyedLimiter<u64>>(
     // again (a fresh own state admitting one permit at 0 would be full at
     // 1 s; the shared state, after its second permit, at 2 s) and in the
     // table, which tracks no new key.
-    let a = table.check(&10, t(0));
-    assert_eq!(a, Ok(t(SECOND)));
+    let a = table.try_acquire(&10, t(0));
+    assert_eq!(a.map(|g| g.full_at()), Ok(t(SECOND)));
     assert_eq!(table.shared_snapshot(t(0)).remaining(), 1);
-    let b = table.check(&11, t(0));
-    assert_eq!(b, Ok(t(2 * SECOND)));
+    let b = table.try_acquire(&11, t(0));
+    assert_eq!(b.map(|g| g.full_at()), Ok(t(2 * SECOND)));
     assert_eq!(table.shared_snapshot(t(0)).remaining(), 0);
-    let c = table.check(&12, t(0));
+    let c = table.try_acquire(&12, t(0));
     // burst 2 shared by keys 10, 11 and 12: key 12 is refused although a
     // fresh key of its own would be admitted
     assert!(a.is_ok() && b.is_ok() && c.is_err());
@@ -64,7 +63,7 @@ fn shared_bucket_is_one_quota_for_all_overflowing_keys<T: KeyedLimiter<u64>>(
     // a refund for an untracked key goes back to the shared bucket
     table.refund(&11, 1, t(0));
     assert_eq!(table.shared_snapshot(t(0)).remaining(), 1);
-    assert!(table.check(&13, t(0)).is_ok());
+    assert!(table.try_acquire(&13, t(0)).is_ok());
     // ... and key 13 took it (the shared overflow path again)
     assert_eq!(table.shared_snapshot(t(0)).remaining(), 0);
     assert!(!table.contains(&13));
@@ -75,8 +74,8 @@ fn shared_bucket_is_one_quota_for_all_overflowing_keys<T: KeyedLimiter<u64>>(
     // path: full again at 2 s as a fresh key, where the shared state would
     // be full at 3 s; the shared state is not touched)
     assert_eq!(table.shared_snapshot(t(SECOND)).remaining(), 1);
-    let d = table.check(&14, t(SECOND));
-    assert_eq!(d, Ok(t(2 * SECOND)));
+    let d = table.try_acquire(&14, t(SECOND));
+    assert_eq!(d.map(|g| g.full_at()), Ok(t(2 * SECOND)));
     assert!(d.is_ok());
     assert_eq!(table.shared_snapshot(t(SECOND)).remaining(), 1);
     assert_eq!(table.len(), 2);
@@ -84,38 +83,38 @@ fn shared_bucket_is_one_quota_for_all_overflowing_keys<T: KeyedLimiter<u64>>(
     assert_eq!(table.snapshot(&14, t(SECOND)).remaining(), 1);
 }
 
-fn deny_refuses_until_a_slot_can_free<T: KeyedLimiter<u64>>(make: impl Fn(Spec) -> T) {
+fn deny_refuses_until_a_slot_can_free<T: KeyedTable<u64>>(make: impl Fn(Spec) -> T) {
     let table = make(spec(OverflowPolicy::Deny));
     assert_eq!(table.overflow_policy(), OverflowPolicy::Deny);
     fill(&table);
-    let d = table.check(&10, t(0));
+    let d = table.try_acquire(&10, t(0));
     assert!(d.is_err());
     let d = d.unwrap_err();
     assert_eq!(d.path(), KeyedPath::OverflowDenied);
     // key 2 refills first, at 1 s
     assert_eq!(d.retry_after(), Duration::from_secs(1));
     assert_eq!(d.snapshot().remaining(), 0);
-    let half = table.check(&10, t(SECOND / 2)).unwrap_err();
+    let half = table.try_acquire(&10, t(SECOND / 2)).unwrap_err();
     assert_eq!(half.path(), KeyedPath::OverflowDenied);
     assert_eq!(half.retry_after(), Duration::from_millis(500));
     // denying takes nothing from anyone
     assert_eq!(table.snapshot(&2, t(SECOND / 2)).remaining(), 1);
     // at 1 s key 2 has refilled: key 10 gets its slot (its own path: it is
     // tracked now, in key 2's place, with a fresh state's first permit taken)
-    let later = table.check(&10, t(SECOND));
+    let later = table.try_acquire(&10, t(SECOND));
     assert!(later.is_ok());
-    assert_eq!(later, Ok(t(2 * SECOND)));
+    assert_eq!(later.map(|g| g.full_at()), Ok(t(2 * SECOND)));
     assert_eq!(table.len(), 2);
     assert!(table.contains(&10) && !table.contains(&2));
     assert_eq!(table.snapshot(&10, t(SECOND)).remaining(), 1);
 }
 
-fn allow_admits_as_a_fresh_key<T: KeyedLimiter<u64>>(make: impl Fn(Spec) -> T) {
+fn allow_admits_as_a_fresh_key<T: KeyedTable<u64>>(make: impl Fn(Spec) -> T) {
     let table = make(spec(OverflowPolicy::Allow));
     assert_eq!(table.overflow_policy(), OverflowPolicy::Allow);
     fill(&table);
     for _ in 0..5 {
-        let d = table.check(&10, t(0));
+        let d = table.try_acquire(&10, t(0));
         // Admissions no longer report their path: that each one was judged
         // alone as a fresh key (overflow allowed) shows in its answer,
         // which never changes (an own state would refuse the third), in
@@ -123,7 +122,7 @@ fn allow_admits_as_a_fresh_key<T: KeyedLimiter<u64>>(make: impl Fn(Spec) -> T) {
         // i.e. 1 of the burst of 2 remaining), and in the table, which
         // tracks no new key and leaves the shared state alone.
         assert!(d.is_ok());
-        assert_eq!(d, Ok(t(SECOND)));
+        assert_eq!(d.map(|g| g.full_at()), Ok(t(SECOND)));
         assert!(!table.contains(&10));
         assert_eq!(table.len(), 2);
         assert_eq!(table.shared_snapshot(t(0)).remaining(), 2);
@@ -131,7 +130,7 @@ fn allow_admits_as_a_fresh_key<T: KeyedLimiter<u64>>(make: impl Fn(Spec) -> T) {
     assert!(!table.contains(&10));
     assert_eq!(table.len(), 2);
     // the can-never-succeed error still applies
-    assert!(table.check_n(&10, 3, t(0)).unwrap_err().is_never());
+    assert!(table.try_acquire_n(&10, 3, t(0)).unwrap_err().is_never());
 }
 
 keyed_support::every_table! {

@@ -20,7 +20,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tollgate::keyed::{KeyQuota, KeyedLimiter, KeyedPath, LockFreeGcraTable, ShardedKeyedTable};
+use tollgate::keyed::{KeyQuota, KeyedPath, KeyedTable, LockFreeGcraTable, ShardedKeyedTable};
 use tollgate::{Bucket, Gcra, Inheritance, Quota, Timestamp};
 
 const SECOND: u64 = 1_000_000_000;
@@ -96,12 +96,12 @@ fn panics(f: impl FnOnce()) {
 /// 0: empty until 1 s, full at 2 s); a sweep at 1.5 s panics on key 5,
 /// after evicting 1–3 and before moving 4–6 back. Then every key must be
 /// what its own bucket says, and the table must go on working.
-fn panic_in_a_sweep<T: KeyedLimiter<u64, Algorithm = Gcra>>(table: &T, armed: &AtomicU64) {
+fn panic_in_a_sweep<T: KeyedTable<u64, Algorithm = Gcra>>(table: &T, armed: &AtomicU64) {
     let gcra = quota();
     // one reference bucket per key, fed the same checks
     let reference: Vec<Bucket<Gcra>> = (0..=7).map(|_| Bucket::new(gcra)).collect();
     let check = |key: u64, now: Timestamp| {
-        let got = table.check(&key, now);
+        let got = table.try_acquire(&key, now);
         let expected = reference[key as usize].check(now);
         assert_eq!(
             got.is_ok(),
@@ -157,18 +157,18 @@ fn panic_in_a_sweep<T: KeyedLimiter<u64, Algorithm = Gcra>>(table: &T, armed: &A
 
 /// A new key whose per-key quota panics while it is being inserted (under
 /// the shard's write lock): nothing is inserted, and the table works on.
-fn panic_while_inserting<T: KeyedLimiter<u64, Algorithm = Gcra>>(table: &T, armed: &AtomicU64) {
-    assert!(table.check(&1, t(0)).is_ok());
+fn panic_while_inserting<T: KeyedTable<u64, Algorithm = Gcra>>(table: &T, armed: &AtomicU64) {
+    assert!(table.try_acquire(&1, t(0)).is_ok());
     armed.store(2, Ordering::SeqCst);
     panics(|| {
-        let _ = table.check(&2, t(0));
+        let _ = table.try_acquire(&2, t(0));
     });
     armed.store(NOBODY, Ordering::SeqCst);
     assert!(!table.contains(&2));
     assert_eq!(table.len(), 1);
-    assert!(table.check(&2, t(0)).is_ok());
-    assert!(table.check(&1, t(0)).is_ok());
-    assert!(table.check(&1, t(0)).is_err(), "key 1 kept its state");
+    assert!(table.try_acquire(&2, t(0)).is_ok());
+    assert!(table.try_acquire(&1, t(0)).is_ok());
+    assert!(table.try_acquire(&1, t(0)).is_err(), "key 1 kept its state");
     assert_eq!(table.len(), 2);
 }
 
@@ -236,14 +236,11 @@ fn lock_free_table_survives_a_panic_while_inserting() {
 /// key 4, after keys 1–3 were frozen. Every key must keep its state (the
 /// default did not change) and be checked as its own bucket says, through
 /// the lock-free path again; the next reconfiguration works.
-fn panic_in_a_reconfiguration<T: KeyedLimiter<u64, Algorithm = Gcra>>(
-    table: &T,
-    armed: &AtomicU64,
-) {
+fn panic_in_a_reconfiguration<T: KeyedTable<u64, Algorithm = Gcra>>(table: &T, armed: &AtomicU64) {
     let gcra = quota();
     let reference: Vec<Bucket<Gcra>> = (0..=6).map(|_| Bucket::new(gcra)).collect();
     let check = |key: u64, now: Timestamp| {
-        let got = table.check(&key, now);
+        let got = table.try_acquire(&key, now);
         let expected = reference[key as usize].check(now);
         assert_eq!(
             got.is_ok(),
@@ -286,7 +283,7 @@ fn panic_in_a_reconfiguration<T: KeyedLimiter<u64, Algorithm = Gcra>>(
     // the table goes on: a clean reconfiguration, then new keys
     table.reconfigure(gcra, Inheritance::UsedAmount, half);
     assert!(check(1, t(SECOND * 3 / 2)).is_ok());
-    assert!(table.check(&0, half).is_ok());
+    assert!(table.try_acquire(&0, half).is_ok());
     assert_eq!(table.len(), 7);
 }
 

@@ -7,8 +7,8 @@ mod keyed_support;
 use std::time::Duration;
 
 use keyed_support::{per_second, t, Quotas, Spec, SECOND};
-use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter, KeyedPath, ShardedKeyedTable};
-use tollgate::{valid, Gcra, Quota};
+use tollgate::keyed::{HeaplessKeyedTable, KeyedPath, KeyedTable, ShardedKeyedTable};
+use tollgate::{valid, Gcra, Limiter, Quota};
 
 /// API keys starting with "premium-" get burst 10, others burst 2.
 #[allow(clippy::ptr_arg)] // a per-key quota receives &K, here &String
@@ -33,12 +33,12 @@ fn sharded_closure_gives_each_key_its_quota() {
         .unwrap();
     let premium = "premium-7".to_string();
     let free = "free-7".to_string();
-    assert_eq!(burst_of(|| table.check(&premium, t(0)).is_ok()), 10);
-    assert_eq!(burst_of(|| table.check(&free, t(0)).is_ok()), 2);
+    assert_eq!(burst_of(|| table.try_acquire(&premium, t(0)).is_ok()), 10);
+    assert_eq!(burst_of(|| table.try_acquire(&free, t(0)).is_ok()), 2);
     assert_eq!(table.snapshot(&premium, t(0)).limit(), 10);
     assert_eq!(table.snapshot(&free, t(0)).limit(), 2);
-    assert_eq!(table.capacity_of(&premium), 10);
-    assert_eq!(table.capacity_of(&free), 2);
+    assert_eq!(table.capacity(&premium), 10);
+    assert_eq!(table.capacity(&free), 2);
     // premium refills at 10/s: 100 ms for one permit; free at 1/s
     assert_eq!(
         table.time_until_ready(&premium, 1, t(0)).unwrap(),
@@ -49,8 +49,11 @@ fn sharded_closure_gives_each_key_its_quota() {
         Duration::from_secs(1)
     );
     // the can-never-succeed error follows the key's own quota
-    assert!(table.check_n(&free, 5, t(SECOND)).unwrap_err().is_never());
-    assert!(table.check_n(&premium, 5, t(SECOND)).is_ok());
+    assert!(table
+        .try_acquire_n(&free, 5, t(SECOND))
+        .unwrap_err()
+        .is_never());
+    assert!(table.try_acquire_n(&premium, 5, t(SECOND)).is_ok());
     assert!(table
         .time_until_ready(&free, 5, t(SECOND))
         .unwrap_err()
@@ -69,8 +72,8 @@ fn heapless_fn_pointer_gives_each_key_its_quota() {
     let table = HeaplessKeyedTable::<u8, Gcra, 8>::builder(per_second(1, 1))
         .per_key(by_priority as fn(&u8) -> Gcra)
         .build();
-    assert_eq!(burst_of(|| table.check(&0x01, t(0)).is_ok()), 8);
-    assert_eq!(burst_of(|| table.check(&0x20, t(0)).is_ok()), 1);
+    assert_eq!(burst_of(|| table.try_acquire(&0x01, t(0)).is_ok()), 8);
+    assert_eq!(burst_of(|| table.try_acquire(&0x20, t(0)).is_ok()), 1);
     assert_eq!(
         table.time_until_ready(&0x01, 1, t(0)).unwrap(),
         Duration::from_millis(10)
@@ -90,8 +93,8 @@ fn static_heapless_table_built_const_gives_each_key_its_quota_and_overflows_to_t
             .per_key(by_id as fn(&u8) -> Gcra)
             .build();
     // both slots: each key gets its own burst of 8
-    assert_eq!(burst_of(|| TABLE.check(&1, t(0)).is_ok()), 8);
-    assert_eq!(burst_of(|| TABLE.check(&2, t(0)).is_ok()), 8);
+    assert_eq!(burst_of(|| TABLE.try_acquire(&1, t(0)).is_ok()), 8);
+    assert_eq!(burst_of(|| TABLE.try_acquire(&2, t(0)).is_ok()), 8);
     assert_eq!(
         TABLE.time_until_ready(&1, 1, t(0)).unwrap(),
         Duration::from_millis(10)
@@ -99,7 +102,7 @@ fn static_heapless_table_built_const_gives_each_key_its_quota_and_overflows_to_t
     // full of throttled keys: a third key takes the shared bucket, which
     // runs the default quota (burst 3), not the key's (burst 8)
     assert_eq!(TABLE.shared_snapshot(t(0)).remaining(), 3);
-    let third: Vec<_> = (0..5).map(|_| TABLE.check(&3, t(0))).collect();
+    let third: Vec<_> = (0..5).map(|_| TABLE.try_acquire(&3, t(0))).collect();
     // refusals report the shared path; admissions no longer report one:
     // they took from the shared state (full again 1, 2, 3 s later at the
     // default's 1 per second, where the key's own 100 per second would
@@ -110,7 +113,10 @@ fn static_heapless_table_built_const_gives_each_key_its_quota_and_overflows_to_t
         .all(|r| r.path() == KeyedPath::SharedOverflow));
     assert_eq!(third.iter().filter(|d| d.is_ok()).count(), 3);
     assert_eq!(
-        third[..3],
+        third[..3]
+            .iter()
+            .map(|d| d.map(|g| g.full_at()))
+            .collect::<Vec<_>>(),
         [Ok(t(SECOND)), Ok(t(2 * SECOND)), Ok(t(3 * SECOND))]
     );
     assert_eq!(TABLE.shared_snapshot(t(0)).remaining(), 0);
@@ -129,18 +135,18 @@ fn by_parity(key: &u64) -> Gcra {
 /// Fills a table of `max_keys` with even keys, then an odd key overflows
 /// into the shared bucket, which runs the default quota (burst 3), not the
 /// key's (burst 10).
-fn overflow_of_a_per_key_table_uses_the_default_quota<T: KeyedLimiter<u64, Algorithm = Gcra>>(
+fn overflow_of_a_per_key_table_uses_the_default_quota<T: KeyedTable<u64, Algorithm = Gcra>>(
     make: impl Fn(Spec) -> T,
     max_keys: usize,
 ) {
     let table = make(Spec::new(per_second(1, 3), max_keys).quotas(Quotas::Fn(by_parity)));
     assert_eq!(table.max_keys(), max_keys);
     for key in 0..max_keys as u64 {
-        assert!(table.check(&(2 * key), t(0)).is_ok());
+        assert!(table.try_acquire(&(2 * key), t(0)).is_ok());
     }
-    assert_eq!(table.capacity_of(&1), 10);
+    assert_eq!(table.capacity(&1), 10);
     assert_eq!(table.shared_snapshot(t(0)).remaining(), 3);
-    let overflowing: Vec<_> = (0..5).map(|_| table.check(&1, t(0))).collect();
+    let overflowing: Vec<_> = (0..5).map(|_| table.try_acquire(&1, t(0))).collect();
     // refusals report the shared path; admissions no longer report one:
     // they took from the shared state (full again 1, 2, 3 s later at the
     // default's 1 per second, where the key's own 10 per second would
@@ -151,14 +157,17 @@ fn overflow_of_a_per_key_table_uses_the_default_quota<T: KeyedLimiter<u64, Algor
         .all(|r| r.path() == KeyedPath::SharedOverflow));
     assert_eq!(overflowing.iter().filter(|d| d.is_ok()).count(), 3);
     assert_eq!(
-        overflowing[..3],
+        overflowing[..3]
+            .iter()
+            .map(|d| d.map(|g| g.full_at()))
+            .collect::<Vec<_>>(),
         [Ok(t(SECOND)), Ok(t(2 * SECOND)), Ok(t(3 * SECOND))]
     );
     assert_eq!(table.shared_snapshot(t(0)).remaining(), 0);
     assert!(!table.contains(&1));
     // a weight the key allows but the default cannot ever grant: refused
     // with a wait for a slot, not an error the key could never overcome
-    let heavy = table.check_n(&1, 5, t(0));
+    let heavy = table.try_acquire_n(&1, 5, t(0));
     assert!(heavy.is_err());
     let heavy = heavy.unwrap_err();
     assert!(!heavy.is_never());

@@ -10,7 +10,7 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use keyed_support::{per_second, t, QuotaMap, Quotas, Spec, MS, SECOND};
-use tollgate::keyed::{KeyedLimiter, KeyedPath};
+use tollgate::keyed::{KeyedPath, KeyedTable};
 use tollgate::{BucketKind, Gcra, Inheritance, Quota};
 
 /// When every conversion happens: away from zero.
@@ -36,17 +36,17 @@ const RULES: [(Inheritance, u32); 3] = [
 /// A table of 4 keys: key 1 (default) used 6 of 10, key 100 (its own
 /// quota, the same as the default) used 6 of 10, keys 2 and 3 (default)
 /// used all 10; a fifth key overflowed into the shared bucket and used 6.
-fn busy_table<T: KeyedLimiter<u64, Algorithm = Gcra>>(make: &impl Fn(Spec) -> T) -> T {
+fn busy_table<T: KeyedTable<u64, Algorithm = Gcra>>(make: &impl Fn(Spec) -> T) -> T {
     let quotas = QuotaMap::leak([(100, before())]);
     let table = make(Spec::new(before(), 4).quotas(Quotas::Map(quotas)));
     let now = t(NOW);
-    assert!(table.check_n(&1, 6, now).is_ok());
-    assert!(table.check_n(&100, 6, now).is_ok());
-    assert!(table.check_n(&2, 10, now).is_ok());
-    assert!(table.check_n(&3, 10, now).is_ok());
+    assert!(table.try_acquire_n(&1, 6, now).is_ok());
+    assert!(table.try_acquire_n(&100, 6, now).is_ok());
+    assert!(table.try_acquire_n(&2, 10, now).is_ok());
+    assert!(table.try_acquire_n(&3, 10, now).is_ok());
     assert_eq!(table.len(), 4);
     assert_eq!(table.shared_snapshot(now).remaining(), 10);
-    let overflow = table.check_n(&50, 6, now);
+    let overflow = table.try_acquire_n(&50, 6, now);
     assert!(overflow.is_ok());
     // an admission reports no path: the shared overflow state paid for it
     // (10 -> 4) and key 50 got no slot
@@ -56,13 +56,13 @@ fn busy_table<T: KeyedLimiter<u64, Algorithm = Gcra>>(make: &impl Fn(Spec) -> T)
     // the shared state answers the next overflowing key: 5 is more than
     // its 4 left (a fresh key of its own would have all 10), refused by
     // the shared path
-    let refused = table.check_n(&51, 5, now).unwrap_err();
+    let refused = table.try_acquire_n(&51, 5, now).unwrap_err();
     assert_eq!(refused.path(), KeyedPath::SharedOverflow);
     assert_eq!(table.shared_snapshot(now).remaining(), 4);
     table
 }
 
-fn each_inheritance_rule_keeps_what_it_says<T: KeyedLimiter<u64, Algorithm = Gcra>>(
+fn each_inheritance_rule_keeps_what_it_says<T: KeyedTable<u64, Algorithm = Gcra>>(
     make: impl Fn(Spec) -> T,
 ) {
     let now = t(NOW);
@@ -73,7 +73,7 @@ fn each_inheritance_rule_keeps_what_it_says<T: KeyedLimiter<u64, Algorithm = Gcr
         // a default key that used 6 of 10
         let key = table.snapshot(&1, now);
         assert_eq!((key.limit(), key.remaining()), (20, remaining), "{how:?}");
-        assert_eq!(table.capacity_of(&1), 20);
+        assert_eq!(table.capacity(&1), 20);
         // the shared overflow state used 6 of 10 too: converted alike
         let shared = table.shared_snapshot(now);
         assert_eq!(
@@ -84,7 +84,7 @@ fn each_inheritance_rule_keeps_what_it_says<T: KeyedLimiter<u64, Algorithm = Gcr
         // a key with its own quota is not converted
         let own = table.snapshot(&100, now);
         assert_eq!((own.limit(), own.remaining()), (10, 4), "{how:?}");
-        assert_eq!(table.capacity_of(&100), 10);
+        assert_eq!(table.capacity(&100), 10);
         // a key that used all 10: 10 of 20, all 20, or nothing
         let full_before = match how {
             Inheritance::UsedAmount => 10,
@@ -100,25 +100,25 @@ fn each_inheritance_rule_keeps_what_it_says<T: KeyedLimiter<u64, Algorithm = Gcr
 
         // the decisions follow: exactly `remaining` more now, then one
         // every new interval (50 ms)
-        assert!(table.check_n(&1, remaining, now).is_ok());
-        let refused = table.check(&1, now);
+        assert!(table.try_acquire_n(&1, remaining, now).is_ok());
+        let refused = table.try_acquire(&1, now);
         assert!(refused.is_err(), "{how:?}");
         assert_eq!(
             refused.unwrap_err().retry_after(),
             Duration::from_millis(50)
         );
-        assert!(table.check(&1, t(NOW + 50 * MS)).is_ok());
+        assert!(table.try_acquire(&1, t(NOW + 50 * MS)).is_ok());
         // the key with its own quota still refills at 10 per second
-        assert!(table.check_n(&100, 4, now).is_ok());
+        assert!(table.try_acquire_n(&100, 4, now).is_ok());
         assert_eq!(
-            table.check(&100, now).unwrap_err().retry_after(),
+            table.try_acquire(&100, now).unwrap_err().retry_after(),
             Duration::from_millis(100)
         );
     }
 }
 
 /// What was used drains at the new rate after the change.
-fn used_permits_drain_at_the_new_rate<T: KeyedLimiter<u64, Algorithm = Gcra>>(
+fn used_permits_drain_at_the_new_rate<T: KeyedTable<u64, Algorithm = Gcra>>(
     make: impl Fn(Spec) -> T,
 ) {
     let table = busy_table(&make);
@@ -139,7 +139,7 @@ fn used_permits_drain_at_the_new_rate<T: KeyedLimiter<u64, Algorithm = Gcra>>(
 
 /// More used than the new quota holds leaves an empty bucket (no debt
 /// beyond it), for a key and for the shared state.
-fn more_used_than_the_new_quota_holds_is_an_empty_bucket<T: KeyedLimiter<u64, Algorithm = Gcra>>(
+fn more_used_than_the_new_quota_holds_is_an_empty_bucket<T: KeyedTable<u64, Algorithm = Gcra>>(
     make: impl Fn(Spec) -> T,
 ) {
     for how in [Inheritance::UsedAmount, Inheritance::UsedFraction] {
@@ -163,7 +163,7 @@ fn more_used_than_the_new_quota_holds_is_an_empty_bucket<T: KeyedLimiter<u64, Al
                 Duration::from_millis(reset_ms),
                 "key {key} {how:?}"
             );
-            let d = table.check(&key, now);
+            let d = table.try_acquire(&key, now);
             assert_eq!(
                 d.unwrap_err().retry_after(),
                 Duration::from_millis(retry_ms),
@@ -182,7 +182,7 @@ fn more_used_than_the_new_quota_holds_is_an_empty_bucket<T: KeyedLimiter<u64, Al
 }
 
 /// A full key stays full under any rule; the kind of bucket can change.
-fn a_full_key_stays_full_and_the_kind_can_change<T: KeyedLimiter<u64, Algorithm = Gcra>>(
+fn a_full_key_stays_full_and_the_kind_can_change<T: KeyedTable<u64, Algorithm = Gcra>>(
     make: impl Fn(Spec) -> T,
 ) {
     let leaky = Gcra::leaky_bucket(Quota::per_second(4).unwrap().with_burst(2).unwrap());
@@ -193,14 +193,14 @@ fn a_full_key_stays_full_and_the_kind_can_change<T: KeyedLimiter<u64, Algorithm 
     ] {
         let table = make(Spec::new(before(), 4));
         let now = t(NOW);
-        assert!(table.check(&1, now).is_ok());
+        assert!(table.try_acquire(&1, now).is_ok());
         // key 9 used one permit long ago: full again, still tracked
-        assert!(table.check(&9, t(0)).is_ok());
+        assert!(table.try_acquire(&9, t(0)).is_ok());
         table.reconfigure(leaky, how, now);
         assert_eq!(table.default_algorithm().kind(), BucketKind::LeakyBucket);
         let s = table.snapshot(&9, now);
         assert_eq!((s.limit(), s.remaining()), (2, 2), "{how:?}");
-        assert!(table.check_n(&9, 2, now).is_ok());
+        assert!(table.try_acquire_n(&9, 2, now).is_ok());
         // key 1 used 1 of 10 (100 ms): by amount 1 of 2 at 250 ms, by
         // fraction 10 % of 500 ms; a leaky bucket admits once drained
         let wait = match how {
@@ -208,18 +208,18 @@ fn a_full_key_stays_full_and_the_kind_can_change<T: KeyedLimiter<u64, Algorithm 
             Inheritance::UsedFraction => Duration::from_millis(50),
             _ => Duration::ZERO,
         };
-        let d = table.check(&1, now);
+        let d = table.try_acquire(&1, now);
         assert_eq!(d.is_ok(), wait.is_zero(), "{how:?}");
         if !wait.is_zero() {
             assert_eq!(d.unwrap_err().retry_after(), wait, "{how:?}");
-            assert!(table.check(&1, now + wait).is_ok(), "{how:?}");
+            assert!(table.try_acquire(&1, now + wait).is_ok(), "{how:?}");
         }
     }
 }
 
 /// `update_key_quota` converts the one key whose per-key quota changed,
 /// through a function reading a shared map; nothing else moves.
-fn update_key_quota_converts_that_key_only<T: KeyedLimiter<u64, Algorithm = Gcra>>(
+fn update_key_quota_converts_that_key_only<T: KeyedTable<u64, Algorithm = Gcra>>(
     make: impl Fn(Spec) -> T,
 ) {
     let now = t(NOW);
@@ -227,7 +227,7 @@ fn update_key_quota_converts_that_key_only<T: KeyedLimiter<u64, Algorithm = Gcra
     let quotas = QuotaMap::leak([(3, own)]);
     let table = make(Spec::new(before(), 8).quotas(Quotas::Map(quotas)));
     for key in [1, 2, 3] {
-        assert!(table.check_n(&key, 6, now).is_ok());
+        assert!(table.try_acquire_n(&key, 6, now).is_ok());
     }
     let overflow_before = table.shared_snapshot(now);
     let calls = Cell::new(0);
@@ -278,10 +278,10 @@ fn update_key_quota_converts_that_key_only<T: KeyedLimiter<u64, Algorithm = Gcra
     assert_eq!(calls.get(), 4);
 
     // the decisions follow the converted states
-    assert!(table.check_n(&3, 8, now).is_ok());
-    assert!(table.check(&3, now).is_err());
-    assert!(table.check_n(&1, 10, now).is_ok());
-    assert!(table.check(&2, now).is_ok());
+    assert!(table.try_acquire_n(&3, 8, now).is_ok());
+    assert!(table.try_acquire(&3, now).is_err());
+    assert!(table.try_acquire_n(&1, 10, now).is_ok());
+    assert!(table.try_acquire(&2, now).is_ok());
 
     // a reconfiguration now converts key 1 (default again) and key 2,
     // never key 3 (its own quota)

@@ -41,8 +41,8 @@ use std::time::Duration;
 
 use keyed_support::{t, QuotaMap, Quotas, Spec};
 use proptest::prelude::*;
-use tollgate::keyed::{KeyedLimiter, KeyedPath, OverflowPolicy};
-use tollgate::{BucketKind, Gcra, Inheritance, Quota, Refusal, Snapshot, Timestamp};
+use tollgate::keyed::{KeyedPath, KeyedTable, OverflowPolicy};
+use tollgate::{BucketKind, Gcra, Grant, Inheritance, Quota, Refusal, Snapshot, Timestamp};
 
 /// Keys 0..KEYS, for a table of MAX_KEYS.
 const KEYS: u64 = 8;
@@ -392,12 +392,13 @@ impl Seen {
     /// A refusal carries its own; one that can never succeed is not a
     /// decision the model makes here (`n` is within the burst).
     fn of(
-        got: &Result<Timestamp, Refusal<'_>>,
+        got: &Result<Grant, Refusal<'_>>,
         at: Timestamp,
         after: Snapshot,
     ) -> Result<Self, TestCaseError> {
         Ok(match got {
-            Ok(full_at) => {
+            Ok(grant) => {
+                let full_at = grant.full_at();
                 prop_assert_eq!(
                     full_at.as_nanos() - at.as_nanos(),
                     after.reset_after_nanos(),
@@ -469,7 +470,7 @@ enum Op {
 }
 
 /// One check against the model; `Ok` if the table agreed.
-fn check<T: KeyedLimiter<u64, Algorithm = Gcra>>(
+fn check<T: KeyedTable<u64, Algorithm = Gcra>>(
     table: &T,
     model: &mut Model,
     key: u64,
@@ -479,7 +480,7 @@ fn check<T: KeyedLimiter<u64, Algorithm = Gcra>>(
     let at = t(u64::try_from(now).expect("now"));
     let algorithm = model.algorithm(key);
     let rule = algorithm.rule;
-    let got = table.check_n(&key, n, at);
+    let got = table.try_acquire_n(&key, n, at);
     if i128::from(n) > rule.burst {
         prop_assert!(
             matches!(got, Err(r) if r.is_never() && r.requested() == n),
@@ -491,6 +492,10 @@ fn check<T: KeyedLimiter<u64, Algorithm = Gcra>>(
         return Ok(());
     }
     let context = format!("key {key} n {n} at {now}");
+    // an admission holds the permits it took
+    if let Ok(grant) = got {
+        prop_assert_eq!(grant.permits(), n, "{}", context);
+    }
     // the path that answered: a refusal says it; an admission shows it by
     // whose state it took from (the snapshots below) and by the slots
     let path = got.err().map(|r| r.path());
@@ -574,10 +579,10 @@ fn check<T: KeyedLimiter<u64, Algorithm = Gcra>>(
                     // are not observable any more; its full-again instant
                     // is (a fresh state's after `n`), and the key got no
                     // slot (checked above).
-                    Ok(full_at) => {
+                    Ok(grant) => {
                         prop_assert!(expected.allowed, "{}", context);
                         prop_assert_eq!(
-                            full_at.as_nanos() - at.as_nanos(),
+                            grant.full_at().as_nanos() - at.as_nanos(),
                             expected.snapshot.2,
                             "{} (fresh state after n)",
                             context
@@ -606,7 +611,7 @@ fn check<T: KeyedLimiter<u64, Algorithm = Gcra>>(
 }
 
 /// Runs `ops` on a table and the model, comparing after every step.
-fn matches_model<T: KeyedLimiter<u64, Algorithm = Gcra>>(
+fn matches_model<T: KeyedTable<u64, Algorithm = Gcra>>(
     make: impl Fn(Spec) -> T,
     case: &Case,
 ) -> Result<usize, TestCaseError> {
@@ -706,7 +711,7 @@ fn matches_model<T: KeyedLimiter<u64, Algorithm = Gcra>>(
                 step,
                 key
             );
-            prop_assert_eq!(table.capacity_of(&key), rule.burst as u32);
+            prop_assert_eq!(table.capacity(&key), rule.burst as u32);
             let lead = tracked.map_or(Ratio::ZERO, |b| b.lead(now));
             prop_assert_eq!(
                 fields(&table.snapshot(&key, at)),

@@ -35,7 +35,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use keyed_support::{QuotaMap, Quotas, Spec};
-use tollgate::keyed::{KeyedLimiter, KeyedPath};
+use tollgate::keyed::{KeyedPath, KeyedTable};
 use tollgate::{Algorithm, Clock, Gcra, Inheritance, Quota, StdClock};
 
 const CHECKERS: u64 = 4;
@@ -136,7 +136,7 @@ fn keys() -> Vec<u64> {
 
 /// The checkers and the changer on `table`: the default switches within
 /// `default`, key `SWITCHED_KEY` within `switched`.
-fn race<T: KeyedLimiter<u64, Algorithm = Gcra> + Sync>(
+fn race<T: KeyedTable<u64, Algorithm = Gcra> + Sync>(
     table: &T,
     quotas: &QuotaMap,
     default: Pair,
@@ -163,7 +163,7 @@ fn race<T: KeyedLimiter<u64, Algorithm = Gcra> + Sync>(
                     let slot = mine[i % mine.len()];
                     let now = clock.now();
                     first.fetch_min(now.as_nanos(), Ordering::Relaxed);
-                    let d = table.check(&keys[slot], now);
+                    let d = table.try_acquire(&keys[slot], now);
                     last.fetch_max(clock.now().as_nanos(), Ordering::Relaxed);
                     // room for every key: a refusal says it is the key's
                     // own; an admission no longer says, but the key holds
@@ -242,7 +242,7 @@ fn race<T: KeyedLimiter<u64, Algorithm = Gcra> + Sync>(
 }
 
 /// Checks every key's admissions against its bound.
-fn reconfiguration_keeps_per_key_bound<T: KeyedLimiter<u64, Algorithm = Gcra> + Sync>(
+fn reconfiguration_keeps_per_key_bound<T: KeyedTable<u64, Algorithm = Gcra> + Sync>(
     make: impl Fn(Spec) -> T,
     default: Pair,
 ) {
@@ -284,11 +284,11 @@ fn reconfiguration_keeps_per_key_bound<T: KeyedLimiter<u64, Algorithm = Gcra> + 
     assert_eq!(table.len(), keys().len());
 }
 
-fn equal_bursts<T: KeyedLimiter<u64, Algorithm = Gcra> + Sync>(make: impl Fn(Spec) -> T) {
+fn equal_bursts<T: KeyedTable<u64, Algorithm = Gcra> + Sync>(make: impl Fn(Spec) -> T) {
     reconfiguration_keeps_per_key_bound(make, equal_burst_pair());
 }
 
-fn equal_refill_times<T: KeyedLimiter<u64, Algorithm = Gcra> + Sync>(make: impl Fn(Spec) -> T) {
+fn equal_refill_times<T: KeyedTable<u64, Algorithm = Gcra> + Sync>(make: impl Fn(Spec) -> T) {
     reconfiguration_keeps_per_key_bound(make, equal_refill_pair());
 }
 

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use keyed_support::{t, Spec};
-use tollgate::keyed::{KeyedLimiter, KeyedPath, LockFreeGcraTable, OverflowPolicy};
+use tollgate::keyed::{KeyedPath, KeyedTable, LockFreeGcraTable, OverflowPolicy};
 use tollgate::{Gcra, Quota};
 
 const CAPACITY: usize = 4_000;
@@ -63,12 +63,12 @@ fn algorithm() -> Gcra {
 
 /// Fills `table` (overflow `Deny`) with busy keys, sweeps it from one
 /// thread while another checks new keys for `RUN`.
-fn deny_retry_after_is_bounded_while_sweeping<T: KeyedLimiter<u64> + Sync>(table: &T) {
+fn deny_retry_after_is_bounded_while_sweeping<T: KeyedTable<u64> + Sync>(table: &T) {
     assert_eq!(table.overflow_policy(), OverflowPolicy::Deny);
     let busy_until = algorithm().interval_nanos();
     let max_keys = table.max_keys() as u64;
     for key in 0..max_keys {
-        assert!(table.check(&key, t(0)).is_ok());
+        assert!(table.try_acquire(&key, t(0)).is_ok());
     }
     assert_eq!(table.len() as u64, max_keys);
 
@@ -90,7 +90,7 @@ fn deny_retry_after_is_bounded_while_sweeping<T: KeyedLimiter<u64> + Sync>(table
         let mut refusals = 0u64;
         let mut key = max_keys;
         while start.elapsed() < RUN {
-            let decision = table.check(&key, t(NOW));
+            let decision = table.try_acquire(&key, t(NOW));
             assert!(decision.is_err(), "key {key}: {decision:?}");
             let refusal = decision.unwrap_err();
             assert_eq!(refusal.path(), KeyedPath::OverflowDenied);

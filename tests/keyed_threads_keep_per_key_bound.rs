@@ -10,7 +10,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use keyed_support::{t, Quotas, Spec};
-use tollgate::keyed::{KeyedLimiter, KeyedPath, OverflowPolicy};
+use tollgate::keyed::{KeyedPath, KeyedTable, OverflowPolicy};
 use tollgate::{Clock, Gcra, Quota, StdClock};
 
 const THREADS: usize = 4;
@@ -94,10 +94,7 @@ impl Paths {
 
 /// Runs the threads on `table`. Returns the admissions per key (own and
 /// overflow separately) and the elapsed time in nanoseconds.
-fn hammer<T: KeyedLimiter<u64> + Sync>(
-    table: &T,
-    paths: Paths,
-) -> ([u64; KEYS as usize], u64, u64) {
+fn hammer<T: KeyedTable<u64> + Sync>(table: &T, paths: Paths) -> ([u64; KEYS as usize], u64, u64) {
     let clock = StdClock::new();
     let own: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
     let overflow = AtomicU64::new(0);
@@ -122,11 +119,11 @@ fn hammer<T: KeyedLimiter<u64> + Sync>(
                     let key = (i * 7 + th as u64) % KEYS;
                     let now = clock.now();
                     first.fetch_min(now.as_nanos(), Ordering::Relaxed);
-                    let d = table.check(&key, now);
+                    let d = table.try_acquire(&key, now);
                     let after = clock.now().as_nanos();
                     last.fetch_max(after, Ordering::Relaxed);
-                    if let Ok(full_at) = d {
-                        if paths.is_own(now.as_nanos(), after, full_at.as_nanos()) {
+                    if let Ok(grant) = d {
+                        if paths.is_own(now.as_nanos(), after, grant.full_at().as_nanos()) {
                             own[key as usize].fetch_add(1, Ordering::Relaxed);
                         } else {
                             overflow.fetch_add(1, Ordering::Relaxed);
@@ -179,7 +176,7 @@ fn assert_bound_any_path(admitted: &[u64; KEYS as usize], elapsed: u64) {
 
 /// 8 keys (two shards for the std tables) for 16 hammered keys: evictions,
 /// moves and overflow race with the checks, under both bounded policies.
-fn smaller_than_the_key_set<T: KeyedLimiter<u64> + Sync>(make: impl Fn(Spec) -> T) {
+fn smaller_than_the_key_set<T: KeyedTable<u64> + Sync>(make: impl Fn(Spec) -> T) {
     for policy in [OverflowPolicy::SharedBucket, OverflowPolicy::Deny] {
         let table = make(Spec::new(algorithm(), 8).shards(Some(2)).overflow(policy));
         let (admitted, overflow, elapsed) = hammer(&table, Paths::CountAsOwn);
@@ -204,7 +201,7 @@ fn smaller_than_the_key_set<T: KeyedLimiter<u64> + Sync>(make: impl Fn(Spec) -> 
     assert_bound(&per_key, overflow, elapsed, SHARED_INTERVAL);
 }
 
-fn with_room_for_every_key<T: KeyedLimiter<u64> + Sync>(make: impl Fn(Spec) -> T) {
+fn with_room_for_every_key<T: KeyedTable<u64> + Sync>(make: impl Fn(Spec) -> T) {
     // every key's admissions, by any path, within the per-key bound
     let table = make(Spec::new(algorithm(), 64).shards(None));
     let (admitted, overflow, elapsed) = hammer(&table, Paths::CountAsOwn);
@@ -242,21 +239,21 @@ fn churn() -> Gcra {
 /// sweeps evict them (and, in the lock-free table, close holes, moving key
 /// 0's slot around under the checkers). Every admission must land in key
 /// 0's bucket exactly once: its TAT ends at admitted × T.
-fn moves_lose_no_admission<T: KeyedLimiter<u64> + Sync>(make: impl Fn(Spec) -> T) {
+fn moves_lose_no_admission<T: KeyedTable<u64> + Sync>(make: impl Fn(Spec) -> T) {
     const CHECKS: u64 = 200_000;
     let table = make(
         Spec::new(churn(), 2)
             .overflow(OverflowPolicy::Deny)
             .quotas(Quotas::Fn(hot_or_churn)),
     );
-    assert!(table.check(&0, t(0)).is_ok());
+    assert!(table.try_acquire(&0, t(0)).is_ok());
     let admitted = AtomicU64::new(1);
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| {
                 for _ in 0..CHECKS {
-                    let d = table.check(&0, t(0));
+                    let d = table.try_acquire(&0, t(0));
                     // a refusal would say its path: the key's own; an
                     // admission no longer does, but overflow is denied,
                     // so only key 0's own state admits (and its TAT,
@@ -273,7 +270,7 @@ fn moves_lose_no_admission<T: KeyedLimiter<u64> + Sync>(make: impl Fn(Spec) -> T
         s.spawn(|| {
             let mut now = 1;
             while !done.load(Ordering::Relaxed) || now < 10_000 {
-                let _ = table.check(&(1 + now % 50), t(now));
+                let _ = table.try_acquire(&(1 + now % 50), t(now));
                 now += 1;
                 if now > 10_000_000 {
                     break;

@@ -57,7 +57,7 @@ fn weighted_request_waits_for_drain_then_occupies_n_intervals() {
     // the largest request of a leaky bucket is the quota's burst
     let q = Quota::per_second(10).unwrap().with_burst(4).unwrap();
     let b = Bucket::leaky_bucket(q);
-    assert_eq!(b.capacity(), 4);
+    assert_eq!(b.capacity(&()), 4);
     assert!(b.check_n(3, t(0)).is_ok()); // occupies 300 ms
     let d = b.check_n(1, t(100 * MS));
     assert!(!d.unwrap_err().is_never());
@@ -72,7 +72,7 @@ fn weighted_request_waits_for_drain_then_occupies_n_intervals() {
 fn heavier_than_burst_can_never_succeed() {
     // was "max weight 1" (the old default); a burst of 1 is that bucket now
     let b = Bucket::leaky_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
-    assert_eq!(b.capacity(), 1);
+    assert_eq!(b.capacity(&()), 1);
     let never = b.check_n(2, t(0)).unwrap_err();
     assert!(never.is_never());
     assert_eq!((never.requested(), never.limit()), (2, 1));
@@ -91,7 +91,7 @@ fn heavier_than_burst_can_never_succeed() {
 #[test]
 fn default_largest_request_is_the_permits_per_period() {
     let b = Bucket::leaky_bucket(Quota::per_second(10).unwrap()); // T = 100 ms, burst 10
-    assert_eq!(b.capacity(), 10);
+    assert_eq!(b.capacity(&()), 10);
     assert_eq!(b.snapshot(t(0)).limit(), 10);
     assert_eq!(b.snapshot(t(0)).remaining(), 10);
     let never = b.check_n(11, t(0)).unwrap_err();

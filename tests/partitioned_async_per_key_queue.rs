@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 use tollgate::keyed::ShardedKeyedTable;
-use tollgate::partitioned::{Partitioned, PartitionedLimiter, Shaping};
+use tollgate::partitioned::{Partitioned, Shaping};
 use tollgate::queue;
-use tollgate::{Gcra, Quota, TokioClock};
+use tollgate::{Gcra, Limiter, Quota, TokioClock};
 
 /// 10 per second per client, 5 may wait (nginx `burst=5`), FIFO per client.
 fn per_client(shaping: Option<Shaping>) -> Arc<Partitioned<u32, u32>> {

@@ -1,4 +1,4 @@
-//! Shaped waiters (`PartitionedLimiter::acquire_n` futures) dropped while
+//! Shaped waiters (`queue::acquire_partitioned` futures) dropped while
 //! they wait, in waves, on tokio's paused clock: most of each wave goes
 //! away, a few stay. Whatever the order of the drops, the admissions never
 //! exceed `burst + ⌊t / T⌋` in any window of length `t`, and the waiters
@@ -17,9 +17,9 @@ use std::task::Poll;
 
 use tokio::time::Instant;
 use tollgate::keyed::ShardedKeyedTable;
-use tollgate::partitioned::{Partitioned, PartitionedLimiter, PolicyStore, Shaping};
+use tollgate::partitioned::{Partitioned, PolicyStore, Shaping};
 use tollgate::queue;
-use tollgate::{Gcra, LiveBucket, Quota, TokioClock};
+use tollgate::{Gcra, Limiter, LiveBucket, Quota, TokioClock};
 
 /// 10 per second, burst 1, up to 100 waiting (`queue = { limit = 100 }`).
 const T: Duration = Duration::from_millis(100);
@@ -58,8 +58,8 @@ enum Drops {
 /// through.
 async fn waves<P>(limiter: Arc<P>, key_of: fn(usize) -> u32, drops: Drops) -> Vec<Admitted>
 where
-    P: PartitionedLimiter<u32> + Sync + 'static,
-    P::Lease: Send,
+    P: Limiter<u32> + Sync + 'static,
+    P::Permit: Send,
 {
     let clock = TokioClock::new();
     let start = Instant::now();

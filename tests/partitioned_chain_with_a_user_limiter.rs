@@ -1,4 +1,4 @@
-//! A user-written `PartitionedLimiter` chains with the built-in
+//! A user-written `Limiter<Job>` chains with the built-in
 //! `Partitioned`, in either order and three in a row: the chain is all or
 //! nothing (a later refusal gives back what the earlier members took,
 //! through their `cancel`), and its refusal names the refusing limiter,
@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use tollgate::keyed::ShardedKeyedTable;
-use tollgate::partitioned::{Partitioned, PartitionedLimiter};
-use tollgate::{Bucket, Gcra, Quota, Refusal, Snapshot, Timestamp};
+use tollgate::partitioned::Partitioned;
+use tollgate::{Bucket, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
 
 #[derive(Debug)]
 struct Job {
@@ -51,15 +51,18 @@ struct Spent {
     n: u32,
 }
 
-impl PartitionedLimiter<Job> for Credits {
-    type Lease = Spent;
+impl Limiter<Job> for Credits {
+    type Permit = Spent;
 
-    fn try_acquire_n(
-        &self,
-        job: &Job,
-        n: u32,
-        _: Timestamp,
-    ) -> Result<tollgate::partitioned::Admission<Spent>, Refusal<'_>> {
+    fn capacity(&self, job: &Job) -> u32 {
+        // no account: nothing, ever; else no limit on one request's size
+        match self.balance(job.tenant) {
+            None => 0,
+            Some(_) => u32::MAX,
+        }
+    }
+
+    fn try_acquire_n(&self, job: &Job, n: u32, _: Timestamp) -> Result<Spent, Refusal<'static>> {
         let mut balance = self.balance.lock().unwrap();
         let Some(left) = balance.get_mut(&job.tenant) else {
             let none = Snapshot::new(0, 0, Duration::ZERO);
@@ -71,12 +74,9 @@ impl PartitionedLimiter<Job> for Credits {
             return Err(Refusal::new(TOP_UP, snapshot).by("credits", "balance"));
         }
         *left -= n;
-        Ok(tollgate::partitioned::Admission {
-            lease: Spent {
-                tenant: job.tenant,
-                n,
-            },
-            delay: Duration::ZERO,
+        Ok(Spent {
+            tenant: job.tenant,
+            n,
         })
     }
 
@@ -85,17 +85,32 @@ impl PartitionedLimiter<Job> for Credits {
         Snapshot::new(u32::MAX, left, TOP_UP)
     }
 
-    fn cancel(&self, lease: Spent, _: Timestamp) {
-        if let Some(left) = self.balance.lock().unwrap().get_mut(&lease.tenant) {
-            *left += lease.n;
+    fn cancel(&self, _: &Job, lease: Spent, now: Timestamp) {
+        let job = Job {
+            tenant: lease.tenant,
+        };
+        self.refund(&job, lease.n, now);
+    }
+
+    fn refund(&self, job: &Job, n: u32, _: Timestamp) {
+        if let Some(left) = self.balance.lock().unwrap().get_mut(&job.tenant) {
+            *left += n;
         }
     }
 
-    fn time_until_ready(&self, job: &Job, n: u32, _: Timestamp) -> Duration {
+    fn time_until_ready(
+        &self,
+        job: &Job,
+        n: u32,
+        _: Timestamp,
+    ) -> Result<Duration, Refusal<'static>> {
         match self.balance(job.tenant) {
-            None => Duration::MAX,
-            Some(left) if left < n => TOP_UP,
-            Some(_) => Duration::ZERO,
+            None => {
+                Err(Refusal::never(n, Snapshot::new(0, 0, Duration::ZERO))
+                    .by("credits", "no_account"))
+            }
+            Some(left) if left < n => Ok(TOP_UP),
+            Some(_) => Ok(Duration::ZERO),
         }
     }
 }
@@ -161,14 +176,20 @@ fn a_builtin_limiter_then_a_user_one_refunds_the_bucket_when_the_user_limiter_re
         (1, "credits", "balance")
     );
     assert_eq!(r.retry_after(), TOP_UP);
-    assert_eq!(chain.first().time_until_ready(&job, 1, NOW), Duration::ZERO);
+    assert_eq!(
+        chain.first().time_until_ready(&job, 1, NOW),
+        Ok(Duration::ZERO)
+    );
     assert!(chain.first().try_acquire(&job, NOW).is_ok());
     assert!(chain.first().try_acquire(&job, NOW).is_err());
 
     // cancelling the chain's lease gives back to both members
-    chain.cancel(admitted.lease, NOW);
+    chain.cancel(&job, admitted, NOW);
     assert_eq!(chain.second().balance(7), Some(1));
-    assert_eq!(chain.first().time_until_ready(&job, 1, NOW), Duration::ZERO);
+    assert_eq!(
+        chain.first().time_until_ready(&job, 1, NOW),
+        Ok(Duration::ZERO)
+    );
 }
 
 #[test]
@@ -230,7 +251,7 @@ fn a_user_limiter_chains_after_a_chain_and_before_one() {
     assert_eq!((r.stage(), r.policy()), (1, "balance"));
     assert_eq!(
         chain.first().first().time_until_ready(&job, 2, NOW),
-        Duration::ZERO
+        Ok(Duration::ZERO)
     );
 }
 

@@ -14,13 +14,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tollgate::keyed::ShardedKeyedTable;
-use tollgate::partitioned::{Chained, Partitioned, PartitionedLimiter};
+use tollgate::partitioned::Partitioned;
 use tollgate::queue;
-use tollgate::{Gcra, Quota, Timestamp, TokioClock};
+use tollgate::{Gcra, Limiter, Quota, Timestamp, TokioClock};
 
 use support::CountPolls;
 
-type Chain = Chained<Partitioned<u32, u32>, Partitioned<u32, u32>>;
+type Chain = tollgate::Chain<Partitioned<u32, u32>, Partitioned<u32, u32>>;
 
 const FOREVER: Duration = Duration::from_secs(3600);
 /// How long the holder keeps its permit: long (a waiter polling every
@@ -50,7 +50,7 @@ fn rate_per_tenant() -> Partitioned<u32, u32> {
         .build()
 }
 
-/// Runs `limiter.acquire_n` in a task counting its polls while the test
+/// Runs `queue::acquire_partitioned` in a task counting its polls while the test
 /// holds the only permit (`held`) for [`HELD`] of paused time; evaluates to
 /// (polls, the instant of the release, the instant the waiter was admitted).
 macro_rules! wait_behind_a_long_holder {

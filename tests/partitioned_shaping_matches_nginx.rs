@@ -15,8 +15,8 @@ use core::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::keyed::ShardedKeyedTable;
-use tollgate::partitioned::{Partitioned, PartitionedLimiter, Shaping};
-use tollgate::{Gcra, Quota, Timestamp};
+use tollgate::partitioned::{Partitioned, Shaping};
+use tollgate::{Gcra, Limiter, Quota, Timestamp};
 
 /// nginx's limit_req state for one key.
 struct Nginx {
@@ -96,7 +96,7 @@ fn compare(rate: u32, burst: u32, mode: &str, arrivals_ms: &[u64]) {
     for (i, &ms) in arrivals_ms.iter().enumerate() {
         let want = nginx.request(ms as i64);
         let got = match ours.try_acquire(&1, Timestamp::from_millis(ms)) {
-            Ok(a) => Some(a.delay.as_nanos() as i64 / 1_000_000),
+            Ok(a) => Some(a.delay().as_nanos() as i64 / 1_000_000),
             Err(_) => None,
         };
         assert_eq!(
@@ -124,7 +124,7 @@ fn burst_without_nodelay_paces_the_excess() {
     compare(2, 5, "delay_all", &[0; 10]);
     let ours = shaped(2, 5, Some(Shaping::delay_all()));
     let delays: Vec<Duration> = (0..6)
-        .map(|_| ours.try_acquire(&1, Timestamp::ZERO).unwrap().delay)
+        .map(|_| ours.try_acquire(&1, Timestamp::ZERO).unwrap().delay())
         .collect();
     let want: Vec<Duration> = (0..6).map(|i| Duration::from_millis(500 * i)).collect();
     assert_eq!(delays, want);
@@ -140,7 +140,7 @@ fn delay_n_passes_the_first_n_excess_requests_at_once() {
         .map(|_| {
             ours.try_acquire(&1, Timestamp::ZERO)
                 .unwrap()
-                .delay
+                .delay()
                 .as_millis()
         })
         .collect();
@@ -157,7 +157,7 @@ fn max_wait_refuses_what_would_wait_too_long_and_gives_the_place_back() {
     );
     let now = Timestamp::ZERO;
     for want in [0, 500, 1_000] {
-        assert_eq!(ours.try_acquire(&1, now).unwrap().delay.as_millis(), want);
+        assert_eq!(ours.try_acquire(&1, now).unwrap().delay().as_millis(), want);
     }
     let r = ours.try_acquire(&1, now).unwrap_err();
     assert_eq!(r.retry_after(), Duration::from_millis(500));
@@ -165,7 +165,7 @@ fn max_wait_refuses_what_would_wait_too_long_and_gives_the_place_back() {
     assert_eq!(
         ours.try_acquire(&1, Timestamp::from_millis(500))
             .unwrap()
-            .delay
+            .delay()
             .as_millis(),
         1_000
     );

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tollgate::queue::{Queue, WaitError};
-use tollgate::{Bucket, Clock, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
+use tollgate::{Bucket, Clock, Gcra, Grant, Limiter, Quota, Refusal, Snapshot, Timestamp};
 
 /// The real bucket, recording the `now` of every admission it makes.
 struct Recorded {
@@ -20,33 +20,46 @@ struct Recorded {
 }
 
 impl Limiter for Recorded {
-    fn capacity(&self) -> u32 {
-        self.bucket.capacity()
+    type Permit = Grant;
+
+    fn capacity(&self, _: &()) -> u32 {
+        self.bucket.capacity(&())
     }
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
-        self.bucket.check_n(n, now)?;
+    fn try_acquire_n(&self, _: &(), n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
+        let grant = self.bucket.try_acquire_n(&(), n, now)?;
         if n > 0 {
             self.grants.lock().unwrap().push(now);
         }
-        Ok(())
+        Ok(grant)
     }
-    fn refund(&self, n: u32, now: Timestamp) {
+    fn cancel(&self, key: &(), grant: Grant, now: Timestamp) {
+        self.refund(key, grant.permits(), now);
+    }
+    fn refund(&self, _: &(), n: u32, now: Timestamp) {
         self.bucket.refund(n, now);
     }
-    fn snapshot(&self, now: Timestamp) -> Snapshot {
+    fn snapshot(&self, _: &(), now: Timestamp) -> Snapshot {
         self.bucket.snapshot(now)
     }
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
+    fn time_until_ready(
+        &self,
+        _: &(),
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, Refusal<'static>> {
         self.bucket.time_until_ready(n, now)
-    }
-    fn is_idle(&self, now: Timestamp) -> bool {
-        self.bucket.is_idle(now)
     }
     fn required_resolution(&self) -> Duration {
         self.bucket.required_resolution()
     }
-    fn time_until_ready_after(&self, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {
-        self.bucket.time_until_ready_after(ahead, n, now)
+    fn time_until_ready_after(
+        &self,
+        _: &(),
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        self.bucket.time_until_ready_after(&(), ahead, n, now)
     }
 }
 

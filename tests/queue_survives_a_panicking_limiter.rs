@@ -13,7 +13,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use tollgate::queue::Queue;
-use tollgate::{Bucket, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
+use tollgate::{Bucket, Gcra, Grant, Limiter, Quota, Refusal, Snapshot, Timestamp};
 
 /// A token bucket that panics on every check while `armed` is set.
 struct Panicky {
@@ -22,24 +22,31 @@ struct Panicky {
 }
 
 impl Limiter for Panicky {
-    fn capacity(&self) -> u32 {
-        self.inner.capacity()
+    type Permit = Grant;
+
+    fn capacity(&self, _: &()) -> u32 {
+        self.inner.capacity(&())
     }
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
+    fn try_acquire_n(&self, _: &(), n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
         assert!(!self.armed.load(Ordering::SeqCst), "the limiter panics");
-        self.inner.check_n(n, now)
+        self.inner.try_acquire_n(&(), n, now)
     }
-    fn refund(&self, n: u32, now: Timestamp) {
+    fn cancel(&self, _: &(), grant: Grant, now: Timestamp) {
+        self.inner.cancel(&(), grant, now);
+    }
+    fn refund(&self, _: &(), n: u32, now: Timestamp) {
         self.inner.refund(n, now);
     }
-    fn snapshot(&self, now: Timestamp) -> Snapshot {
+    fn snapshot(&self, _: &(), now: Timestamp) -> Snapshot {
         self.inner.snapshot(now)
     }
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
+    fn time_until_ready(
+        &self,
+        _: &(),
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, Refusal<'static>> {
         self.inner.time_until_ready(n, now)
-    }
-    fn is_idle(&self, now: Timestamp) -> bool {
-        self.inner.is_idle(now)
     }
     fn required_resolution(&self) -> Duration {
         self.inner.required_resolution()

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter, LockFreeGcraTable, ShardedKeyedTable};
+use tollgate::keyed::{HeaplessKeyedTable, KeyedTable, LockFreeGcraTable, ShardedKeyedTable};
 use tollgate::{Algorithm, Gcra, GcraState, Quota, Snapshot, Timestamp};
 
 /// A reservation: what identifies it for `refund_if_last` (when its
@@ -55,11 +55,11 @@ impl Line for Bare {
 
 struct Keyed<T>(T);
 
-impl<T: KeyedLimiter<u64>> Line for Keyed<T> {
+impl<T: KeyedTable<u64>> Line for Keyed<T> {
     fn reserve(&self, now: Timestamp) -> Timestamp {
-        let d = self.0.check_n(&7, 1, now);
+        let d = self.0.try_acquire_n(&7, 1, now);
         assert!(d.is_ok(), "{d:?}");
-        let reserved = d.unwrap();
+        let reserved = d.unwrap().full_at();
         assert_eq!(reserved, full_at(now, &self.snapshot(now)));
         reserved
     }

@@ -5,7 +5,7 @@ use core::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::{
-    Algorithm, Bucket, Clock, ConfigError, FixedWindow, Limiter, ManualClock, Quota, SlidingWindow,
+    Algorithm, Bucket, Clock, ConfigError, FixedWindow, ManualClock, Quota, SlidingWindow,
     Timestamp,
 };
 

@@ -25,19 +25,19 @@ proptest! {
         for (dt, n, give_back) in steps {
             now += dt;
             let now = t(now);
-            match limiter.check_n(n, now) {
-                Ok(()) => admitted += n as u64,
+            match limiter.try_acquire_n(&(), n, now) {
+                Ok(_) => admitted += n as u64,
                 Err(_) => refused += n as u64,
             }
-            limiter.refund(give_back, now);
+            limiter.refund(&(), give_back, now);
             refunded += give_back as u64;
-            let stats = limiter.statistics(now);
+            let stats = limiter.statistics(&(), now);
             prop_assert_eq!((stats.admitted, stats.refused, stats.refunded), (admitted, refused, refunded));
             prop_assert_eq!(stats.available, limiter.inner().snapshot(now).remaining());
         }
         let taken = limiter.take();
         prop_assert_eq!(taken.admitted, admitted);
-        prop_assert_eq!(limiter.statistics(t(now)).admitted, 0);
+        prop_assert_eq!(limiter.statistics(&(), t(now)).admitted, 0);
     }
 }
 
@@ -53,7 +53,7 @@ fn counts_are_exact_under_threads() {
             s.spawn(move || {
                 for i in 0..1_000u64 {
                     if limiter
-                        .check(Timestamp::from_nanos((i + t) % 4_000))
+                        .try_acquire(&(), Timestamp::from_nanos((i + t) % 4_000))
                         .is_ok()
                     {
                         seen.fetch_add(1, Ordering::Relaxed);
@@ -62,7 +62,7 @@ fn counts_are_exact_under_threads() {
             });
         }
     });
-    let stats = limiter.statistics(t(3_999));
+    let stats = limiter.statistics(&(), t(3_999));
     assert_eq!(stats.admitted, seen_admitted.load(Ordering::Relaxed));
     assert_eq!(stats.admitted, 1_000);
     assert_eq!(stats.admitted + stats.refused, 4_000);
@@ -74,7 +74,7 @@ fn peeks_count_nothing() {
     let limiter = WithStats::new(Bucket::new(
         FixedWindow::new(1, Duration::from_nanos(8)).unwrap(),
     ));
-    assert!(limiter.check_n(0, t(0)).is_ok());
-    assert_eq!(limiter.statistics(t(0)).admitted, 0);
-    assert_eq!(limiter.statistics(t(0)).available, 1);
+    assert!(limiter.try_acquire_n(&(), 0, t(0)).is_ok());
+    assert_eq!(limiter.statistics(&(), t(0)).admitted, 0);
+    assert_eq!(limiter.statistics(&(), t(0)).available, 1);
 }

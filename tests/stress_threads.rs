@@ -84,7 +84,7 @@ fn hammer(bucket: Arc<Bucket<Gcra>>, threads: usize, run: Duration) -> (Vec<Admi
                 let mut last = clock.now().as_nanos();
                 let mut k = 0u32;
                 while start.elapsed() < run {
-                    let n = 1 + (k + i as u32) % bucket.capacity().min(3);
+                    let n = 1 + (k + i as u32) % bucket.capacity(&()).min(3);
                     k = k.wrapping_add(1);
                     let now = clock.now();
                     if now.as_nanos() - last > PAUSE {

@@ -7,7 +7,7 @@
 use core::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter, KeyedPath};
+use tollgate::keyed::{HeaplessKeyedTable, KeyedPath, KeyedTable};
 use tollgate::tick::{TickGcra, TickState, MAX_SPAN_TICKS};
 use tollgate::{
     valid, Algorithm, Bucket, BucketKind, Chain, ConfigError, Gcra, GcraState, Inheritance,
@@ -455,10 +455,10 @@ fn limiter_adapters_and_statics() {
         WithStats::new(Bucket::new(CONFIG)),
         Bucket::token_bucket(Quota::per_second(1).unwrap().with_burst(1).unwrap()),
     );
-    assert!(chain.check(now).is_ok());
-    assert!(chain.check(now).is_err());
-    assert_eq!(chain.first().snapshot(now).remaining(), 1);
-    let stats = chain.first().statistics(now);
+    assert!(chain.try_acquire(&(), now).is_ok());
+    assert!(chain.try_acquire(&(), now).is_err());
+    assert_eq!(chain.first().snapshot(&(), now).remaining(), 1);
+    let stats = chain.first().statistics(&(), now);
     assert_eq!((stats.admitted, stats.refunded), (2, 1));
 }
 
@@ -470,30 +470,33 @@ fn keyed_tables_keep_tick_states() {
     .build();
     let now = Timestamp::from_millis(1);
     for id in 0..4u16 {
-        assert!(PER_ID.check(&id, now).is_ok());
-        assert!(PER_ID.check(&id, now).is_ok());
-        assert!(PER_ID.check(&id, now).is_err());
+        assert!(PER_ID.try_acquire(&id, now).is_ok());
+        assert!(PER_ID.try_acquire(&id, now).is_ok());
+        assert!(PER_ID.try_acquire(&id, now).is_err());
     }
     // full of throttled keys: a new key takes the shared bucket (it gets no
     // slot; new keys share that bucket's burst of 2, and its refusal names it)
-    assert!(PER_ID.check(&9, now).is_ok());
+    assert!(PER_ID.try_acquire(&9, now).is_ok());
     assert!(!PER_ID.contains(&9));
     assert_eq!(PER_ID.len(), 4);
-    assert!(PER_ID.check(&10, now).is_ok());
+    assert!(PER_ID.try_acquire(&10, now).is_ok());
     assert_eq!(
-        PER_ID.check(&11, now).unwrap_err().path(),
+        PER_ID.try_acquire(&11, now).unwrap_err().path(),
         KeyedPath::SharedOverflow
     );
     // 2 ms later they have refilled and are evicted losslessly
     let later = Timestamp::from_millis(3);
-    assert!(PER_ID.check(&9, later).is_ok());
+    assert!(PER_ID.try_acquire(&9, later).is_ok());
     assert!(PER_ID.contains(&9)); // its own slot
     assert_eq!(PER_ID.len(), 1); // the insert swept the four refilled keys
 
     // its own bucket of 2 (one taken), whose refusal names the own slot
-    assert!(PER_ID.check(&9, later).is_ok());
-    assert_eq!(PER_ID.check(&9, later).unwrap_err().path(), KeyedPath::Own);
-    assert!(PER_ID.check(&0, later).is_ok());
+    assert!(PER_ID.try_acquire(&9, later).is_ok());
+    assert_eq!(
+        PER_ID.try_acquire(&9, later).unwrap_err().path(),
+        KeyedPath::Own
+    );
+    assert!(PER_ID.try_acquire(&0, later).is_ok());
     assert_eq!(PER_ID.evict_refilled(Timestamp::from_millis(10)), 2);
 
     #[cfg(feature = "std")] // the sharded table
@@ -505,7 +508,7 @@ fn keyed_tables_keep_tick_states() {
         .build()
         .unwrap();
         let now = Timestamp::ZERO;
-        assert!(table.check_n(&7, 6, now).is_ok());
+        assert!(table.try_acquire_n(&7, 6, now).is_ok());
         table.reconfigure(
             TickGcra::from_ticks(BucketKind::TokenBucket, 100, 20, 1_000_000).unwrap(),
             Inheritance::UsedFraction,

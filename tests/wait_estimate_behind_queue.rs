@@ -104,7 +104,7 @@ proptest! {
         let queued: Vec<u32> = queued.into_iter().map(|k| k.min(burst)).collect();
         let n = n.min(burst);
         let ahead: u64 = queued.iter().map(|&k| u64::from(k)).sum();
-        let estimate = bucket.time_until_ready_after(ahead, n, t(now)).unwrap();
+        let estimate = bucket.time_until_ready_after(&(), ahead, n, t(now)).unwrap();
         let mut at = now * u;
         for k in queued {
             at = model.take_waiting(u64::from(k), at);
@@ -123,7 +123,7 @@ proptest! {
         // separate max weight before API 13)
         let quota = Quota::new(1, Duration::from_nanos(1_000)).unwrap().with_burst(burst).unwrap();
         let bucket = Bucket::leaky_bucket(quota);
-        prop_assert_eq!(bucket.capacity(), burst);
+        prop_assert_eq!(bucket.capacity(&()), burst);
         let mut model = Busy { until: 0, per: quota.interval_nanos() };
         let mut now = 1_000_000;
         for (dt, k) in hist {
@@ -134,7 +134,7 @@ proptest! {
         let queued: Vec<u32> = queued.into_iter().map(|k| k.min(burst)).collect();
         let n = n.min(burst);
         let ahead: u64 = queued.iter().map(|&k| u64::from(k)).sum();
-        let estimate = bucket.time_until_ready_after(ahead, n, t(now)).unwrap();
+        let estimate = bucket.time_until_ready_after(&(), ahead, n, t(now)).unwrap();
         let mut at = now;
         for k in queued {
             at = model.take_waiting(u64::from(k), at);
@@ -147,14 +147,14 @@ proptest! {
 #[test]
 fn requests_above_capacity_have_no_estimate() {
     let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(3).unwrap());
-    assert_eq!(bucket.time_until_ready_after(0, 4, t(0)), None);
+    assert_eq!(bucket.time_until_ready_after(&(), 0, 4, t(0)), None);
     assert_eq!(
-        bucket.time_until_ready_after(0, 3, t(0)),
+        bucket.time_until_ready_after(&(), 0, 3, t(0)),
         Some(Duration::ZERO)
     );
     // Behind 3 queued permits on a full bucket: one interval.
     assert_eq!(
-        bucket.time_until_ready_after(3, 1, t(0)),
+        bucket.time_until_ready_after(&(), 3, 1, t(0)),
         Some(Duration::from_nanos(100_000_000))
     );
 }
@@ -165,20 +165,20 @@ fn requests_above_capacity_have_no_estimate() {
 #[test]
 fn default_leaky_bucket_quotes_requests_up_to_its_permits() {
     let bucket = Bucket::leaky_bucket(Quota::per_second(10).unwrap()); // T = 100 ms
-    assert_eq!(bucket.time_until_ready_after(0, 11, t(0)), None);
+    assert_eq!(bucket.time_until_ready_after(&(), 0, 11, t(0)), None);
     assert_eq!(
-        bucket.time_until_ready_after(0, 10, t(0)),
+        bucket.time_until_ready_after(&(), 0, 10, t(0)),
         Some(Duration::ZERO)
     );
     // behind 2 queued single permits: each occupies one interval
     assert_eq!(
-        bucket.time_until_ready_after(2, 10, t(0)),
+        bucket.time_until_ready_after(&(), 2, 10, t(0)),
         Some(Duration::from_millis(200))
     );
     // a 10-permit request occupies 10 intervals before the next starts
     assert!(bucket.check_n(10, t(0)).is_ok());
     assert_eq!(
-        bucket.time_until_ready_after(0, 1, t(0)),
+        bucket.time_until_ready_after(&(), 0, 1, t(0)),
         Some(Duration::from_secs(1))
     );
 }

@@ -12,7 +12,7 @@
 use arbitrary::Arbitrary;
 use core::time::Duration;
 use libfuzzer_sys::fuzz_target;
-use tollgate::{Bucket, Limiter, Quota, Timestamp};
+use tollgate::{Bucket, Quota, Timestamp};
 
 #[derive(Debug, Arbitrary)]
 struct Input {

@@ -33,7 +33,7 @@ use std::vec::Vec;
 use crate::concurrency::InFlight;
 use crate::keyed::KeyedTable;
 use crate::keyed::ShardedKeyedTable;
-use crate::limiter::Limiter;
+use crate::limiter::{Grant, Limiter};
 use crate::refusal::Refusal;
 use crate::sync::{fence, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::time::Timestamp;
@@ -127,7 +127,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
         key: &K,
         n: u32,
         now: Timestamp,
-    ) -> Result<Timestamp, Refusal<'static>> {
+    ) -> Result<Grant, Refusal<'static>> {
         if n != 0
             && self.waiting.load(Ordering::SeqCst) != 0
             && lock(&self.lines).by_key.contains_key(key)
@@ -137,7 +137,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
             }
             return Err(self.denied(key));
         }
-        self.table.try_acquire_n(key, n, now).map(|g| g.full_at())
+        self.table.try_acquire_n(key, n, now)
     }
 
     /// Gives back `n` permits of `key` and serves its line.

@@ -437,7 +437,6 @@ impl Bucket<FixedWindow> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limiter::Limiter;
 
     fn t(ns: u64) -> Timestamp {
         Timestamp::from_nanos(ns)

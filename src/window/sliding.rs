@@ -548,7 +548,6 @@ impl<const SEGMENTS: usize> Bucket<SlidingWindow<SEGMENTS>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limiter::Limiter;
 
     fn t(ns: u64) -> Timestamp {
         Timestamp::from_nanos(ns)

@@ -1,5 +1,5 @@
 //! Helpers of the keyed-table suite: every behaviour is written once,
-//! generic over [`KeyedLimiter<u64>`], and run on all three tables through
+//! generic over [`KeyedTable<u64>`], and run on all three tables through
 //! the makers here ([`sharded`], [`lock_free`], [`heapless`]) and the
 //! [`every_table!`] macro. Nothing here forwards to a table: the tables'
 //! own trait implementation is what is tested.
@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::RwLock;
 
 use tollgate::keyed::{
-    HeaplessKeyedTable, KeyQuota, KeyedLimiter, LockFreeGcraTable, OverflowPolicy, RandomSeed,
+    HeaplessKeyedTable, KeyQuota, KeyedTable, LockFreeGcraTable, OverflowPolicy, RandomSeed,
     ShardedKeyedTable,
 };
 use tollgate::{Gcra, Quota, Snapshot, Timestamp};
@@ -164,7 +164,7 @@ pub fn heapless<const N: usize>(spec: Spec) -> Heapless<N> {
 }
 
 /// Every tracked key's snapshot at `now`, sorted by key.
-pub fn snapshots<T: KeyedLimiter<u64> + ?Sized>(table: &T, now: Timestamp) -> Vec<(u64, Snapshot)> {
+pub fn snapshots<T: KeyedTable<u64> + ?Sized>(table: &T, now: Timestamp) -> Vec<(u64, Snapshot)> {
     let mut out = Vec::new();
     table.for_each_snapshot(now, &mut |key, snapshot| out.push((*key, snapshot)));
     out.sort_by_key(|(key, _)| *key);

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tollgate::{ConcurrencyLimiter, Limiter, Refusal, Snapshot, Timestamp};
+use tollgate::{ConcurrencyLimiter, Grant, Limiter, Refusal, Snapshot, Timestamp};
 
 /// tollgate's `ConcurrencyLimiter` with at most `limit` permits in flight.
 /// The one place the tests build one, so a change of its constructor is
@@ -30,7 +30,7 @@ pub fn concurrency(limit: u32) -> ConcurrencyLimiter {
 /// A release-based `Limiter` of the test's own: tollgate's real
 /// `ConcurrencyLimiter` (at most `limit` permits in flight) behind the
 /// `Limiter` trait, which the concurrency limiter no longer implements.
-/// `check_n` takes permits through a guard and detaches them
+/// `try_acquire_n` takes permits through a guard and detaches them
 /// (`into_raw`), `refund` gives them back (`release`). It counts its checks
 /// so a test can see the queue does not poll it. Queue it with
 /// `release_on_drop(true)`, as any release-based limiter that is not
@@ -54,33 +54,49 @@ impl InFlight {
         self.inner.in_flight()
     }
 
-    /// Calls of `check_n` so far.
+    /// Calls of `try_acquire_n` so far.
     pub fn checks(&self) -> usize {
         self.checks.load(Ordering::SeqCst)
+    }
+
+    /// Nothing in flight (no longer a `Limiter` method).
+    pub fn is_idle(&self, _now: Timestamp) -> bool {
+        self.inner.in_flight() == 0
     }
 }
 
 impl Limiter for InFlight {
-    fn capacity(&self) -> u32 {
+    type Permit = Grant;
+
+    fn capacity(&self, _: &()) -> u32 {
         self.inner.limit()
     }
 
-    fn check_n(&self, n: u32, _now: Timestamp) -> Result<(), Refusal<'static>> {
+    fn try_acquire_n(&self, _: &(), n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
         self.checks.fetch_add(1, Ordering::SeqCst);
         let permit = self.inner.try_acquire(n)?;
         let _kept = permit.into_raw(); // given back by `refund`
-        Ok(())
+        Ok(Grant::new(n, now))
     }
 
-    fn refund(&self, n: u32, _now: Timestamp) {
+    fn cancel(&self, key: &(), grant: Grant, now: Timestamp) {
+        self.refund(key, grant.permits(), now);
+    }
+
+    fn refund(&self, _: &(), n: u32, _now: Timestamp) {
         self.inner.release(n);
     }
 
-    fn snapshot(&self, _now: Timestamp) -> Snapshot {
+    fn snapshot(&self, _: &(), _now: Timestamp) -> Snapshot {
         self.inner.snapshot()
     }
 
-    fn time_until_ready(&self, n: u32, _now: Timestamp) -> Result<Duration, Refusal<'static>> {
+    fn time_until_ready(
+        &self,
+        _: &(),
+        n: u32,
+        _now: Timestamp,
+    ) -> Result<Duration, Refusal<'static>> {
         let limit = self.inner.limit();
         if n > limit {
             return Err(Refusal::never(n, self.inner.snapshot()));
@@ -91,10 +107,6 @@ impl Limiter for InFlight {
         } else {
             self.inner.retry_hint()
         })
-    }
-
-    fn is_idle(&self, _now: Timestamp) -> bool {
-        self.inner.in_flight() == 0
     }
 
     fn required_resolution(&self) -> Duration {

@@ -38,8 +38,10 @@ use cortex_m_semihosting::hprintln;
 use critical_section::Mutex;
 use embassy_time::Timer;
 use tollgate::embassy::{AsyncLimiter, EmbassyClock};
-use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter, KeyedPath};
-use tollgate::{valid, Algorithm, Clock, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
+use tollgate::keyed::{HeaplessKeyedTable, KeyedPath, KeyedTable};
+use tollgate::{
+    valid, Algorithm, Clock, Gcra, Grant, Limiter, Quota, Refusal, Snapshot, Timestamp,
+};
 
 use crate::{tick_at, TICK_NS};
 
@@ -155,10 +157,10 @@ fn read(counter: &Mutex<Cell<usize>>) -> usize {
 /// it counts as the own slot's when `id` is tracked right after it (the
 /// shared overflow bucket admits keys that have no slot) and `id`'s own
 /// state is full again at the instant the admission reported.
-fn own_slot(id: u8, now: Timestamp, verdict: &Result<Timestamp, Refusal<'_>>) -> bool {
+fn own_slot(id: u8, now: Timestamp, verdict: &Result<Grant, Refusal<'_>>) -> bool {
     match verdict {
-        Ok(full_at) => {
-            TABLE.contains(&id) && now + TABLE.snapshot(&id, now).reset_after() == *full_at
+        Ok(grant) => {
+            TABLE.contains(&id) && now + TABLE.snapshot(&id, now).reset_after() == grant.full_at()
         }
         Err(refusal) => refusal.path() == KeyedPath::Own,
     }
@@ -169,10 +171,11 @@ fn own_slot(id: u8, now: Timestamp, verdict: &Result<Timestamp, Refusal<'_>>) ->
 /// overflow bucket: a refusal names that path; an admission leaves `id`
 /// without a slot, and the shared bucket full again at the instant the
 /// admission reported.
-fn shared_slot(id: u8, now: Timestamp, verdict: &Result<Timestamp, Refusal<'_>>) -> bool {
+fn shared_slot(id: u8, now: Timestamp, verdict: &Result<Grant, Refusal<'_>>) -> bool {
     match verdict {
-        Ok(full_at) => {
-            !TABLE.contains(&id) && now + TABLE.shared_snapshot(now).reset_after() == *full_at
+        Ok(grant) => {
+            !TABLE.contains(&id)
+                && now + TABLE.shared_snapshot(now).reset_after() == grant.full_at()
         }
         Err(refusal) => refusal.path() == KeyedPath::SharedOverflow,
     }
@@ -187,10 +190,12 @@ struct Peer {
 }
 
 impl Limiter for Peer {
-    fn capacity(&self) -> u32 {
+    type Permit = Grant;
+
+    fn capacity(&self, _: &()) -> u32 {
         per_peer(&self.id).capacity()
     }
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
+    fn try_acquire_n(&self, _: &(), n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
         let i = usize::from(self.id);
         // Mid-visit (this visit already admitted something), the key has
         // not refilled: it must still hold its slot.
@@ -202,10 +207,10 @@ impl Limiter for Peer {
         if n > 0 && mid_visit && !TABLE.contains(&self.id) {
             bump(&LOST);
         }
-        let keyed = TABLE.check_n(&self.id, n, now);
+        let keyed = TABLE.try_acquire_n(&self.id, n, now);
         if keyed.as_ref().is_err_and(Refusal::is_never) {
             // more than the key can ever hold: not a check that took a path
-            return keyed.map(|_| ());
+            return keyed;
         }
         if n > 0 {
             bump(&CHECKS);
@@ -226,19 +231,24 @@ impl Limiter for Peer {
                 });
             }
         }
-        keyed.map(|_| ())
+        keyed
     }
-    fn refund(&self, n: u32, now: Timestamp) {
+    fn cancel(&self, _: &(), permit: Grant, now: Timestamp) {
+        TABLE.cancel(&self.id, permit, now);
+    }
+    fn refund(&self, _: &(), n: u32, now: Timestamp) {
         TABLE.refund(&self.id, n, now);
     }
-    fn snapshot(&self, now: Timestamp) -> Snapshot {
+    fn snapshot(&self, _: &(), now: Timestamp) -> Snapshot {
         TABLE.snapshot(&self.id, now)
     }
-    fn time_until_ready(&self, n: u32, now: Timestamp) -> Result<Duration, Refusal<'static>> {
+    fn time_until_ready(
+        &self,
+        _: &(),
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, Refusal<'static>> {
         TABLE.time_until_ready(&self.id, n, now)
-    }
-    fn is_idle(&self, now: Timestamp) -> bool {
-        TABLE.snapshot(&self.id, now).reset_after_nanos() == 0
     }
     fn required_resolution(&self) -> Duration {
         per_peer(&self.id).required_resolution()
@@ -427,7 +437,7 @@ pub async fn check_overflow() -> bool {
         let mut taken = 0;
         loop {
             let now = clock.now();
-            let d = TABLE.check(&id, now);
+            let d = TABLE.try_acquire(&id, now);
             fill_own &= own_slot(id, now, &d);
             if d.is_err() || taken > 8 {
                 break;
@@ -443,7 +453,7 @@ pub async fn check_overflow() -> bool {
     let flood_start = clock.now();
     for id in 200..200 + FLOOD {
         let now = clock.now();
-        let d = TABLE.check(&id, now);
+        let d = TABLE.try_acquire(&id, now);
         if shared_slot(id, now, &d) {
             shared_path += 1;
         }
@@ -466,7 +476,7 @@ pub async fn check_overflow() -> bool {
         if TABLE.contains(&id) {
             kept += 1;
         }
-        let d = TABLE.check(&id, now);
+        let d = TABLE.try_acquire(&id, now);
         if d.is_err_and(|r| r.path() == KeyedPath::Own) {
             refused += 1;
         }
@@ -497,7 +507,7 @@ pub async fn check_overflow() -> bool {
         .unwrap_or(now);
     Timer::at(EmbassyClock::instant_at(refilled_at)).await;
     let now = clock.now();
-    let d = TABLE.check(&250, now);
+    let d = TABLE.try_acquire(&250, now);
     let own = d.is_ok() && own_slot(250, now, &d);
     let evicted = throttled.filter(|id| !TABLE.contains(id)).count();
     let refill_ok = own && evicted == CAPACITY;

@@ -36,7 +36,7 @@ use embassy_executor::Spawner;
 use embassy_time::{Duration, Instant, Timer, TICK_HZ};
 use tollgate::embassy::{AsyncLimiter, EmbassyClock, WaitError};
 use tollgate::{
-    valid, BucketRef, Clock, Gcra, GcraState, Limiter, Quota, Refusal, Snapshot, Timestamp,
+    valid, BucketRef, Clock, Gcra, GcraState, Grant, Limiter, Quota, Refusal, Snapshot, Timestamp,
 };
 use tollgate_firmware as board;
 
@@ -119,11 +119,13 @@ struct Recorded<const N: usize> {
 }
 
 impl<const N: usize> Limiter for Recorded<N> {
-    fn capacity(&self) -> u32 {
-        self.bucket.capacity()
+    type Permit = Grant;
+
+    fn capacity(&self, _: &()) -> u32 {
+        self.bucket.capacity(&())
     }
-    fn check_n(&self, n: u32, now: Timestamp) -> Result<(), Refusal<'static>> {
-        let verdict = self.bucket.check_n(n, now);
+    fn try_acquire_n(&self, _: &(), n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
+        let verdict = self.bucket.try_acquire_n(&(), n, now);
         if n > 0 && verdict.is_ok() {
             critical_section::with(|cs| {
                 let mut log = self.log.borrow_ref_mut(cs);
@@ -139,21 +141,22 @@ impl<const N: usize> Limiter for Recorded<N> {
         }
         verdict
     }
-    fn refund(&self, n: u32, now: Timestamp) {
+    fn cancel(&self, _: &(), permit: Grant, now: Timestamp) {
+        self.bucket.cancel(&(), permit, now);
+    }
+    fn refund(&self, _: &(), n: u32, now: Timestamp) {
         self.bucket.refund(n, now);
     }
-    fn snapshot(&self, now: Timestamp) -> Snapshot {
+    fn snapshot(&self, _: &(), now: Timestamp) -> Snapshot {
         self.bucket.snapshot(now)
     }
     fn time_until_ready(
         &self,
+        _: &(),
         n: u32,
         now: Timestamp,
     ) -> Result<core::time::Duration, Refusal<'static>> {
         self.bucket.time_until_ready(n, now)
-    }
-    fn is_idle(&self, now: Timestamp) -> bool {
-        self.bucket.is_idle(now)
     }
     fn required_resolution(&self) -> core::time::Duration {
         self.bucket.required_resolution()
@@ -339,11 +342,11 @@ async fn check_errors() -> bool {
 
     // Empty the bucket; the next permit is due in `wait` ns (0 < wait ≤ T).
     let clock = EmbassyClock::new();
-    while TELEMETRY.check(clock.now()).is_ok() {}
+    while TELEMETRY.try_acquire(&(), clock.now()).is_ok() {}
     let start_instant = Instant::now();
     let start = start_instant.as_ticks();
     let wait = TELEMETRY
-        .time_until_ready(1, Timestamp::from(start_instant))
+        .time_until_ready(&(), 1, Timestamp::from(start_instant))
         .unwrap_or(core::time::Duration::MAX);
     let due = EmbassyClock::instant_at(Timestamp::from(start_instant) + wait).as_ticks();
     // A deadline one tick before the permit is due: Timeout, at once.

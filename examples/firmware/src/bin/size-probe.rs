@@ -57,8 +57,8 @@ mod limiter {
 #[cfg(all(feature = "probe-keyed", not(feature = "noop-limiter")))]
 mod limiter {
     use embassy_time::Instant;
-    use tollgate::keyed::{HeaplessKeyedTable, KeyedLimiter};
-    use tollgate::{valid, Gcra, Quota, Timestamp};
+    use tollgate::keyed::HeaplessKeyedTable;
+    use tollgate::{valid, Gcra, Limiter, Quota, Timestamp};
 
     const QUOTA: Quota = valid!(valid!(Quota::per_second(100)).with_burst(3));
     /// Eight keys; the table (its map, configuration and overflow bucket)
@@ -70,7 +70,7 @@ mod limiter {
     pub fn admit(ticks: u64) -> bool {
         let peer = (ticks % 16) as u8;
         TABLE
-            .check(&peer, Timestamp::from(Instant::from_ticks(ticks)))
+            .try_acquire(&peer, Timestamp::from(Instant::from_ticks(ticks)))
             .is_ok()
     }
 }
