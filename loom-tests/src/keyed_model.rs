@@ -18,11 +18,10 @@ use std::hash::{BuildHasher, Hasher};
 
 use loom::sync::Arc;
 use tollgate::keyed::{
-    HeaplessKeyedTable, KeyedLimiter, KeyedPath, LockFreeGcraTable, OverflowPolicy,
-    ShardedKeyedTable,
+    self, HeaplessKeyedTable, KeyedPath, LockFreeGcraTable, OverflowPolicy, ShardedKeyedTable,
 };
 use tollgate::live::Inheritance;
-use tollgate::{Gcra, Refusal, Snapshot, Timestamp};
+use tollgate::{Gcra, Limiter, Refusal, Snapshot, Timestamp};
 
 use crate::ops::{Op, Outcome};
 use crate::orders::{interleavings, sequential_outcomes};
@@ -65,7 +64,8 @@ impl BuildHasher for IdentityHash {
 
 /// The operations of a keyed table the models race, with `u64` keys and
 /// clock readings in nanoseconds: every table through its
-/// [`KeyedLimiter`] implementation.
+/// [`Limiter`] (checks, snapshots) and [`keyed::KeyedTable`] (admin)
+/// implementations.
 pub trait KeyedTable: Send + Sync + 'static {
     /// `check_n(key, n, now)`: on an admission, the instant the state that
     /// admitted it is full again.
@@ -95,28 +95,28 @@ pub trait KeyedTable: Send + Sync + 'static {
 
 impl<T> KeyedTable for T
 where
-    T: KeyedLimiter<u64, Algorithm = Gcra> + Send + Sync + 'static,
+    T: keyed::KeyedTable<u64, Algorithm = Gcra> + Send + Sync + 'static,
 {
     fn check_n(&self, key: u64, n: u32, now: u64) -> Result<Timestamp, Refusal<'static>> {
-        KeyedLimiter::check_n(self, &key, n, t(now))
+        Limiter::try_acquire_n(self, &key, n, t(now)).map(|grant| grant.full_at())
     }
     fn evict_refilled(&self, now: u64) -> usize {
-        KeyedLimiter::evict_refilled(self, t(now))
+        keyed::KeyedTable::evict_refilled(self, t(now))
     }
     fn len(&self) -> usize {
-        KeyedLimiter::len(self)
+        keyed::KeyedTable::len(self)
     }
     fn contains(&self, key: u64) -> bool {
-        KeyedLimiter::contains(self, &key)
+        keyed::KeyedTable::contains(self, &key)
     }
     fn snapshot(&self, key: u64, now: u64) -> Snapshot {
-        KeyedLimiter::snapshot(self, &key, t(now))
+        Limiter::snapshot(self, &key, t(now))
     }
     fn shared_snapshot(&self, now: u64) -> Snapshot {
-        KeyedLimiter::shared_snapshot(self, t(now))
+        keyed::KeyedTable::shared_snapshot(self, t(now))
     }
     fn reconfigure(&self, next: Gcra, how: Inheritance, now: u64) {
-        KeyedLimiter::reconfigure(self, next, how, t(now));
+        keyed::KeyedTable::reconfigure(self, next, how, t(now));
     }
 }
 

@@ -334,7 +334,7 @@ impl ModelTable {
         }
     }
 
-    /// A check of one permit for `key` at `now` (`KeyedLimiter::check_n`).
+    /// A check of one permit for `key` at `now` (`Limiter::try_acquire`).
     pub fn check(&self, key: u64, now: u64) -> Checked {
         match self.check_unlocked(key, now) {
             Attempt::Done(result) => result,

@@ -61,12 +61,15 @@ fn refusal_costs_nothing<F, M>(
     model::check(move || {
         let first = make_first();
         for &now in &setup {
-            assert!(first.check(t(now)).is_ok(), "setup check at {now}");
+            assert!(
+                first.try_acquire(&(), t(now)).is_ok(),
+                "setup check at {now}"
+            );
         }
         let chain = Arc::new(Chain::new(first, spent()));
         let chain_thread = {
             let chain = Arc::clone(&chain);
-            loom::thread::spawn(move || chain.check(t(chain_now)).is_ok())
+            loom::thread::spawn(move || chain.try_acquire(&(), t(chain_now)).is_ok())
         };
         let (mine, spawned) = direct.split_last().expect("direct callers");
         let handles: Vec<_> = spawned
@@ -75,14 +78,14 @@ fn refusal_costs_nothing<F, M>(
                 let (chain, nows) = (Arc::clone(&chain), nows.clone());
                 loom::thread::spawn(move || {
                     nows.iter()
-                        .map(|&now| chain.first().check(t(now)).is_ok())
+                        .map(|&now| chain.first().try_acquire(&(), t(now)).is_ok())
                         .collect::<Vec<bool>>()
                 })
             })
             .collect();
         let my_results: Vec<bool> = mine
             .iter()
-            .map(|&now| chain.first().check(t(now)).is_ok())
+            .map(|&now| chain.first().try_acquire(&(), t(now)).is_ok())
             .collect();
         let mut results: Vec<Vec<bool>> = handles
             .into_iter()
@@ -94,16 +97,19 @@ fn refusal_costs_nothing<F, M>(
         // the admitted direct checks alone, sequentially, on a fresh member
         let alone = make_first();
         for &now in &setup {
-            assert!(alone.check(t(now)).is_ok());
+            assert!(alone.try_acquire(&(), t(now)).is_ok());
         }
         for (nows, got) in direct.iter().zip(&results) {
             for (&now, &admitted) in nows.iter().zip(got) {
                 if admitted {
-                    assert!(alone.check(t(now)).is_ok(), "replay at {now}");
+                    assert!(alone.try_acquire(&(), t(now)).is_ok(), "replay at {now}");
                 }
             }
         }
-        let (real, want) = (chain.first().snapshot(t(latest)), alone.snapshot(t(latest)));
+        let (real, want) = (
+            chain.first().snapshot(&(), t(latest)),
+            alone.snapshot(&(), t(latest)),
+        );
         match expect {
             Expect::Same => assert_eq!(
                 (real.remaining(), real.reset_after_nanos()),

@@ -16,9 +16,9 @@
 use loom::sync::Arc;
 use loom::thread;
 use loom_tests::model;
-use tollgate::keyed::{CompactKeyedTable, KeyedLimiter, OverflowPolicy, RandomSeed};
+use tollgate::keyed::{CompactKeyedTable, KeyedTable, OverflowPolicy, RandomSeed};
 use tollgate::tick::TickGcra;
-use tollgate::{BucketKind, Inheritance, Timestamp};
+use tollgate::{BucketKind, Inheritance, Limiter, Timestamp};
 
 /// 1 GHz ticks (ticks are nanoseconds), one permit per 1,000 ns.
 fn gcra(burst: u32) -> TickGcra {
@@ -41,7 +41,7 @@ const NOW: Timestamp = Timestamp::from_nanos(1_000_000);
 
 fn admitted(table: &CompactKeyedTable<u64>, key: u64, times: usize, now: Timestamp) -> usize {
     (0..times)
-        .filter(|_| table.check(&key, now).is_ok())
+        .filter(|_| table.try_acquire(&key, now).is_ok())
         .count()
 }
 

@@ -31,7 +31,7 @@ use loom_tests::keyed_model::{self as km, KeyedOp, KeyedOutcome, KeyedTable};
 use loom_tests::{live_admitted, live_check, live_runs, model, t, LiveOp, Outcome};
 use tollgate::keyed::OverflowPolicy;
 use tollgate::live::{Inheritance, LiveBucket};
-use tollgate::{Gcra, Limiter, Quota};
+use tollgate::{Gcra, Quota};
 
 /// Every `now` of the models: one instant.
 const NOW: u64 = 100;

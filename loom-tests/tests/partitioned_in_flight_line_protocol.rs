@@ -15,8 +15,8 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom_tests::model;
-use tollgate::partitioned::{Partitioned, PartitionedLimiter};
-use tollgate::Timestamp;
+use tollgate::partitioned::Partitioned;
+use tollgate::{Limiter, Timestamp};
 
 /// A waker that counts its wake-ups (loom sees the counter).
 struct CountingWaker(AtomicUsize);

@@ -43,7 +43,7 @@ use loom::sync::Arc;
 use loom_tests::model;
 use tollgate::queue::{Queue, QueuePermit, WaitError};
 use tollgate::ConcurrencyLimiter;
-use tollgate::{Bucket, Gcra, Limiter, ManualClock, Quota, Timestamp};
+use tollgate::{Bucket, Gcra, ManualClock, Quota, Timestamp};
 
 /// Counts the wake-ups of one waiter.
 struct Count(AtomicUsize);

@@ -1,4 +1,4 @@
-//! A shaped policy's cancelled reservation (`PartitionedLimiter::cancel`,
+//! A shaped policy's cancelled reservation (`Limiter::cancel` of a `Partitioned`,
 //! what a dropped waiter does) racing other reservations of the same
 //! bucket: the cancellation gives the turn back only with one
 //! compare-and-swap from exactly the TAT its reservation stored
@@ -19,9 +19,9 @@ use core::time::Duration;
 use loom::sync::Arc;
 use loom_tests::keyed_model::{heapless, lock_free, sharded};
 use loom_tests::{model, t, token_bucket};
-use tollgate::keyed::{KeyedLimiter, OverflowPolicy};
-use tollgate::partitioned::{Lease, Partitioned, PartitionedLimiter, PolicyStore, Shaping};
-use tollgate::{Gcra, LiveBucket};
+use tollgate::keyed::{KeyedTable, OverflowPolicy};
+use tollgate::partitioned::{Lease, Partitioned, PolicyStore, Shaping};
+use tollgate::{Gcra, Limiter, LiveBucket};
 
 /// Interval (ns) and burst of the models' bucket: one at once, five more
 /// may wait (room for every reservation of a model, none given back).
@@ -30,7 +30,7 @@ const BURST: u32 = 6;
 
 fn shaped<S>(table: S) -> Partitioned<u64, u64>
 where
-    S: KeyedLimiter<u64, Algorithm = Gcra> + Send + Sync + 'static,
+    S: KeyedTable<u64, Algorithm = Gcra> + Send + Sync + 'static,
 {
     Partitioned::builder("line")
         .shaped("key", |k: &u64| Some(*k), table, Shaping::delay_all())
@@ -48,8 +48,8 @@ fn global(gcra: Gcra) -> Partitioned<u64, u64> {
 
 /// A reservation at `now` 0 (the bucket's lead is its turn): its delay.
 fn reserve(p: &Partitioned<u64, u64>) -> (Duration, Lease<u64>) {
-    let a = p.try_acquire(&1, t(0)).expect("room in the line");
-    (a.delay, a.lease)
+    let lease = p.try_acquire(&1, t(0)).expect("room in the line");
+    (lease.delay(), lease)
 }
 
 /// After `setup` reservations kept on the main thread, `cancelling`
@@ -71,7 +71,7 @@ fn kept_turns_stay_distinct(
                 let p = Arc::clone(&p);
                 loom::thread::spawn(move || {
                     let (_, lease) = reserve(&p);
-                    p.cancel(lease, t(0));
+                    p.cancel(&1, lease, t(0));
                 })
             })
             .collect();

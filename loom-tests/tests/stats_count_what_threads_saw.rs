@@ -21,7 +21,7 @@ struct Seen {
 
 impl Seen {
     fn check<L: Limiter>(&mut self, limiter: &L, n: u32, now: u64) -> bool {
-        let allowed = limiter.check_n(n, t(now)).is_ok();
+        let allowed = limiter.try_acquire_n(&(), n, t(now)).is_ok();
         if allowed {
             self.admitted += u64::from(n);
         } else {
@@ -31,7 +31,7 @@ impl Seen {
     }
 
     fn check_one<L: Limiter>(&mut self, limiter: &L, now: u64) -> bool {
-        let allowed = limiter.check(t(now)).is_ok();
+        let allowed = limiter.try_acquire(&(), t(now)).is_ok();
         if allowed {
             self.admitted += 1;
         } else {
@@ -41,7 +41,7 @@ impl Seen {
     }
 
     fn refund<L: Limiter>(&mut self, limiter: &L, n: u32, now: u64) {
-        limiter.refund(n, t(now));
+        limiter.refund(&(), n, t(now));
         self.refunded += u64::from(n);
     }
 
@@ -94,7 +94,7 @@ fn counters_equal_what_the_threads_saw() {
         mine.check(&*limiter, 3, 100); // can never succeed
         mine.check_one(&*limiter, 102);
         let total = mine.plus(a.join().expect("a")).plus(b.join().expect("b"));
-        let stats = limiter.statistics(t(102));
+        let stats = limiter.statistics(&(), t(102));
         assert_eq!(Seen::of(stats), total);
         assert_eq!(
             total.refused + total.admitted,
