@@ -1,4 +1,4 @@
-//! The common limiter traits.
+//! The two limiter traits.
 //!
 //! tollgate separates an *algorithm* (a small, `Copy` configuration such as
 //! a [`Gcra`](crate::Gcra) with its interval and tolerance) from its *state*
@@ -6,9 +6,12 @@
 //! `now`": it is what a keyed table uses to keep only the state per key and
 //! compute each key's answer on the fly.
 //!
-//! [`Limiter`] is a self-contained limiter (algorithm and state together,
-//! such as [`Bucket`]); chains, async waiters and middleware work with any
-//! `Limiter`.
+//! [`Limiter<K>`](Limiter) is the one acquisition model: a limiter over keys
+//! of type `K` — `()` for a self-contained limiter such as a [`Bucket`], a
+//! key for a keyed table, a resource for a
+//! [`Partitioned`](crate::partitioned::Partitioned) limiter — that answers
+//! with a permit or a [`Refusal`]. Chains, statistics, waiters and
+//! middleware work with any `Limiter`.
 //!
 //! Both traits take `now` as a [`Timestamp`] on the caller's monotonic
 //! [`Clock`](crate::Clock); waits are [`Duration`]s. Every operation is
@@ -16,13 +19,18 @@
 //! target has no lock-free atomics of its width
 //! ([`LockFreedom`](crate::LockFreedom) tells, per type and target).
 //!
-//! Permits of these limiters come back with *time* (or a
-//! [`refund`](Limiter::refund) of a request that a later stage refused): a
-//! check takes them for good. A limit on work *in flight*, whose permits come
-//! back when the work ends, is the [`ConcurrencyLimiter`](crate::ConcurrencyLimiter),
-//! which is deliberately not a `Limiter`: it hands out permits only through
-//! guards, so no chain, statistics wrapper or waiter can take one and forget
-//! to give it back.
+//! A rate limiter's permits come back with *time* (or a
+//! [`refund`](Limiter::refund) of work that cost less): its permit, a
+//! [`Grant`], holds nothing. A limit on work *in flight*, whose permits come
+//! back when the work ends, is the
+//! [`ConcurrencyLimiter`](crate::ConcurrencyLimiter), which hands out its
+//! permits only through guards, or a partitioned limiter's in-flight
+//! policy, whose [`Lease`](crate::partitioned::Lease) gives them back when
+//! it drops.
+//!
+//! `Limiter` is not dyn-compatible (its
+//! [`acquire_in_line`](Limiter::acquire_in_line) returns `impl Future`):
+//! write generic code (`L: Limiter<K>`), or an enum of your limiters.
 
 use core::time::Duration;
 

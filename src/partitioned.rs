@@ -237,12 +237,7 @@ impl<K> Store<K> for InFlightStore<K>
 where
     K: core::hash::Hash + Eq + Clone + Send + Sync,
 {
-    fn check_n(
-        &self,
-        key: Option<&K>,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Grant, Refusal<'static>> {
+    fn check_n(&self, key: Option<&K>, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
         match key {
             Some(key) => InFlightStore::check_n(self, key, n, now),
             None => Err(no_key(n)), // never: policies have keys
@@ -309,12 +304,7 @@ where
     T::Algorithm: 'static,
 {
     #[inline]
-    fn check_n(
-        &self,
-        key: Option<&K>,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Grant, Refusal<'static>> {
+    fn check_n(&self, key: Option<&K>, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
         match key {
             Some(key) => self.0.try_acquire_n(key, n, now),
             None => Err(no_key(n)), // never: policies have keys
@@ -372,14 +362,11 @@ struct Unkeyed<L>(L);
 
 impl<K, L: Limiter + Send + Sync> Store<K> for Unkeyed<L> {
     #[inline]
-    fn check_n(
-        &self,
-        _: Option<&K>,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Grant, Refusal<'static>> {
+    fn check_n(&self, _: Option<&K>, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
         // never shaped: the instant is not needed
-        self.0.try_acquire_n(&(), n, now).map(|_| Grant::new(n, now))
+        self.0
+            .try_acquire_n(&(), n, now)
+            .map(|_| Grant::new(n, now))
     }
     fn snapshot(&self, _: Option<&K>, now: Timestamp) -> Snapshot {
         self.0.snapshot(&(), now)
@@ -406,12 +393,7 @@ struct Single(LiveBucket);
 
 impl<K> Store<K> for Single {
     #[inline]
-    fn check_n(
-        &self,
-        _: Option<&K>,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Grant, Refusal<'static>> {
+    fn check_n(&self, _: Option<&K>, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
         self.0.try_acquire_n(&(), n, now)
     }
     fn snapshot(&self, _: Option<&K>, now: Timestamp) -> Snapshot {
@@ -453,12 +435,7 @@ struct Unlimited;
 
 impl<K> Store<K> for Unlimited {
     #[inline]
-    fn check_n(
-        &self,
-        _: Option<&K>,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Grant, Refusal<'static>> {
+    fn check_n(&self, _: Option<&K>, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
         Ok(Grant::new(n, now))
     }
     fn snapshot(&self, _: Option<&K>, _: Timestamp) -> Snapshot {

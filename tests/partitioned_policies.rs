@@ -345,3 +345,35 @@ fn the_state_is_computed_when_asked() {
     // another user's key is untouched
     assert_eq!(p.snapshot(&other, t(0)).remaining(), 3);
 }
+
+#[test]
+fn a_refusal_outlives_its_limiter_and_rebuilt_limiters_share_their_names() {
+    fn refused() -> Result<(), Box<dyn std::error::Error>> {
+        let name = String::from("jobs"); // a name read at run time
+        let p = Partitioned::<Msg, u64>::builder(name)
+            .policy("per_user", |m: &Msg| Some(m.user), bucket(1, 1))
+            .build();
+        let m = msg("post", 7);
+        let _first = p.try_acquire(&m, t(0))?;
+        let _second = p.try_acquire(&m, t(0))?; // refused: `?` carries it out of here
+        Ok(())
+    }
+    // the limiter is gone; its refusal still names it
+    let err = refused().expect_err("the second message is refused");
+    assert_eq!(err.to_string(), "refused by jobs/per_user: retry after 1s");
+
+    // a reload builds the same names again: one copy each, not one per build
+    let build = || {
+        Partitioned::<Msg, u64>::builder(String::from("jobs"))
+            .policy(
+                String::from("per_user"),
+                |m: &Msg| Some(m.user),
+                bucket(1, 1),
+            )
+            .build()
+    };
+    let (a, b) = (build(), build());
+    assert!(core::ptr::eq(a.name(), b.name()));
+    let (pa, pb) = (a.policy_names().next(), b.policy_names().next());
+    assert!(core::ptr::eq(pa.expect("a policy"), pb.expect("a policy")));
+}

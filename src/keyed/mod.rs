@@ -221,7 +221,7 @@ pub trait KeyedTable<K: ?Sized>: Limiter<K, Permit = Grant> {
     /// [`Algorithm::refund_if_last`]): `full_at` is when its admission
     /// left the key's state full (its `now` plus its snapshot's
     /// `reset_after`). True if given back. An untracked key's reservation
-    /// came from the overflow path, as for [`refund`](Self::refund). The
+    /// came from the overflow path, as for [`refund`](Limiter::refund). The
     /// default gives nothing back (never more capacity than promised).
     fn refund_if_last(&self, key: &K, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
         let _ = (key, n, full_at, now);
