@@ -38,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A request that can never succeed is an error, not a wait.
     match token.try_acquire_n(10) {
         Err(e) => println!("try_acquire_n(10): {e}"),
-        Ok(()) => println!("try_acquire_n(10): unexpectedly admitted"),
+        Ok(_) => println!("try_acquire_n(10): unexpectedly admitted"),
     }
     // Retry-After for HTTP is rounded up to whole seconds, never 0.
     if let Err(denied) = token.try_acquire() {
@@ -54,11 +54,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// The answer, with the permits left after an admission (asked of the
 /// limiter right after it: the clock has not moved).
 fn describe<C: tollgate::Clock, L: tollgate::Limiter>(
-    d: Result<(), tollgate::Refusal<'_>>,
+    d: Result<L::Permit, tollgate::Refusal<'_>>,
     limiter: &RateLimiter<C, L>,
 ) -> String {
     match d {
-        Ok(()) => format!("allowed ({} left)", limiter.snapshot().remaining()),
+        Ok(_) => format!("allowed ({} left)", limiter.snapshot().remaining()),
         Err(r) => format!("refused (retry in {:?})", r.retry_after()),
     }
 }

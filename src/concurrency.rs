@@ -5,10 +5,13 @@
 //! permits therefore exist only as **guards**: [`ConcurrencyPermit`]
 //! (borrowing the limiter) and, with feature `std`,
 //! [`OwnedConcurrencyPermit`] (holding an `Arc`), each giving its permits
-//! back when dropped. The limiter is deliberately not a
-//! [`Limiter`](crate::Limiter): a chain, a statistics wrapper or an async
-//! waiter built for rate limiters would take permits without a guard and
-//! never give them back.
+//! back when dropped. Through a reference it is a
+//! [`Limiter`] whose permit is that guard, so it chains
+//! with rate limiters (`bucket.and(&JOBS)`: all or nothing) and a chain or
+//! statistics wrapper holds the guard for you; the waiters that drop the
+//! permits they get (an embassy `acquire`, a `queue::Queue` over a chain)
+//! take only limiters whose permits are `Copy`, spent when granted, so no
+//! guard is ever dropped by mistake.
 //!
 //! - [`ConcurrencyLimiter::try_acquire`]: a permit now, or a
 //!   [`Refusal`].
@@ -139,10 +142,11 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use crate::error::ConfigError;
+use crate::limiter::Limiter;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 use crate::sync::{fence, AtomicU32, Ordering};
-use crate::time::duration_to_nanos;
+use crate::time::{duration_to_nanos, Timestamp};
 use crate::wakers::{Line, State, Ticket, Woken};
 
 /// Default `retry_after` of a refusal: 1 ms (see the
@@ -730,6 +734,100 @@ impl crate::limiter::Algorithm for InFlight {
         _how: crate::live::Inheritance,
         _now: crate::time::Timestamp,
     ) {
+    }
+}
+
+/// A concurrency limiter is a [`Limiter`] through a reference: its permit
+/// is the guard, which gives its permits
+/// back when it drops, so it chains with rate limiters (all or nothing: a
+/// refused chain drops the guard it took) and a chain's waiter waits in
+/// this limiter's line, woken by the release
+/// ([`acquire_in_line`](Limiter::acquire_in_line)).
+///
+/// ```
+/// use core::num::NonZeroU32;
+/// use tollgate::{Bucket, ConcurrencyLimiter, Limiter, Quota, Timestamp};
+///
+/// static JOBS: ConcurrencyLimiter = ConcurrencyLimiter::new(NonZeroU32::new(1).unwrap());
+/// // 10 jobs per second, and at most 1 running
+/// let limiter = Bucket::token_bucket(Quota::per_second(10)?).and(&JOBS);
+/// let now = Timestamp::ZERO;
+/// let running = limiter.try_acquire(&(), now)?;
+/// let refused = limiter.try_acquire(&(), now).unwrap_err();
+/// assert_eq!(refused.stage(), 1); // the in-flight limit refused
+/// assert_eq!(limiter.first().snapshot(now).remaining(), 9); // and the rate paid nothing
+/// drop(running); // the job ends: its permit comes back
+/// assert!(limiter.try_acquire(&(), now).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Only a reference is a `Limiter`: an `Arc<ConcurrencyLimiter>` keeps its
+/// own `try_acquire(n)` (a `Limiter` impl on the `Arc` would take over the
+/// method name wherever the trait is in scope); chain `&*arc`.
+///
+/// Its [`refund`](Limiter::refund) gives nothing back: in-flight permits
+/// come back when their guard drops (or by
+/// [`ConcurrencyLimiter::release`] after
+/// [`ConcurrencyPermit::into_raw`]). Waiters that drop permits when
+/// admitted (an embassy `acquire`, a `queue::Queue` over a chain,
+/// [`RateLimiter`](crate::RateLimiter)) take only limiters whose permits
+/// are `Copy`, spent when granted, so an in-flight permit is never dropped
+/// by mistake.
+impl<'a> Limiter for &'a ConcurrencyLimiter {
+    type Permit = ConcurrencyPermit<'a>;
+
+    fn capacity(&self, _: &()) -> u32 {
+        self.limit()
+    }
+
+    fn try_acquire_n(
+        &self,
+        _: &(),
+        n: u32,
+        _: Timestamp,
+    ) -> Result<ConcurrencyPermit<'a>, Refusal<'static>> {
+        ConcurrencyLimiter::try_acquire(self, n)
+    }
+
+    fn cancel(&self, _: &(), permit: ConcurrencyPermit<'a>, _: Timestamp) {
+        drop(permit);
+    }
+
+    fn refund(&self, _: &(), _: u32, _: Timestamp) {}
+
+    fn snapshot(&self, _: &(), _: Timestamp) -> Snapshot {
+        ConcurrencyLimiter::snapshot(self)
+    }
+
+    fn time_until_ready(&self, _: &(), n: u32, _: Timestamp) -> Result<Duration, Refusal<'static>> {
+        self.wait_hint(n)
+    }
+
+    fn acquire_in_line<'b>(
+        &'b self,
+        _: &'b (),
+        n: u32,
+        _: Timestamp,
+    ) -> impl Future<Output = Result<ConcurrencyPermit<'a>, Refusal<'static>>> + 'b {
+        ConcurrencyLimiter::acquire(self, n)
+    }
+}
+
+impl ConcurrencyLimiter {
+    /// The time until `n` permits could be taken, as far as a limit with no
+    /// time component knows: zero if they are free now and nobody waits,
+    /// else the retry hint (a release, not time, brings them back).
+    fn wait_hint(&self, n: u32) -> Result<Duration, Refusal<'static>> {
+        let (limit, in_flight) = (self.limit(), self.in_flight());
+        if n > limit {
+            return Err(Refusal::never(n, self.snapshot_of(in_flight, limit)));
+        }
+        let free = u64::from(in_flight) + u64::from(n) <= u64::from(limit);
+        Ok(if free && self.waiting.load(Ordering::SeqCst) == 0 {
+            Duration::ZERO
+        } else {
+            Duration::from_nanos(self.retry_hint)
+        })
     }
 }
 

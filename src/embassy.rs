@@ -9,9 +9,10 @@
 //!   refused wherever it meets this clock: [`ConfigError::ClockTooCoarse`](crate::ConfigError::ClockTooCoarse)
 //!   from [`RateLimiter::new`](crate::RateLimiter::new), and
 //!   [`WaitError::ClockTooCoarse`] from `acquire` on a `static` bucket.
-//! - [`AsyncLimiter::acquire`] waits until `n` permits are granted and takes
-//!   them; [`AsyncLimiter::until_ready`] waits until they *could* be taken,
-//!   without taking them. Both sleep on [`embassy_time::Timer::at`] (no
+//! - [`acquire`]`(&limiter, &key, n)` waits until `n` permits are granted
+//!   and takes them; [`until_ready`] waits until they *could* be taken,
+//!   without taking them (`&()` is the key of a direct limiter; a keyed
+//!   table waits per key). Both sleep on [`embassy_time::Timer::at`] (no
 //!   polling loop, no allocation): check; on a refusal sleep until the
 //!   refusal's `retry_after`, rounded **up** to the next tick; check again.
 //!   A request that can never succeed (`n` above the burst or largest
@@ -52,7 +53,7 @@
 //! # Example
 //!
 //! ```
-//! use tollgate::embassy::{AsyncLimiter, EmbassyClock, WaitError};
+//! use tollgate::embassy::{self, EmbassyClock, WaitError};
 //! use tollgate::{valid, Bucket, Gcra, Quota};
 //!
 //! // checked at compile time, also against one tick of the application's TICK_HZ
@@ -61,7 +62,7 @@
 //!     Bucket::leaky_bucket(valid!(RATE.check_resolution(EmbassyClock::RESOLUTION)));
 //!
 //! async fn send_frame() -> Result<(), WaitError> {
-//!     RADIO.acquire(1).await?; // sleeps until the radio may transmit
+//!     embassy::acquire(&RADIO, &(), 1).await?; // sleeps until the radio may transmit
 //!     // ... transmit ...
 //!     Ok(())
 //! }
@@ -220,8 +221,7 @@ impl core::error::Error for WaitError {
     }
 }
 
-/// The future returned by [`AsyncLimiter::acquire`] and
-/// [`AsyncLimiter::until_ready`].
+/// The future returned by [`acquire`] and [`until_ready`].
 ///
 /// It resolves to the limiter's [`Snapshot`] once the permits are granted
 /// (for `acquire`: taken; for `until_ready`: available). Dropping it before
@@ -230,38 +230,48 @@ impl core::error::Error for WaitError {
 ///
 /// ```
 /// use embassy_time::Duration;
-/// use tollgate::embassy::{AsyncLimiter, WaitError};
+/// use tollgate::embassy::{acquire, WaitError};
 /// use tollgate::{Bucket, Quota};
 ///
 /// let bucket = Bucket::token_bucket(Quota::per_second(10)?.with_burst(2)?);
 /// embassy_futures::block_on(async {
 ///     // Two permits are there at once.
-///     let s = bucket.acquire(2).with_timeout(Duration::from_millis(10)).await?;
+///     let s = acquire(&bucket, &(), 2).with_timeout(Duration::from_millis(10)).await?;
 ///     assert_eq!(s.remaining(), 0);
 ///     // The next one needs 100 ms: more than the 10 ms timeout allows,
 ///     // which the waiter knows without sleeping.
-///     let late = bucket.acquire(1).with_timeout(Duration::from_millis(10)).await;
+///     let late = acquire(&bucket, &(), 1).with_timeout(Duration::from_millis(10)).await;
 ///     assert!(matches!(late, Err(WaitError::Timeout { .. })));
 ///     // Three can never fit in a burst of two: an error, not a wait.
-///     assert!(matches!(bucket.acquire(3).await, Err(WaitError::CapacityExceeded(_))));
+///     assert!(matches!(acquire(&bucket, &(), 3).await, Err(WaitError::CapacityExceeded(_))));
 ///     Ok::<(), WaitError>(())
 /// })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 #[derive(Debug)]
-pub struct Wait<'a, L: Limiter + ?Sized> {
+pub struct Wait<'a, L, K = ()>
+where
+    L: Limiter<K, Permit: Copy> + ?Sized,
+    K: ?Sized,
+{
     limiter: &'a L,
+    key: &'a K,
     n: u32,
     take: bool,
     deadline: Option<Instant>,
     timer: Option<Timer>,
 }
 
-impl<'a, L: Limiter + ?Sized> Wait<'a, L> {
-    const fn new(limiter: &'a L, n: u32, take: bool) -> Self {
+impl<'a, L, K> Wait<'a, L, K>
+where
+    L: Limiter<K, Permit: Copy> + ?Sized,
+    K: ?Sized,
+{
+    const fn new(limiter: &'a L, key: &'a K, n: u32, take: bool) -> Self {
         Self {
             limiter,
+            key,
             n,
             take,
             deadline: None,
@@ -291,16 +301,16 @@ impl<'a, L: Limiter + ?Sized> Wait<'a, L> {
     /// otherwise the nanoseconds still to wait.
     fn ask(&self, now: Timestamp) -> Result<Result<Snapshot, u64>, Refusal<'static>> {
         if self.take {
-            Ok(match self.limiter.try_acquire_n(&(), self.n, now) {
+            Ok(match self.limiter.try_acquire_n(self.key, self.n, now) {
                 // a rate's permit is spent when granted
-                Ok(_) => Ok(self.limiter.snapshot(&(), now)),
+                Ok(_) => Ok(self.limiter.snapshot(self.key, now)),
                 Err(d) if d.is_never() => return Err(d),
                 Err(d) => Err(d.retry_after_nanos()),
             })
         } else {
-            let wait = self.limiter.time_until_ready(&(), self.n, now)?;
+            let wait = self.limiter.time_until_ready(self.key, self.n, now)?;
             Ok(if wait.is_zero() {
-                Ok(self.limiter.snapshot(&(), now))
+                Ok(self.limiter.snapshot(self.key, now))
             } else {
                 Err(duration_to_nanos(wait))
             })
@@ -308,7 +318,11 @@ impl<'a, L: Limiter + ?Sized> Wait<'a, L> {
     }
 }
 
-impl<L: Limiter + ?Sized> Future for Wait<'_, L> {
+impl<L, K> Future for Wait<'_, L, K>
+where
+    L: Limiter<K, Permit: Copy> + ?Sized,
+    K: ?Sized,
+{
     type Output = Result<Snapshot, WaitError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -358,44 +372,58 @@ impl<L: Limiter + ?Sized> Future for Wait<'_, L> {
     }
 }
 
-/// Async waiting on any [`Limiter`], sleeping on embassy timers.
+/// Waits until `n` permits of `limiter` for `key` (`&()` for a direct
+/// limiter) are granted and takes them; resolves to the snapshot after the
+/// admission. `n = 0` resolves at once. Sleeps on embassy timers; time is
+/// read from [`EmbassyClock`]. Any [`Limiter`] whose permits are spent
+/// when granted (`Copy`): a bucket, a window, a chain of them, a keyed
+/// table — a limiter per key. (A [`ConcurrencyLimiter`](crate::ConcurrencyLimiter)
+/// waits with its own `acquire(n)`, woken by the release.)
 ///
-/// Implemented for every `Limiter` (buckets, `&L`, and any future limiter
-/// type); bring it into scope with `use tollgate::embassy::AsyncLimiter`.
-/// Time is read from [`EmbassyClock`].
-pub trait AsyncLimiter: Limiter {
-    /// Waits until `n` permits are granted and takes them; resolves to the
-    /// snapshot after the admission. `n = 0` resolves at once.
-    ///
-    /// # Errors
-    /// The future resolves to [`WaitError::CapacityExceeded`] at once if
-    /// `n` can never be granted, to [`WaitError::ClockTooCoarse`] at once if
-    /// the limiter's step is finer than one tick, and to
-    /// [`WaitError::Timeout`] if a deadline
-    /// set with [`Wait::with_deadline`] / [`Wait::with_timeout`] cannot be
-    /// met.
-    fn acquire(&self, n: u32) -> Wait<'_, Self> {
-        Wait::new(self, n, true)
-    }
-
-    /// Waits until `n` permits *could* be taken, without taking them (a
-    /// peek); resolves to the snapshot at that time. Use it to wait for
-    /// capacity before preparing work, then take it with a check. Unlike
-    /// governor's `until_ready`, this takes nothing: the taking version is
-    /// [`acquire`](Self::acquire).
-    ///
-    /// # Errors
-    /// As [`acquire`](Self::acquire).
-    fn until_ready(&self, n: u32) -> Wait<'_, Self> {
-        Wait::new(self, n, false)
-    }
+/// ```
+/// use tollgate::{embassy, valid, Bucket, Gcra, Quota};
+///
+/// static RADIO: Bucket<Gcra> = Bucket::leaky_bucket(valid!(Quota::per_second(50)));
+/// embassy_futures::block_on(async {
+///     embassy::acquire(&RADIO, &(), 1).await?; // the radio may transmit
+///     Ok::<(), embassy::WaitError>(())
+/// })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+/// The future resolves to [`WaitError::CapacityExceeded`] at once if `n`
+/// can never be granted, to [`WaitError::ClockTooCoarse`] at once if the
+/// limiter's step is finer than one tick, and to [`WaitError::Timeout`] if
+/// a deadline set with [`Wait::with_deadline`] / [`Wait::with_timeout`]
+/// cannot be met.
+pub fn acquire<'a, L, K>(limiter: &'a L, key: &'a K, n: u32) -> Wait<'a, L, K>
+where
+    L: Limiter<K, Permit: Copy> + ?Sized,
+    K: ?Sized,
+{
+    Wait::new(limiter, key, n, true)
 }
 
-impl<L: Limiter + ?Sized> AsyncLimiter for L {}
+/// Waits until `n` permits of `limiter` for `key` *could* be taken, without
+/// taking them (a peek); resolves to the snapshot at that time. Use it to
+/// wait for capacity before preparing work, then take it with a check.
+/// Unlike governor's `until_ready`, this takes nothing: the taking version
+/// is [`acquire`].
+///
+/// # Errors
+/// As [`acquire`].
+pub fn until_ready<'a, L, K>(limiter: &'a L, key: &'a K, n: u32) -> Wait<'a, L, K>
+where
+    L: Limiter<K, Permit: Copy> + ?Sized,
+    K: ?Sized,
+{
+    Wait::new(limiter, key, n, false)
+}
 
-impl<L: Limiter> RateLimiter<EmbassyClock, L> {
+impl<L: Limiter<Permit: Copy>> RateLimiter<EmbassyClock, L> {
     /// Waits until `n` permits are granted and takes them (see
-    /// [`AsyncLimiter::acquire`]).
+    /// [`acquire`]).
     ///
     /// ```
     /// use tollgate::embassy::EmbassyClock;
@@ -407,12 +435,12 @@ impl<L: Limiter> RateLimiter<EmbassyClock, L> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn acquire(&self, n: u32) -> Wait<'_, L> {
-        Wait::new(self.limiter(), n, true)
+        Wait::new(self.limiter(), &(), n, true)
     }
 
     /// Waits until `n` permits could be taken, taking none (see
-    /// [`AsyncLimiter::until_ready`]).
+    /// [`until_ready`]).
     pub fn until_ready(&self, n: u32) -> Wait<'_, L> {
-        Wait::new(self.limiter(), n, false)
+        Wait::new(self.limiter(), &(), n, false)
     }
 }

@@ -298,8 +298,9 @@
 //!
 //! A **concurrency limiter** bounds the permits in flight. Its permits are
 //! guards that give their share back when dropped, and `acquire(n).await`
-//! is woken by the release that frees them (on any executor); it is not a
-//! [`Limiter`], so nothing can take its permits and forget them:
+//! is woken by the release that frees them (on any executor); through a
+//! reference it is a [`Limiter`] whose permit is the guard, so it chains
+//! with a rate (`bucket.and(&JOBS)`, see [`ConcurrencyLimiter`]):
 //!
 //! ```
 //! use core::num::NonZeroU32;
@@ -462,22 +463,23 @@
 //!
 //! With feature `embassy`, `embassy::EmbassyClock` reads embassy-time's
 //! tick counter as a [`Timestamp`] (its resolution is one tick, so a limiter
-//! finer than a tick is refused), and `embassy::AsyncLimiter` adds
-//! `acquire(n).await` (wait, then take) and `until_ready(n).await` (wait,
-//! take nothing) to every limiter. A waiter sleeps on `embassy_time::Timer`
+//! finer than a tick is refused), and `embassy::acquire(&limiter, &key,
+//! n).await` (wait, then take) and `embassy::until_ready(..).await` (wait,
+//! take nothing) wait on any limiter whose permits are spent when granted,
+//! direct (`&()` as the key) or per key. A waiter sleeps on `embassy_time::Timer`
 //! until the refusal's `retry_after`, rounded up to the next tick, then
 //! checks again; `n` above the burst is an error at once, and
 //! `.with_timeout(..)` / `.with_deadline(..)` bound the wait:
 //!
 //! ```
 //! # #[cfg(feature = "embassy")] {
-//! use tollgate::embassy::{AsyncLimiter, WaitError};
+//! use tollgate::embassy::{self, WaitError};
 //! use tollgate::{valid, Bucket, Gcra, Quota};
 //!
 //! static UPLINK: Bucket<Gcra> = Bucket::token_bucket(valid!(Quota::per_second(20)));
 //!
 //! async fn publish() -> Result<(), WaitError> {
-//!     UPLINK.acquire(1).await?;
+//!     embassy::acquire(&UPLINK, &(), 1).await?;
 //!     // ... send one telemetry frame ...
 //!     Ok(())
 //! }

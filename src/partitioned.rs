@@ -72,7 +72,7 @@
 //! # Waiting for an in-flight limit: woken by the release
 //!
 //! An in-flight limit's permits come back only when a lease drops, so a
-//! waiter on one (`queue::acquire_partitioned` (feature `tokio`),
+//! waiter on one (`queue::acquire` (feature `tokio`),
 //! [`Limiter::acquire_in_line`],
 //! [`Partitioned::acquire_key_in_line`]) takes a place in **its key's
 //! line** and sleeps until a release of that key hands it the permits: no
@@ -360,7 +360,7 @@ where
 /// One limiter for every key (the default limiter).
 struct Unkeyed<L>(L);
 
-impl<K, L: Limiter + Send + Sync> Store<K> for Unkeyed<L> {
+impl<K, L: Limiter<Permit: Copy> + Send + Sync> Store<K> for Unkeyed<L> {
     #[inline]
     fn check_n(&self, _: Option<&K>, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
         // never shaped: the instant is not needed
@@ -871,7 +871,10 @@ impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
 
     /// The limiter of every resource that no policy claims (one limiter for
     /// all of them). Without one, such resources pass.
-    pub fn default<L: Limiter + Send + Sync + 'static>(mut self, limiter: L) -> Self {
+    pub fn default<L>(mut self, limiter: L) -> Self
+    where
+        L: Limiter<Permit: Copy> + Send + Sync + 'static,
+    {
         self.inner.default = Some(("default", Arc::new(Unkeyed(limiter))));
         self
     }

@@ -8,7 +8,7 @@ use crate::gcra::{BucketKind, Gcra};
 use crate::keyed::KeyedTable;
 #[cfg(feature = "std")]
 use crate::keyed::ShardedKeyedTable;
-use crate::limiter::{Algorithm, Bucket, Limiter};
+use crate::limiter::{Algorithm, Bucket, Grant, Limiter};
 use crate::quota::Quota;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
@@ -75,12 +75,14 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
         Ok(Self { limiter, clock })
     }
 
-    /// Tries to take one permit now.
+    /// Tries to take one permit now: the limiter's permit (a
+    /// [`Grant`] for a rate, spent when granted; a guard for
+    /// an in-flight limit, to hold until the work ends).
     ///
     /// # Errors
     /// The [`Refusal`]; nothing was taken.
     #[inline(always)]
-    pub fn try_acquire(&self) -> Result<(), Refusal<'static>> {
+    pub fn try_acquire(&self) -> Result<L::Permit, Refusal<'static>> {
         self.try_acquire_n(1)
     }
 
@@ -90,11 +92,8 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
     /// can never be granted); nothing was taken.
     #[inline(always)]
-    pub fn try_acquire_n(&self, n: u32) -> Result<(), Refusal<'static>> {
-        // a rate's permit is spent when granted: nothing to hold
-        self.limiter
-            .try_acquire_n(&(), n, self.clock.now())
-            .map(|_| ())
+    pub fn try_acquire_n(&self, n: u32) -> Result<L::Permit, Refusal<'static>> {
+        self.limiter.try_acquire_n(&(), n, self.clock.now())
     }
 
     /// How long until `n` permits would be granted, without taking any.
@@ -179,7 +178,7 @@ impl<T, C: Clock> KeyedRateLimiter<T, C> {
     /// The [`Refusal`], with the [`KeyedPath`](crate::keyed::KeyedPath)
     /// that answered; nothing was taken.
     #[inline]
-    pub fn try_acquire<K: ?Sized>(&self, key: &K) -> Result<(), Refusal<'static>>
+    pub fn try_acquire<K: ?Sized>(&self, key: &K) -> Result<Grant, Refusal<'static>>
     where
         T: KeyedTable<K>,
     {
@@ -192,13 +191,11 @@ impl<T, C: Clock> KeyedRateLimiter<T, C> {
     /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
     /// can never be granted to `key`); nothing was taken.
     #[inline]
-    pub fn try_acquire_n<K: ?Sized>(&self, key: &K, n: u32) -> Result<(), Refusal<'static>>
+    pub fn try_acquire_n<K: ?Sized>(&self, key: &K, n: u32) -> Result<Grant, Refusal<'static>>
     where
         T: KeyedTable<K>,
     {
-        self.table
-            .try_acquire_n(key, n, self.clock.now())
-            .map(|_| ())
+        self.table.try_acquire_n(key, n, self.clock.now())
     }
 
     /// How long until `n` permits for `key` would be granted, taking none.

@@ -200,7 +200,7 @@ impl<K, C, L> AsyncKeyedLimiter<K> for RateLimiter<C, L>
 where
     K: ?Sized,
     C: Clock + Sync,
-    L: Limiter + Sync,
+    L: Limiter<Permit: Copy> + Sync,
 {
     fn capacity(&self) -> u32 {
         self.limiter().capacity(&())

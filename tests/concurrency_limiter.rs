@@ -1,10 +1,11 @@
 //! The concurrency limiter against a plain counter model, and under real
 //! threads: never more than `limit` in flight, every dropped permit returns.
 //!
-//! Since API 13 the limiter is not a `Limiter`: its permits exist only as
-//! guards (`try_acquire`, `acquire(n).await`), or as raw counts detached
-//! from a guard (`into_raw`) and given back with `release`. `acquire` waits
-//! without a timer: it is woken by the release that frees its permits.
+//! Its permits exist only as guards (`try_acquire`, `acquire(n).await`,
+//! and, through `&ConcurrencyLimiter` as a `Limiter`, a chain's permit), or
+//! as raw counts detached from a guard (`into_raw`) and given back with
+//! `release`. `acquire` waits without a timer: it is woken by the release
+//! that frees its permits.
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -14,12 +15,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
-#[cfg(feature = "std")]
 use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::{
-    Bucket, ConcurrencyLimiter, ConcurrencyPermit, ConfigError, Gcra, Limiter, Refusal,
+    Bucket, Chain, ConcurrencyLimiter, ConcurrencyPermit, ConfigError, Gcra, Limiter, Quota,
+    Refusal, Timestamp,
 };
 
 /// The refusal of a request that can never succeed: `requested` permits
@@ -209,21 +210,120 @@ impl<T: ?Sized + Limiter> Probe<T> {
     const IS_LIMITER: bool = true;
 }
 
-/// Changed on purpose (API 13): the concurrency limiter is no longer a
-/// `Limiter`, so no chain, statistics wrapper or waiter can take its
-/// permits without a guard.
+/// `CopyProbe::<T>::IS_COPY` is true exactly when `T: Copy`.
+struct CopyProbe<T: ?Sized>(PhantomData<T>);
+trait NotCopy {
+    const IS_COPY: bool = false;
+}
+impl<T: ?Sized> NotCopy for CopyProbe<T> {}
+impl<T: Copy> CopyProbe<T> {
+    const IS_COPY: bool = true;
+}
+
+/// Changed on purpose (issue 25; API 13 had made it no `Limiter` at all):
+/// through a reference the concurrency limiter is a `Limiter` whose permit
+/// is its guard, so a chain or a statistics wrapper holds the guard, and
+/// the guard is not `Copy`, which is what every waiter that drops permits
+/// requires. The owned limiter and an `Arc` keep their own `try_acquire(n)`.
 #[test]
-fn is_not_a_limiter() {
+fn is_a_limiter_through_a_reference_and_its_permit_is_the_guard() {
     // checked at compile time
     const { assert!(!Probe::<ConcurrencyLimiter>::IS_LIMITER) };
     const { assert!(!Probe::<Arc<ConcurrencyLimiter>>::IS_LIMITER) };
-    const { assert!(!Probe::<&ConcurrencyLimiter>::IS_LIMITER) };
+    const { assert!(Probe::<&ConcurrencyLimiter>::IS_LIMITER) };
+    const { assert!(!CopyProbe::<<&ConcurrencyLimiter as Limiter>::Permit>::IS_COPY) };
+    const { assert!(CopyProbe::<<Bucket<Gcra> as Limiter>::Permit>::IS_COPY) };
     // the probe does see a limiter
     const { assert!(Probe::<Bucket<Gcra>>::IS_LIMITER) };
     #[cfg(feature = "std")] // `Limiter` for `Arc<L>` comes with `std`
     const {
         assert!(Probe::<Arc<Bucket<Gcra>>>::IS_LIMITER)
     };
+    // an `Arc`'s own methods are still found with the trait in scope
+    let shared = Arc::new(ConcurrencyLimiter::with_limit(2).unwrap());
+    let held = shared.try_acquire(2).unwrap();
+    assert_eq!(shared.snapshot().remaining(), 0);
+    drop(held);
+}
+
+fn rate_and_one_in_flight(jobs: &ConcurrencyLimiter) -> Chain<Bucket<Gcra>, &ConcurrencyLimiter> {
+    Bucket::token_bucket(Quota::per_second(10).unwrap()).and(jobs)
+}
+
+#[test]
+fn a_chain_of_a_rate_and_an_in_flight_limit_holds_the_guard() {
+    let jobs = ConcurrencyLimiter::with_limit(1).unwrap();
+    let limiter = rate_and_one_in_flight(&jobs);
+    let now = Timestamp::ZERO;
+    let running = limiter.try_acquire(&(), now).unwrap();
+    assert_eq!(jobs.in_flight(), 1);
+    assert_eq!(limiter.first().snapshot(now).remaining(), 9);
+    // the in-flight limit refuses: the rate gets its permit back
+    let refused = limiter.try_acquire(&(), now).unwrap_err();
+    assert_eq!(refused.stage(), 1);
+    assert_eq!(limiter.first().snapshot(now).remaining(), 9);
+    assert_eq!(limiter.snapshot(&(), now).remaining(), 0); // the tighter member
+                                                           // the work ends: the guard the chain handed out releases
+    drop(running);
+    assert_eq!(jobs.in_flight(), 0);
+    let again = limiter.try_acquire(&(), now).unwrap();
+    assert_eq!(
+        (jobs.in_flight(), limiter.first().snapshot(now).remaining()),
+        (1, 8)
+    );
+    // a cancelled chain permit gives both back
+    limiter.cancel(&(), again, now);
+    assert_eq!(
+        (jobs.in_flight(), limiter.first().snapshot(now).remaining()),
+        (0, 9)
+    );
+}
+
+#[test]
+fn a_chain_refused_by_its_rate_takes_no_in_flight_permit() {
+    let jobs = ConcurrencyLimiter::with_limit(5).unwrap();
+    let limiter = Bucket::token_bucket(Quota::per_second(1).unwrap()).and(&jobs);
+    let now = Timestamp::ZERO;
+    let first = limiter.try_acquire(&(), now).unwrap();
+    let refused = limiter.try_acquire(&(), now).unwrap_err();
+    assert_eq!(
+        (refused.stage(), refused.retry_after()),
+        (0, Duration::from_secs(1))
+    );
+    assert_eq!(
+        jobs.in_flight(),
+        1,
+        "only the admitted request holds a permit"
+    );
+    drop(first);
+    assert_eq!(jobs.in_flight(), 0);
+}
+
+#[test]
+fn a_chained_waiter_on_the_in_flight_limit_is_woken_by_the_release() {
+    let jobs = ConcurrencyLimiter::with_limit(1).unwrap();
+    let limiter = rate_and_one_in_flight(&jobs);
+    let now = Timestamp::ZERO;
+    let running = limiter.try_acquire(&(), now).unwrap();
+    let (count, waker) = counter();
+    let mut cx = Context::from_waker(&waker);
+    let mut waiting = pin!(limiter.acquire_in_line(&(), 1, now));
+    let mut polls = 1;
+    assert!(waiting.as_mut().poll(&mut cx).is_pending()); // in the limiter's line
+    assert_eq!(wakes(&count), 0);
+    drop(running); // the release hands its permit to the line
+    assert_eq!(wakes(&count), 1, "woken by the release, once");
+    polls += 1;
+    let admitted = match waiting.as_mut().poll(&mut cx) {
+        Poll::Ready(Ok(permit)) => permit,
+        other => panic!("admitted at the release, got {other:?}"),
+    };
+    assert_eq!(polls, 2, "polled at most twice for one admission");
+    assert_eq!(jobs.in_flight(), 1, "the permit holds the in-flight slot");
+    // the rate was charged once for each admission, never for the wait
+    assert_eq!(limiter.first().snapshot(now).remaining(), 8);
+    drop(admitted);
+    assert_eq!(jobs.in_flight(), 0);
 }
 
 /// A waker that counts its wake-ups.

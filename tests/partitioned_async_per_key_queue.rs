@@ -43,7 +43,7 @@ async fn each_clients_excess_waits_its_turn_in_order() {
     for i in 0..6u64 {
         let (p, clock) = (Arc::clone(&p), clock);
         tasks.push(tokio::spawn(async move {
-            queue::acquire_partitioned(&*p, &1, 1, &clock, FOREVER)
+            queue::acquire(&*p, &1, 1, &clock, FOREVER)
                 .await
                 .map(drop)
                 .unwrap();
@@ -52,7 +52,7 @@ async fn each_clients_excess_waits_its_turn_in_order() {
         tokio::task::yield_now().await; // arrive in order
     }
     // the 7th is beyond the line (burst 5 + 1): refused at once
-    let seventh = queue::acquire_partitioned(&*p, &1, 1, &clock, Duration::ZERO)
+    let seventh = queue::acquire(&*p, &1, 1, &clock, Duration::ZERO)
         .await
         .map(drop)
         .map_err(|r| r.retry_after());
@@ -75,7 +75,7 @@ async fn a_flooding_client_never_delays_another() {
     for _ in 0..6 {
         let (p, clock) = (Arc::clone(&p), clock);
         flood.push(tokio::spawn(async move {
-            queue::acquire_partitioned(&*p, &1, 1, &clock, FOREVER)
+            queue::acquire(&*p, &1, 1, &clock, FOREVER)
                 .await
                 .map(drop)
                 .map_err(|r| r.retry_after())
@@ -87,7 +87,7 @@ async fn a_flooding_client_never_delays_another() {
     // waiting; its next ones follow its own rate only
     let mut times = Vec::new();
     for _ in 0..6 {
-        queue::acquire_partitioned(&*p, &2, 1, &clock, FOREVER)
+        queue::acquire(&*p, &2, 1, &clock, FOREVER)
             .await
             .map(drop)
             .unwrap();
@@ -111,7 +111,7 @@ async fn waiters_that_go_away_from_the_end_of_the_line_give_their_places_back() 
     for _ in 0..6 {
         let (p, clock) = (Arc::clone(&p), clock);
         waiting.push(tokio::spawn(async move {
-            queue::acquire_partitioned(&*p, &1, 1, &clock, FOREVER)
+            queue::acquire(&*p, &1, 1, &clock, FOREVER)
                 .await
                 .map(drop)
                 .map_err(|r| r.retry_after())
@@ -146,22 +146,65 @@ async fn an_unshaped_policy_waits_for_capacity_up_to_max_wait() {
     let p = per_client(None);
     let clock = TokioClock::new();
     for _ in 0..6 {
-        queue::acquire_partitioned(&*p, &1, 1, &clock, Duration::ZERO)
+        queue::acquire(&*p, &1, 1, &clock, Duration::ZERO)
             .await
             .map(drop)
             .unwrap();
     }
     let start = Instant::now();
     // the next permit is 100 ms away: within a 250 ms maximum wait
-    queue::acquire_partitioned(&*p, &1, 1, &clock, Duration::from_millis(250))
+    queue::acquire(&*p, &1, 1, &clock, Duration::from_millis(250))
         .await
         .map(drop)
         .unwrap();
     assert_eq!(start.elapsed(), Duration::from_millis(100));
     // 100 ms away again: more than a 50 ms maximum wait, refused at once
-    let r = queue::acquire_partitioned(&*p, &1, 1, &clock, Duration::from_millis(50))
+    let r = queue::acquire(&*p, &1, 1, &clock, Duration::from_millis(50))
         .await
         .unwrap_err();
     assert_eq!(r.retry_after(), Duration::from_millis(100));
     assert_eq!(start.elapsed(), Duration::from_millis(100));
+}
+
+/// `queue::acquire` waits on a plain keyed table too (a limiter per
+/// client, no partitioned limiter): a key's excess waits for its turn, the
+/// others are not delayed, and a wait longer than `max_wait` is refused.
+#[tokio::test(start_paused = true)]
+async fn a_keyed_table_waits_per_key() {
+    let table =
+        ShardedKeyedTable::<u32, _>::builder(Gcra::token_bucket(Quota::per_second(10).unwrap()))
+            .build()
+            .unwrap();
+    let clock = TokioClock::new();
+    let start = Instant::now();
+    for _ in 0..10 {
+        queue::acquire(&table, &1, 1, &clock, FOREVER)
+            .await
+            .unwrap();
+    }
+    assert_eq!(start.elapsed(), Duration::ZERO, "the burst passes at once");
+    // the 11th waits one interval for its turn
+    let grant = queue::acquire(&table, &1, 1, &clock, FOREVER)
+        .await
+        .unwrap();
+    assert_eq!(start.elapsed(), Duration::from_millis(100));
+    assert_eq!(grant.permits(), 1);
+    // another client was never delayed: its whole burst is there
+    let other = Instant::now();
+    for _ in 0..10 {
+        queue::acquire(&table, &2, 1, &clock, FOREVER)
+            .await
+            .unwrap();
+    }
+    assert_eq!(other.elapsed(), Duration::ZERO);
+    // client 1 is empty again: a wait of 100 ms is refused under a 50 ms bound
+    let refused = queue::acquire(&table, &1, 1, &clock, Duration::from_millis(50))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.retry_after(), Duration::from_millis(100));
+    assert_eq!(
+        other.elapsed(),
+        Duration::ZERO,
+        "refused at once, not after a wait"
+    );
 }

@@ -1,4 +1,4 @@
-//! Shaped waiters (`queue::acquire_partitioned` futures) dropped while
+//! Shaped waiters (`queue::acquire` futures) dropped while
 //! they wait, in waves, on tokio's paused clock: most of each wave goes
 //! away, a few stay. Whatever the order of the drops, the admissions never
 //! exceed `burst + ⌊t / T⌋` in any window of length `t`, and the waiters
@@ -70,7 +70,7 @@ where
         arrival += 1;
         let waiter: Waiter = Box::pin(async move {
             let key = key_of(id);
-            let lease = queue::acquire_partitioned(&*limiter, &key, 1, &clock, FOREVER).await;
+            let lease = queue::acquire(&*limiter, &key, 1, &clock, FOREVER).await;
             assert!(lease.is_ok(), "request {id} refused");
             log.lock().unwrap().push((id, key, start.elapsed()));
         });

@@ -50,7 +50,7 @@ fn rate_per_tenant() -> Partitioned<u32, u32> {
         .build()
 }
 
-/// Runs `queue::acquire_partitioned` in a task counting its polls while the test
+/// Runs `queue::acquire` in a task counting its polls while the test
 /// holds the only permit (`held`) for [`HELD`] of paused time; evaluates to
 /// (polls, the instant of the release, the instant the waiter was admitted).
 macro_rules! wait_behind_a_long_holder {
@@ -64,7 +64,7 @@ macro_rules! wait_behind_a_long_holder {
                 let clock = TokioClock::new();
                 let tenant = 7u32;
                 let lease = CountPolls::new(
-                    queue::acquire_partitioned(&*limiter, &tenant, 1, &clock, FOREVER),
+                    queue::acquire(&*limiter, &tenant, 1, &clock, FOREVER),
                     polls,
                 )
                 .await
@@ -135,7 +135,7 @@ async fn an_in_flight_waiter_is_refused_when_its_max_wait_passes() {
     let clock = TokioClock::new();
     let _held = p.try_acquire(&7, Timestamp::ZERO).unwrap();
     let start = Instant::now();
-    let refused = queue::acquire_partitioned(&p, &7, 1, &clock, Duration::from_millis(250))
+    let refused = queue::acquire(&p, &7, 1, &clock, Duration::from_millis(250))
         .await
         .map(drop)
         .unwrap_err();

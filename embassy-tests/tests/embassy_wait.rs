@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 
 use embassy_time::{Duration, Instant, MockDriver, TICK_HZ};
-use tollgate::embassy::{AsyncLimiter, EmbassyClock, WaitError};
+use tollgate::embassy::{self, EmbassyClock, WaitError};
 use tollgate::{Bucket, Clock, ConfigError, Gcra, Quota, RateLimiter, Timestamp};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -87,13 +87,13 @@ fn waiter_completes_at_the_exact_tick_not_one_earlier() {
     let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
     let p = Poller::new();
 
-    let first = p.poll(&mut bucket.acquire(1));
+    let first = p.poll(&mut embassy::acquire(&bucket, &(), 1));
     assert!(
         matches!(first, Poll::Ready(Ok(_))),
         "a full bucket admits at once"
     );
 
-    let mut second = bucket.acquire(1);
+    let mut second = embassy::acquire(&bucket, &(), 1);
     assert!(p.poll(&mut second).is_pending());
     advance_ticks(99_999);
     assert_eq!(p.wakes(), 0, "woken a tick early");
@@ -120,9 +120,9 @@ fn interval_between_ticks_rounds_the_wake_up_to_the_next_tick() {
     let quota = Quota::new(1, ns(1_500_500)).unwrap();
     let bucket = Bucket::leaky_bucket(quota);
     let p = Poller::new();
-    assert!(p.poll(&mut bucket.acquire(1)).is_ready());
+    assert!(p.poll(&mut embassy::acquire(&bucket, &(), 1)).is_ready());
 
-    let mut next = bucket.acquire(1);
+    let mut next = embassy::acquire(&bucket, &(), 1);
     assert!(p.poll(&mut next).is_pending());
     advance_ticks(1_500);
     assert_eq!(p.wakes(), 0);
@@ -143,8 +143,8 @@ fn weighted_leaky_request_waits_for_the_previous_work_to_drain() {
     let quota = Quota::new(1, ns(MS)).unwrap().with_burst(4).unwrap();
     let bucket = Bucket::leaky_bucket(quota);
     let p = Poller::new();
-    assert!(p.poll(&mut bucket.acquire(3)).is_ready()); // occupies 3 ms
-    let mut heavy = bucket.acquire(4);
+    assert!(p.poll(&mut embassy::acquire(&bucket, &(), 3)).is_ready()); // occupies 3 ms
+    let mut heavy = embassy::acquire(&bucket, &(), 4);
     assert!(p.poll(&mut heavy).is_pending());
     advance_ticks(2_999);
     assert!(p.poll(&mut heavy).is_pending());
@@ -159,13 +159,13 @@ fn until_ready_waits_without_taking() {
     let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(2).unwrap());
     let p = Poller::new();
     // Ready at once on a full bucket, and takes nothing.
-    let Poll::Ready(Ok(s)) = p.poll(&mut bucket.until_ready(2)) else {
+    let Poll::Ready(Ok(s)) = p.poll(&mut embassy::until_ready(&bucket, &(), 2)) else {
         panic!("a full bucket is ready");
     };
     assert_eq!(s.remaining(), 2);
     assert!(bucket.check_n(2, EmbassyClock.now()).is_ok());
 
-    let mut ready = bucket.until_ready(1);
+    let mut ready = embassy::until_ready(&bucket, &(), 1);
     assert!(p.poll(&mut ready).is_pending());
     advance_ticks(99_999);
     assert!(p.poll(&mut ready).is_pending());
@@ -183,9 +183,9 @@ fn timeout_too_short_fails_at_once_and_takes_nothing() {
     let _t = fresh_time();
     let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
     let p = Poller::new();
-    assert!(p.poll(&mut bucket.acquire(1)).is_ready());
+    assert!(p.poll(&mut embassy::acquire(&bucket, &(), 1)).is_ready());
 
-    let mut late = bucket.acquire(1).with_timeout(Duration::from_millis(50));
+    let mut late = embassy::acquire(&bucket, &(), 1).with_timeout(Duration::from_millis(50));
     match p.poll(&mut late) {
         Poll::Ready(Err(WaitError::Timeout { ready_at, deadline })) => {
             assert_eq!(ready_at, Instant::from_millis(100));
@@ -205,9 +205,9 @@ fn deadline_met_exactly_is_granted() {
     let _t = fresh_time();
     let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
     let p = Poller::new();
-    assert!(p.poll(&mut bucket.acquire(1)).is_ready());
+    assert!(p.poll(&mut embassy::acquire(&bucket, &(), 1)).is_ready());
 
-    let mut on_time = bucket.acquire(1).with_deadline(Instant::from_millis(100));
+    let mut on_time = embassy::acquire(&bucket, &(), 1).with_deadline(Instant::from_millis(100));
     assert!(p.poll(&mut on_time).is_pending());
     advance_ticks(100_000);
     assert!(matches!(p.poll(&mut on_time), Poll::Ready(Ok(_))));
@@ -218,10 +218,10 @@ fn deadline_expires_when_another_task_takes_the_permit_first() {
     let _t = fresh_time();
     let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
     let p = Poller::new();
-    assert!(p.poll(&mut bucket.acquire(1)).is_ready());
+    assert!(p.poll(&mut embassy::acquire(&bucket, &(), 1)).is_ready());
 
     // Due at 100 ms, deadline 150 ms.
-    let mut waiter = bucket.acquire(1).with_deadline(Instant::from_millis(150));
+    let mut waiter = embassy::acquire(&bucket, &(), 1).with_deadline(Instant::from_millis(150));
     assert!(p.poll(&mut waiter).is_pending());
     advance_ticks(100_000);
     // Someone else checks first at 100 ms and takes the permit.
@@ -243,7 +243,7 @@ fn request_above_burst_is_an_error_not_a_wait() {
     let p = Poller::new();
     for (limiter, n, capacity) in [(&token, 4, 3), (&leaky, 3, 2)] {
         // Even with a deadline far away, and on the first poll.
-        let mut never = limiter.acquire(n).with_timeout(Duration::from_secs(3600));
+        let mut never = embassy::acquire(limiter, &(), n).with_timeout(Duration::from_secs(3600));
         match p.poll(&mut never) {
             Poll::Ready(Err(WaitError::CapacityExceeded(e))) => {
                 assert!(e.is_never(), "{e:?}");
@@ -252,7 +252,7 @@ fn request_above_burst_is_an_error_not_a_wait() {
             other => panic!("expected CapacityExceeded, got {other:?}"),
         }
         assert!(matches!(
-            p.poll(&mut limiter.until_ready(n)),
+            p.poll(&mut embassy::until_ready(limiter, &(), n)),
             Poll::Ready(Err(WaitError::CapacityExceeded(e))) if e.is_never()
         ));
     }
@@ -268,9 +268,9 @@ fn dropping_a_pending_waiter_takes_nothing() {
     let _t = fresh_time();
     let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(1).unwrap());
     let p = Poller::new();
-    assert!(p.poll(&mut bucket.acquire(1)).is_ready());
+    assert!(p.poll(&mut embassy::acquire(&bucket, &(), 1)).is_ready());
     {
-        let mut cancelled = bucket.acquire(1);
+        let mut cancelled = embassy::acquire(&bucket, &(), 1);
         assert!(p.poll(&mut cancelled).is_pending());
         advance_ticks(50_000);
     } // dropped while waiting
@@ -294,7 +294,9 @@ fn two_tasks_on_one_limiter_are_both_served_within_quota() {
         let admitted = &admitted;
         async move {
             for _ in 0..5 {
-                bucket.acquire(1).await.expect("within capacity");
+                embassy::acquire(bucket, &(), 1)
+                    .await
+                    .expect("within capacity");
                 admitted.lock().unwrap().push((id, now_ticks()));
             }
         }
@@ -380,14 +382,14 @@ fn quota_finer_than_a_tick_is_rejected() {
     // once instead of waking a tick early or late.
     let bucket = Bucket::token_bucket(too_fine);
     let p = Poller::new();
-    match p.poll(&mut bucket.acquire(1)) {
+    match p.poll(&mut embassy::acquire(&bucket, &(), 1)) {
         Poll::Ready(Err(WaitError::ClockTooCoarse { step, resolution })) => {
             assert_eq!((step, resolution), (ns(999), ns(1_000)));
         }
         other => panic!("expected ClockTooCoarse, got {other:?}"),
     }
     assert!(matches!(
-        p.poll(&mut bucket.until_ready(1)),
+        p.poll(&mut embassy::until_ready(&bucket, &(), 1)),
         Poll::Ready(Err(WaitError::ClockTooCoarse { .. }))
     ));
     // nothing was taken

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
 use embassy_time::{Duration, Instant, MockDriver, TICK_HZ};
-use tollgate::embassy::{AsyncLimiter, EmbassyClock};
+use tollgate::embassy::{self, EmbassyClock};
 use tollgate::tick::{TickGcra, TickState};
 use tollgate::{Bucket, BucketKind, Clock};
 
@@ -49,7 +49,7 @@ fn acquire_on_a_tick_bucket_wakes_on_the_due_tick() {
     let count = Arc::new(CountingWaker::default());
     let waker = Waker::from(count.clone());
     let mut cx = Context::from_waker(&waker);
-    let mut wait = bucket.acquire(1);
+    let mut wait = embassy::acquire(&bucket, &(), 1);
     assert!(Pin::new(&mut wait).poll(&mut cx).is_pending());
     MockDriver::get().advance(Duration::from_ticks(249));
     assert_eq!(count.0.load(Ordering::SeqCst), 0, "woken a tick early");

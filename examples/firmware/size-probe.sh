@@ -5,7 +5,7 @@
 # (.data + .bss) of both and the difference.
 #   ./size-probe.sh                  thumbv7em-none-eabihf (unsafe-assume-single-core)
 #   ./size-probe.sh thumbv7m-none-eabi   (portable-atomic fallback lock table)
-#   ./size-probe.sh thumbv7em-none-eabihf acquire   (price acquire(1).await)
+#   ./size-probe.sh thumbv7em-none-eabihf acquire   (price acquire(&bucket, &(), 1).await)
 #   ./size-probe.sh thumbv7em-none-eabihf keyed     (price a HeaplessKeyedTable of 8 keys)
 #   ./size-probe.sh thumbv7em-none-eabihf tick      (price the 32-bit tick bucket, check_ticks)
 set -euo pipefail

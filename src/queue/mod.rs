@@ -121,9 +121,9 @@
 //! | (none) | `max_wait`: refuse at once what would wait too long |
 
 mod acquire;
-mod error;
 #[cfg(not(loom))]
-mod partitioned;
+mod any_limiter;
+mod error;
 mod shared;
 mod source;
 mod timer;
@@ -145,9 +145,9 @@ pub use source::QueueLimiter;
 
 use acquire::Acquire;
 pub use acquire::QueuePermit;
-pub use error::WaitError;
 #[cfg(not(loom))]
-pub use partitioned::acquire_partitioned;
+pub use any_limiter::acquire;
+pub use error::WaitError;
 use shared::{lock, Counters, Inner, Shared, TimerWake, WakeList, CLOSED};
 pub use tokio_clock::TokioClock;
 use waiters::{Outcome, Waiters};

@@ -9,11 +9,13 @@ use crate::refusal::Refusal;
 use crate::time::{duration_to_nanos, Timestamp};
 
 /// A limiter a [`Queue`](super::Queue) can put waiters in front of: every
-/// [`Limiter`] (its permits are spent, capacity returns with time), and
-/// the [`ConcurrencyLimiter`] (owned, `&'static` or in an `Arc`), whose
-/// permits the queue always gives back when a
-/// [`QueuePermit`](super::QueuePermit) drops and whose waiters are woken by
-/// those releases only. Implemented by tollgate; not for other types.
+/// [`Limiter`] whose permits are `Copy` (spent when granted, capacity
+/// returns with time: buckets, windows, chains of them), and the
+/// [`ConcurrencyLimiter`] (owned, `&'static` or in an `Arc`), whose permits
+/// the queue always gives back when a [`QueuePermit`](super::QueuePermit)
+/// drops and whose waiters are woken by those releases only. A chain that
+/// holds an in-flight guard is not one: the queue would drop the guard it
+/// was granted. Implemented by tollgate; not for other types.
 pub trait QueueLimiter: sealed::Source {}
 
 impl<T: sealed::Source> QueueLimiter for T {}
@@ -34,7 +36,10 @@ pub(crate) mod sealed {
     }
 }
 
-impl<L: Limiter> sealed::Source for L {
+impl<L: Limiter> sealed::Source for L
+where
+    L::Permit: Copy,
+{
     const RELEASE_BASED: bool = false;
     #[inline]
     fn capacity(&self) -> u32 {

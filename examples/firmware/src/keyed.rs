@@ -3,14 +3,14 @@
 //! that serve eight peers between them, then driven full of throttled keys.
 //!
 //! Phase 1 (tasks): each task serves its peers one visit at a time: a visit
-//! takes `PER_VISIT` permits with `acquire(1).await` (through [`Peer`], a
-//! `Limiter` view of one key), then leaves the peer alone until its bucket
-//! has refilled. At most three peers are busy at once, so with eight peers
-//! and four slots the table keeps evicting refilled peers to admit new ones
-//! (lossless eviction), and no check ever takes the overflow path. Peers
-//! visited twice usually come back after they were evicted. Checked
-//! afterwards, per peer, against its own quota (even ids: burst 3, one per
-//! 2 ms; odd ids: burst 2, one per 3 ms):
+//! takes `PER_VISIT` permits with `embassy::acquire(&peer, &(), 1).await`
+//! (through [`Peer`], a `Limiter` view of one key), then leaves the peer
+//! alone until its bucket has refilled. At most three peers are busy at
+//! once, so with eight peers and four slots the table keeps evicting
+//! refilled peers to admit new ones (lossless eviction), and no check ever
+//! takes the overflow path. Peers visited twice usually come back after
+//! they were evicted. Checked afterwards, per peer, against its own quota
+//! (even ids: burst 3, one per 2 ms; odd ids: burst 2, one per 3 ms):
 //!
 //! - over the peer's whole history, across evictions, no window holds more
 //!   than `burst + ⌊t / T⌋` admissions;
@@ -37,7 +37,7 @@ use core::time::Duration;
 use cortex_m_semihosting::hprintln;
 use critical_section::Mutex;
 use embassy_time::Timer;
-use tollgate::embassy::{AsyncLimiter, EmbassyClock};
+use tollgate::embassy::{self, EmbassyClock};
 use tollgate::keyed::{HeaplessKeyedTable, KeyedPath, KeyedTable};
 use tollgate::{
     valid, Algorithm, Clock, Gcra, Grant, Limiter, Quota, Refusal, Snapshot, Timestamp,
@@ -182,7 +182,7 @@ fn shared_slot(id: u8, now: Timestamp, verdict: &Result<Grant, Refusal<'_>>) -> 
 }
 
 /// One peer's key in [`TABLE`] as a `Limiter`, so tasks can
-/// `acquire(1).await` on it; it logs every admission with the `now` the
+/// `embassy::acquire(&peer, &(), 1).await` on it; it logs every admission with the `now` the
 /// table saw.
 struct Peer {
     id: u8,
@@ -283,7 +283,7 @@ pub async fn peer_task(task: u8) {
             visit: visit as u8,
         };
         for _ in 0..PER_VISIT {
-            if let Err(e) = peer.acquire(1).await {
+            if let Err(e) = embassy::acquire(&peer, &(), 1).await {
                 hprintln!("FAIL peer {}: {}", id, e);
                 crate::fail();
             }

@@ -4,7 +4,8 @@
 //! 5) and two "radio" tasks share one strict-pacing leaky bucket (one frame
 //! per 3.25 ms). Time runs at 32 768 ticks per second, the common embassy
 //! rate, so neither interval nor the tick itself (30 517.578 ns) is a whole
-//! number of the other. Every task waits with `acquire(1).await`. When all are done the
+//! number of the other. Every task waits with
+//! `embassy::acquire(&bucket, &(), 1).await`. When all are done the
 //! firmware checks, with the `now` of each admission as the limiter saw it,
 //! that
 //!
@@ -34,7 +35,7 @@ use cortex_m_semihosting::hprintln;
 use critical_section::Mutex;
 use embassy_executor::Spawner;
 use embassy_time::{Duration, Instant, Timer, TICK_HZ};
-use tollgate::embassy::{AsyncLimiter, EmbassyClock, WaitError};
+use tollgate::embassy::{self, EmbassyClock, WaitError};
 use tollgate::{
     valid, BucketRef, Clock, Gcra, GcraState, Grant, Limiter, Quota, Refusal, Snapshot, Timestamp,
 };
@@ -186,7 +187,7 @@ fn finished() {
 #[embassy_executor::task(pool_size = 3)]
 async fn sensor(id: u8) {
     for _ in 0..PER_SENSOR {
-        match TELEMETRY.acquire(1).await {
+        match embassy::acquire(&TELEMETRY, &(), 1).await {
             Ok(_) => count(&SENSOR_COUNTS, id),
             Err(e) => {
                 hprintln!("FAIL sensor {}: {}", id, e);
@@ -200,7 +201,7 @@ async fn sensor(id: u8) {
 #[embassy_executor::task(pool_size = 2)]
 async fn radio(id: u8) {
     for _ in 0..PER_RADIO {
-        match RADIO.acquire(1).await {
+        match embassy::acquire(&RADIO, &(), 1).await {
             Ok(_) => count(&RADIO_COUNTS, id),
             Err(e) => {
                 hprintln!("FAIL radio {}: {}", id, e);
@@ -328,7 +329,7 @@ async fn check_errors() -> bool {
     let mut ok = true;
     // Above the burst: an error, not a wait.
     let capacity = matches!(
-        TELEMETRY.acquire(BURST + 1).await,
+        embassy::acquire(&TELEMETRY, &(), BURST + 1).await,
         Err(WaitError::CapacityExceeded(e))
             if e.is_never() && e.requested() == BURST + 1 && e.limit() == BURST
     );
@@ -350,8 +351,7 @@ async fn check_errors() -> bool {
         .unwrap_or(core::time::Duration::MAX);
     let due = EmbassyClock::instant_at(Timestamp::from(start_instant) + wait).as_ticks();
     // A deadline one tick before the permit is due: Timeout, at once.
-    let short = TELEMETRY
-        .acquire(1)
+    let short = embassy::acquire(&TELEMETRY, &(), 1)
         .with_deadline(Instant::from_ticks(due - 1))
         .await;
     // It gave up without sleeping until the permit was due.
@@ -367,8 +367,7 @@ async fn check_errors() -> bool {
         );
     }
     // A deadline exactly when it is due: served at that tick.
-    let long = TELEMETRY
-        .acquire(1)
+    let long = embassy::acquire(&TELEMETRY, &(), 1)
         .with_deadline(Instant::from_ticks(due))
         .await;
     let served_at = Instant::now().as_ticks();

@@ -6,9 +6,9 @@
 //! `noop-limiter` the bucket is swapped for a no-op that admits everything,
 //! and tollgate drops out of the image. The difference in `.text` and in
 //! `.data + .bss` is what the token bucket costs (`size-probe.sh`). With
-//! feature `probe-acquire` both variants wait instead: `acquire(1).await`
-//! on the bucket against a plain `Timer` for the no-op, which prices the
-//! async waiter too.
+//! feature `probe-acquire` both variants wait instead:
+//! `embassy::acquire(&bucket, &(), 1).await` on the bucket against a plain
+//! `Timer` for the no-op, which prices the async waiter too.
 //! With feature `probe-keyed` the check goes to a keyed table instead: a
 //! `static HeaplessKeyedTable<u8, Gcra, 8>` with 16 keys taking turns, so
 //! inserting, sweeping and the overflow bucket are all linked in.
@@ -32,7 +32,7 @@ use tollgate_firmware as board;
 mod limiter {
     use embassy_time::Instant;
     #[cfg(feature = "probe-acquire")]
-    use tollgate::{embassy::AsyncLimiter, BucketRef};
+    use tollgate::{embassy, BucketRef};
     use tollgate::{valid, Algorithm, Gcra, GcraState, Quota, Timestamp};
 
     const QUOTA: Quota = valid!(valid!(Quota::per_second(100)).with_burst(3));
@@ -42,7 +42,8 @@ mod limiter {
     /// Waits for one permit.
     #[cfg(feature = "probe-acquire")]
     pub async fn wait() -> bool {
-        BucketRef::new(&CONFIG, &STATE).acquire(1).await.is_ok()
+        let bucket = BucketRef::new(&CONFIG, &STATE);
+        embassy::acquire(&bucket, &(), 1).await.is_ok()
     }
 
     /// One token-bucket check at embassy time `ticks`.

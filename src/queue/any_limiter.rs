@@ -1,5 +1,5 @@
-//! Waiting on tokio's timer in front of a partitioned limiter (any
-//! [`Limiter`]): [`acquire_partitioned`].
+//! Waiting on tokio's timer in front of any [`Limiter`], direct, per key
+//! or partitioned: [`acquire`].
 
 use core::time::Duration;
 
@@ -7,12 +7,19 @@ use crate::clock::Clock;
 use crate::limiter::Limiter;
 use crate::refusal::Refusal;
 
-/// Admits `resource` for `n` permits of `limiter` (any
-/// [`Limiter`]: a partitioned one, a chain or one of your own), waiting its turn: a
-/// shaped policy's delay; for an in-flight limit, a place in its key's
-/// line, woken by the release that lets it in
-/// ([`acquire_in_line`](Limiter::acquire_in_line)); for any
-/// other refusal, checking again when the refusal's `retry_after` passes.
+/// Admits `key` for `n` permits of `limiter` — any [`Limiter`]: a keyed
+/// table (a limiter per client), a partitioned limiter, a chain, one of
+/// your own — waiting its turn, and returns the limiter's permit:
+/// - for a rate, it sleeps until the refusal's `retry_after` and checks
+///   again (as governor's `until_key_ready`: waiters of one key are not
+///   ordered among themselves; a [`Queue`](super::Queue) orders the waiters
+///   of a direct limiter);
+/// - for an in-flight limit, it takes a place in that key's line and is
+///   woken by the release that lets it in
+///   ([`acquire_in_line`](Limiter::acquire_in_line)): no timer, no polling;
+/// - for a shaped policy of a partitioned limiter, it sleeps the reserved
+///   turn ([`Limiter::delay`]).
+///
 /// Waits at most `max_wait` (a shaped delay is bounded by its policy's own
 /// maximum). Dropping the future cancels what it had reserved: a shaped
 /// place comes back if it is still the last one booked, else it stays spent
@@ -20,30 +27,30 @@ use crate::refusal::Refusal;
 /// in-flight line is left, and a permit granted to it passes to the next
 /// waiter. Sleeps on tokio's timer (feature `tokio`) and reads `clock`.
 ///
+/// A per-client limiter that waits, in a tokio service:
+///
 /// ```
 /// use std::time::Duration;
-/// use tollgate::partitioned::Partitioned;
-/// use tollgate::queue;
-/// use tollgate::{Bucket, Quota, StdClock};
+/// use tollgate::keyed::ShardedKeyedTable;
+/// use tollgate::{queue, Gcra, Quota, StdClock};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let jobs = Partitioned::<u32, u32>::builder("jobs")
-///     .default(Bucket::token_bucket(Quota::per_second(100)?))
-///     .build();
+/// let per_client = ShardedKeyedTable::builder(Gcra::token_bucket(Quota::per_second(10)?)).build()?;
 /// let clock = StdClock::new();
-/// match queue::acquire_partitioned(&jobs, &7, 1, &clock, Duration::from_secs(1)).await {
-///     Ok(_lease) => { /* run job 7 */ }
-///     Err(refusal) => println!("busy: retry in {:?}", refusal.retry_after()),
+/// let client: std::net::IpAddr = "192.0.2.7".parse()?;
+/// for _ in 0..11 {
+///     // the 11th waits about 100 ms for its turn
+///     queue::acquire(&per_client, &client, 1, &clock, Duration::from_secs(1)).await?;
 /// }
 /// # Ok(()) }
 /// ```
 ///
 /// # Errors
 /// The last [`Refusal`] when the wait would exceed `max_wait`.
-pub async fn acquire_partitioned<'a, P, R, C>(
+pub async fn acquire<'a, P, R, C>(
     limiter: &'a P,
-    resource: &'a R,
+    key: &'a R,
     n: u32,
     clock: &'a C,
     max_wait: Duration,
@@ -59,10 +66,10 @@ where
         let now = clock.now();
         let left = max_wait.saturating_sub(now.saturating_duration_since(start));
         let (attempt, timed_out) =
-            match tokio::time::timeout(left, limiter.acquire_in_line(resource, n, now)).await {
+            match tokio::time::timeout(left, limiter.acquire_in_line(key, n, now)).await {
                 Ok(attempt) => (attempt, false),
                 // the wait is over while in a line: one last look
-                Err(_) => (limiter.try_acquire_n(resource, n, clock.now()), true),
+                Err(_) => (limiter.try_acquire_n(key, n, clock.now()), true),
             };
         match attempt {
             Ok(permit) => {
@@ -73,7 +80,7 @@ where
                 // dropped while waiting: the reservation goes back
                 let guard = CancelOnDrop {
                     limiter,
-                    resource,
+                    key,
                     permit: Some(permit),
                     clock,
                 };
@@ -97,7 +104,7 @@ where
 /// Cancels a reserved lease unless defused.
 struct CancelOnDrop<'a, P: Limiter<R> + ?Sized, R: ?Sized, C: Clock> {
     limiter: &'a P,
-    resource: &'a R,
+    key: &'a R,
     permit: Option<P::Permit>,
     clock: &'a C,
 }
@@ -114,7 +121,7 @@ impl<P: Limiter<R> + ?Sized, R: ?Sized, C: Clock> CancelOnDrop<'_, P, R, C> {
 impl<P: Limiter<R> + ?Sized, R: ?Sized, C: Clock> Drop for CancelOnDrop<'_, P, R, C> {
     fn drop(&mut self) {
         if let Some(permit) = self.permit.take() {
-            self.limiter.cancel(self.resource, permit, self.clock.now());
+            self.limiter.cancel(self.key, permit, self.clock.now());
         }
     }
 }
