@@ -493,8 +493,11 @@
 //!
 //! ## Queued acquisition on tokio (feature `tokio`)
 //!
-//! A server that would rather delay a request a little than refuse it puts
-//! a `queue::Queue` in front of any limiter (or a concurrency limiter):
+//! A server that would rather delay a request a little than refuse it
+//! awaits `queue::acquire(&limiter, &key, n, &clock, max_wait)` on any
+//! limiter, per key (a rate until its turn, an in-flight limit in its
+//! key's line until a release wakes it), or puts a `queue::Queue` in front
+//! of a direct limiter (or a concurrency limiter):
 //! `acquire(n).await` waits in order (oldest first by default, or newest
 //! first with .NET's semantics), the waiting line is bounded in permits, a
 //! request that would wait longer than `max_wait` is refused at once, and

@@ -205,8 +205,8 @@ async fn refusals_and_handler_text_are_axum_bodies() {
             Policy::token_bucket("texts", Quota::per_minute(1).unwrap())
                 .prefix("/text")
                 .key(KeySource::PeerIp)
-                .on_rejected(|r| {
-                    let mut res = http::Response::new(format!("slow down ({})", r.policy));
+                .on_rejected(|r, _| {
+                    let mut res = http::Response::new(format!("slow down ({})", r.policy()));
                     *res.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
                     res
                 }),

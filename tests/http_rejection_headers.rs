@@ -111,23 +111,23 @@ async fn configurable_status_and_handler_precedence() {
         .clock(paused_clock())
         .peer_addr(connect_info)
         .status(StatusCode::SERVICE_UNAVAILABLE)
-        .on_rejected(|rej| {
+        .on_rejected(|rej, status| {
             Response::builder()
-                .status(rej.status)
-                .body(format!("layer handler: {}", rej.policy))
+                .status(status)
+                .body(format!("layer handler: {}", rej.policy()))
                 .unwrap()
         })
         .policy(Policy::token_bucket("plain", Quota::per_hour(1).unwrap()).prefix("/plain"))
         .policy(
             Policy::token_bucket("own", Quota::per_hour(1).unwrap())
                 .prefix("/own")
-                .on_rejected(|rej| {
+                .on_rejected(|rej, _| {
                     Response::builder()
                         .status(StatusCode::TOO_MANY_REQUESTS)
-                        .header("x-policy", rej.policy)
+                        .header("x-policy", rej.policy())
                         .body(format!(
                             "own handler, retry in {} s",
-                            rej.retry_after.as_secs()
+                            rej.retry_after().as_secs()
                         ))
                         .unwrap()
                 }),

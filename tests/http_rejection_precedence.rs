@@ -23,10 +23,10 @@ async fn server(layer_handler: bool, global_handler: bool) -> Server {
     let mut global =
         Policy::token_bucket("global", Quota::per_hour(1).unwrap()).key(header_key("x-client"));
     if global_handler {
-        global = global.on_rejected(|rej| {
+        global = global.on_rejected(|rej, _| {
             Response::builder()
                 .status(StatusCode::FORBIDDEN)
-                .body(format!("global's own: {}", rej.policy))
+                .body(format!("global's own: {}", rej.policy()))
                 .unwrap()
         });
     }
@@ -37,11 +37,17 @@ async fn server(layer_handler: bool, global_handler: bool) -> Server {
             Policy::token_bucket("with", Quota::per_hour(1).unwrap())
                 .prefix("/with")
                 .key(header_key("x-user"))
-                .on_rejected(|rej| {
-                    assert!(!rej.global, "a route handler never sees a global refusal");
+                .on_rejected(|rej, _| {
+                    assert_eq!(
+                        rej.stage(),
+                        1,
+                        "a route handler never sees a global refusal"
+                    );
+                    assert_eq!(rej.snapshot().limit(), 1, "the policy's quota");
+                    assert!(rej.retry_after() > std::time::Duration::ZERO);
                     Response::builder()
                         .status(StatusCode::NOT_FOUND)
-                        .body(format!("route: {}", rej.policy))
+                        .body(format!("route: {}", rej.policy()))
                         .unwrap()
                 }),
         )
@@ -51,10 +57,14 @@ async fn server(layer_handler: bool, global_handler: bool) -> Server {
                 .key(header_key("x-user")),
         );
     if layer_handler {
-        b = b.on_rejected(|rej| {
+        b = b.on_rejected(|rej, _| {
             Response::builder()
                 .status(StatusCode::SERVICE_UNAVAILABLE)
-                .body(format!("layer: {} global={}", rej.policy, rej.global))
+                .body(format!(
+                    "layer: {} global={}",
+                    rej.policy(),
+                    rej.stage() == 0
+                ))
                 .unwrap()
         });
     }

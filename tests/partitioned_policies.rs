@@ -7,7 +7,7 @@
 
 use core::time::Duration;
 
-use tollgate::keyed::{KeyedPath, ShardedKeyedTable};
+use tollgate::keyed::{KeyedPath, KeyedTable, ShardedKeyedTable};
 use tollgate::partitioned::Partitioned;
 use tollgate::{Bucket, FixedWindow, Gcra, Limiter, Quota, SlidingWindow, Timestamp};
 
@@ -376,4 +376,28 @@ fn a_refusal_outlives_its_limiter_and_rebuilt_limiters_share_their_names() {
     assert!(core::ptr::eq(a.name(), b.name()));
     let (pa, pb) = (a.policy_names().next(), b.policy_names().next());
     assert!(core::ptr::eq(pa.expect("a policy"), pb.expect("a policy")));
+}
+
+#[test]
+fn a_table_shared_by_arc_is_one_table_for_a_policy_and_direct_use() {
+    let table = std::sync::Arc::new(bucket(1, 2));
+    let p = Partitioned::<Msg, u64>::builder("jobs")
+        .policy(
+            "per_user",
+            |m: &Msg| Some(m.user),
+            std::sync::Arc::clone(&table),
+        )
+        .build();
+    let m = msg("post", 7);
+    assert!(p.try_acquire(&m, t(0)).is_ok());
+    // the direct view sees the key the policy charged
+    assert!(table.contains(&7));
+    assert_eq!(table.len(), 1);
+    assert_eq!(table.snapshot(&7, t(0)).remaining(), 1);
+    // a direct check spends the same bucket: the policy has nothing left
+    assert!(table.try_acquire(&7, t(0)).is_ok());
+    assert_eq!(p.try_acquire(&m, t(0)).unwrap_err().policy(), "per_user");
+    // and the table's admin half works through the Arc
+    assert_eq!(table.evict_refilled(t(10_000)), 1);
+    assert!(p.try_acquire(&m, t(10_000)).is_ok());
 }

@@ -13,7 +13,7 @@ use super::key::{
 };
 use super::layer::{HttpStore, LayerClock, LayerSettings, RateLimitLayer, Routed, Rule, Shared};
 use super::policy::{
-    ConfigError, ConfigErrorKind, MissingKey, Plan, Policy, Rejection, RejectionHandler, StoreAlg,
+    ConfigError, ConfigErrorKind, MissingKey, Plan, Policy, RejectionHandler, StoreAlg,
 };
 use super::reload::{Carrier, ReloadReport};
 use super::routing::PathPrefix;
@@ -167,11 +167,35 @@ impl RateLimitLayerBuilder {
 
     /// The layer's rejection handler: it answers every refusal except
     /// those of a policy with its own [`Policy::on_rejected`] (see the
-    /// precedence table in the [module docs](super)).
+    /// precedence table in the [module docs](super)). It is given the
+    /// [`Refusal`](crate::Refusal) — [`policy()`](crate::Refusal::policy)
+    /// names the refusing policy, [`stage()`](crate::Refusal::stage) is 0
+    /// when the global limiter refused and 1 for a route policy (as in a
+    /// [`Chain`](crate::Chain) of the two), [`retry_after()`](crate::Refusal::retry_after)
+    /// says when to come back and its [`snapshot()`](crate::Refusal::snapshot)
+    /// the policy's limit — and the status the layer would send.
+    ///
+    /// ```
+    /// use http::{Response, StatusCode};
+    /// use tollgate::http::RateLimitLayer;
+    ///
+    /// let layer = RateLimitLayer::builder()
+    ///     .on_rejected(|refusal, status| {
+    ///         let mut res = Response::new(format!(
+    ///             "{} is busy: retry in {} s",
+    ///             refusal.policy(),
+    ///             refusal.retry_after_secs_ceil()
+    ///         ));
+    ///         *res.status_mut() = status;
+    ///         res
+    ///     })
+    ///     .build();
+    /// # let _ = layer;
+    /// ```
     #[must_use]
     pub fn on_rejected<F>(mut self, handler: F) -> Self
     where
-        F: Fn(&Rejection<'_>) -> Response<String> + Send + Sync + 'static,
+        F: Fn(&crate::Refusal<'_>, http::StatusCode) -> Response<String> + Send + Sync + 'static,
     {
         self.on_rejected = Some(std::sync::Arc::new(handler));
         self

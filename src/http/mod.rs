@@ -301,7 +301,7 @@
 //! | where the peer address is | `.peer_addr(\|ext\| ext.get::<ConnectInfo<SocketAddr>>().map(\|c\| c.0))` | a `SocketAddr` extension |
 //! | refusal status | `.status(StatusCode::SERVICE_UNAVAILABLE)` | 429 |
 //! | key cannot be extracted | `.missing_key(MissingKey::Allow)` | `MissingKey::Reject(500)` |
-//! | rejection handler | `.on_rejected(\|r\| Response::builder().status(r.status).body(format!("slow down ({})", r.policy)).unwrap())` | empty body |
+//! | rejection handler | `.on_rejected(\|r, status\| Response::builder().status(status).body(format!("slow down ({})", r.policy())).unwrap())` | empty body |
 //! | headers on admitted responses | `.headers_on_success(true)` | refusals only |
 //! | a policy for axum routes | `router.route_layer(layer.policy("writes").unwrap())` | |
 //!
@@ -322,7 +322,7 @@
 //! | queueing (per key; buckets and in-flight limits) | `.queue(Duration::from_secs(2), 20)` | refuse at once |
 //! | dry run | `.dry_run(true)` | off |
 //! | missing key for this policy | `.missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED))` | the layer's |
-//! | rejection handler for this policy | `.on_rejected(\|r\| Response::new(format!("retry in {:?}", r.retry_after)))` | the layer's |
+//! | rejection handler for this policy | `.on_rejected(\|r, _\| Response::new(format!("retry in {:?}", r.retry_after())))` | the layer's |
 //! | buckets in a shared store (Redis) | `.backend(Arc::new(RedisStore::connect(url, RedisConfig::token_bucket(quota)).await?))` | in process |
 //!
 //! # Service requirements and per-request cost
@@ -391,7 +391,7 @@ pub use headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use key::{ForwardedHeader, IpNet, KeySource, PartitionKey, RequestHead, DEFAULT_IPV6_PREFIX};
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
 pub use policy::{
-    ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, QueueMode, Rejection,
+    ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, QueueMode,
     DEFAULT_MAX_KEYS, SLIDING_WINDOW_SEGMENTS,
 };
 pub use reload::ReloadReport;

@@ -14,6 +14,7 @@ use super::key::KeySource;
 use crate::gcra::{BucketKind, Gcra};
 use crate::partitioned::Shaping;
 use crate::quota::Quota;
+use crate::refusal::Refusal;
 use crate::remote::AsyncKeyedLimiter;
 use crate::window::{FixedWindow, SlidingWindow};
 
@@ -36,24 +37,11 @@ impl Default for MissingKey {
     }
 }
 
-/// What a rejection handler is told.
-#[derive(Debug, Clone, Copy)]
-#[non_exhaustive]
-pub struct Rejection<'a> {
-    /// The name of the refusing policy (`"global"` for the global limiter
-    /// unless renamed).
-    pub policy: &'a str,
-    /// True when the global limiter refused.
-    pub global: bool,
-    /// How long until the request could succeed.
-    pub retry_after: Duration,
-    /// The status the layer would send.
-    pub status: StatusCode,
-}
-
-/// A custom rejection response. The layer adds `Retry-After` and the
-/// `RateLimit` headers to it unless the handler set them itself.
-pub(crate) type RejectionHandler = Arc<dyn Fn(&Rejection<'_>) -> Response<String> + Send + Sync>;
+/// A custom rejection response, from the [`Refusal`] and the status the
+/// layer would send. The layer adds `Retry-After` and the `RateLimit`
+/// headers to it unless the handler set them itself.
+pub(crate) type RejectionHandler =
+    Arc<dyn Fn(&Refusal<'_>, StatusCode) -> Response<String> + Send + Sync>;
 
 /// Queueing mode: wait up to `max_wait` instead of refusing at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +110,17 @@ pub(crate) enum StoreAlg {
 }
 
 impl StoreAlg {
+    /// The most permits the table grants one key at once (its quota's `q`).
+    pub(crate) fn limit(&self) -> u32 {
+        use crate::limiter::Algorithm;
+        match self {
+            Self::Gcra(g) => g.capacity(),
+            Self::Fixed(f) => f.capacity(),
+            Self::Sliding(s) => s.capacity(),
+            Self::InFlight(limit) => *limit,
+        }
+    }
+
     /// Same kind of table (the buckets can carry over).
     pub(crate) fn same_family(&self, other: &Self) -> bool {
         core::mem::discriminant(self) == core::mem::discriminant(other)
@@ -368,11 +367,14 @@ impl Policy {
         self
     }
 
-    /// A rejection handler for this policy; it overrides the layer's.
+    /// A rejection handler for this policy; it overrides the layer's. It
+    /// is given the [`Refusal`] (see
+    /// [`RateLimitLayerBuilder::on_rejected`](super::RateLimitLayerBuilder::on_rejected))
+    /// and the status the layer would send.
     #[must_use]
     pub fn on_rejected<F>(mut self, handler: F) -> Self
     where
-        F: Fn(&Rejection<'_>) -> Response<String> + Send + Sync + 'static,
+        F: Fn(&Refusal<'_>, StatusCode) -> Response<String> + Send + Sync + 'static,
     {
         self.on_rejected = Some(Arc::new(handler));
         self

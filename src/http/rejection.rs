@@ -10,7 +10,7 @@ use http::{Response, StatusCode};
 use super::body::LayerBody;
 use super::headers::{self, StackText, RATELIMIT, RATELIMIT_POLICY};
 use super::layer::{Compiled, Shared, SuccessHeaders};
-use super::policy::Rejection;
+use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 use crate::time::duration_to_nanos;
 
@@ -73,13 +73,13 @@ impl Shared {
             .or(self.on_rejected.as_ref());
         let mut res = match handler {
             Some(h) => {
-                let rej = Rejection {
-                    policy: &refusing.name,
-                    global,
-                    retry_after: wait,
-                    status: self.status,
-                };
-                h(&rej).map(|text| O::built(Bytes::from(text)))
+                let limit = refusing.plan.alg.limit();
+                let snapshot = Snapshot::exact(limit, 0, wait_nanos);
+                let (limiter, stage) = if global { ("global", 0) } else { ("routes", 1) };
+                let refusal = Refusal::from_nanos(wait_nanos, snapshot)
+                    .by(limiter, &refusing.name)
+                    .later_by(stage);
+                h(&refusal, self.status).map(|text| O::built(Bytes::from(text)))
             }
             None => status_only(self.status),
         };

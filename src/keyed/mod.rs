@@ -279,6 +279,59 @@ pub trait KeyedTable<K: ?Sized>: Limiter<K, Permit = Grant> {
     fn update_key_quota(&self, key: &K, how: Inheritance, now: Timestamp, update: &mut dyn FnMut());
 }
 
+/// A table behind a reference or an `Arc` is the same table: share one
+/// `Arc<ShardedKeyedTable<..>>` between a partitioned limiter's policy and
+/// direct use (introspection, a sweep task, a check of your own), and both
+/// see the same keys.
+macro_rules! forward_table {
+    ($($ptr:ty),*) => {$(
+        impl<K: ?Sized, T: KeyedTable<K> + ?Sized> KeyedTable<K> for $ptr {
+            type Algorithm = T::Algorithm;
+            #[inline]
+            fn refund_if_last(&self, key: &K, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
+                (**self).refund_if_last(key, n, full_at, now)
+            }
+            fn contains(&self, key: &K) -> bool {
+                (**self).contains(key)
+            }
+            fn len(&self) -> usize {
+                (**self).len()
+            }
+            fn is_empty(&self) -> bool {
+                (**self).is_empty()
+            }
+            fn max_keys(&self) -> usize {
+                (**self).max_keys()
+            }
+            fn overflow_policy(&self) -> OverflowPolicy {
+                (**self).overflow_policy()
+            }
+            fn default_algorithm(&self) -> Self::Algorithm {
+                (**self).default_algorithm()
+            }
+            fn shared_snapshot(&self, now: Timestamp) -> Snapshot {
+                (**self).shared_snapshot(now)
+            }
+            fn for_each_snapshot(&self, now: Timestamp, visit: &mut dyn FnMut(&K, Snapshot)) {
+                (**self).for_each_snapshot(now, visit);
+            }
+            fn evict_refilled(&self, now: Timestamp) -> usize {
+                (**self).evict_refilled(now)
+            }
+            fn reconfigure(&self, next: Self::Algorithm, how: Inheritance, now: Timestamp) {
+                (**self).reconfigure(next, how, now);
+            }
+            fn update_key_quota(&self, key: &K, how: Inheritance, now: Timestamp, update: &mut dyn FnMut()) {
+                (**self).update_key_quota(key, how, now, update);
+            }
+        }
+    )*};
+}
+
+forward_table!(&T);
+#[cfg(feature = "std")]
+forward_table!(std::sync::Arc<T>);
+
 /// What a keyed table does with a new key when it is full and no tracked key
 /// can be evicted losslessly. See the [module docs](self) for the reasoning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
