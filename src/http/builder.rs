@@ -176,7 +176,7 @@ impl RateLimitLayerBuilder {
     /// the policy's limit — and the status the layer would send.
     ///
     /// ```
-    /// use http::{Response, StatusCode};
+    /// use http::Response;
     /// use tollgate::http::RateLimitLayer;
     ///
     /// let layer = RateLimitLayer::builder()
