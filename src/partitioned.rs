@@ -747,6 +747,9 @@ impl Shaping {
 /// Where policy index `usize::MAX` means the default limiter.
 const DEFAULT: usize = usize::MAX;
 
+/// A [`Lease`]'s policy index for the default limiter.
+const LEASE_DEFAULT: u32 = u32::MAX;
+
 /// A partitioned limiter: ordered policies, each with a keyed table, and
 /// an optional default limiter. See the [module documentation](self).
 pub struct Partitioned<R, K> {
@@ -939,15 +942,19 @@ impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> Partitioned<R,
 /// documentation](self).
 #[must_use = "dropping a lease releases its in-flight permits at once"]
 pub struct Lease<K> {
-    policy: usize,
-    key: Option<K>,
+    /// The policy's index ([`LEASE_DEFAULT`]: the default limiter); 32
+    /// bits, packed with `n`, keep the lease as small as a request's
+    /// future wants it (two leases ride in every HTTP response future).
+    policy: u32,
     n: u32,
+    key: Option<K>,
     /// For a shaped policy's reservation: when its admission left the
     /// bucket full (ns), which identifies it as the last one booked; 0
     /// for any other lease (see [`Partitioned::cancel_lease`]).
     full_at: u64,
-    /// How long to wait before doing the work (a shaped reservation's turn).
-    delay: Duration,
+    /// How long to wait before doing the work, in ns (a shaped
+    /// reservation's turn).
+    delay: u64,
     /// For an in-flight limit: the store to give the permits back to.
     release: Option<Arc<dyn Store<K>>>,
 }
@@ -957,7 +964,7 @@ impl<K> fmt::Debug for Lease<K> {
         f.debug_struct("Lease")
             .field("policy", &self.policy)
             .field("permits", &self.n)
-            .field("delay", &self.delay)
+            .field("delay", &self.delay())
             .field("holds_in_flight", &self.release.is_some())
             .finish_non_exhaustive()
     }
@@ -967,11 +974,11 @@ impl<K> Lease<K> {
     /// A lease that charged nothing (no policy, no default limiter).
     const fn free() -> Self {
         Self {
-            policy: DEFAULT,
+            policy: LEASE_DEFAULT,
             key: None,
             n: 0,
             full_at: 0,
-            delay: Duration::ZERO,
+            delay: 0,
             release: None,
         }
     }
@@ -986,11 +993,12 @@ impl<K> Lease<K> {
         releases: bool,
     ) -> Self {
         Self {
-            policy,
+            // no limiter has 2^32 policies: a larger index is the default's
+            policy: u32::try_from(policy).unwrap_or(LEASE_DEFAULT),
             key,
             n,
             full_at: 0,
-            delay: Duration::ZERO,
+            delay: 0,
             release: releases.then(|| Arc::clone(store)),
         }
     }
@@ -1005,7 +1013,7 @@ impl<K> Lease<K> {
     /// policy reserved a later turn for it.
     #[must_use]
     pub const fn delay(&self) -> Duration {
-        self.delay
+        Duration::from_nanos(self.delay)
     }
 
     /// The permits the lease took.
@@ -1191,7 +1199,7 @@ impl<R, K> Partitioned<R, K> {
                         );
                     }
                 }
-                lease.delay = delay;
+                lease.delay = crate::time::duration_to_nanos(delay);
                 Ok(lease)
             }
             Err(refusal) => Err(refusal.by(self.name, name)),
@@ -1212,7 +1220,8 @@ impl<R, K> Partitioned<R, K> {
             own.refund(lease.key.as_ref(), lease.n, now);
             return;
         }
-        if let Some(store) = self.store_of((lease.policy != DEFAULT).then_some(lease.policy)) {
+        let index = (lease.policy != LEASE_DEFAULT).then_some(lease.policy as usize);
+        if let Some(store) = self.store_of(index) {
             if lease.full_at == 0 {
                 store.refund(lease.key.as_ref(), lease.n, now);
             } else {
@@ -1286,7 +1295,7 @@ impl<R, K> Limiter<R> for Partitioned<R, K> {
 
     #[inline]
     fn delay(&self, lease: &Lease<K>) -> Duration {
-        lease.delay
+        lease.delay()
     }
 
     fn acquire_in_line<'a>(
