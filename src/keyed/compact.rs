@@ -511,16 +511,7 @@ impl<K: Hash + ?Sized, S: BuildHasher> CompactKeyedTable<K, S> {
 impl<K: Hash + ?Sized, S: BuildHasher> Limiter<K> for CompactKeyedTable<K, S> {
     type Permit = Grant;
 
-    #[inline(always)]
-    fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
-        self.check_until_full(key, n, now)
-            .map(|full_at| Grant::new(n, full_at))
-    }
-
-    #[inline]
-    fn cancel(&self, key: &K, grant: Grant, now: Timestamp) {
-        self.refund(key, grant.permits(), now);
-    }
+    super::grant_methods!();
 
     fn refund(&self, key: &K, n: u32, now: Timestamp) {
         let home = self.home(key);

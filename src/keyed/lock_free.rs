@@ -790,16 +790,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
 impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> Limiter<K> for LockFreeGcraTable<K, S, Q> {
     type Permit = Grant;
 
-    #[inline(always)]
-    fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
-        self.check_until_full(key, n, now)
-            .map(|full_at| Grant::new(n, full_at))
-    }
-
-    #[inline]
-    fn cancel(&self, key: &K, grant: Grant, now: Timestamp) {
-        self.refund(key, grant.permits(), now);
-    }
+    super::grant_methods!();
 
     fn refund(&self, key: &K, n: u32, now: Timestamp) {
         let key = *key;

@@ -279,6 +279,30 @@ pub trait KeyedTable<K: ?Sized>: Limiter<K, Permit = Grant> {
     fn update_key_quota(&self, key: &K, how: Inheritance, now: Timestamp, update: &mut dyn FnMut());
 }
 
+/// The two `Limiter<K>` methods every table writes the same way, over its
+/// own `check_until_full` (its check, answering the instant the key's state
+/// is full again) and `refund`.
+macro_rules! grant_methods {
+    () => {
+        #[inline(always)]
+        fn try_acquire_n(
+            &self,
+            key: &K,
+            n: u32,
+            now: Timestamp,
+        ) -> Result<Grant, Refusal<'static>> {
+            self.check_until_full(key, n, now)
+                .map(|full_at| Grant::new(n, full_at))
+        }
+
+        #[inline]
+        fn cancel(&self, key: &K, grant: Grant, now: Timestamp) {
+            self.refund(key, grant.permits(), now);
+        }
+    };
+}
+use grant_methods;
+
 /// A table behind a reference or an `Arc` is the same table: share one
 /// `Arc<ShardedKeyedTable<..>>` between a partitioned limiter's policy and
 /// direct use (introspection, a sweep task, a check of your own), and both
