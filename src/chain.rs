@@ -56,7 +56,7 @@
 
 use core::time::Duration;
 
-use crate::limiter::{Algorithm, Grant, Limiter};
+use crate::limiter::{Algorithm, BucketRef, Limiter};
 use crate::live::Inheritance;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
@@ -275,53 +275,16 @@ fn finest(a: Duration, b: Duration) -> Duration {
     }
 }
 
-/// An algorithm applied to one state, seen as a [`Limiter`].
-struct Applied<'a, A: Algorithm>(&'a A, &'a A::State);
-
-impl<A: Algorithm> Limiter for Applied<'_, A> {
-    type Permit = Grant;
-    #[inline]
-    fn capacity(&self, _: &()) -> u32 {
-        self.0.capacity()
-    }
-    #[inline]
-    fn try_acquire_n(&self, _: &(), n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
-        self.0
-            .check_n(self.1, n, now)
-            .map(|full_at| Grant::new(n, full_at))
-    }
-    #[inline]
-    fn cancel(&self, _: &(), grant: Grant, now: Timestamp) {
-        self.0.refund(self.1, grant.permits(), now);
-    }
-    #[inline]
-    fn refund(&self, _: &(), n: u32, now: Timestamp) {
-        self.0.refund(self.1, n, now);
-    }
-    #[inline]
-    fn snapshot(&self, _: &(), now: Timestamp) -> Snapshot {
-        self.0.snapshot(self.1, now)
-    }
-    #[inline]
-    fn time_until_ready(
-        &self,
-        _: &(),
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Duration, Refusal<'static>> {
-        self.0.time_until_ready(self.1, n, now)
-    }
-}
-
 impl<A: Algorithm, B: Algorithm> Chain<A, B> {
     #[inline]
     fn applied<'a>(
         &'a self,
         state: &'a (A::State, B::State),
-    ) -> Chain<Applied<'a, A>, Applied<'a, B>> {
+    ) -> Chain<BucketRef<'a, A>, BucketRef<'a, B>> {
+        // each member's algorithm applied to its own state: a bucket
         Chain::new(
-            Applied(&self.first, &state.0),
-            Applied(&self.second, &state.1),
+            BucketRef::new(&self.first, &state.0),
+            BucketRef::new(&self.second, &state.1),
         )
     }
 }
