@@ -753,6 +753,26 @@ impl TickGcra {
         Ok(self.wait_nanos(ns, u64::from(lead.saturating_sub(self.admit_lead(n)))))
     }
 
+    /// The wait (ns) for `n` permits after `ahead` others, of a bucket with
+    /// stored `tat`: what [`Algorithm::time_until_ready_after`] answers.
+    pub(crate) fn wait_after_of(&self, tat: u32, ahead: u64, n: u32, ns: u64) -> Option<u64> {
+        if n > self.capacity {
+            return None;
+        }
+        let lead = u64::from(self.lead_at(tat, self.ticks_at(ns) as u32));
+        let interval = u64::from(self.interval);
+        let ahead_cost = ahead.saturating_mul(interval);
+        let ticks = match self.kind {
+            BucketKind::TokenBucket => lead
+                .saturating_add(ahead_cost)
+                .saturating_add(u64::from(n) * interval)
+                .saturating_sub(u64::from(self.max_lead)),
+            BucketKind::LeakyBucket if n == 0 && ahead == 0 => 0,
+            BucketKind::LeakyBucket => lead.saturating_add(ahead_cost),
+        };
+        Some(self.wait_nanos(ns, ticks))
+    }
+
     /// The snapshot of a stored `tat` at `ns`.
     #[inline]
     #[cfg(feature = "std")] // the compact keyed table's
@@ -1144,22 +1164,8 @@ impl Algorithm for TickGcra {
         n: u32,
         now: Timestamp,
     ) -> Option<Duration> {
-        if n > self.capacity {
-            return None;
-        }
-        let ns = now.as_nanos();
-        let lead = u64::from(self.lead_ticks(state, self.ticks_at(ns) as u32));
-        let interval = u64::from(self.interval);
-        let ahead_cost = ahead.saturating_mul(interval);
-        let ticks = match self.kind {
-            BucketKind::TokenBucket => lead
-                .saturating_add(ahead_cost)
-                .saturating_add(u64::from(n) * interval)
-                .saturating_sub(u64::from(self.max_lead)),
-            BucketKind::LeakyBucket if n == 0 && ahead == 0 => 0,
-            BucketKind::LeakyBucket => lead.saturating_add(ahead_cost),
-        };
-        Some(Duration::from_nanos(self.wait_nanos(ns, ticks)))
+        self.wait_after_of(state.tat.load(), ahead, n, now.as_nanos())
+            .map(Duration::from_nanos)
     }
 }
 

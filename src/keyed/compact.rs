@@ -563,6 +563,18 @@ impl<K: Hash + ?Sized, S: BuildHasher> Limiter<K> for CompactKeyedTable<K, S> {
             .map(Duration::from_nanos)
     }
 
+    fn time_until_ready_after(
+        &self,
+        key: &K,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        let (tat, alg) = self.tat(key);
+        alg.wait_after_of(tat.unwrap_or(0), ahead, n, now.as_nanos())
+            .map(Duration::from_nanos)
+    }
+
     fn capacity(&self, _key: &K) -> u32 {
         self.config.load().capacity()
     }

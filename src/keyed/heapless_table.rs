@@ -282,6 +282,24 @@ where
         .unwrap_or(Ok(Duration::ZERO))
     }
 
+    fn time_until_ready_after(
+        &self,
+        key: &K,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        self.with_slots(|slots| {
+            with_algorithm(&self.quota, &slots.default, key, |alg| {
+                match slots.map.get(key) {
+                    Some(state) => alg.time_until_ready_after(state, ahead, n, now),
+                    None => alg.time_until_ready_after(&alg.new_state(), ahead, n, now),
+                }
+            })
+        })
+        .flatten()
+    }
+
     fn capacity(&self, key: &K) -> u32 {
         self.with_slots(|slots| {
             with_algorithm(&self.quota, &slots.default, key, Algorithm::capacity)

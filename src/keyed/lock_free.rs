@@ -837,6 +837,18 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> Limiter<K> for LockFreeGc
             .map(Duration::from_nanos)
     }
 
+    fn time_until_ready_after(
+        &self,
+        key: &K,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        let (tat, alg) = self.tat(*key);
+        alg.wait_after_of(tat.unwrap_or(0), ahead, n, now.as_nanos())
+            .map(Duration::from_nanos)
+    }
+
     fn capacity(&self, key: &K) -> u32 {
         self.tat(*key).1.capacity()
     }

@@ -585,6 +585,22 @@ where
         }
     }
 
+    fn time_until_ready_after(
+        &self,
+        key: &K,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.read(self.shard(hash));
+        let alg = self.algorithm_of(&shard, key);
+        match shard.get(key, hash) {
+            Some(state) => alg.time_until_ready_after(state, ahead, n, now),
+            None => alg.time_until_ready_after(&alg.new_state(), ahead, n, now),
+        }
+    }
+
     fn capacity(&self, key: &K) -> u32 {
         let hash = self.hasher.hash_one(key);
         let shard = self.read(self.shard(hash));
