@@ -58,7 +58,7 @@ fn uncontended(c: &mut Criterion) {
     let queue = Queue::new(roomy_bucket());
     g.bench_function("tollgate_queue_acquire", |b| {
         b.to_async(&rt)
-            .iter(|| async { queue.acquire(1).await.unwrap().forget() })
+            .iter(|| async { queue.acquire(&(), 1).await.unwrap().forget() })
     });
     let leaky = roomy_leaky_bucket();
     g.bench_function("leaky_bucket_acquire", |b| {
@@ -87,7 +87,7 @@ fn paced(c: &mut Criterion) {
             let tasks: Vec<_> = (0..WAITERS)
                 .map(|_| {
                     let q = queue.clone();
-                    tokio::spawn(async move { q.acquire(1).await.unwrap().forget() })
+                    tokio::spawn(async move { q.acquire(&(), 1).await.unwrap().forget() })
                 })
                 .collect();
             for t in tasks {

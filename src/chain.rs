@@ -108,32 +108,6 @@ fn tighter(a: Snapshot, b: Snapshot) -> Snapshot {
     }
 }
 
-/// Gives back what the first member granted unless defused (the second
-/// member refused, or the waiting future was dropped).
-struct CancelFirst<'a, K: ?Sized, P: Limiter<K>> {
-    limiter: &'a P,
-    key: &'a K,
-    permit: Option<P::Permit>,
-    now: Timestamp,
-}
-
-impl<K: ?Sized, P: Limiter<K>> CancelFirst<'_, K, P> {
-    fn defuse(mut self) -> P::Permit {
-        match self.permit.take() {
-            Some(permit) => permit,
-            None => unreachable!("a permit is taken once"),
-        }
-    }
-}
-
-impl<K: ?Sized, P: Limiter<K>> Drop for CancelFirst<'_, K, P> {
-    fn drop(&mut self) {
-        if let Some(permit) = self.permit.take() {
-            self.limiter.cancel(self.key, permit, self.now);
-        }
-    }
-}
-
 impl<K: ?Sized, A: Limiter<K>, B: Limiter<K>> Limiter<K> for Chain<A, B> {
     type Permit = (A::Permit, B::Permit);
 
@@ -221,29 +195,6 @@ impl<K: ?Sized, A: Limiter<K>, B: Limiter<K>> Limiter<K> for Chain<A, B> {
     #[inline]
     fn delay(&self, permit: &Self::Permit) -> Duration {
         core::cmp::max(self.first.delay(&permit.0), self.second.delay(&permit.1))
-    }
-
-    async fn acquire_in_line<'a>(
-        &'a self,
-        key: &'a K,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Self::Permit, Refusal<'static>> {
-        // in order, each in its own line, holding what the first granted
-        let a = self.first.acquire_in_line(key, n, now).await?;
-        let guard = CancelFirst {
-            limiter: &self.first,
-            key,
-            permit: Some(a),
-            now,
-        };
-        match self.second.acquire_in_line(key, n, now).await {
-            Ok(b) => Ok((guard.defuse(), b)),
-            Err(r) => {
-                drop(guard); // the first member's permits go back
-                Err(r.later_by(self.first.stages()))
-            }
-        }
     }
 
     fn time_until_ready_after(

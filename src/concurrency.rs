@@ -8,10 +8,11 @@
 //! back when dropped. Through a reference it is a
 //! [`Limiter`] whose permit is that guard, so it chains
 //! with rate limiters (`bucket.and(&JOBS)`: all or nothing) and a chain or
-//! statistics wrapper holds the guard for you; the waiters that drop the
-//! permits they get (an embassy `acquire`, a `queue::Queue` over a chain)
-//! take only limiters whose permits are `Copy`, spent when granted, so no
-//! guard is ever dropped by mistake.
+//! statistics wrapper holds the guard for you, as does the permit of a
+//! `queue::Queue` in front of it (whose waiters the guard's release wakes);
+//! the waiters that drop the permits they get (an embassy `acquire`) take
+//! only limiters whose permits are `Copy`, spent when granted, so no guard
+//! is ever dropped by mistake.
 //!
 //! - [`ConcurrencyLimiter::try_acquire`]: a permit now, or a
 //!   [`Refusal`].
@@ -302,7 +303,8 @@ impl ConcurrencyLimiter {
             return Err(Refusal::from_nanos(
                 self.retry_hint,
                 self.snapshot_of(self.in_flight(), limit),
-            ));
+            )
+            .until_release());
         }
         self.take_free(n, limit)
     }
@@ -313,10 +315,10 @@ impl ConcurrencyLimiter {
         loop {
             // v may exceed a lowered limit; compare in u64, no overflow
             if u64::from(v) + u64::from(n) > u64::from(limit) {
-                return Err(Refusal::from_nanos(
-                    self.retry_hint,
-                    self.snapshot_of(v, limit),
-                ));
+                return Err(
+                    Refusal::from_nanos(self.retry_hint, self.snapshot_of(v, limit))
+                        .until_release(),
+                );
             }
             match self.in_flight.compare_exchange_weak(
                 v,
@@ -674,7 +676,9 @@ impl crate::limiter::Algorithm for InFlight {
         let mut v = state.0.load(Ordering::Relaxed);
         loop {
             if u64::from(v) + u64::from(n) > u64::from(self.limit) {
-                return Err(Refusal::from_nanos(self.retry_hint, self.snapshot_of(v)));
+                return Err(
+                    Refusal::from_nanos(self.retry_hint, self.snapshot_of(v)).until_release()
+                );
             }
             if n == 0 {
                 return Ok(self.snapshot_of(v).full_at(now.as_nanos()));
@@ -740,9 +744,9 @@ impl crate::limiter::Algorithm for InFlight {
 /// A concurrency limiter is a [`Limiter`] through a reference: its permit
 /// is the guard, which gives its permits
 /// back when it drops, so it chains with rate limiters (all or nothing: a
-/// refused chain drops the guard it took) and a chain's waiter waits in
-/// this limiter's line, woken by the release
-/// ([`acquire_in_line`](Limiter::acquire_in_line)).
+/// refused chain drops the guard it took), and a
+/// [`Queue`](crate::queue::Queue) over it (or over a chain holding it)
+/// wakes its waiters at the release.
 ///
 /// ```
 /// use core::num::NonZeroU32;
@@ -769,10 +773,10 @@ impl crate::limiter::Algorithm for InFlight {
 /// come back when their guard drops (or by
 /// [`ConcurrencyLimiter::release`] after
 /// [`ConcurrencyPermit::into_raw`]). Waiters that drop permits when
-/// admitted (an embassy `acquire`, a `queue::Queue` over a chain,
-/// [`RateLimiter`](crate::RateLimiter)) take only limiters whose permits
-/// are `Copy`, spent when granted, so an in-flight permit is never dropped
-/// by mistake.
+/// admitted (an embassy `acquire`, [`RateLimiter`](crate::RateLimiter))
+/// take only limiters whose permits are `Copy`, spent when granted, so an
+/// in-flight permit is never dropped by mistake; a `queue::Queue` keeps
+/// the guard in the permit it hands out.
 impl<'a> Limiter for &'a ConcurrencyLimiter {
     type Permit = ConcurrencyPermit<'a>;
 
@@ -801,15 +805,6 @@ impl<'a> Limiter for &'a ConcurrencyLimiter {
 
     fn time_until_ready(&self, _: &(), n: u32, _: Timestamp) -> Result<Duration, Refusal<'static>> {
         self.wait_hint(n)
-    }
-
-    fn acquire_in_line<'b>(
-        &'b self,
-        _: &'b (),
-        n: u32,
-        _: Timestamp,
-    ) -> impl Future<Output = Result<ConcurrencyPermit<'a>, Refusal<'static>>> + 'b {
-        ConcurrencyLimiter::acquire(self, n)
     }
 }
 

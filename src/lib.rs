@@ -493,17 +493,16 @@
 //!
 //! ## Queued acquisition on tokio (feature `tokio`)
 //!
-//! A server that would rather delay a request a little than refuse it
-//! awaits `queue::acquire(&limiter, &key, n, &clock, max_wait)` on any
-//! limiter, per key (a rate until its turn, an in-flight limit in its
-//! key's line until a release wakes it), or puts a `queue::Queue` in front
-//! of a direct limiter (or a concurrency limiter):
-//! `acquire(n).await` waits in order (oldest first by default, or newest
-//! first with .NET's semantics), the waiting line is bounded in permits, a
-//! request that would wait longer than `max_wait` is refused at once, and
-//! dropping the future gives its place (and any permits already granted)
-//! back. One timer per queue, no background task, one wake-up per
-//! admission.
+//! A server that would rather delay a request a little than refuse it puts
+//! a `queue::Queue` in front of any limiter — a bucket, a keyed table, a
+//! chain with an in-flight limit, a partitioned limiter — and awaits
+//! `queue.acquire(&key, n)`: each key that has waiters gets its own line,
+//! served in order (oldest first by default, or newest first with .NET's
+//! semantics) and bounded in permits; a request that would wait longer
+//! than `max_wait` is refused at once; a rate's waiter is woken by a timer
+//! at its exact turn, an in-flight limit's by the release of a permit;
+//! dropping the future gives its place (and any permit already granted)
+//! back. No background task, one wake-up per admission.
 //!
 #![cfg_attr(feature = "tokio", doc = "```")]
 #![cfg_attr(not(feature = "tokio"), doc = "```text")]
@@ -518,15 +517,14 @@
 //! let queue = Queue::builder(bucket).queue_limit(3).build();
 //!
 //! let start = tokio::time::Instant::now();
-//! let permit = queue.acquire(1).await?; // capacity available: at once
-//! permit.forget(); // a rate limiter's permits are spent
-//! queue.acquire(1).await?.forget(); // waits its turn: 200 ms
+//! queue.acquire(&(), 1).await?; // capacity available: at once
+//! queue.acquire(&(), 1).await?; // waits its turn: 200 ms
 //! assert_eq!(start.elapsed(), Duration::from_millis(200));
 //!
 //! // Too big for the bucket: refused at once, never queued.
-//! assert!(matches!(queue.acquire(2).await, Err(WaitError::CapacityExceeded(_))));
+//! assert!(matches!(queue.acquire(&(), 2).await, Err(WaitError::CapacityExceeded(_))));
 //! // Would have to wait: try_acquire refuses with the wait.
-//! let err = queue.try_acquire(1).unwrap_err();
+//! let err = queue.try_acquire(&(), 1).unwrap_err();
 //! assert_eq!(err.retry_after(), Some(Duration::from_millis(200)));
 //! # Ok(())
 //! # }
@@ -663,7 +661,7 @@
 //! | `X-Forwarded-For` / `Forwarded` parsing | `http` (client IP) | the client IP must be the right-most address that is not a trusted proxy (`ipnet` networks), read without allocating; it is a few short functions, fuzzed (`fuzz/`, target `forwarded_headers`). The closest crate found, `trusted-proxies` (0.3, first released in 2025), also extracts host and scheme under its own configuration type |
 //! | the `Retry-After`, `RateLimit-Policy` and `RateLimit` values | `http` (headers) | a few integers and tokens per response, written into a stack buffer so that the refusal path builds no `String`; the HTTP tests parse the values the server sends with the `sfv` crate (RFC 8941), so the output is held to a real parser |
 //! | path-prefix routing | `http` (routing) | prefixes that are segment-bounded, ASCII case-insensitive, longest first across every policy: router crates (matchit and others) match whole routes with parameters, case-sensitively; fuzzed (`prefix_routing`) |
-//! | the waiting line of `queue::Queue` | `queue` | a slab-backed doubly linked list touched only under the queue's mutex: O(1) cancellation of any waiter, O(peak waiters) memory; a lock-free intrusive list would need `unsafe`, which the crate forbids |
+//! | the waiting lines of `queue::Queue` | `queue` | a slab-backed doubly linked list per key, touched only under the queue's mutex: O(1) cancellation of any waiter, O(peak waiters) memory; a lock-free intrusive list would need `unsafe`, which the crate forbids |
 //! | the waker set of the concurrency limiter | [`concurrency`] | one type for `std` (grows) and `no_std` (fixed slots in a critical section, with generations so a cancelled waiter never clears a newer one) |
 //! | the sliding window's spin lock | [`window`] | a few instructions around `S + 1` words, in `no_std`, through the crate's atomics so loom checks it; documented as not interrupt-safe |
 //! | the Redis refusal cache | `redis` | a direct-mapped array of fixed size whose entries expire at their refusal's deadline, allocated once; general cache crates (moka, lru) size and evict by their own rules |

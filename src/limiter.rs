@@ -28,9 +28,11 @@
 //! policy, whose [`Lease`](crate::partitioned::Lease) gives them back when
 //! it drops.
 //!
-//! `Limiter` is not dyn-compatible (its
-//! [`acquire_in_line`](Limiter::acquire_in_line) returns `impl Future`):
-//! write generic code (`L: Limiter<K>`), or an enum of your limiters.
+//! Waiting for a limiter is not part of the trait: a
+//! [`Queue`](crate::queue::Queue) (feature `tokio`) waits in front of any
+//! `Limiter`, keyed or not, woken by a timer for a rate and by the release
+//! for an in-flight limit. `Limiter` is dyn-compatible: a
+//! `Box<dyn Limiter<K, Permit = Grant>>` holds any rate limiter over `K`.
 
 use core::time::Duration;
 
@@ -290,27 +292,6 @@ pub trait Limiter<K: ?Sized = ()> {
     fn delay(&self, permit: &Self::Permit) -> Duration {
         let _ = permit;
         Duration::ZERO
-    }
-
-    /// Admits `key` for `n` permits at `now`, or, when an in-flight limit
-    /// refuses it, waits in that key's line until a release lets it in
-    /// (see [`Partitioned::acquire_key_in_line`](crate::partitioned::Partitioned::acquire_key_in_line)):
-    /// woken by the release, no timer, on any executor. Any other refusal
-    /// (a rate) resolves at once, as [`try_acquire_n`](Self::try_acquire_n).
-    /// Bound the wait with a timeout; dropping the future gives back
-    /// whatever it had taken. In a [`Chain`] the members are admitted in
-    /// order, each waiting in its own line, holding what the earlier ones
-    /// granted.
-    ///
-    /// The default (a limiter with no in-flight lines) is
-    /// [`try_acquire_n`](Self::try_acquire_n).
-    fn acquire_in_line<'a>(
-        &'a self,
-        key: &'a K,
-        n: u32,
-        now: Timestamp,
-    ) -> impl core::future::Future<Output = Result<Self::Permit, Refusal<'static>>> + 'a {
-        core::future::ready(self.try_acquire_n(key, n, now))
     }
 
     /// The time until `n` permits for `key` would be admitted if `ahead`
@@ -655,14 +636,6 @@ macro_rules! forward_limiter {
             #[inline]
             fn delay(&self, permit: &L::Permit) -> Duration {
                 (**self).delay(permit)
-            }
-            fn acquire_in_line<'a>(
-                &'a self,
-                key: &'a K,
-                n: u32,
-                now: Timestamp,
-            ) -> impl core::future::Future<Output = Result<L::Permit, Refusal<'static>>> + 'a {
-                (**self).acquire_in_line(key, n, now)
             }
             #[inline]
             fn time_until_ready_after(&self, key: &K, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {

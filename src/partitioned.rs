@@ -72,9 +72,8 @@
 //! # Waiting for an in-flight limit: woken by the release
 //!
 //! An in-flight limit's permits come back only when a lease drops, so a
-//! waiter on one (`queue::acquire` (feature `tokio`),
-//! [`Limiter::acquire_in_line`],
-//! [`Partitioned::acquire_key_in_line`]) takes a place in **its key's
+//! waiter on one (a [`Queue`](crate::queue::Queue) (feature `tokio`),
+//! or [`Partitioned::acquire_key_in_line`]) takes a place in **its key's
 //! line** and sleeps until a release of that key hands it the permits: no
 //! timer, no polling, one wake-up per admission, and the waiters of other
 //! keys are not woken. A release costs one atomic load more when nobody
@@ -157,7 +156,6 @@ mod waiting;
 
 use core::any::{Any, TypeId};
 use core::fmt;
-use core::future::Future;
 use core::task::{Poll, Waker};
 use core::time::Duration;
 use std::boxed::Box;
@@ -174,7 +172,6 @@ use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
 use lines::{InFlightStore, Join, Ticket};
-use waiting::Line;
 
 /// A policy's keyed store, with its type erased: what a [`Partitioned`]
 /// charges.
@@ -907,7 +904,7 @@ impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> PartitionedBui
 
 /// A keyed table of in-flight limits, for [`PartitionedBuilder::concurrency`],
 /// with each key's line of waiters (see
-/// [`Partitioned::acquire_in_line`]).
+/// [`Partitioned::acquire_key_in_line`]).
 #[derive(Debug)]
 pub struct InFlightTable<K>(InFlightStore<K>);
 
@@ -1296,17 +1293,5 @@ impl<R, K> Limiter<R> for Partitioned<R, K> {
     #[inline]
     fn delay(&self, lease: &Lease<K>) -> Duration {
         lease.delay()
-    }
-
-    fn acquire_in_line<'a>(
-        &'a self,
-        resource: &'a R,
-        n: u32,
-        now: Timestamp,
-    ) -> impl Future<Output = Result<Lease<K>, Refusal<'static>>> + 'a {
-        match self.claim(resource) {
-            Some((i, key)) => Line::Policy(self.in_line(i, key, n, usize::MAX, now)),
-            None => Line::Ready(Some(self.charge_default(None, n, now))),
-        }
     }
 }

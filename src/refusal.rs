@@ -66,6 +66,8 @@ pub struct Refusal<'a> {
     requested: u32,
     stage: u32,
     path: KeyedPath,
+    /// Capacity comes back when a holder releases it, not with time.
+    until_release: bool,
 }
 
 impl Refusal<'static> {
@@ -107,6 +109,7 @@ impl Refusal<'static> {
             requested,
             stage: 0,
             path: KeyedPath::Own,
+            until_release: false,
         }
     }
 
@@ -129,6 +132,7 @@ impl Refusal<'static> {
             requested: 0,
             stage: 0,
             path: KeyedPath::Own,
+            until_release: false,
         }
     }
 }
@@ -144,7 +148,34 @@ impl<'a> Refusal<'a> {
             requested: self.requested,
             stage: self.stage,
             path: self.path,
+            until_release: self.until_release,
         }
+    }
+
+    /// This refusal, of a limiter whose capacity comes back when a holder
+    /// releases it (drops its permit) rather than with time: an in-flight
+    /// limit. `retry_after` stays what it was, a hint for a client; a
+    /// [`Queue`](crate::queue::Queue) wakes such a waiter at the release,
+    /// and arms no timer for it.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Refusal, Snapshot};
+    ///
+    /// let busy = Refusal::new(Duration::from_secs(1), Snapshot::new(4, 0, Duration::ZERO)).until_release();
+    /// assert!(busy.is_until_release());
+    /// assert_eq!(busy.retry_after(), Duration::from_secs(1));
+    /// ```
+    pub const fn until_release(mut self) -> Self {
+        self.until_release = true;
+        self
+    }
+
+    /// True when capacity comes back by a release, not with time (see
+    /// [`until_release`](Self::until_release)).
+    #[must_use]
+    pub const fn is_until_release(&self) -> bool {
+        self.until_release
     }
 
     /// This refusal, answered by `path` of a keyed table.

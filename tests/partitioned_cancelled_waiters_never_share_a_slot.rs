@@ -1,4 +1,4 @@
-//! Shaped waiters (`queue::acquire` futures) dropped while
+//! Shaped waiters (`Queue::acquire` futures) dropped while
 //! they wait, in waves, on tokio's paused clock: most of each wave goes
 //! away, a few stay. Whatever the order of the drops, the admissions never
 //! exceed `burst + ⌊t / T⌋` in any window of length `t`, and the waiters
@@ -18,7 +18,7 @@ use std::task::Poll;
 use tokio::time::Instant;
 use tollgate::keyed::ShardedKeyedTable;
 use tollgate::partitioned::{Partitioned, PolicyStore, Shaping};
-use tollgate::queue;
+use tollgate::queue::Queue;
 use tollgate::{Gcra, Limiter, LiveBucket, Quota, TokioClock};
 
 /// 10 per second, burst 1, up to 100 waiting (`queue = { limit = 100 }`).
@@ -58,19 +58,22 @@ enum Drops {
 /// through.
 async fn waves<P>(limiter: Arc<P>, key_of: fn(usize) -> u32, drops: Drops) -> Vec<Admitted>
 where
-    P: Limiter<u32> + Sync + 'static,
-    P::Permit: Send,
+    P: Limiter<u32, Permit: Send + 'static> + Send + Sync + 'static,
 {
     let clock = TokioClock::new();
+    let queue = Queue::builder(limiter)
+        .max_wait(FOREVER)
+        .clock(clock)
+        .build();
     let start = Instant::now();
     let log: Arc<Mutex<Vec<Admitted>>> = Arc::default();
     let mut arrival = 0;
     let mut arrive = || {
-        let (limiter, log, id) = (Arc::clone(&limiter), Arc::clone(&log), arrival);
+        let (queue, log, id) = (queue.clone(), Arc::clone(&log), arrival);
         arrival += 1;
         let waiter: Waiter = Box::pin(async move {
             let key = key_of(id);
-            let lease = queue::acquire(&*limiter, &key, 1, &clock, FOREVER).await;
+            let lease = queue.acquire(&key, 1).await;
             assert!(lease.is_ok(), "request {id} refused");
             log.lock().unwrap().push((id, key, start.elapsed()));
         });

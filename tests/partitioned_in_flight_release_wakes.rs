@@ -15,12 +15,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tollgate::keyed::ShardedKeyedTable;
 use tollgate::partitioned::Partitioned;
-use tollgate::queue;
+use tollgate::queue::{Queue, WaitError};
 use tollgate::{Gcra, Limiter, Quota, Timestamp, TokioClock};
 
 use support::CountPolls;
-
-type Chain = tollgate::Chain<Partitioned<u32, u32>, Partitioned<u32, u32>>;
 
 const FOREVER: Duration = Duration::from_secs(3600);
 /// How long the holder keeps its permit: long (a waiter polling every
@@ -50,26 +48,27 @@ fn rate_per_tenant() -> Partitioned<u32, u32> {
         .build()
 }
 
-/// Runs `queue::acquire` in a task counting its polls while the test
-/// holds the only permit (`held`) for [`HELD`] of paused time; evaluates to
-/// (polls, the instant of the release, the instant the waiter was admitted).
+/// Runs `Queue::acquire` in a task counting its polls while the test
+/// holds the only permit (`held`, taken through the same queue) for
+/// [`HELD`] of paused time; evaluates to (polls, the instant of the
+/// release, the instant the waiter was admitted).
 macro_rules! wait_behind_a_long_holder {
-    ($limiter:expr, $held:expr) => {{
-        let limiter = Arc::new($limiter);
-        let held = $held(&*limiter);
+    ($limiter:expr, |$q:ident| $held:expr) => {{
+        let queue = Queue::builder(Arc::new($limiter))
+            .max_wait(FOREVER)
+            .clock(TokioClock::new())
+            .build();
+        let $q = &queue;
+        let held = $held;
         let polls = Arc::new(AtomicUsize::new(0));
         let waiter = {
-            let (limiter, polls) = (Arc::clone(&limiter), Arc::clone(&polls));
+            let (queue, polls) = (queue.clone(), Arc::clone(&polls));
             tokio::spawn(async move {
-                let clock = TokioClock::new();
                 let tenant = 7u32;
-                let lease = CountPolls::new(
-                    queue::acquire(&*limiter, &tenant, 1, &clock, FOREVER),
-                    polls,
-                )
-                .await
-                .map_err(|r| r.to_string())
-                .unwrap();
+                let lease = CountPolls::new(queue.acquire(&tenant, 1), polls)
+                    .await
+                    .map_err(|r| r.to_string())
+                    .unwrap();
                 let admitted = Instant::now();
                 drop(lease);
                 admitted
@@ -86,9 +85,7 @@ macro_rules! wait_behind_a_long_holder {
 #[tokio::test(start_paused = true)]
 async fn a_per_key_in_flight_waiter_is_admitted_at_the_release_and_woken_once() {
     let (polls, released, admitted) =
-        wait_behind_a_long_holder!(one_per_tenant(), |p: &Partitioned<u32, u32>| p
-            .try_acquire(&7, Timestamp::ZERO)
-            .unwrap());
+        wait_behind_a_long_holder!(one_per_tenant(), |q| q.try_acquire(&7, 1).unwrap());
     assert_eq!(
         admitted,
         released,
@@ -102,8 +99,8 @@ async fn a_per_key_in_flight_waiter_is_admitted_at_the_release_and_woken_once() 
 #[tokio::test(start_paused = true)]
 async fn a_chained_rate_and_in_flight_waiter_is_admitted_at_the_release_and_woken_once() {
     let (polls, released, admitted) =
-        wait_behind_a_long_holder!(rate_per_tenant().and(one_per_tenant()), |c: &Chain| c
-            .try_acquire(&7, Timestamp::ZERO)
+        wait_behind_a_long_holder!(rate_per_tenant().and(one_per_tenant()), |q| q
+            .try_acquire(&7, 1)
             .unwrap());
     assert_eq!(
         admitted,
@@ -117,8 +114,8 @@ async fn a_chained_rate_and_in_flight_waiter_is_admitted_at_the_release_and_woke
 #[tokio::test(start_paused = true)]
 async fn a_waiter_on_a_chain_whose_first_member_is_in_flight_is_admitted_at_the_release() {
     let (polls, released, admitted) =
-        wait_behind_a_long_holder!(one_per_tenant().and(rate_per_tenant()), |c: &Chain| c
-            .try_acquire(&7, Timestamp::ZERO)
+        wait_behind_a_long_holder!(one_per_tenant().and(rate_per_tenant()), |q| q
+            .try_acquire(&7, 1)
             .unwrap());
     assert_eq!(
         admitted,
@@ -131,16 +128,29 @@ async fn a_waiter_on_a_chain_whose_first_member_is_in_flight_is_admitted_at_the_
 
 #[tokio::test(start_paused = true)]
 async fn an_in_flight_waiter_is_refused_when_its_max_wait_passes() {
-    let p = one_per_tenant();
-    let clock = TokioClock::new();
+    let p = Arc::new(one_per_tenant());
+    let queue = Queue::builder(Arc::clone(&p))
+        .max_wait(Duration::from_millis(250))
+        .clock(TokioClock::new())
+        .build();
     let _held = p.try_acquire(&7, Timestamp::ZERO).unwrap();
     let start = Instant::now();
-    let refused = queue::acquire(&p, &7, 1, &clock, Duration::from_millis(250))
-        .await
-        .map(drop)
-        .unwrap_err();
+    let refused = queue.acquire(&7, 1).await.map(drop).unwrap_err();
     assert_eq!(start.elapsed(), Duration::from_millis(250));
-    assert_eq!(refused.policy(), "per_tenant");
+    // waited `max_wait`, then refused (no estimate: an in-flight limit)
+    assert_eq!(
+        refused,
+        WaitError::MaxWaitExceeded {
+            estimated_wait: None,
+            max_wait: Duration::from_millis(250),
+        }
+    );
+    // what kept it waiting: the per-tenant policy (was `refused.policy()`)
+    assert_eq!(
+        p.try_acquire(&7, Timestamp::ZERO).unwrap_err().policy(),
+        "per_tenant"
+    );
+    assert_eq!(queue.stats().queued_requests, 0);
     // it left the line: the key's next release is nobody's
     drop(_held);
     assert!(p.try_acquire(&7, Timestamp::ZERO).is_ok());

@@ -20,7 +20,7 @@ fn paced_round(queue: &Arc<Queue<Bucket<Gcra>>>) -> Vec<Duration> {
             .map(|_| {
                 let q = queue.clone();
                 tokio::spawn(async move {
-                    q.acquire(1).await.unwrap().forget();
+                    q.acquire(&(), 1).await.unwrap().forget();
                     start.elapsed()
                 })
             })

@@ -24,7 +24,7 @@ async fn queued_waiter(queue: &Arc<Queue<Bucket<Gcra>>>) -> tokio::task::JoinHan
     let before = queue.stats().queued_requests;
     let q = queue.clone();
     let handle = tokio::spawn(async move {
-        q.acquire(1).await.unwrap().forget();
+        q.acquire(&(), 1).await.unwrap().forget();
         Instant::now()
     });
     let q = queue.clone();
@@ -36,11 +36,11 @@ async fn queued_waiter(queue: &Arc<Queue<Bucket<Gcra>>>) -> tokio::task::JoinHan
 async fn dropping_a_waiting_future_serves_the_next_as_if_it_had_never_queued() {
     let queue = Arc::new(Queue::new(bucket()));
     let start = Instant::now();
-    queue.acquire(1).await.unwrap().forget(); // empty at t = 0
-                                              // The first waiter gives up after 50 ms (a timeout around acquire).
+    queue.acquire(&(), 1).await.unwrap().forget(); // empty at t = 0
+                                                   // The first waiter gives up after 50 ms (a timeout around acquire).
     let q = queue.clone();
     let quitter = tokio::spawn(async move {
-        tokio::time::timeout(Duration::from_millis(50), q.acquire(1))
+        tokio::time::timeout(Duration::from_millis(50), q.acquire(&(), 1))
             .await
             .is_err()
     });
@@ -60,8 +60,8 @@ async fn dropping_a_waiting_future_serves_the_next_as_if_it_had_never_queued() {
 async fn dropping_a_granted_but_unpolled_future_refunds_its_permits() {
     let queue = Arc::new(Queue::new(bucket()));
     let start = Instant::now();
-    queue.acquire(1).await.unwrap().forget(); // empty at t = 0
-    let mut first = queue.acquire(1);
+    queue.acquire(&(), 1).await.unwrap().forget(); // empty at t = 0
+    let mut first = queue.acquire(&(), 1);
     assert!(poll_once(&mut first).await.is_pending());
     let second = queued_waiter(&queue).await;
     // At 100 ms the queue's timer grants `first`, but its future is never
@@ -85,8 +85,8 @@ async fn dropping_a_granted_but_unpolled_future_refunds_its_permits() {
 async fn a_forgotten_future_does_not_wedge_the_waiters_behind_it() {
     let queue = Arc::new(Queue::new(bucket()));
     let start = Instant::now();
-    queue.acquire(1).await.unwrap().forget(); // empty at t = 0
-    let mut head = Box::pin(queue.acquire(1));
+    queue.acquire(&(), 1).await.unwrap().forget(); // empty at t = 0
+    let mut head = Box::pin(queue.acquire(&(), 1));
     assert!(poll_once(&mut head).await.is_pending());
     // The head of the line is leaked: nothing will ever poll or drop it.
     std::mem::forget(head);

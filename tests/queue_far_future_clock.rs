@@ -16,9 +16,9 @@ async fn a_clock_advanced_by_2_pow_32_seconds_still_waits_exactly() {
     let queue = Queue::builder(bucket).clock(clock).build();
     tokio::time::advance(Duration::from_secs(1 << 32)).await;
     assert!(tollgate::Clock::now(&clock) >= Timestamp::from_secs(1 << 32));
-    queue.acquire(1).await.unwrap().forget();
+    queue.acquire(&(), 1).await.unwrap().forget();
     let start = Instant::now();
-    queue.acquire(1).await.unwrap().forget();
+    queue.acquire(&(), 1).await.unwrap().forget();
     assert_eq!(start.elapsed(), Duration::from_millis(200));
     // the queue's timer woke once per admission, not in a loop
     assert!(queue.stats().wakeups <= 2, "{:?}", queue.stats());

@@ -39,7 +39,7 @@ async fn spawn_in_order(
         let seen = before.queued_requests + before.admitted_requests;
         let (q, log) = (queue.clone(), log.clone());
         handles.push(tokio::spawn(async move {
-            let permit = q.acquire(n).await.expect("granted");
+            let permit = q.acquire(&(), n).await.expect("granted");
             permit.forget();
             log.lock().unwrap().push((i, start.elapsed()));
         }));
@@ -80,7 +80,7 @@ async fn a_five_permit_waiter_is_not_overtaken_by_a_stream_of_one_permit_request
     // 10/s, burst 5: the 5-permit request needs the bucket completely full.
     let queue = Arc::new(Queue::new(bucket(10, 5)));
     let start = Instant::now();
-    queue.acquire(5).await.unwrap().forget(); // empty the bucket at t = 0
+    queue.acquire(&(), 5).await.unwrap().forget(); // empty the bucket at t = 0
     let log: Log = Arc::default();
     // The large request queues first...
     let mut handles = spawn_in_order(&queue, &[5], start, &log).await;
@@ -117,7 +117,7 @@ async fn ten_thousand_waiters_are_served_in_order_with_one_wake_up_each() {
     for i in 0..N {
         let (q, order) = (queue.clone(), order.clone());
         let task = async move {
-            q.acquire(1).await.expect("granted").forget();
+            q.acquire(&(), 1).await.expect("granted").forget();
             order.lock().unwrap().push((i, start.elapsed()));
         };
         handles.push(tokio::spawn(CountPolls::new(task, polls.clone())));

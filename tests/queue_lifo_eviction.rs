@@ -24,14 +24,14 @@ async fn newest_first_serves_the_newest_and_displaces_the_oldest_when_full() {
             .build(),
     );
     let start = Instant::now();
-    queue.acquire(1).await.unwrap().forget(); // empty at t = 0
+    queue.acquire(&(), 1).await.unwrap().forget(); // empty at t = 0
     let log = Arc::new(Mutex::new(Vec::new()));
     let mut handles = Vec::new();
     for name in ["a", "b", "c", "d"] {
         let (q, log) = (queue.clone(), log.clone());
         let seen = queue.stats().queued_requests + queue.stats().refused_requests;
         handles.push(tokio::spawn(async move {
-            let outcome = q.acquire(1).await.map(|p| p.forget());
+            let outcome = q.acquire(&(), 1).await.map(|p| p.forget());
             log.lock().unwrap().push((name, start.elapsed(), outcome));
         }));
         let q = queue.clone();
@@ -68,12 +68,12 @@ async fn newest_first_tries_a_newcomer_at_once_and_refuses_one_larger_than_the_q
         .queue_limit(2)
         .build();
     // Capacity is there: granted without queueing.
-    let p = queue.acquire(4).await.unwrap();
+    let p = queue.acquire(&(), 4).await.unwrap();
     assert_eq!(p.permits(), 4);
     p.forget();
     // 3 permits can never fit a queue of 2: refused at once, and the
     // retry_after is when the bucket will hold 3 (300 ms).
-    let err = queue.acquire(3).await.unwrap_err();
+    let err = queue.acquire(&(), 3).await.unwrap_err();
     assert_eq!(
         err,
         WaitError::QueueFull {

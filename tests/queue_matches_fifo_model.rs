@@ -82,7 +82,7 @@ fn run_queue(arrivals: &[Arrival], per_second: u32, burst: u32) -> Vec<Fate> {
             let q = queue.clone();
             let polled = Arc::new(AtomicUsize::new(0));
             let task = async move {
-                let acquire = q.acquire(a.n);
+                let acquire = q.acquire(&(), a.n);
                 let outcome = match a.patience_ms {
                     Some(p) => tokio::time::timeout(Duration::from_millis(p), acquire)
                         .await

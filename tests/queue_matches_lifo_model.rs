@@ -123,7 +123,7 @@ fn run_queue(arrivals: &[(u64, u32)], per_second: u32, burst: u32, limit: u64) -
             let q = queue.clone();
             let polled = Arc::new(AtomicUsize::new(0));
             let task = async move {
-                match q.acquire(n).await {
+                match q.acquire(&(), n).await {
                     Ok(p) => {
                         p.forget();
                         Fate::Granted(ms())

@@ -93,7 +93,7 @@ async fn many_tasks_for_two_seconds_get_exactly_what_the_quota_allows() {
         tasks.push(tokio::spawn(async move {
             let mut mine = 0u64;
             loop {
-                match q.acquire_until(1, end).await {
+                match q.acquire_until(&(), 1, end).await {
                     Ok(permit) => {
                         permit.forget();
                         mine += 1;
@@ -177,7 +177,7 @@ async fn cancellations_racing_admissions_leave_no_waiter_behind_and_no_permit_lo
                 let patience = std::time::Duration::from_millis((k >> 60) % 8);
                 let n = 1 + ((k >> 40) % 2) as u32;
                 attempts += 1;
-                if let Ok(Ok(p)) = tokio::time::timeout(patience, q.acquire(n)).await {
+                if let Ok(Ok(p)) = tokio::time::timeout(patience, q.acquire(&(), n)).await {
                     p.forget();
                     granted += 1;
                 }
@@ -210,7 +210,7 @@ async fn cancellations_racing_admissions_leave_no_waiter_behind_and_no_permit_lo
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let start = queue.clock().now();
     for _ in 0..4 {
-        assert!(queue.try_acquire(1).is_ok());
+        assert!(queue.try_acquire(&(), 1).is_ok());
     }
     // "On time", soundly under load: the fifth is ready 5 ms after the
     // first of the four (no later than 5 ms from now), and the queue's
@@ -218,7 +218,7 @@ async fn cancellations_racing_admissions_leave_no_waiter_behind_and_no_permit_lo
     // later than a plain tokio timer set 2 ms after that (a later tick of
     // the same wheel) wakes a task, however late the machine runs both.
     let reference = tokio::time::Instant::now() + Duration::from_millis(7);
-    let (permit, reference_woke) = tokio::join!(queue.acquire(1), async {
+    let (permit, reference_woke) = tokio::join!(queue.acquire(&(), 1), async {
         tokio::time::sleep_until(reference).await;
         queue.clock().now()
     });

@@ -1,8 +1,8 @@
 //! Release-based limiters under the queue: returning capacity through a
 //! permit wakes the next waiter that fits, in order, and nobody else.
 //!
-//! The queue takes tollgate's `ConcurrencyLimiter` itself (owned or in an
-//! `Arc`) and always gives a permit's share back when the permit drops.
+//! The queue takes tollgate's `ConcurrencyLimiter` as a `&'static` (here
+//! leaked) and always gives a permit's share back when the permit drops.
 //! `InFlight` (tests/support) is a release-based `Limiter` of the test's
 //! own around the same limiter, with a counter of its checks.
 #![cfg(feature = "tokio")]
@@ -18,15 +18,21 @@ use tollgate::queue::Queue;
 
 use support::{concurrency, until, CountPolls, InFlight};
 
+/// tollgate's `ConcurrencyLimiter` of `limit`, leaked: the queue takes it
+/// as a `&'static` (its permits borrow it).
+fn leaked(limit: u32) -> &'static tollgate::ConcurrencyLimiter {
+    Box::leak(Box::new(concurrency(limit)))
+}
+
 #[tokio::test(start_paused = true)]
 async fn dropping_a_permit_wakes_the_next_waiter_that_fits_in_fifo_order() {
     // No `release_on_drop(true)`: a concurrency limiter's permits always
     // come back when a queue permit drops.
-    let queue = Arc::new(Queue::new(concurrency(3)));
+    let queue = Arc::new(Queue::new(leaked(3)));
     let start = Instant::now();
-    let p1 = queue.acquire(1).await.unwrap();
-    let p2 = queue.acquire(1).await.unwrap();
-    let p3 = queue.acquire(1).await.unwrap();
+    let p1 = queue.acquire(&(), 1).await.unwrap();
+    let p2 = queue.acquire(&(), 1).await.unwrap();
+    let p3 = queue.acquire(&(), 1).await.unwrap();
     let polls = Arc::new(AtomicUsize::new(0));
     // A large waiter (2), then a small one (1) behind it.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -35,7 +41,7 @@ async fn dropping_a_permit_wakes_the_next_waiter_that_fits_in_fifo_order() {
         let before = queue.stats().queued_requests;
         tokio::spawn(CountPolls::new(
             async move {
-                let permit = q.acquire(n).await.unwrap();
+                let permit = q.acquire(&(), n).await.unwrap();
                 tx.send((name, Instant::now() - start)).unwrap();
                 // hold it until the test says so
                 tokio::time::sleep(Duration::from_secs(10)).await;
@@ -79,25 +85,23 @@ async fn permits_of_a_rate_limiter_are_spent_unless_released() {
     let bucket = Bucket::token_bucket(Quota::per_second(1).unwrap().with_burst(2).unwrap());
     let queue = Queue::new(bucket);
     let now = queue.clock().now();
-    drop(queue.acquire(1).await.unwrap()); // spent: no refund on drop
+    drop(queue.acquire(&(), 1).await.unwrap()); // spent: no refund on drop
     assert_eq!(queue.limiter().snapshot(now).remaining(), 1);
-    queue.acquire(1).await.unwrap().release(); // given back explicitly
+    queue.acquire(&(), 1).await.unwrap().release(); // given back explicitly
     assert_eq!(queue.limiter().snapshot(now).remaining(), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn permits_of_a_concurrency_limiter_come_back_on_drop_even_with_release_on_drop_off() {
-    // New in the guard-only API: the queue forces release_on_drop for
-    // tollgate's concurrency limiter (its permits exist only as guards).
-    let queue = Queue::builder(concurrency(2))
-        .release_on_drop(false)
-        .build();
-    let permit = queue.acquire(2).await.unwrap();
+    // The queue keeps the concurrency limiter's guard inside its permit:
+    // dropping the permit drops the guard, whatever `release_on_drop` says.
+    let queue = Queue::builder(leaked(2)).release_on_drop(false).build();
+    let permit = queue.acquire(&(), 2).await.unwrap();
     assert_eq!(queue.limiter().in_flight(), 2);
     drop(permit);
     assert_eq!(queue.limiter().in_flight(), 0);
     // `forget` still keeps them in flight, until released by hand.
-    queue.acquire(1).await.unwrap().forget();
+    queue.acquire(&(), 1).await.unwrap().forget();
     assert_eq!(queue.limiter().in_flight(), 1);
     queue.limiter().release(1);
     assert_eq!(queue.limiter().in_flight(), 0);
@@ -108,7 +112,7 @@ async fn releases_racing_arrivals_on_many_threads_never_lose_a_wake_up() {
     // 24 tasks share 3 slots for 400 ms of real time, holding each for
     // 0–2 ms and asking for 1 or 2. A lost wake-up would leave a waiter
     // asleep with free capacity: the run would hang (caught by the timeout).
-    let queue = Arc::new(Queue::new(Arc::new(concurrency(3))));
+    let queue = Arc::new(Queue::new(leaked(3)));
     let end = Instant::now() + Duration::from_millis(400);
     let run = async {
         let mut tasks = Vec::new();
@@ -122,7 +126,7 @@ async fn releases_racing_arrivals_on_many_threads_never_lose_a_wake_up() {
                     k ^= k >> 7;
                     k ^= k << 17;
                     let n = 1 + (k % 2) as u32;
-                    let permit = q.acquire(n).await.unwrap();
+                    let permit = q.acquire(&(), n).await.unwrap();
                     assert!(q.limiter().in_flight() <= 3);
                     tokio::time::sleep(Duration::from_micros(k % 2_000)).await;
                     drop(permit);
@@ -156,9 +160,9 @@ async fn a_release_based_limiter_is_not_polled_while_nobody_releases() {
             .release_on_drop(true)
             .build(),
     );
-    let held = queue.acquire(1).await.unwrap();
+    let held = queue.acquire(&(), 1).await.unwrap();
     let q = queue.clone();
-    let waiter = tokio::spawn(async move { q.acquire(1).await.map(|p| p.forget()) });
+    let waiter = tokio::spawn(async move { q.acquire(&(), 1).await.map(|p| p.forget()) });
     let q = queue.clone();
     until(move || q.stats().queued_requests == 1).await;
     let checks = queue.limiter().checks();
@@ -179,12 +183,12 @@ async fn a_queued_concurrency_limiter_is_left_alone_while_nobody_releases() {
     // The same with tollgate's limiter itself, whose checks cannot be
     // counted: in ten seconds the waiter is neither woken nor refused, and
     // one release grants it with one wake-up.
-    let queue = Arc::new(Queue::new(concurrency(1)));
-    let held = queue.acquire(1).await.unwrap();
+    let queue = Arc::new(Queue::new(leaked(1)));
+    let held = queue.acquire(&(), 1).await.unwrap();
     let polls = Arc::new(AtomicUsize::new(0));
     let q = queue.clone();
     let waiter = tokio::spawn(CountPolls::new(
-        async move { q.acquire(1).await.map(|p| p.forget()) },
+        async move { q.acquire(&(), 1).await.map(|p| p.forget()) },
         polls.clone(),
     ));
     let q = queue.clone();
@@ -206,12 +210,12 @@ async fn a_queued_concurrency_limiter_is_left_alone_while_nobody_releases() {
 
 #[tokio::test(start_paused = true)]
 async fn recheck_serves_a_waiter_after_capacity_returned_outside_the_queue() {
-    let limiter = Arc::new(concurrency(1));
-    let queue = Arc::new(Queue::new(Arc::clone(&limiter)));
+    let limiter = leaked(1);
+    let queue = Arc::new(Queue::new(limiter));
     // Someone else holds the only slot, outside the queue.
     let outside = limiter.try_acquire(1).expect("the slot is free");
     let q = queue.clone();
-    let waiter = tokio::spawn(async move { q.acquire(1).await.map(|p| p.forget()) });
+    let waiter = tokio::spawn(async move { q.acquire(&(), 1).await.map(|p| p.forget()) });
     let q = queue.clone();
     until(move || q.stats().queued_requests == 1).await;
     drop(outside); // released behind the queue's back

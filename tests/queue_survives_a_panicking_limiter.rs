@@ -66,15 +66,15 @@ async fn waiters_are_admitted_after_the_limiter_panicked_in_the_loop() {
         armed: armed.clone(),
     };
     let queue = Queue::new(limiter);
-    let _burst = queue.acquire(1).await.expect("the burst is free");
+    let _burst = queue.acquire(&(), 1).await.expect("the burst is free");
 
     // Two waiters: `first` at the head of the line, `second` behind it.
-    let mut first = Box::pin(queue.acquire(1));
+    let mut first = Box::pin(queue.acquire(&(), 1));
     assert!(
         poll_once(&mut first).await.is_pending(),
         "the bucket is empty"
     );
-    let mut second = Box::pin(queue.acquire(1));
+    let mut second = Box::pin(queue.acquire(&(), 1));
     assert!(
         poll_once(&mut second).await.is_pending(),
         "behind the first"

@@ -27,17 +27,17 @@ async fn a_fixed_window_queue_reports_retry_after() {
     let window = Bucket::new(FixedWindow::new(2, Duration::from_secs(20)).unwrap());
     let queue = Arc::new(Queue::builder(window).queue_limit(1).build());
     to_a_window_start(Duration::from_secs(20)).await;
-    queue.acquire(2).await.unwrap().forget();
+    queue.acquire(&(), 2).await.unwrap().forget();
     // a request that must wait is told when: the next window, 20 s away
-    let e = queue.try_acquire(1).unwrap_err();
+    let e = queue.try_acquire(&(), 1).unwrap_err();
     assert_eq!(e.retry_after(), Some(Duration::from_secs(20)));
     // one waiter fills the queue
     let q = Arc::clone(&queue);
-    let waiter = tokio::spawn(async move { q.acquire(1).await.map(|p| p.forget()) });
+    let waiter = tokio::spawn(async move { q.acquire(&(), 1).await.map(|p| p.forget()) });
     tokio::task::yield_now().await;
     // a second is refused for a full queue, told when the queue has room
     // (when the first waiter goes, at 20 s)
-    match queue.acquire(1).await {
+    match queue.acquire(&(), 1).await {
         Err(WaitError::QueueFull { retry_after }) => {
             assert_eq!(retry_after, Some(Duration::from_secs(20)));
         }
@@ -53,8 +53,8 @@ async fn a_wait_beyond_max_wait_is_refused_with_the_estimate() {
         .max_wait(Duration::from_secs(10))
         .build();
     to_a_window_start(Duration::from_secs(20)).await;
-    queue.acquire(2).await.unwrap().forget();
-    match queue.acquire(1).await {
+    queue.acquire(&(), 2).await.unwrap().forget();
+    match queue.acquire(&(), 1).await {
         Err(WaitError::MaxWaitExceeded {
             estimated_wait,
             max_wait,
@@ -74,13 +74,13 @@ async fn a_sliding_window_queue_reports_when_segments_expire() {
         .max_wait(Duration::from_millis(100))
         .build();
     to_a_window_start(Duration::from_secs(1)).await;
-    queue.acquire(3).await.unwrap().forget();
+    queue.acquire(&(), 3).await.unwrap().forget();
     tokio::time::advance(Duration::from_millis(600)).await;
-    queue.acquire(1).await.unwrap().forget();
+    queue.acquire(&(), 1).await.unwrap().forget();
     // 3 permits (segment 0) leave at 1 s: 400 ms from now
-    let e = queue.try_acquire(2).unwrap_err();
+    let e = queue.try_acquire(&(), 2).unwrap_err();
     assert_eq!(e.retry_after(), Some(Duration::from_millis(400)));
-    match queue.acquire(2).await {
+    match queue.acquire(&(), 2).await {
         Err(WaitError::MaxWaitExceeded { estimated_wait, .. }) => {
             assert_eq!(estimated_wait, Some(Duration::from_millis(400)));
         }

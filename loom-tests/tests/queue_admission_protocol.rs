@@ -29,8 +29,9 @@
 //!   the order they queued.
 //!
 //! The queue's memory is leaked once per execution (a `&'static Queue`, so
-//! that its futures and permits can move to a loom thread): a few hundred
-//! bytes each, never touched again.
+//! that its futures and permits can move to a loom thread), and so is the
+//! concurrency limiter's (the queue takes it as a `&'static`, its permits
+//! borrowing it): a few hundred bytes each, never touched again.
 #![cfg(loom)]
 
 use std::future::Future;
@@ -76,18 +77,20 @@ type Pinned<T> = Pin<Box<T>>;
 /// A queue in front of a concurrency limiter of `limit`, and the test-side
 /// count of permits held through it.
 struct InFlight {
-    queue: &'static Queue<StdArc<ConcurrencyLimiter>>,
-    limiter: StdArc<ConcurrencyLimiter>,
+    queue: &'static Queue<&'static ConcurrencyLimiter>,
+    limiter: &'static ConcurrencyLimiter,
     held: AtomicU32,
     limit: u32,
 }
 
-type Permit = QueuePermit<'static, StdArc<ConcurrencyLimiter>>;
+type Permit = QueuePermit<'static, &'static ConcurrencyLimiter>;
 
 impl InFlight {
     fn new(limit: u32) -> Arc<Self> {
-        let limiter = StdArc::new(ConcurrencyLimiter::with_limit(limit).expect("valid limit"));
-        let queue = Box::leak(Box::new(Queue::new(StdArc::clone(&limiter))));
+        let limiter: &'static ConcurrencyLimiter = Box::leak(Box::new(
+            ConcurrencyLimiter::with_limit(limit).expect("valid limit"),
+        ));
+        let queue = Box::leak(Box::new(Queue::new(limiter)));
         Arc::new(Self {
             queue,
             limiter,
@@ -123,14 +126,14 @@ impl InFlight {
     }
 
     fn take_now(&self) -> Permit {
-        let permit = self.queue.try_acquire(1).expect("capacity is free");
+        let permit = self.queue.try_acquire(&(), 1).expect("capacity is free");
         self.took(&permit);
         permit
     }
 
     /// A waiter that queued (its first poll is pending).
     fn waiter(&self, waker: &Waker) -> Pinned<impl Future<Output = Result<Permit, WaitError>>> {
-        let mut fut = Box::pin(self.queue.acquire(1));
+        let mut fut = Box::pin(self.queue.acquire(&(), 1));
         assert!(poll(fut.as_mut(), waker).is_pending(), "queued");
         fut
     }
@@ -251,7 +254,7 @@ fn a_newcomer_racing_a_release_never_overtakes_the_head() {
             let s = Arc::clone(&s);
             loom::thread::spawn(move || s.give_back(held))
         };
-        let mut c = Box::pin(s.queue.acquire(1));
+        let mut c = Box::pin(s.queue.acquire(&(), 1));
         let first = poll(c.as_mut(), &wc);
         releaser.join().unwrap();
         assert!(first.is_pending(), "the newcomer overtook the head");
@@ -316,19 +319,19 @@ fn timer_racing_the_cancellation_of_the_head() {
                 .model_clock(StdArc::clone(&clock))
                 .build(),
         ));
-        queue.try_acquire(2).expect("a full bucket").forget();
+        queue.try_acquire(&(), 2).expect("a full bucket").forget();
         let (_ca, wa) = counter();
         let (cb, wb) = counter();
-        let mut a = Box::pin(queue.acquire(1));
+        let mut a = Box::pin(queue.acquire(&(), 1));
         assert!(poll(a.as_mut(), &wa).is_pending());
-        let mut b = Box::pin(queue.acquire(1));
+        let mut b = Box::pin(queue.acquire(&(), 1));
         assert!(poll(b.as_mut(), &wb).is_pending());
-        assert_eq!(queue.model_timer(), Some(10), "armed at the refill");
+        assert_eq!(queue.model_timer(&()), Some(10), "armed at the refill");
         let timer = {
             let clock = StdArc::clone(&clock);
             loom::thread::spawn(move || {
                 clock.set(Timestamp::from_nanos(10));
-                queue.model_fire_timer();
+                queue.model_fire_timer(&());
             })
         };
         drop(a); // cancelled, possibly after its grant

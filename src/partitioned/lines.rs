@@ -1,7 +1,7 @@
 //! The store of an in-flight policy: the keyed table of permits in flight,
 //! and each key's line of waiters, served by the releases of that key.
 //!
-//! A waiter ([`Partitioned::acquire_in_line`](super::Partitioned::acquire_in_line))
+//! A waiter ([`Partitioned::acquire_key_in_line`](super::Partitioned::acquire_key_in_line))
 //! that finds its key full joins the back of the key's line. A release of
 //! the key's permits (a lease dropped or cancelled) hands the freed
 //! permits to the front of the line while they fit — taking them in the
@@ -119,6 +119,7 @@ impl<K: core::hash::Hash + Eq + Clone> InFlightStore<K> {
     fn denied(&self, key: &K) -> Refusal<'static> {
         let alg = self.table.default_algorithm();
         Refusal::from_nanos(alg.retry_hint, self.table.snapshot(key, Timestamp::ZERO))
+            .until_release()
     }
 
     /// A newcomer's check: refused while the key has a line.

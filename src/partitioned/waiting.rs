@@ -1,7 +1,5 @@
 //! Waiting in a key's line of an in-flight policy: the future of
-//! [`Partitioned::acquire_key_in_line`] and of a partitioned limiter's
-//! [`acquire_in_line`](crate::Limiter::acquire_in_line) (the
-//! line itself is in `lines`).
+//! [`Partitioned::acquire_key_in_line`] (the line itself is in `lines`).
 
 use core::future::Future;
 use core::pin::Pin;
@@ -10,29 +8,6 @@ use core::task::{Context, Poll};
 use super::lines::{Join, Ticket};
 use super::{Lease, Partitioned, Refusal};
 use crate::time::Timestamp;
-
-/// The future of [`Partitioned`]'s `acquire_in_line`: a policy's line, or
-/// an answer known at once (the default limiter).
-pub(super) enum Line<'a, R, K> {
-    Policy(InLine<'a, R, K>),
-    Ready(Option<Result<Lease<K>, Refusal<'static>>>),
-}
-
-impl<R, K> Unpin for Line<'_, R, K> {}
-
-impl<'a, R, K> Future for Line<'a, R, K> {
-    type Output = Result<Lease<K>, Refusal<'static>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            Line::Policy(line) => Pin::new(line).poll(cx),
-            Line::Ready(answer) => match answer.take() {
-                Some(answer) => Poll::Ready(answer),
-                None => Poll::Pending, // polled after completion
-            },
-        }
-    }
-}
 
 /// A place in a key's line of an in-flight policy (see
 /// [`Partitioned::acquire_key_in_line`]). Dropped while queued, it leaves

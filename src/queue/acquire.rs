@@ -1,41 +1,49 @@
 //! The [`Acquire`] future and the [`QueuePermit`] it resolves to.
 
 use core::future::Future;
+use core::hash::Hash;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
 use super::error::WaitError;
-use super::shared::{Begin, Expiry, Shared};
-use super::source::QueueLimiter;
+use super::shared::{Begin, Bounds, Expiry, Shared};
 use super::timer::ExpiryTimer;
+use crate::limiter::Limiter;
 use crate::time::duration_to_nanos;
 
-#[derive(Debug)]
-enum State {
+enum State<P> {
     Start,
-    Queued(usize),
+    Queued {
+        slot: usize,
+        line: usize,
+    },
+    /// Granted a shaped permit: its turn comes at the timer.
+    Delayed(ExpiryTimer, Option<P>),
     Done,
 }
 
 /// The future of [`Queue::acquire`](super::Queue::acquire): resolves to a [`QueuePermit`].
 ///
-/// Cancellation-safe: dropping it removes the waiter (and refunds permits
-/// granted but not yet taken). Polling it again after it has completed
-/// yields `Err(WaitError::Closed)` rather than panicking.
-#[derive(Debug)]
+/// Cancellation-safe: dropping it removes the waiter (and gives back
+/// permits granted but not yet taken). Polling it again after it has
+/// completed yields `Err(WaitError::Closed)` rather than panicking.
 #[must_use = "futures do nothing unless awaited"]
-pub(crate) struct Acquire<'a, L: QueueLimiter + Send + Sync + 'static> {
-    shared: &'a Shared<L>,
+pub(crate) struct Acquire<'a, L: Limiter<K>, K: Hash + Eq + Clone> {
+    shared: &'a Shared<L, K>,
+    key: &'a K,
     n: u32,
     deadline: Option<u64>,
-    state: State,
+    state: State<L::Permit>,
     expiry: Option<(ExpiryTimer, Expiry)>,
 }
 
-impl<'a, L: QueueLimiter + Send + Sync + 'static> Acquire<'a, L> {
-    pub(super) fn new(shared: &'a Shared<L>, n: u32, deadline: Option<u64>) -> Self {
+impl<L: Limiter<K>, K: Hash + Eq + Clone> Unpin for Acquire<'_, L, K> {}
+
+impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<'a, L, K> {
+    pub(super) fn new(shared: &'a Shared<L, K>, key: &'a K, n: u32, deadline: Option<u64>) -> Self {
         Self {
             shared,
+            key,
             n,
             deadline,
             state: State::Start,
@@ -43,25 +51,59 @@ impl<'a, L: QueueLimiter + Send + Sync + 'static> Acquire<'a, L> {
         }
     }
 
-    fn permit(&self) -> QueuePermit<'a, L> {
+    fn permit(&self, permit: L::Permit) -> QueuePermit<'a, L, K> {
         QueuePermit {
             shared: self.shared,
+            key: self.key,
             n: self.n,
-            live: true,
+            permit: Some(permit),
         }
     }
 
+    /// The waiter's answer: a permit at once, or after its shaped delay.
     fn finish(
         &mut self,
-        result: Result<(), WaitError>,
-    ) -> Poll<Result<QueuePermit<'a, L>, WaitError>> {
+        cx: &mut Context<'_>,
+        result: Result<L::Permit, WaitError>,
+    ) -> Poll<Result<QueuePermit<'a, L, K>, WaitError>> {
         self.state = State::Done;
-        Poll::Ready(result.map(|()| self.permit()))
+        match result {
+            Ok(permit) => {
+                let delay = self.shared.limiter.delay(&permit);
+                if delay.is_zero() {
+                    return Poll::Ready(Ok(self.permit(permit)));
+                }
+                let at = self.shared.now().saturating_add(duration_to_nanos(delay));
+                let timer = ExpiryTimer::at(&self.shared.clock, at);
+                self.state = State::Delayed(timer, Some(permit));
+                self.poll_delayed(cx)
+            }
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    fn poll_delayed(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<QueuePermit<'a, L, K>, WaitError>> {
+        let now = self.shared.now();
+        let State::Delayed(timer, permit) = &mut self.state else {
+            return Poll::Ready(Err(WaitError::Closed));
+        };
+        if !timer.poll_passed(cx, now) {
+            return Poll::Pending;
+        }
+        let permit = permit.take();
+        self.state = State::Done;
+        match permit {
+            Some(permit) => Poll::Ready(Ok(self.permit(permit))),
+            None => Poll::Ready(Err(WaitError::Closed)),
+        }
     }
 }
 
-impl<'a, L: QueueLimiter + Send + Sync + 'static> Future for Acquire<'a, L> {
-    type Output = Result<QueuePermit<'a, L>, WaitError>;
+impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Future for Acquire<'a, L, K> {
+    type Output = Result<QueuePermit<'a, L, K>, WaitError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
@@ -69,21 +111,22 @@ impl<'a, L: QueueLimiter + Send + Sync + 'static> Future for Acquire<'a, L> {
         match this.state {
             State::Start => {
                 let now = shared.now();
-                match shared.begin(this.n, now, this.deadline, cx.waker()) {
-                    Begin::Granted => {
+                match shared.begin(this.key, this.n, now, this.deadline, cx.waker()) {
+                    Begin::Granted(permit) => {
                         shared.count_admitted(this.n);
-                        this.finish(Ok(()))
+                        this.finish(cx, Ok(permit))
                     }
                     Begin::Refused(e) => {
                         shared.count_refused();
-                        this.finish(Err(e))
+                        this.finish(cx, Err(e))
                     }
                     Begin::Queued {
-                        key,
+                        key: slot,
+                        line,
                         serving,
                         wakers,
                     } => {
-                        this.state = State::Queued(key);
+                        this.state = State::Queued { slot, line };
                         shared.wake(wakers);
                         let max_wait = shared.max_wait.map(|m| {
                             (now.saturating_add(duration_to_nanos(m)), Expiry::MaxWait(m))
@@ -97,105 +140,140 @@ impl<'a, L: QueueLimiter + Send + Sync + 'static> Future for Acquire<'a, L> {
                             this.expiry = Some((ExpiryTimer::at(&shared.clock, at), kind));
                         }
                         if serving {
-                            shared.kick();
+                            shared.kick_line(line);
                             // The kick may already have granted it.
-                            this.poll_queued(cx, key)
+                            this.poll_queued(cx, slot, line)
                         } else {
                             // Behind others: the waker is registered; only
                             // the expiry (if any) needs arming.
-                            this.poll_expiry(cx, key)
+                            this.poll_expiry(cx, slot, line)
                         }
                     }
                 }
             }
-            State::Queued(key) => this.poll_queued(cx, key),
+            State::Queued { slot, line } => this.poll_queued(cx, slot, line),
+            State::Delayed(..) => this.poll_delayed(cx),
             State::Done => Poll::Ready(Err(WaitError::Closed)),
         }
     }
 }
 
-impl<'a, L: QueueLimiter + Send + Sync + 'static> Acquire<'a, L> {
+impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<'a, L, K> {
     fn poll_queued(
         &mut self,
         cx: &mut Context<'_>,
-        key: usize,
-    ) -> Poll<Result<QueuePermit<'a, L>, WaitError>> {
-        let this = self;
-        if let Some(result) = this.shared.collect(key, this.n, cx.waker()) {
-            return this.finish(result);
+        slot: usize,
+        line: usize,
+    ) -> Poll<Result<QueuePermit<'a, L, K>, WaitError>> {
+        if let Some(result) = self.shared.collect(slot, self.n, cx.waker()) {
+            return self.finish(cx, result);
         }
-        this.poll_expiry(cx, key)
+        self.poll_expiry(cx, slot, line)
     }
 
     fn poll_expiry(
         &mut self,
         cx: &mut Context<'_>,
-        key: usize,
-    ) -> Poll<Result<QueuePermit<'a, L>, WaitError>> {
-        let this = self;
-        if let Some((timer, kind)) = &mut this.expiry {
-            if timer.poll_passed(cx, this.shared.now()) {
+        slot: usize,
+        line: usize,
+    ) -> Poll<Result<QueuePermit<'a, L, K>, WaitError>> {
+        if let Some((timer, kind)) = &mut self.expiry {
+            if timer.poll_passed(cx, self.shared.now()) {
                 let error = kind.error();
-                let result = this.shared.expire(key, this.n, cx.waker(), error);
-                return this.finish(result);
+                let result = self.shared.expire(slot, line, self.n, cx.waker(), error);
+                return self.finish(cx, result);
             }
         }
         Poll::Pending
     }
 }
 
-impl<L: QueueLimiter + Send + Sync + 'static> Drop for Acquire<'_, L> {
+impl<L: Limiter<K>, K: Hash + Eq + Clone> Drop for Acquire<'_, L, K> {
     fn drop(&mut self) {
-        if let State::Queued(key) = self.state {
-            self.shared.cancel(key, self.n);
+        match &mut self.state {
+            State::Queued { slot, .. } => self.shared.cancel(*slot, self.key),
+            State::Delayed(_, permit) => {
+                if let Some(permit) = permit.take() {
+                    // its reserved turn goes back
+                    self.shared.give_back(self.key, permit, self.shared.now());
+                }
+            }
+            State::Start | State::Done => {}
         }
     }
 }
 
-/// Permits granted by a [`Queue`](super::Queue).
+/// Permits granted by a [`Queue`](super::Queue): the limiter's own permit,
+/// held until this drops.
 ///
 /// For a rate limiter the permits are spent: dropping the permit does
 /// nothing (unless the queue was built with
 /// [`release_on_drop`](super::QueueBuilder::release_on_drop)); call
-/// [`release`](Self::release) to give back permits that went unused. For a
-/// [`ConcurrencyLimiter`](crate::ConcurrencyLimiter) (or a queue built with
-/// `release_on_drop`), dropping the permit returns its capacity and wakes
-/// the next waiter that fits.
-#[derive(Debug)]
-#[must_use = "dropping a permit at once may release it at once"]
-pub struct QueuePermit<'a, L: QueueLimiter + Send + Sync + 'static> {
-    pub(super) shared: &'a Shared<L>,
+/// [`release`](Self::release) to give back permits that went unused. For an
+/// in-flight limit (a [`ConcurrencyLimiter`](crate::ConcurrencyLimiter), a
+/// chain or a partitioned limiter holding one), dropping the permit returns
+/// its capacity and wakes the waiters that now fit, in their order.
+pub struct QueuePermit<'a, L: Limiter<K>, K: Hash + Eq + Clone = ()> {
+    pub(super) shared: &'a Shared<L, K>,
+    pub(super) key: &'a K,
     pub(super) n: u32,
-    pub(super) live: bool,
+    pub(super) permit: Option<L::Permit>,
 }
 
-impl<L: QueueLimiter + Send + Sync + 'static> QueuePermit<'_, L> {
+impl<L: Limiter<K, Permit: core::fmt::Debug>, K: Hash + Eq + Clone + core::fmt::Debug>
+    core::fmt::Debug for QueuePermit<'_, L, K>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("QueuePermit")
+            .field("key", self.key)
+            .field("n", &self.n)
+            .field("permit", &self.permit)
+            .finish()
+    }
+}
+
+impl<L: Limiter<K>, K: Hash + Eq + Clone> QueuePermit<'_, L, K> {
     /// The number of permits held.
     #[must_use]
     pub fn permits(&self) -> u32 {
         self.n
     }
 
-    /// Gives the permits back to the limiter (`Limiter::refund`) and wakes
-    /// the next waiter that now fits.
+    /// The limiter's own permit (a [`Grant`](crate::Grant), a
+    /// [`Lease`](crate::partitioned::Lease), a guard).
+    #[must_use]
+    pub fn inner(&self) -> Option<&L::Permit> {
+        self.permit.as_ref()
+    }
+
+    /// Gives the permits back to the limiter now ([`Limiter::cancel`]: a
+    /// rate's unused permits return, an in-flight guard is released) and
+    /// wakes the waiters that now fit.
     pub fn release(mut self) {
-        self.live = false;
-        if self.n > 0 {
-            self.shared.release(self.n);
+        if let Some(permit) = self.permit.take() {
+            self.shared.give_back(self.key, permit, self.shared.now());
         }
     }
 
-    /// Keeps the permits spent: dropping does not release them even with
-    /// `release_on_drop`.
+    /// Keeps the permits taken for good: dropping does not give them back,
+    /// even with `release_on_drop` or for an in-flight guard (whose
+    /// capacity is then lost for the life of the limiter).
     pub fn forget(mut self) {
-        self.live = false;
+        core::mem::forget(self.permit.take());
     }
 }
 
-impl<L: QueueLimiter + Send + Sync + 'static> Drop for QueuePermit<'_, L> {
+impl<L: Limiter<K>, K: Hash + Eq + Clone> Drop for QueuePermit<'_, L, K> {
     fn drop(&mut self) {
-        if self.live && self.shared.release_on_drop && self.n > 0 {
-            self.shared.release(self.n);
+        let Some(permit) = self.permit.take() else {
+            return;
+        };
+        if self.shared.release_on_drop {
+            self.shared.give_back(self.key, permit, self.shared.now());
+        } else if core::mem::needs_drop::<L::Permit>() {
+            // an in-flight guard: its release may admit a waiter
+            drop(permit);
+            self.shared.released();
         }
     }
 }

@@ -1,99 +1,176 @@
-//! Async queued acquisition on tokio (feature `tokio`).
+//! Async queued acquisition on tokio (feature `tokio`): one waiting
+//! mechanism for every limiter.
 //!
-//! A [`Queue`] puts an ordered, bounded waiting line in front of any
-//! [`Limiter`](crate::Limiter): a server that would rather delay a request a little than
-//! refuse it awaits [`Queue::acquire`]; a caller that must not wait uses
-//! [`Queue::try_acquire`].
+//! A [`Queue`] puts ordered, bounded waiting lines in front of any
+//! [`Limiter`]: a bucket, a keyed table (a line per client), a
+//! [`Chain`](crate::Chain) of a rate and an in-flight limit, a partitioned
+//! limiter, one of your own. A server that would rather delay a request a
+//! little than refuse it awaits [`Queue::acquire`]; a caller that must not
+//! wait uses [`Queue::try_acquire`]. Every call names the key: `&()` for a
+//! direct limiter.
 //!
 //! ```
 //! use std::time::Duration;
-//! use tollgate::queue::{Queue, QueueOrder};
+//! use tollgate::queue::Queue;
 //! use tollgate::{Bucket, Quota};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // 10 per second, bursts of 2; at most 5 permits waiting, for at most 1 s.
 //! let queue = Queue::builder(Bucket::token_bucket(Quota::per_second(10)?.with_burst(2)?))
-//!     .order(QueueOrder::OldestFirst)
 //!     .queue_limit(5)
 //!     .max_wait(Duration::from_secs(1))
 //!     .build();
 //!
 //! let start = tokio::time::Instant::now();
 //! for _ in 0..4 {
-//!     queue.acquire(1).await?; // 2 at once, then one per 100 ms
+//!     queue.acquire(&(), 1).await?; // 2 at once, then one per 100 ms
 //! }
 //! assert_eq!(start.elapsed(), Duration::from_millis(200));
-//! assert!(queue.try_acquire(1).is_err()); // would wait: refused at once
+//! assert!(queue.try_acquire(&(), 1).is_err()); // would wait: refused at once
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A line per client, in front of a keyed table:
+//!
+//! ```
+//! use std::net::IpAddr;
+//! use std::time::Duration;
+//! use tollgate::keyed::ShardedKeyedTable;
+//! use tollgate::queue::Queue;
+//! use tollgate::{Gcra, Quota};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // 10 per second per client, no burst
+//! let quota = Quota::per_second(10)?.with_burst(1)?;
+//! let per_client = ShardedKeyedTable::builder(Gcra::token_bucket(quota)).build()?;
+//! let queue = Queue::builder(per_client).queue_limit(20).build();
+//!
+//! let (a, b): (IpAddr, IpAddr) = ("192.0.2.7".parse()?, "192.0.2.8".parse()?);
+//! let start = tokio::time::Instant::now();
+//! queue.acquire(&a, 1).await?;
+//! queue.acquire(&a, 1).await?; // a's turn comes 100 ms later
+//! queue.acquire(&b, 1).await?; // b has its own line and bucket: at once
+//! assert_eq!(start.elapsed(), Duration::from_millis(100));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A chain of a rate and an in-flight limit: a request waits for the rate,
+//! then for one of 2 slots, and is let in by the release of a slot — no
+//! timer, no polling:
+//!
+//! ```
+//! use core::num::NonZeroU32;
+//! use std::time::Duration;
+//! use tollgate::queue::Queue;
+//! use tollgate::{Bucket, ConcurrencyLimiter, Limiter, Quota};
+//!
+//! static SLOTS: ConcurrencyLimiter = ConcurrencyLimiter::new(NonZeroU32::new(2).unwrap());
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let queue = Queue::new(Bucket::token_bucket(Quota::per_second(100)?).and(&SLOTS));
+//! let first = queue.acquire(&(), 1).await?;
+//! let _second = queue.acquire(&(), 1).await?;
+//! let start = tokio::time::Instant::now();
+//! let (third, ()) = tokio::join!(queue.acquire(&(), 1), async {
+//!     tokio::time::sleep(Duration::from_secs(5)).await;
+//!     drop(first); // a slot is released: the third is let in now
+//! });
+//! assert!(third.is_ok());
+//! assert_eq!(start.elapsed(), Duration::from_secs(5));
+//! assert_eq!(SLOTS.in_flight(), 2);
 //! # Ok(())
 //! # }
 //! ```
 //!
 //! # Semantics
 //!
+//! - **One line per key.** Each key that has waiters has its own line,
+//!   ordered, bounded and timed apart from the others; a key nobody waits
+//!   for has none (and costs nothing). For a direct limiter (`K = ()`)
+//!   there is one line.
 //! - **Order.** [`QueueOrder::OldestFirst`] (FIFO, the default): a newcomer
-//!   never overtakes a waiter, so a large request is never starved by a
-//!   stream of small ones; the head waits for exactly its permits.
-//!   [`QueueOrder::NewestFirst`] (LIFO): a newcomer is tried at once even
-//!   when others wait, the newest waiter is served first, and when the
-//!   queue is full the *oldest* waiters are refused
+//!   never overtakes a waiter of its key, so a large request is never
+//!   starved by a stream of small ones; the head waits for exactly its
+//!   permits. [`QueueOrder::NewestFirst`] (LIFO): a newcomer is tried at
+//!   once even when others wait, the newest waiter is served first, and
+//!   when the line is full the *oldest* waiters are refused
 //!   ([`WaitError::Displaced`]) so that the newest fits — .NET's
 //!   `QueueProcessingOrder` as defined in dotnet/runtime#62817. Either way
-//!   the waiter being served blocks the others: a smaller request behind it
-//!   does not skip ahead.
-//! - **Bound in permits.** `queue_limit` caps the permits waiting, not the
-//!   number of requests (a 5-permit request counts 5). A request that does
-//!   not fit is refused at once with [`WaitError::QueueFull`] and an
-//!   estimated `retry_after`. The default is unbounded: set one in servers.
+//!   the waiter being served blocks the others of its key: a smaller
+//!   request behind it does not skip ahead. Keys are not ordered among
+//!   themselves: capacity shared by several keys (an in-flight limit
+//!   chained after a per-key rate) goes to whichever line the release or
+//!   timer serves first.
+//! - **Bound in permits, per key.** `queue_limit` caps the permits waiting
+//!   in one key's line, not the number of requests (a 5-permit request
+//!   counts 5). A request that does not fit is refused at once with
+//!   [`WaitError::QueueFull`] and an estimated `retry_after`. The default
+//!   is unbounded: set one in servers.
 //! - **Maximum wait.** A request whose estimated wait (from the limiter's
 //!   state and the permits queued ahead, see
-//!   [`Limiter::time_until_ready_after`](crate::Limiter::time_until_ready_after)) exceeds `max_wait` is refused at
+//!   [`Limiter::time_until_ready_after`]) exceeds `max_wait` is refused at
 //!   once ([`WaitError::MaxWaitExceeded`]), like nginx `limit_req burst`
 //!   without `nodelay`. `max_wait` is also a hard cap: a waiter that has
-//!   waited that long (possible under `NewestFirst`, when other code uses the
-//!   same limiter, or with a limiter that cannot predict its waits) is
-//!   refused then. [`Queue::acquire_until`] adds a per-call deadline with
-//!   the same two effects ([`WaitError::DeadlineExceeded`]).
-//! - **Impossible requests.** `n` above the limiter's capacity (burst,
-//!   window limit, concurrency limit) is refused at once with
-//!   [`WaitError::CapacityExceeded`]; `n = 0` is granted at once.
+//!   waited that long (possible under `NewestFirst`, when other code uses
+//!   the same limiter, or with a limiter that cannot predict its waits, as
+//!   an in-flight limit) is refused then. [`Queue::acquire_until`] adds a
+//!   per-call deadline with the same two effects
+//!   ([`WaitError::DeadlineExceeded`]).
+//! - **Impossible requests.** `n` above the limiter's capacity for the key
+//!   (burst, window limit, in-flight limit) is refused at once with
+//!   [`WaitError::CapacityExceeded`].
+//! - **Woken by time or by a release.** A waiter refused by a rate waits
+//!   for its line's timer, armed at the refusal's exact `retry_after`. A
+//!   waiter refused by an in-flight limit (a refusal that
+//!   [`is_until_release`](crate::Refusal::is_until_release)) has no timer:
+//!   dropping a [`QueuePermit`] that holds an in-flight permit (the
+//!   limiter's guard, kept inside it) re-examines the lines waiting for a
+//!   release and wakes exactly the waiters it admits, with no time passing.
+//!   If other code also returns capacity to the same limiter directly (a
+//!   guard taken outside the queue), call [`Queue::recheck`] after it does.
 //! - **Cancellation.** Dropping a [`Queue::acquire`] future (a timeout,
 //!   `select!`, a client gone) unlinks its waiter; a waiter holds no
 //!   capacity while it waits, so the next one is served exactly as if the
 //!   dropped one had never queued. If it had already been granted but not
-//!   yet polled, its permits are refunded to the limiter and the next
-//!   waiter is re-examined at once.
-//! - **The concurrency limiter** ([`ConcurrencyLimiter`](crate::ConcurrencyLimiter),
-//!   owned, `&'static` or in an `Arc`): dropping a [`QueuePermit`] always
-//!   gives its permits back and wakes the next waiter that fits (the queue
-//!   behaves as if built with [`QueueBuilder::release_on_drop`]). Such a
-//!   queue arms no timer for its waiters (a refusal's `retry_after` is then
-//!   only a hint): it never polls the limiter while nobody releases. If
-//!   other code also returns capacity to the same limiter directly (a
-//!   guard taken outside the queue), call [`Queue::recheck`] after it does.
+//!   yet polled, its permit goes back to the limiter
+//!   ([`Limiter::cancel`]) and the lines are re-examined at once: no two
+//!   requests ever hold the same slot.
+//! - **Shaped permits.** A permit that carries a delay
+//!   ([`Limiter::delay`], a partitioned limiter's shaping policy) resolves
+//!   when its turn comes; dropping the future before then gives the
+//!   reservation back ([`Limiter::cancel`]).
 //! - [`Queue::close`] refuses every waiter and every later call with
 //!   [`WaitError::Closed`].
 //!
 //! # Cost
 //!
 //! No background task, no busy polling, no timer while idle. The waiters
-//! live in a slab-backed linked list behind a `std::sync::Mutex` that is
-//! held for a few instructions (link, unlink, one limiter check per
-//! admission): O(1) memory per waiter, O(1) link and cancel. One tokio
-//! timer per queue exists while someone waits (it is created with the first
-//! waiter and dropped when the line empties) and is armed at the exact
-//! `retry_after` of the waiter being served (`sleep_until`); when it fires,
-//! the queue admits every waiter that now fits and wakes exactly those
-//! tasks (no thundering herd). Waiters behind the head have no timer
-//! unless they carry a deadline or `max_wait`. An uncontended `acquire`
-//! with capacity available takes no lock: one atomic load, the clock, the
-//! limiter check and one counter increment.
+//! live in a slab-backed linked list per key behind one
+//! `std::sync::Mutex` that is held for a few instructions (link, unlink,
+//! one limiter check per admission): O(1) memory per waiter, O(1) link
+//! and cancel. A key's line, with its tokio timer, exists while someone
+//! of that key waits; the timer is armed at the exact `retry_after` of
+//! the waiter being served (`sleep_until`); when it fires, the queue admits
+//! every waiter of that line that now fits and wakes exactly those tasks
+//! (no thundering herd). Waiters behind the head have no timer unless they
+//! carry a deadline or `max_wait`. An `acquire` while nobody waits takes
+//! no lock: one atomic load, the clock and the limiter check; while some
+//! key has waiters, a newcomer takes the mutex to find its key's line. A
+//! release while someone waits re-examines the head of every line that
+//! waits for a release (one limiter check each).
 //!
 //! The limiter must be driven by the queue's clock ([`Queue::clock`], a
 //! [`TokioClock`]) if other code also uses it directly, and must be
-//! `Send + Sync + 'static` (the timer's waker holds the queue): share a
-//! borrowed limiter as an `Arc` or a `&'static`. `acquire` must be polled
-//! inside a tokio runtime with time enabled (as `tokio::time::sleep` must).
+//! `Send + Sync + 'static` (a line's timer waker holds the queue), with
+//! permits that do not borrow it (the queue keeps a granted permit until
+//! its waiter takes it): share a borrowed limiter as an `Arc` or a
+//! `&'static`. `acquire` must be polled inside a tokio runtime with time
+//! enabled (as `tokio::time::sleep` must).
 //!
 //! # `mem::forget`
 //!
@@ -103,16 +180,18 @@
 //! behind it proceed. What it costs: the permits granted to it are spent
 //! (for a release-based limiter, never given back: the limit shrinks by
 //! `n` for the life of the limiter), and its slot (a few dozen bytes) is
-//! never reused. Forgetting a [`QueuePermit`] of a `release_on_drop` queue
-//! likewise keeps its permits forever.
+//! never reused. Forgetting a [`QueuePermit`] that holds an in-flight
+//! permit, or one of a `release_on_drop` queue, likewise keeps its permits
+//! forever.
 //!
 //! # Compared with .NET `System.Threading.RateLimiting`
 //!
 //! | .NET | tollgate |
 //! |---|---|
-//! | `AcquireAsync(permitCount)` | [`Queue::acquire`]`(n).await` |
-//! | `AttemptAcquire(permitCount)` | [`Queue::try_acquire`]`(n)` |
-//! | `QueueLimit` (permits) | [`QueueBuilder::queue_limit`] (permits) |
+//! | `AcquireAsync(permitCount)` | [`Queue::acquire`]`(&(), n).await` |
+//! | `PartitionedRateLimiter.AcquireAsync(resource, permitCount)` | [`Queue::acquire`]`(&key, n).await` |
+//! | `AttemptAcquire(permitCount)` | [`Queue::try_acquire`]`(&(), n)` |
+//! | `QueueLimit` (permits, per partition) | [`QueueBuilder::queue_limit`] (permits, per key) |
 //! | `QueueProcessingOrder.OldestFirst` / `NewestFirst` | [`QueueOrder::OldestFirst`] / [`QueueOrder::NewestFirst`] |
 //! | failed lease with `RetryAfter` metadata | [`WaitError::QueueFull`] / [`WaitError::WouldWait`] with `retry_after` |
 //! | `CancellationToken` | drop the future, or [`Queue::acquire_until`] |
@@ -121,39 +200,36 @@
 //! | (none) | `max_wait`: refuse at once what would wait too long |
 
 mod acquire;
-#[cfg(not(loom))]
-mod any_limiter;
 mod error;
 mod shared;
-mod source;
 mod timer;
 mod tokio_clock;
 mod waiters;
 
+use core::fmt;
 use core::future::Future;
+use core::hash::Hash;
 use core::time::Duration;
 use std::sync::{Arc, Weak};
-use std::task::Waker;
+use std::vec::Vec;
 
 #[cfg(loom)]
 use std::time::Instant;
 #[cfg(not(loom))]
 use tokio::time::Instant;
 
+use crate::limiter::Limiter;
 use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
-pub use source::QueueLimiter;
 
 use acquire::Acquire;
 pub use acquire::QueuePermit;
-#[cfg(not(loom))]
-pub use any_limiter::acquire;
 pub use error::WaitError;
-use shared::{lock, Counters, Inner, Shared, TimerWake, WakeList, CLOSED};
+use shared::{lock, Counters, Inner, Shared, WakeList, CLOSED};
 pub use tokio_clock::TokioClock;
 use waiters::{Outcome, Waiters};
 
-/// A queue keeps its waiting line behind a mutex.
-impl<L> crate::lock_freedom::LockFreedom for Queue<L> {
+/// A queue keeps its waiting lines behind a mutex.
+impl<L: Limiter<K>, K> crate::lock_freedom::LockFreedom for Queue<L, K> {
     const IS_LOCK_FREE: bool = false;
     const IS_INTERRUPT_SAFE: bool = false;
 }
@@ -200,8 +276,9 @@ pub struct QueueStats {
 /// Builds a [`Queue`]; from [`Queue::builder`].
 #[derive(Debug)]
 #[must_use]
-pub struct QueueBuilder<L> {
+pub struct QueueBuilder<L, K = ()> {
     limiter: L,
+    key: core::marker::PhantomData<fn(&K)>,
     order: QueueOrder,
     queue_limit: u64,
     max_wait: Option<Duration>,
@@ -211,7 +288,11 @@ pub struct QueueBuilder<L> {
     model_clock: Option<Arc<crate::clock::ManualClock>>,
 }
 
-impl<L: QueueLimiter + Send + Sync + 'static> QueueBuilder<L> {
+impl<
+        L: Limiter<K, Permit: Send + 'static> + Send + Sync + 'static,
+        K: Hash + Eq + Clone + Send + Sync + 'static,
+    > QueueBuilder<L, K>
+{
     /// Loom models only: the manual clock the queue reads instead of
     /// tokio's (the model moves it and fires the queue's timer with
     /// [`Queue::model_fire_timer`]).
@@ -222,15 +303,16 @@ impl<L: QueueLimiter + Send + Sync + 'static> QueueBuilder<L> {
         self
     }
 
-    /// Which waiter is served first (default [`QueueOrder::OldestFirst`]).
+    /// Which waiter of a key is served first (default
+    /// [`QueueOrder::OldestFirst`]).
     pub fn order(mut self, order: QueueOrder) -> Self {
         self.order = order;
         self
     }
 
-    /// The most permits that may wait at once (default: unbounded). 0 means
-    /// no waiting at all: `acquire` then behaves like `try_acquire` but
-    /// reports [`WaitError::QueueFull`].
+    /// The most permits that may wait at once for one key (default:
+    /// unbounded). 0 means no waiting at all: `acquire` then behaves like
+    /// `try_acquire` but reports [`WaitError::QueueFull`].
     pub fn queue_limit(mut self, permits: u64) -> Self {
         self.queue_limit = permits;
         self
@@ -244,11 +326,12 @@ impl<L: QueueLimiter + Send + Sync + 'static> QueueBuilder<L> {
     }
 
     /// Whether dropping a [`QueuePermit`] gives its permits back to the
-    /// limiter (`Limiter::refund`) and wakes the next waiter that fits:
-    /// for a `Limiter` whose capacity comes back by refunds rather than
-    /// with time. Always on for the [`ConcurrencyLimiter`](crate::ConcurrencyLimiter)
-    /// (whatever this says); leave it off (the default) for rate limiters,
-    /// whose permits are spent and whose capacity returns with time.
+    /// limiter ([`Limiter::cancel`]) and wakes the waiters that now fit:
+    /// for a limiter of your own whose capacity comes back by refunds
+    /// rather than with time. Not needed for an in-flight limit, whose
+    /// permit releases itself when dropped (the queue then wakes its
+    /// waiters); leave it off (the default) for rate limiters, whose
+    /// permits are spent and whose capacity returns with time.
     pub fn release_on_drop(mut self, release: bool) -> Self {
         self.release_on_drop = release;
         self
@@ -263,30 +346,28 @@ impl<L: QueueLimiter + Send + Sync + 'static> QueueBuilder<L> {
 
     /// The queue.
     #[must_use]
-    pub fn build(self) -> Queue<L> {
+    pub fn build(self) -> Queue<L, K> {
         let clock = self.clock.unwrap_or_default();
         #[cfg(loom)]
         let model_clock = self
             .model_clock
             .unwrap_or_else(|| Arc::new(crate::clock::ManualClock::new()));
-        let shared = Arc::new_cyclic(|weak: &Weak<Shared<L>>| Shared {
+        let shared = Arc::new_cyclic(|this: &Weak<Shared<L, K>>| Shared {
             limiter: self.limiter,
             clock,
             order: self.order,
             queue_limit: self.queue_limit,
             max_wait: self.max_wait,
-            release_on_drop: self.release_on_drop || L::RELEASE_BASED,
+            release_on_drop: self.release_on_drop,
             gate: AtomicU64::new(0),
             due: AtomicU32::new(0),
+            pending: Mutex::new(Vec::new()),
             driving: AtomicU32::new(0),
             inner: Mutex::new(Inner {
                 waiters: Waiters::default(),
                 closed: false,
-                timer: timer::QueueTimer::default(),
             }),
-            timer_waker: Waker::from(Arc::new(TimerWake {
-                shared: weak.clone(),
-            })),
+            this: Weak::clone(this),
             counters: Counters::default(),
             #[cfg(loom)]
             model_clock,
@@ -295,19 +376,35 @@ impl<L: QueueLimiter + Send + Sync + 'static> QueueBuilder<L> {
     }
 }
 
-/// An ordered, bounded waiting line in front of a [`Limiter`](crate::Limiter); see the
-/// [module docs](self).
+/// Ordered, bounded waiting lines in front of any [`Limiter`] — one line
+/// per key that has waiters; see the [module docs](self).
 ///
-/// `L` is any limiter: a [`Bucket`](crate::Bucket), an `Arc` of one, a
-/// `&'static` one, or a small adaptor for one key of a keyed limiter.
-#[derive(Debug)]
-pub struct Queue<L> {
-    shared: Arc<Shared<L>>,
+/// `L` is any limiter over keys `K`: a [`Bucket`](crate::Bucket) (`K =
+/// ()`), a keyed table, a [`Chain`](crate::Chain), a partitioned limiter,
+/// one of your own, owned, in an `Arc` or `&'static`. Its permits must not
+/// borrow it (the queue keeps a granted permit until its waiter takes it):
+/// put a [`ConcurrencyLimiter`](crate::ConcurrencyLimiter) in a `static`
+/// (or leak it) and queue on the `&'static` reference.
+pub struct Queue<L: Limiter<K>, K = ()> {
+    shared: Arc<Shared<L, K>>,
+}
+
+impl<L: Limiter<K>, K> fmt::Debug for Queue<L, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &*self.shared;
+        f.debug_struct("Queue")
+            .field("order", &s.order)
+            .field("queue_limit", &s.queue_limit)
+            .field("max_wait", &s.max_wait)
+            .field("release_on_drop", &s.release_on_drop)
+            .field("waiting", &(s.gate.load(Ordering::Relaxed) >> 1))
+            .finish_non_exhaustive()
+    }
 }
 
 /// Clones are handles to the same queue (same waiters, limiter and
 /// counters), convenient for moving into spawned tasks.
-impl<L> Clone for Queue<L> {
+impl<L: Limiter<K>, K> Clone for Queue<L, K> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -315,18 +412,23 @@ impl<L> Clone for Queue<L> {
     }
 }
 
-impl<L: QueueLimiter + Send + Sync + 'static> Queue<L> {
+impl<
+        L: Limiter<K, Permit: Send + 'static> + Send + Sync + 'static,
+        K: Hash + Eq + Clone + Send + Sync + 'static,
+    > Queue<L, K>
+{
     /// A queue with the defaults: oldest first, unbounded, no `max_wait`,
     /// permits spent on drop.
     #[must_use]
     pub fn new(limiter: L) -> Self {
-        Self::builder(limiter).build()
+        Queue::builder(limiter).build()
     }
 
     /// Starts configuring a queue in front of `limiter`.
-    pub fn builder(limiter: L) -> QueueBuilder<L> {
+    pub fn builder(limiter: L) -> QueueBuilder<L, K> {
         QueueBuilder {
             limiter,
+            key: core::marker::PhantomData,
             order: QueueOrder::OldestFirst,
             queue_limit: u64::MAX,
             max_wait: None,
@@ -337,99 +439,108 @@ impl<L: QueueLimiter + Send + Sync + 'static> Queue<L> {
         }
     }
 
-    /// Waits for `n` permits, in queue order.
+    /// Waits for `n` permits of `key` (`&()` for a direct limiter), in the
+    /// order of that key's line.
     ///
     /// Resolves to a [`QueuePermit`], or to an [`WaitError`] at once when
-    /// the request can never succeed, the queue is full or closed, or the
-    /// estimated wait exceeds `max_wait`; later if the wait reaches
-    /// `max_wait` or the queue is closed. Dropping the future leaves the
-    /// queue as if the request had never been made, refunding permits
-    /// granted but not yet taken (see the module docs); polling it again
-    /// after it completed yields `Err(WaitError::Closed)` rather than
-    /// panicking.
-    pub fn acquire(
-        &self,
+    /// the request can never succeed, the key's line is full or the queue
+    /// closed, or the estimated wait exceeds `max_wait`; later if the wait
+    /// reaches `max_wait` or the queue is closed. A permit with a shaped
+    /// delay ([`Limiter::delay`]) resolves when its turn comes. Dropping the
+    /// future leaves the line as if the request had never been made, giving
+    /// back permits granted but not yet taken (see the module docs);
+    /// polling it again after it completed yields `Err(WaitError::Closed)`
+    /// rather than panicking.
+    pub fn acquire<'a>(
+        &'a self,
+        key: &'a K,
         n: u32,
-    ) -> impl Future<Output = Result<QueuePermit<'_, L>, WaitError>> + '_ {
-        Acquire::new(&self.shared, n, None)
+    ) -> impl Future<Output = Result<QueuePermit<'a, L, K>, WaitError>> + 'a {
+        Acquire::new(&self.shared, key, n, None)
     }
 
     /// As [`acquire`](Self::acquire), with a deadline: refused at once with
     /// [`WaitError::DeadlineExceeded`] when the estimated wait ends after
     /// `deadline`, and when `deadline` passes while waiting.
-    pub fn acquire_until(
-        &self,
+    pub fn acquire_until<'a>(
+        &'a self,
+        key: &'a K,
         n: u32,
         deadline: Instant,
-    ) -> impl Future<Output = Result<QueuePermit<'_, L>, WaitError>> + '_ {
-        Acquire::new(
-            &self.shared,
-            n,
-            Some(self.shared.clock.timestamp(deadline).as_nanos()),
-        )
+    ) -> impl Future<Output = Result<QueuePermit<'a, L, K>, WaitError>> + 'a {
+        let deadline = self.shared.clock.timestamp(deadline).as_nanos();
+        Acquire::new(&self.shared, key, n, Some(deadline))
     }
 
-    /// Takes `n` permits now or refuses, never waiting. Under
-    /// [`QueueOrder::OldestFirst`] it refuses while others wait (it never
-    /// overtakes them).
+    /// Takes `n` permits of `key` now or refuses, never waiting. Under
+    /// [`QueueOrder::OldestFirst`] it refuses while others wait for the
+    /// same key (it never overtakes them).
     ///
     /// # Errors
     /// [`WaitError::WouldWait`] with the estimated wait,
     /// [`WaitError::CapacityExceeded`], or [`WaitError::Closed`].
-    pub fn try_acquire(&self, n: u32) -> Result<QueuePermit<'_, L>, WaitError> {
+    pub fn try_acquire<'a>(
+        &'a self,
+        key: &'a K,
+        n: u32,
+    ) -> Result<QueuePermit<'a, L, K>, WaitError> {
         let shared = &*self.shared;
-        let result = self.try_acquire_inner(n);
+        let result = self.try_acquire_inner(key, n);
         match &result {
-            Ok(()) => shared.count_admitted(n),
+            Ok(_) => shared.count_admitted(n),
             Err(_) => shared.count_refused(),
         }
-        result.map(|()| QueuePermit {
+        result.map(|permit| QueuePermit {
             shared,
+            key,
             n,
-            live: true,
+            permit: Some(permit),
         })
     }
 
-    fn try_acquire_inner(&self, n: u32) -> Result<(), WaitError> {
+    fn try_acquire_inner(&self, key: &K, n: u32) -> Result<L::Permit, WaitError> {
         let shared = &*self.shared;
         let gate = shared.gate.load(Ordering::SeqCst);
         if gate & CLOSED != 0 {
             return Err(WaitError::Closed);
         }
-        if n == 0 {
-            return Ok(());
-        }
         let now = shared.now();
-        if gate != 0 && shared.order == QueueOrder::OldestFirst {
-            if n > shared.limiter.capacity() {
-                return Err(WaitError::CapacityExceeded(shared.exceeded(n)));
-            }
+        if gate != 0 && n != 0 && shared.order == QueueOrder::OldestFirst {
             let inner = lock(&shared.inner);
-            let retry = shared.estimate(&inner, n, now);
-            return Err(WaitError::WouldWait {
-                retry_after: retry.map(Duration::from_nanos),
-            });
+            if inner.waiters.line_of(key).is_some() {
+                if n > shared.limiter.capacity(key) {
+                    return Err(WaitError::CapacityExceeded(shared.exceeded(key, n)));
+                }
+                let retry = shared.estimate(&inner, key, n, now);
+                return Err(WaitError::WouldWait {
+                    retry_after: retry.map(Duration::from_nanos),
+                });
+            }
         }
-        match shared.limiter.check_n(n, now) {
-            Ok(()) => Ok(()),
+        match shared
+            .limiter
+            .try_acquire_n(key, n, crate::Timestamp::from_nanos(now))
+        {
+            Ok(permit) => Ok(permit),
             Err(d) if d.is_never() => Err(WaitError::CapacityExceeded(d)),
             Err(d) => {
                 let r = d.retry_after_nanos();
                 Err(WaitError::WouldWait {
-                    retry_after: (r != 0 && r != u64::MAX).then(|| Duration::from_nanos(r)),
+                    retry_after: (r != 0 && r != u64::MAX && !d.is_until_release())
+                        .then(|| Duration::from_nanos(r)),
                 })
             }
         }
     }
 
-    /// Re-examines the waiter being served now, granting it (and those
-    /// behind it) if the limiter allows. The queue does this by itself on
+    /// Re-examines the waiters being served now, granting them (and those
+    /// behind them) if the limiter allows. The queue does this by itself on
     /// every release through a [`QueuePermit`], cancellation and timer
     /// tick; call it after returning capacity to the limiter by other
-    /// means (for example a concurrency permit released outside the queue).
+    /// means (for example an in-flight guard taken outside the queue).
     pub fn recheck(&self) {
         if self.shared.gate.load(Ordering::SeqCst) >> 1 != 0 {
-            self.shared.kick();
+            self.shared.kick_all();
         }
     }
 
@@ -442,14 +553,16 @@ impl<L: QueueLimiter + Send + Sync + 'static> Queue<L> {
         {
             let mut inner = lock(&shared.inner);
             inner.closed = true;
-            inner.timer.stop();
-            while let Some(key) = inner.waiters.front() {
-                let outcome = Outcome::Refused {
-                    at: now,
-                    error: WaitError::Closed,
-                };
-                if let Some(w) = inner.waiters.resolve(key, outcome) {
-                    wakers.push(w);
+            let lines: Vec<usize> = inner.waiters.line_ids().collect();
+            for line in lines {
+                while let Some(slot) = inner.waiters.front(line) {
+                    let outcome = Outcome::Refused {
+                        at: now,
+                        error: WaitError::Closed,
+                    };
+                    if let Some(w) = inner.waiters.resolve(slot, outcome) {
+                        wakers.push(w);
+                    }
                 }
             }
             shared.sync_gate(&inner);
@@ -457,24 +570,34 @@ impl<L: QueueLimiter + Send + Sync + 'static> Queue<L> {
         shared.wake(wakers);
     }
 
-    /// Loom models only: where the queue's timer is armed (ns on the model
-    /// clock), if it is.
+    /// Loom models only: where the timer of the line of `key` is armed (ns
+    /// on the model clock), if it is.
     #[cfg(loom)]
     #[doc(hidden)]
     #[must_use]
-    pub fn model_timer(&self) -> Option<u64> {
-        lock(&self.shared.inner).timer.armed
+    pub fn model_timer(&self, key: &K) -> Option<u64> {
+        let inner = lock(&self.shared.inner);
+        let line = inner.waiters.line_of(key)?;
+        inner.waiters.line(line)?.timer.armed
     }
 
-    /// Loom models only: the queue's timer fires, as tokio's timer driver
-    /// makes it do at the armed instant (its waker runs the admission
-    /// loop).
+    /// Loom models only: the timer of the line of `key` fires, as tokio's
+    /// timer driver makes it do at the armed instant (its waker runs the
+    /// admission loop).
     #[cfg(loom)]
     #[doc(hidden)]
-    pub fn model_fire_timer(&self) {
-        std::task::Wake::wake_by_ref(&Arc::new(TimerWake {
-            shared: Arc::downgrade(&self.shared),
-        }));
+    pub fn model_fire_timer(&self, key: &K) {
+        let waker = {
+            let inner = lock(&self.shared.inner);
+            inner
+                .waiters
+                .line_of(key)
+                .and_then(|line| inner.waiters.line(line))
+                .map(|l| l.timer_waker.clone())
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
     }
 
     /// True once [`close`](Self::close) has been called.
@@ -521,13 +644,13 @@ impl<L: QueueLimiter + Send + Sync + 'static> Queue<L> {
         &self.shared.clock
     }
 
-    /// The service order.
+    /// The service order within a key's line.
     #[must_use]
     pub fn order(&self) -> QueueOrder {
         self.shared.order
     }
 
-    /// The most permits that may wait at once.
+    /// The most permits that may wait at once for one key.
     #[must_use]
     pub fn queue_limit(&self) -> u64 {
         self.shared.queue_limit

@@ -1,28 +1,42 @@
 //! The queue's shared state and its admission loop.
 //!
-//! All waiting requests live in [`Waiters`] under one mutex. Admission
-//! happens in [`Shared::drive`], run by whichever thread kicks it (a
-//! newcomer that became the head, a cancellation, a release, or the queue
-//! timer's waker), one thread at a time.
+//! All waiting requests live in [`Waiters`] (a line per key) under one
+//! mutex. Admission happens in [`Shared::drive`], run by whichever thread
+//! kicks it (a newcomer that became the head of its line, a cancellation,
+//! a release, or a line's timer waker), one thread at a time.
 
+use core::hash::Hash;
 use core::time::Duration;
 use std::sync::{Arc, PoisonError, Weak};
 use std::task::{Wake, Waker};
 use std::vec::Vec;
 
 use super::error::WaitError;
-use super::source::QueueLimiter;
-use super::timer::QueueTimer;
-use super::waiters::{Outcome, Waiters};
+use super::waiters::{Outcome, Status, Waiters};
 use super::{QueueOrder, TokioClock};
-use crate::sync::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
-use crate::time::duration_to_nanos;
+use crate::limiter::Limiter;
+use crate::sync::{fence, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::time::{duration_to_nanos, Timestamp};
 
 /// Bit 0 of `gate`: closed. The rest: waiting requests × 2.
 pub(super) const CLOSED: u64 = 1;
 
-#[derive(Debug)]
-pub(super) struct Shared<L> {
+/// Bits of `due`: lines listed in `pending`; every line waiting for a
+/// release; every line.
+const DUE_PENDING: u32 = 1;
+const DUE_RELEASE: u32 = 2;
+const DUE_ALL: u32 = 4;
+
+/// What the queue needs of its limiter and key: a [`Limiter`] over `K`
+/// whose permits can be kept in the queue until their waiter takes them.
+pub(super) trait Bounds<K>:
+    Limiter<K, Permit: Send + 'static> + Send + Sync + 'static
+{
+}
+
+impl<K, L: Limiter<K, Permit: Send + 'static> + Send + Sync + 'static> Bounds<K> for L {}
+
+pub(super) struct Shared<L: Limiter<K>, K> {
     pub(super) limiter: L,
     pub(super) clock: TokioClock,
     pub(super) order: QueueOrder,
@@ -32,25 +46,26 @@ pub(super) struct Shared<L> {
     /// Lock-free summary for the fast path: `waiting << 1 | closed`,
     /// written under `inner`'s lock.
     pub(super) gate: AtomicU64,
-    /// Set when the waiter being served must be (re-)examined.
+    /// What must be (re-)examined: `DUE_*` bits.
     pub(super) due: AtomicU32,
+    /// Lines to examine (`DUE_PENDING`), kept apart from `inner` so that a
+    /// timer that fires while the driver holds `inner` can still list its
+    /// line.
+    pub(super) pending: Mutex<Vec<usize>>,
     /// Set while one thread runs the admission loop ([`Shared::drive`]).
     pub(super) driving: AtomicU32,
-    pub(super) inner: Mutex<Inner>,
-    #[cfg_attr(loom, allow(dead_code))] // the model fires the timer itself
-    pub(super) timer_waker: Waker,
+    pub(super) inner: Mutex<Inner<K, L::Permit>>,
+    /// For the lines' timer wakers.
+    pub(super) this: Weak<Self>,
     pub(super) counters: Counters,
     /// Under loom: the clock the model moves (see [`super::timer`]).
     #[cfg(loom)]
     pub(super) model_clock: Arc<crate::clock::ManualClock>,
 }
 
-#[derive(Debug)]
-pub(super) struct Inner {
-    pub(super) waiters: Waiters,
+pub(super) struct Inner<K, P> {
+    pub(super) waiters: Waiters<K, P>,
     pub(super) closed: bool,
-    /// The queue's one timer (see [`QueueTimer`]).
-    pub(super) timer: QueueTimer,
 }
 
 #[derive(Debug, Default)]
@@ -64,19 +79,20 @@ pub(super) struct Counters {
     pub(super) wakeups: AtomicU64,
 }
 
-/// The queue timer's waker: runs the admission loop, whichever task (if
-/// any) is still around to poll.
-pub(super) struct TimerWake<L> {
-    pub(super) shared: Weak<Shared<L>>,
+/// A line's timer waker: has the line examined, whichever task (if any)
+/// is still around to poll.
+pub(super) struct TimerWake<L: Limiter<K>, K> {
+    pub(super) shared: Weak<Shared<L, K>>,
+    pub(super) line: usize,
 }
 
-impl<L: QueueLimiter + Send + Sync + 'static> Wake for TimerWake<L> {
+impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Wake for TimerWake<L, K> {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
         if let Some(shared) = self.shared.upgrade() {
-            shared.kick();
+            shared.kick_line(self.line);
         }
     }
 }
@@ -142,17 +158,30 @@ impl Expiry {
 }
 
 /// What the first poll of an `acquire` decided.
-pub(super) enum Begin {
-    Granted,
+pub(super) enum Begin<P> {
+    Granted(P),
     Refused(WaitError),
     Queued {
         key: usize,
+        line: usize,
         serving: bool,
         wakers: WakeList,
     },
 }
 
-impl<L> Shared<L> {
+/// Whether a refusal leaves a waiter to wait for time (`Some(at)`, its
+/// line's timer armed there) or for a release (`None`).
+fn wake_at(refusal: &crate::Refusal<'_>, release_on_drop: bool, now: u64) -> Option<u64> {
+    // A release-based limiter's capacity comes back through releases
+    // (which kick the queue), not with time: its `retry_after` is only a
+    // hint, and a timer at the hint would poll it. Neither does a hint of
+    // 0 or MAX arm one.
+    let r = refusal.retry_after_nanos();
+    let by_time = !release_on_drop && !refusal.is_until_release() && r != 0 && r != u64::MAX;
+    by_time.then(|| now.saturating_add(r))
+}
+
+impl<L: Limiter<K>, K> Shared<L, K> {
     /// The queue's clock now, in ns (under loom, the model's clock).
     #[inline]
     pub(super) fn now(&self) -> u64 {
@@ -167,15 +196,15 @@ impl<L> Shared<L> {
     }
 }
 
-impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
-    pub(super) fn serving_end(&self, w: &Waiters) -> Option<usize> {
+impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
+    pub(super) fn serving_end(&self, w: &Waiters<K, L::Permit>, line: usize) -> Option<usize> {
         match self.order {
-            QueueOrder::OldestFirst => w.front(),
-            QueueOrder::NewestFirst => w.back(),
+            QueueOrder::OldestFirst => w.front(line),
+            QueueOrder::NewestFirst => w.back(line),
         }
     }
 
-    pub(super) fn sync_gate(&self, inner: &Inner) {
+    pub(super) fn sync_gate(&self, inner: &Inner<K, L::Permit>) {
         let closed = if inner.closed { CLOSED } else { 0 };
         self.gate
             .store(inner.waiters.len() << 1 | closed, Ordering::SeqCst);
@@ -218,191 +247,133 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
         wakers.wake_all();
     }
 
-    /// Estimated wait for `n` permits joining the queue now.
-    /// The refusal of `n` permits, more than the limiter ever grants.
+    /// The refusal of `n` permits, more than the limiter ever grants `key`.
     #[cold]
-    pub(super) fn exceeded(&self, n: u32) -> crate::refusal::Refusal<'static> {
-        let capacity = self.limiter.capacity();
-        crate::refusal::Refusal::above(n, capacity)
+    pub(super) fn exceeded(&self, key: &K, n: u32) -> crate::refusal::Refusal<'static> {
+        crate::refusal::Refusal::above(n, self.limiter.capacity(key))
     }
 
-    pub(super) fn estimate(&self, inner: &Inner, n: u32, now: u64) -> Option<u64> {
-        let ahead = match self.order {
-            QueueOrder::OldestFirst => inner.waiters.permits(),
-            QueueOrder::NewestFirst => 0,
+    /// Estimated wait for `n` permits of `key` joining its line now.
+    pub(super) fn estimate(
+        &self,
+        inner: &Inner<K, L::Permit>,
+        key: &K,
+        n: u32,
+        now: u64,
+    ) -> Option<u64> {
+        let ahead = match (self.order, inner.waiters.line_of(key)) {
+            (QueueOrder::OldestFirst, Some(line)) => inner.waiters.line_permits(line),
+            _ => 0,
         };
-        self.limiter.time_until_ready_after(ahead, n, now)
+        self.limiter
+            .time_until_ready_after(key, ahead, n, Timestamp::from_nanos(now))
+            .map(duration_to_nanos)
     }
 
-    /// Estimated time until the oldest waiters holding at least `excess`
-    /// permits have been admitted (FIFO), i.e. until a refused newcomer
-    /// would fit. Walks only as far as those waiters.
-    fn room_after(&self, w: &Waiters, excess: u64, now: u64) -> Option<u64> {
+    /// Estimated time until the oldest waiters of `line` holding at least
+    /// `excess` permits have been admitted (FIFO), i.e. until a refused
+    /// newcomer would fit. Walks only as far as those waiters.
+    fn room_after(
+        &self,
+        w: &Waiters<K, L::Permit>,
+        line: usize,
+        excess: u64,
+        now: u64,
+    ) -> Option<u64> {
+        let key = &w.line(line)?.key;
         let mut ahead = 0u64;
-        let mut cursor = w.front();
-        while let Some(key) = cursor {
-            let n = w.n(key);
+        let mut cursor = w.front(line);
+        while let Some(slot) = cursor {
+            let n = w.n(slot);
             let freed = ahead.saturating_add(u64::from(n));
             if freed >= excess {
-                return self.limiter.time_until_ready_after(ahead, n, now);
+                return self
+                    .limiter
+                    .time_until_ready_after(key, ahead, n, Timestamp::from_nanos(now))
+                    .map(duration_to_nanos);
             }
             ahead = freed;
-            cursor = w.next(key);
+            cursor = w.next(slot);
         }
         None
     }
 
-    /// The first poll of an acquisition: grant, refuse, or link a waiter.
     #[inline]
-    pub(super) fn begin(&self, n: u32, now: u64, deadline: Option<u64>, waker: &Waker) -> Begin {
-        let gate = self.gate.load(Ordering::SeqCst);
-        if gate == 0 && n != 0 {
-            // The common case, kept small enough to inline: nobody waits
-            // and the queue is open, so try the limiter without the lock.
-            if self.limiter.check_n(n, now).is_ok() {
-                return Begin::Granted;
-            }
-        }
-        self.begin_slow(gate, n, now, deadline, waker)
+    fn check(&self, key: &K, n: u32, now: u64) -> Result<L::Permit, crate::Refusal<'static>> {
+        self.limiter
+            .try_acquire_n(key, n, Timestamp::from_nanos(now))
     }
 
-    #[inline(never)]
-    fn begin_slow(
+    /// Admits from the serving end of `line` while the limiter allows;
+    /// arms the line's timer, or marks it as waiting for a release.
+    fn process(
         &self,
-        gate: u64,
-        n: u32,
+        inner: &mut Inner<K, L::Permit>,
+        line: usize,
         now: u64,
-        deadline: Option<u64>,
-        waker: &Waker,
-    ) -> Begin {
-        if gate & CLOSED != 0 {
-            return Begin::Refused(WaitError::Closed);
-        }
-        if n == 0 {
-            return Begin::Granted;
-        }
-        let fifo = self.order == QueueOrder::OldestFirst;
-        if gate == 0 {
-            // Already tried above: refused or impossible.
-            if n > self.limiter.capacity() {
-                return Begin::Refused(WaitError::CapacityExceeded(self.exceeded(n)));
-            }
-        } else if !fifo {
-            // Newest first: a newcomer is tried at once even while others wait.
-            match self.limiter.check_n(n, now) {
-                Ok(()) => return Begin::Granted,
-                Err(e) if e.is_never() => return Begin::Refused(WaitError::CapacityExceeded(e)),
-                Err(_) => {}
-            }
-        } else if n > self.limiter.capacity() {
-            return Begin::Refused(WaitError::CapacityExceeded(self.exceeded(n)));
-        }
-        let mut inner = lock(&self.inner);
-        if inner.closed {
-            return Begin::Refused(WaitError::Closed);
-        }
-        if !fifo || inner.waiters.len() == 0 {
-            // Authoritative check under the lock: no waiter can be linked
-            // in between, so a FIFO newcomer never overtakes one.
-            match self.limiter.check_n(n, now) {
-                Ok(()) => return Begin::Granted,
-                Err(e) if e.is_never() => return Begin::Refused(WaitError::CapacityExceeded(e)),
-                Err(_) => {}
-            }
-        }
-        let estimate = self.estimate(&inner, n, now);
-        if let (Some(max_wait), Some(wait)) = (self.max_wait, estimate) {
-            if wait > duration_to_nanos(max_wait) {
-                return Begin::Refused(WaitError::MaxWaitExceeded {
-                    estimated_wait: Some(Duration::from_nanos(wait)),
-                    max_wait,
-                });
-            }
-        }
-        if let (Some(deadline), Some(wait)) = (deadline, estimate) {
-            if now.saturating_add(wait) > deadline {
-                return Begin::Refused(WaitError::DeadlineExceeded);
-            }
-        }
-        let mut wakers = WakeList::default();
-        let needed = inner.waiters.permits().saturating_add(u64::from(n));
-        if needed > self.queue_limit {
-            if fifo || u64::from(n) > self.queue_limit {
-                let retry_after = if fifo && u64::from(n) <= self.queue_limit {
-                    self.room_after(&inner.waiters, needed - self.queue_limit, now)
-                } else {
-                    estimate
-                };
-                return Begin::Refused(WaitError::QueueFull {
-                    retry_after: retry_after.map(Duration::from_nanos),
-                });
-            }
-            // Newest first: refuse the oldest until the newcomer fits.
-            while inner.waiters.permits().saturating_add(u64::from(n)) > self.queue_limit {
-                let Some(oldest) = inner.waiters.front() else {
-                    break;
-                };
-                let outcome = Outcome::Refused {
+        wakers: &mut WakeList,
+    ) {
+        while let Some(slot) = self.serving_end(&inner.waiters, line) {
+            let n = inner.waiters.n(slot);
+            let Some(l) = inner.waiters.line(line) else {
+                return;
+            };
+            let outcome = match self.check(&l.key, n, now) {
+                Ok(permit) => Outcome::Admitted {
                     at: now,
-                    error: WaitError::Displaced,
-                };
-                if let Some(w) = inner.waiters.resolve(oldest, outcome) {
-                    wakers.push(w);
-                }
-            }
-        }
-        // Inside the runtime (a poll of `acquire`): create the timer that
-        // serves this busy period, if there is none yet.
-        inner.timer.start(&self.clock);
-        let key = inner.waiters.push_back(n, now, waker.clone());
-        let serving = self.serving_end(&inner.waiters) == Some(key);
-        self.sync_gate(&inner);
-        Begin::Queued {
-            key,
-            serving,
-            wakers,
-        }
-    }
-
-    /// Admits from the serving end while the limiter allows; returns the
-    /// instant (ns) at which the waiter being served should be re-examined.
-    fn process(&self, inner: &mut Inner, now: u64, wakers: &mut WakeList) -> Option<u64> {
-        if inner.closed {
-            return None;
-        }
-        while let Some(key) = self.serving_end(&inner.waiters) {
-            let n = inner.waiters.n(key);
-            let outcome = match self.limiter.check_n(n, now) {
-                Ok(()) => Outcome::Admitted { at: now },
+                    permit: Some(permit),
+                },
                 Err(e) if e.is_never() => Outcome::Refused {
                     at: now,
                     error: WaitError::CapacityExceeded(e),
                 },
-                Err(d) => {
-                    // A release-based limiter's capacity comes back through
-                    // releases (which kick this loop), not with time: its
-                    // `retry_after` is only a hint, and a timer at the hint
-                    // would poll it. Neither does a hint of 0 or MAX arm one.
-                    let r = d.retry_after_nanos();
-                    let by_time = !self.release_on_drop && r != 0 && r != u64::MAX;
-                    return by_time.then(|| now.saturating_add(r));
+                Err(e) => {
+                    let at = wake_at(&e, self.release_on_drop, now);
+                    if let Some(l) = inner.waiters.line_mut(line) {
+                        l.for_release = at.is_none();
+                        if let Some(at) = at {
+                            if l.timer.arm(&self.clock, at, &l.timer_waker) {
+                                // already past: look again
+                                self.list(line);
+                            }
+                        }
+                    }
+                    return;
                 }
             };
-            if let Some(w) = inner.waiters.resolve(key, outcome) {
+            if let Some(w) = inner.waiters.resolve(slot, outcome) {
                 wakers.push(w);
             }
         }
-        None
     }
 
-    /// Asks for the waiter being served to be re-examined now.
-    pub(super) fn kick(&self) {
-        self.due.swap(1, Ordering::SeqCst);
+    /// Lists `line` for the driver.
+    fn list(&self, line: usize) {
+        lock(&self.pending).push(line);
+        self.due.fetch_or(DUE_PENDING, Ordering::SeqCst);
+    }
+
+    /// Asks for `line` to be re-examined now.
+    pub(super) fn kick_line(&self, line: usize) {
+        self.list(line);
+        self.drive();
+    }
+
+    /// Capacity came back by a release: re-examines every line waiting
+    /// for one.
+    pub(super) fn kick_release(&self) {
+        self.due.fetch_or(DUE_RELEASE, Ordering::SeqCst);
+        self.drive();
+    }
+
+    /// Re-examines every line.
+    pub(super) fn kick_all(&self) {
+        self.due.fetch_or(DUE_ALL, Ordering::SeqCst);
         self.drive();
     }
 
     /// The admission loop. One thread at a time runs it; a kick that
-    /// arrives meanwhile (including one raised synchronously by the timer
+    /// arrives meanwhile (including one raised synchronously by a timer
     /// from inside this loop) is picked up before the runner leaves.
     ///
     /// Every access to `due` and `driving` is a read-modify-write, so the
@@ -423,16 +394,37 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
             // `driving` set: without this guard no later kick would ever
             // drive again, and every waiter would wait forever.
             let _unwinding = ReleaseDrivingOnPanic(&self.driving);
-            while self.due.swap(0, Ordering::SeqCst) != 0 {
+            loop {
+                let due = self.due.swap(0, Ordering::SeqCst);
+                if due == 0 {
+                    break;
+                }
+                let listed = if due & DUE_PENDING != 0 {
+                    core::mem::take(&mut *lock(&self.pending))
+                } else {
+                    Vec::new()
+                };
+                // Pairs with the fence of a release: the checks below see
+                // the capacity it gave back, or it sees the waiters.
+                fence(Ordering::SeqCst);
                 let now = self.now();
                 let mut wakers = WakeList::default();
                 {
                     let mut inner = lock(&self.inner);
-                    match self.process(&mut inner, now, &mut wakers) {
-                        Some(at) => self.arm_timer(&mut inner, at),
-                        // Idle: no timer at all.
-                        None if inner.waiters.len() == 0 => inner.timer.stop(),
-                        None => {} // waiting for a release, not for time
+                    if !inner.closed {
+                        for line in listed {
+                            self.process(&mut inner, line, now, &mut wakers);
+                        }
+                        if due & (DUE_RELEASE | DUE_ALL) != 0 {
+                            let lines: Vec<usize> = inner.waiters.line_ids().collect();
+                            for line in lines {
+                                let for_release =
+                                    inner.waiters.line(line).is_some_and(|l| l.for_release);
+                                if due & DUE_ALL != 0 || for_release {
+                                    self.process(&mut inner, line, now, &mut wakers);
+                                }
+                            }
+                        }
                     }
                     self.sync_gate(&inner);
                 }
@@ -445,44 +437,38 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
         }
     }
 
-    /// Points the queue's timer at `at` (ns). Only the driver calls this,
-    /// under the `inner` lock: if the timer fires synchronously (a deadline
-    /// already past), its waker only raises `due`, which this driver picks
-    /// up, so the lock is never taken twice.
-    fn arm_timer(&self, inner: &mut Inner, at: u64) {
-        if inner.timer.arm(&self.clock, at, &self.timer_waker) {
-            self.due.swap(1, Ordering::SeqCst);
-        }
-    }
-
     /// Takes a waiter's final outcome if it has one, freeing its slot.
     pub(super) fn collect(
         &self,
         key: usize,
         n: u32,
         waker: &Waker,
-    ) -> Option<Result<(), WaitError>> {
+    ) -> Option<Result<L::Permit, WaitError>> {
         let mut inner = lock(&self.inner);
-        match inner.waiters.outcome(key) {
-            Outcome::Waiting => {
+        let (at, refused) = match inner.waiters.resolved(key) {
+            None => {
                 inner.waiters.set_waker(key, waker);
-                None
+                return None;
             }
-            Outcome::Admitted { at } => {
-                let waited = at.saturating_sub(inner.waiters.enqueued_at(key));
-                inner.waiters.release(key);
-                drop(inner);
-                self.count_queue_time(waited);
+            Some(resolved) => resolved,
+        };
+        let waited = at.saturating_sub(inner.waiters.enqueued_at(key));
+        let permit = inner.waiters.take_permit(key);
+        inner.waiters.release(key);
+        drop(inner);
+        self.count_queue_time(waited);
+        match (refused, permit) {
+            (None, Some(permit)) => {
                 self.count_admitted(n);
-                Some(Ok(()))
+                Some(Ok(permit))
             }
-            Outcome::Refused { at, error } => {
-                let waited = at.saturating_sub(inner.waiters.enqueued_at(key));
-                inner.waiters.release(key);
-                drop(inner);
-                self.count_queue_time(waited);
+            (Some(error), _) => {
                 self.count_refused();
                 Some(Err(error))
+            }
+            (None, None) => {
+                self.count_refused();
+                Some(Err(WaitError::Closed)) // a permit is taken once
             }
         }
     }
@@ -492,22 +478,24 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
     pub(super) fn expire(
         &self,
         key: usize,
+        line: usize,
         n: u32,
         waker: &Waker,
         error: WaitError,
-    ) -> Result<(), WaitError> {
-        self.kick();
+    ) -> Result<L::Permit, WaitError> {
+        self.kick_line(line);
         let now = self.now();
         let mut inner = lock(&self.inner);
-        if inner.waiters.outcome(key) == Outcome::Waiting {
-            let serving = self.serving_end(&inner.waiters) == Some(key);
+        if inner.waiters.status(key) == Status::Waiting {
+            let line = inner.waiters.line_of_slot(key);
+            let serving = self.serving_end(&inner.waiters, line) == Some(key);
             let _ = inner
                 .waiters
                 .resolve(key, Outcome::Refused { at: now, error });
             self.sync_gate(&inner);
             drop(inner);
             if serving {
-                self.kick();
+                self.kick_line(line);
             }
         } else {
             drop(inner);
@@ -519,44 +507,211 @@ impl<L: QueueLimiter + Send + Sync + 'static> Shared<L> {
     }
 
     /// The future of a waiter was dropped.
-    pub(super) fn cancel(&self, key: usize, n: u32) {
+    pub(super) fn cancel(&self, key: usize, subject: &K) {
         let now = self.now();
         let mut inner = lock(&self.inner);
-        let outcome = inner.waiters.outcome(key);
-        let serving = self.serving_end(&inner.waiters) == Some(key);
-        let at = match outcome {
-            Outcome::Waiting => now,
-            Outcome::Admitted { at } | Outcome::Refused { at, .. } => at,
-        };
+        let status = inner.waiters.status(key);
+        let line = inner.waiters.line_of_slot(key);
+        let serving =
+            status == Status::Waiting && self.serving_end(&inner.waiters, line) == Some(key);
+        let at = inner.waiters.resolved(key).map_or(now, |(at, _)| at);
         let waited = at.saturating_sub(inner.waiters.enqueued_at(key));
+        let permit = inner.waiters.take_permit(key);
         inner.waiters.release(key);
         self.sync_gate(&inner);
         drop(inner);
         self.count_queue_time(waited);
-        match outcome {
-            Outcome::Waiting => {
+        match status {
+            Status::Waiting => {
                 self.counters
                     .cancelled_requests
                     .fetch_add(1, Ordering::Relaxed);
                 if serving {
-                    self.kick();
+                    self.kick_line(line);
                 }
             }
-            Outcome::Admitted { .. } => {
+            Status::Admitted => {
                 self.counters
                     .cancelled_requests
                     .fetch_add(1, Ordering::Relaxed);
-                self.limiter.refund(n, now);
-                self.kick();
+                if let Some(permit) = permit {
+                    self.give_back(subject, permit, now);
+                }
             }
-            Outcome::Refused { .. } => self.count_refused(),
+            Status::Refused => self.count_refused(),
         }
     }
 
-    pub(super) fn release(&self, n: u32) {
-        self.limiter.refund(n, self.now());
+    /// Gives a permit granted through the queue back to the limiter, as if
+    /// it had never been taken, and serves whoever can use it: the line of
+    /// `key` (a rate's capacity came back early) and every line waiting
+    /// for a release.
+    pub(super) fn give_back(&self, key: &K, permit: L::Permit, now: u64) {
+        self.limiter.cancel(key, permit, Timestamp::from_nanos(now));
+        fence(Ordering::SeqCst);
+        if self.gate.load(Ordering::SeqCst) >> 1 == 0 {
+            return;
+        }
+        let line = lock(&self.inner).waiters.line_of(key);
+        if let Some(line) = line {
+            self.list(line);
+        }
+        self.kick_release();
+    }
+
+    /// A permit granted through the queue was released (its guard dropped):
+    /// serves every line waiting for a release, if anyone waits (one fence
+    /// and one load when nobody does).
+    pub(super) fn released(&self) {
+        fence(Ordering::SeqCst);
         if self.gate.load(Ordering::SeqCst) >> 1 != 0 {
-            self.kick();
+            self.kick_release();
+        }
+    }
+}
+
+impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Shared<L, K> {
+    /// The first poll of an acquisition: grant, refuse, or link a waiter.
+    #[inline]
+    pub(super) fn begin(
+        &self,
+        key: &K,
+        n: u32,
+        now: u64,
+        deadline: Option<u64>,
+        waker: &Waker,
+    ) -> Begin<L::Permit> {
+        let gate = self.gate.load(Ordering::SeqCst);
+        if gate == 0 && n != 0 {
+            // The common case, kept small enough to inline: nobody waits
+            // and the queue is open, so try the limiter without the lock.
+            if let Ok(permit) = self.check(key, n, now) {
+                return Begin::Granted(permit);
+            }
+        }
+        self.begin_slow(gate, key, n, now, deadline, waker)
+    }
+
+    #[inline(never)]
+    fn begin_slow(
+        &self,
+        gate: u64,
+        key: &K,
+        n: u32,
+        now: u64,
+        deadline: Option<u64>,
+        waker: &Waker,
+    ) -> Begin<L::Permit> {
+        if gate & CLOSED != 0 {
+            return Begin::Refused(WaitError::Closed);
+        }
+        if n == 0 {
+            return match self.check(key, 0, now) {
+                Ok(permit) => Begin::Granted(permit),
+                Err(e) => Begin::Refused(WaitError::CapacityExceeded(e)),
+            };
+        }
+        if n > self.limiter.capacity(key) {
+            return Begin::Refused(WaitError::CapacityExceeded(self.exceeded(key, n)));
+        }
+        let fifo = self.order == QueueOrder::OldestFirst;
+        if gate != 0 && !fifo {
+            // Newest first: a newcomer is tried at once even while others wait.
+            match self.check(key, n, now) {
+                Ok(permit) => return Begin::Granted(permit),
+                Err(e) if e.is_never() => return Begin::Refused(WaitError::CapacityExceeded(e)),
+                Err(_) => {}
+            }
+        }
+        let mut inner = lock(&self.inner);
+        if inner.closed {
+            return Begin::Refused(WaitError::Closed);
+        }
+        let line = inner.waiters.line_of(key);
+        let mut refused = None;
+        if fifo && line.is_none() {
+            // Authoritative check under the lock: no waiter of this key can
+            // be linked in between, so a FIFO newcomer never overtakes one.
+            match self.check(key, n, now) {
+                Ok(permit) => return Begin::Granted(permit),
+                Err(e) if e.is_never() => return Begin::Refused(WaitError::CapacityExceeded(e)),
+                Err(e) => refused = Some(e),
+            }
+        }
+        // With nobody of its key ahead, a limiter that cannot predict a
+        // wait behind others still said how long this one waits.
+        let estimate = self
+            .estimate(&inner, key, n, now)
+            .or_else(|| refused.and_then(|e| wake_at(&e, self.release_on_drop, 0)));
+        if let (Some(max_wait), Some(wait)) = (self.max_wait, estimate) {
+            if wait > duration_to_nanos(max_wait) {
+                return Begin::Refused(WaitError::MaxWaitExceeded {
+                    estimated_wait: Some(Duration::from_nanos(wait)),
+                    max_wait,
+                });
+            }
+        }
+        if let (Some(deadline), Some(wait)) = (deadline, estimate) {
+            if now.saturating_add(wait) > deadline {
+                return Begin::Refused(WaitError::DeadlineExceeded);
+            }
+        }
+        let mut wakers = WakeList::default();
+        let queued = line.map_or(0, |l| inner.waiters.line_permits(l));
+        let needed = queued.saturating_add(u64::from(n));
+        if needed > self.queue_limit {
+            let line = match line {
+                Some(line) if !fifo && u64::from(n) <= self.queue_limit => line,
+                _ => {
+                    let retry_after = match line {
+                        Some(line) if fifo && u64::from(n) <= self.queue_limit => {
+                            self.room_after(&inner.waiters, line, needed - self.queue_limit, now)
+                        }
+                        _ => estimate,
+                    };
+                    return Begin::Refused(WaitError::QueueFull {
+                        retry_after: retry_after.map(Duration::from_nanos),
+                    });
+                }
+            };
+            // Newest first: refuse the oldest until the newcomer fits.
+            while inner
+                .waiters
+                .line_permits(line)
+                .saturating_add(u64::from(n))
+                > self.queue_limit
+            {
+                let Some(oldest) = inner.waiters.front(line) else {
+                    break;
+                };
+                let outcome = Outcome::Refused {
+                    at: now,
+                    error: WaitError::Displaced,
+                };
+                if let Some(w) = inner.waiters.resolve(oldest, outcome) {
+                    wakers.push(w);
+                }
+            }
+        }
+        let line = inner.waiters.line_for(key, |line| {
+            Waker::from(Arc::new(TimerWake {
+                shared: Weak::clone(&self.this),
+                line,
+            }))
+        });
+        if let Some(l) = inner.waiters.line_mut(line) {
+            // Inside the runtime (a poll of `acquire`): create the timer
+            // that serves this line, if there is none yet.
+            l.timer.start(&self.clock);
+        }
+        let slot = inner.waiters.push_back(line, n, now, waker.clone());
+        let serving = self.serving_end(&inner.waiters, line) == Some(slot);
+        self.sync_gate(&inner);
+        Begin::Queued {
+            key: slot,
+            line,
+            serving,
+            wakers,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The queue's one timer, and the clock it is read against.
+//! The timer of a queue's line, and the clock it is read against.
 //!
 //! Normally a tokio [`Sleep`] on the [`TokioClock`]. Under `cfg(loom)` the
 //! admission protocol is model-checked without tokio: the clock is a
@@ -21,7 +21,8 @@ mod imp {
 
     /// The queue's timer: exists only while someone waits (created when
     /// the first waiter is linked, inside the runtime; dropped when the
-    /// line empties), armed at the serving waiter's `retry_after`.
+    /// line empties), armed at the serving waiter's `retry_after`. Each
+    /// line has its own.
     #[derive(Debug, Default)]
     pub(crate) struct QueueTimer {
         sleep: Option<Pin<Box<Sleep>>>,
@@ -38,12 +39,6 @@ mod imp {
                 self.sleep = Some(Box::pin(tokio::time::sleep_until(far)));
                 self.armed = None;
             }
-        }
-
-        /// Drops the timer (the line is empty or the queue closed).
-        pub(crate) fn stop(&mut self) {
-            self.sleep = None;
-            self.armed = None;
         }
 
         /// Points the timer at `at` (ns on `clock`) and registers `waker`
@@ -107,11 +102,6 @@ mod imp {
                 self.running = true;
                 self.armed = None;
             }
-        }
-
-        pub(crate) fn stop(&mut self) {
-            self.running = false;
-            self.armed = None;
         }
 
         pub(crate) fn arm(&mut self, _clock: &TokioClock, at: u64, _waker: &Waker) -> bool {

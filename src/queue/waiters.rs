@@ -1,74 +1,143 @@
-//! The waiter list: a slab of slots threaded by a doubly linked list.
+//! The waiting lines: one per key that has waiters, each a doubly linked
+//! list threaded through one slab of waiter slots.
 //!
-//! Each waiting request is one slot (a few dozen bytes: its permit count,
-//! two links, its outcome and its task's waker), so memory is O(1) per
-//! waiter and O(peak waiters) in total; freed slots are reused. Linking at
-//! the back, unlinking any slot (cancellation) and popping either end are
-//! O(1). The list is only touched under the queue's mutex, for a few
-//! instructions at a time; a lock-free intrusive list would save that short
-//! critical section at the price of `unsafe` code, which this crate
-//! forbids.
+//! Each waiting request is one slot (its permit count, two links, its
+//! line, its outcome — the limiter's permit once granted — and its task's
+//! waker), so memory is O(1) per waiter and O(peak waiters) in total;
+//! freed slots are reused. A key's line exists only while it has waiters.
+//! Linking at the back, unlinking any slot (cancellation) and popping
+//! either end are O(1). Everything here is touched only under the queue's
+//! mutex, for a few instructions at a time; a lock-free intrusive list
+//! would save that short critical section at the price of `unsafe` code,
+//! which this crate forbids.
 
+use core::hash::Hash;
+use std::collections::HashMap;
 use std::task::Waker;
 use std::vec::Vec;
 
 use super::error::WaitError;
+use super::timer::QueueTimer;
 
 const NIL: usize = usize::MAX;
 
 /// What became of a waiter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub(crate) enum Outcome<P> {
     /// Still queued.
     Waiting,
-    /// Granted: the permits were taken from the limiter at `at` (ns).
-    Admitted { at: u64 },
+    /// Granted at `at` (ns): the limiter's permit, until the waiter takes it.
+    Admitted { at: u64, permit: Option<P> },
     /// Refused at `at` (ns).
     Refused { at: u64, error: WaitError },
 }
 
-#[derive(Debug)]
-struct Slot {
+struct Slot<P> {
     n: u32,
     prev: usize,
     next: usize,
+    line: usize,
     in_use: bool,
-    outcome: Outcome,
+    outcome: Outcome<P>,
     waker: Option<Waker>,
     enqueued_at: u64,
 }
 
-/// Waiters in arrival order (front = oldest).
-#[derive(Debug, Default)]
-pub(crate) struct Waiters {
-    slots: Vec<Slot>,
+/// One key's line.
+pub(crate) struct Line<K> {
+    pub(crate) key: K,
+    head: usize,
+    tail: usize,
+    len: u64,
+    permits: u64,
+    /// The line's timer, armed at its serving waiter's `retry_after`.
+    pub(crate) timer: QueueTimer,
+    /// Its waker (wakes the queue for this line).
+    pub(crate) timer_waker: Waker,
+    /// Its serving waiter waits for a release, not for time.
+    pub(crate) for_release: bool,
+}
+
+/// Every line, and every waiter slot.
+pub(crate) struct Waiters<K, P> {
+    slots: Vec<Slot<P>>,
     free: Vec<usize>,
-    head: Option<usize>,
-    tail: Option<usize>,
+    lines: Vec<Option<Line<K>>>,
+    free_lines: Vec<usize>,
+    by_key: HashMap<K, usize>,
     len: u64,
     permits: u64,
 }
 
-impl Waiters {
-    /// Number of linked (waiting) requests.
+impl<K, P> Default for Waiters<K, P> {
+    fn default() -> Self {
+        Self {
+            slots: Vec::new(),
+            free: Vec::new(),
+            lines: Vec::new(),
+            free_lines: Vec::new(),
+            by_key: HashMap::new(),
+            len: 0,
+            permits: 0,
+        }
+    }
+}
+
+/// Which waiter state a slot is in (its outcome without the permit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    Waiting,
+    Admitted,
+    Refused,
+}
+
+impl<K: Hash + Eq + Clone, P> Waiters<K, P> {
+    /// Number of linked (waiting) requests, in every line.
     pub(crate) fn len(&self) -> u64 {
         self.len
     }
 
-    /// Permits asked for by the linked requests.
+    /// Permits asked for by the linked requests, in every line.
     pub(crate) fn permits(&self) -> u64 {
         self.permits
     }
 
-    pub(crate) fn front(&self) -> Option<usize> {
-        self.head
+    /// The line of `key`, if it has waiters.
+    pub(crate) fn line_of(&self, key: &K) -> Option<usize> {
+        self.by_key.get(key).copied()
     }
 
-    pub(crate) fn back(&self) -> Option<usize> {
-        self.tail
+    /// The lines that exist now.
+    pub(crate) fn line_ids(&self) -> impl Iterator<Item = usize> + '_ {
+        self.lines
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| l.as_ref().map(|_| i))
     }
 
-    /// The waiter after `key` towards the back.
+    pub(crate) fn line(&self, line: usize) -> Option<&Line<K>> {
+        self.lines.get(line).and_then(Option::as_ref)
+    }
+
+    pub(crate) fn line_mut(&mut self, line: usize) -> Option<&mut Line<K>> {
+        self.lines.get_mut(line).and_then(Option::as_mut)
+    }
+
+    /// Permits waiting in `line`.
+    pub(crate) fn line_permits(&self, line: usize) -> u64 {
+        self.line(line).map_or(0, |l| l.permits)
+    }
+
+    pub(crate) fn front(&self, line: usize) -> Option<usize> {
+        self.line(line)
+            .and_then(|l| (l.head != NIL).then_some(l.head))
+    }
+
+    pub(crate) fn back(&self, line: usize) -> Option<usize> {
+        self.line(line)
+            .and_then(|l| (l.tail != NIL).then_some(l.tail))
+    }
+
+    /// The waiter after `key` towards the back of its line.
     pub(crate) fn next(&self, key: usize) -> Option<usize> {
         let next = self.slots[key].next;
         (next != NIL).then_some(next)
@@ -78,20 +147,57 @@ impl Waiters {
         self.slots[key].n
     }
 
+    /// The line a waiting slot is linked in.
+    pub(crate) fn line_of_slot(&self, key: usize) -> usize {
+        self.slots[key].line
+    }
+
     pub(crate) fn enqueued_at(&self, key: usize) -> u64 {
         self.slots[key].enqueued_at
     }
 
-    pub(crate) fn outcome(&self, key: usize) -> Outcome {
-        self.slots[key].outcome
+    pub(crate) fn status(&self, key: usize) -> Status {
+        match self.slots[key].outcome {
+            Outcome::Waiting => Status::Waiting,
+            Outcome::Admitted { .. } => Status::Admitted,
+            Outcome::Refused { .. } => Status::Refused,
+        }
     }
 
-    /// Links a new waiter at the back and returns its key.
-    pub(crate) fn push_back(&mut self, n: u32, now: u64, waker: Waker) -> usize {
+    /// The line of `key`, created (with `make_waker(line)` as its timer's
+    /// waker) if it has none.
+    pub(crate) fn line_for(&mut self, key: &K, make_waker: impl FnOnce(usize) -> Waker) -> usize {
+        if let Some(&line) = self.by_key.get(key) {
+            return line;
+        }
+        let id = self.free_lines.pop().unwrap_or(self.lines.len());
+        let line = Line {
+            key: key.clone(),
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            permits: 0,
+            timer: QueueTimer::default(),
+            timer_waker: make_waker(id),
+            for_release: false,
+        };
+        if id == self.lines.len() {
+            self.lines.push(Some(line));
+        } else {
+            self.lines[id] = Some(line);
+        }
+        self.by_key.insert(key.clone(), id);
+        id
+    }
+
+    /// Links a new waiter at the back of `line` and returns its key.
+    pub(crate) fn push_back(&mut self, line: usize, n: u32, now: u64, waker: Waker) -> usize {
+        let tail = self.line(line).map_or(NIL, |l| l.tail);
         let slot = Slot {
             n,
-            prev: self.tail.unwrap_or(NIL),
+            prev: tail,
             next: NIL,
+            line,
             in_use: true,
             outcome: Outcome::Waiting,
             waker: Some(waker),
@@ -107,11 +213,18 @@ impl Waiters {
                 self.slots.len() - 1
             }
         };
-        match self.tail {
-            Some(t) => self.slots[t].next = key,
-            None => self.head = Some(key),
+        if tail == NIL {
+            if let Some(l) = self.line_mut(line) {
+                l.head = key;
+            }
+        } else {
+            self.slots[tail].next = key;
         }
-        self.tail = Some(key);
+        if let Some(l) = self.line_mut(line) {
+            l.tail = key;
+            l.len += 1;
+            l.permits += u64::from(n);
+        }
         self.len += 1;
         self.permits += u64::from(n);
         key
@@ -128,21 +241,36 @@ impl Waiters {
     }
 
     /// Unlinks a waiting slot and records its outcome; returns its waker.
-    pub(crate) fn resolve(&mut self, key: usize, outcome: Outcome) -> Option<Waker> {
-        debug_assert!(self.slots[key].outcome == Outcome::Waiting);
-        let (prev, next, n) = {
+    /// A line left empty is removed (its timer with it).
+    pub(crate) fn resolve(&mut self, key: usize, outcome: Outcome<P>) -> Option<Waker> {
+        debug_assert!(self.status(key) == Status::Waiting);
+        let (prev, next, n, line) = {
             let s = &self.slots[key];
-            (s.prev, s.next, s.n)
+            (s.prev, s.next, s.n, s.line)
         };
-        if prev == NIL {
-            self.head = (next != NIL).then_some(next);
-        } else {
+        if prev != NIL {
             self.slots[prev].next = next;
         }
-        if next == NIL {
-            self.tail = (prev != NIL).then_some(prev);
-        } else {
+        if next != NIL {
             self.slots[next].prev = prev;
+        }
+        let mut empty = false;
+        if let Some(l) = self.line_mut(line) {
+            if prev == NIL {
+                l.head = next;
+            }
+            if next == NIL {
+                l.tail = prev;
+            }
+            l.len -= 1;
+            l.permits -= u64::from(n);
+            empty = l.len == 0;
+        }
+        if empty {
+            if let Some(l) = self.lines[line].take() {
+                self.by_key.remove(&l.key);
+            }
+            self.free_lines.push(line);
         }
         self.len -= 1;
         self.permits -= u64::from(n);
@@ -153,16 +281,45 @@ impl Waiters {
         slot.waker.take()
     }
 
+    /// Takes the permit of an admitted slot (once).
+    pub(crate) fn take_permit(&mut self, key: usize) -> Option<P> {
+        match &mut self.slots[key].outcome {
+            Outcome::Admitted { permit, .. } => permit.take(),
+            _ => None,
+        }
+    }
+
+    /// When a resolved slot was resolved, and the refusal of a refused one.
+    pub(crate) fn resolved(&self, key: usize) -> Option<(u64, Option<WaitError>)> {
+        match &self.slots[key].outcome {
+            Outcome::Waiting => None,
+            Outcome::Admitted { at, .. } => Some((*at, None)),
+            Outcome::Refused { at, error } => Some((*at, Some(*error))),
+        }
+    }
+
     /// Returns a resolved or waiting slot to the free list (the owner is
-    /// done with it). A waiting slot is unlinked first.
+    /// done with it). A waiting slot is unlinked first; a permit still in
+    /// the slot is dropped (the caller took what it needed).
     pub(crate) fn release(&mut self, key: usize) {
-        if self.slots[key].outcome == Outcome::Waiting {
-            let _ = self.resolve(key, Outcome::Waiting);
+        if self.status(key) == Status::Waiting {
+            let _ = self.resolve(
+                key,
+                Outcome::Refused {
+                    at: 0,
+                    error: WaitError::Closed,
+                },
+            );
         }
         let slot = &mut self.slots[key];
         if slot.in_use {
             slot.in_use = false;
             slot.waker = None;
+            // resolved for good: a free slot is never unlinked again
+            slot.outcome = Outcome::Refused {
+                at: 0,
+                error: WaitError::Closed,
+            };
             self.free.push(key);
         }
         if self.len == 0 && self.free.len() == self.slots.len() {
@@ -170,6 +327,11 @@ impl Waiters {
             if self.slots.capacity() > 64 {
                 self.slots = Vec::new();
                 self.free = Vec::new();
+            }
+            if self.lines.capacity() > 64 {
+                self.lines = Vec::new();
+                self.free_lines = Vec::new();
+                self.by_key = HashMap::new();
             }
         }
     }
