@@ -482,6 +482,13 @@ macro_rules! direct_methods {
                 let $state = self;
                 self.algorithm.is_idle($get, now)
             }
+
+            /// This bucket, then `next`: both must admit, all or nothing
+            /// ([`Limiter::and`], callable without the trait in scope).
+            #[inline]
+            pub fn and<B: Limiter>(self, next: B) -> Chain<Self, B> {
+                Chain::new(self, next)
+            }
         }
 
         impl<A: Algorithm> Limiter for $ty {

@@ -66,7 +66,7 @@
 //! use core::num::NonZeroU32;
 //! use std::time::Duration;
 //! use tollgate::queue::Queue;
-//! use tollgate::{Bucket, ConcurrencyLimiter, Limiter, Quota};
+//! use tollgate::{Bucket, ConcurrencyLimiter, Quota};
 //!
 //! static SLOTS: ConcurrencyLimiter = ConcurrencyLimiter::new(NonZeroU32::new(2).unwrap());
 //!
