@@ -440,6 +440,13 @@ impl LiveBucket {
         self.read(|g, tat| g.is_idle_at(tat, now.as_nanos()))
     }
 
+    /// This bucket, then `next`: both must admit, all or nothing
+    /// ([`Limiter::and`], callable without the trait in scope).
+    #[inline]
+    pub fn and<B: Limiter>(self, next: B) -> crate::Chain<Self, B> {
+        crate::Chain::new(self, next)
+    }
+
     /// Tries to take `n` permits at `now`; on an admission, the instant the
     /// bucket is full again as this admission left it (as
     /// [`Algorithm::check_n`]), not what a later one did.
