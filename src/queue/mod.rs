@@ -361,6 +361,7 @@ impl<
             release_on_drop: self.release_on_drop,
             gate: AtomicU64::new(0),
             due: AtomicU32::new(0),
+            pending_bits: AtomicU64::new(0),
             pending: Mutex::new(Vec::new()),
             driving: AtomicU32::new(0),
             inner: Mutex::new(Inner {
@@ -511,7 +512,7 @@ impl<
                 if n > shared.limiter.capacity(key) {
                     return Err(WaitError::CapacityExceeded(shared.exceeded(key, n)));
                 }
-                let retry = shared.estimate(&inner, key, n, now);
+                let retry = shared.estimate(&inner, key, inner.waiters.line_of(key), n, now);
                 return Err(WaitError::WouldWait {
                     retry_after: retry.map(Duration::from_nanos),
                 });

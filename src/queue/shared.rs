@@ -21,11 +21,16 @@ use crate::time::{duration_to_nanos, Timestamp};
 /// Bit 0 of `gate`: closed. The rest: waiting requests × 2.
 pub(super) const CLOSED: u64 = 1;
 
-/// Bits of `due`: lines listed in `pending`; every line waiting for a
-/// release; every line.
+/// Bits of `due`: lines listed in `pending_bits` or `pending`; every line
+/// waiting for a release; every line.
 const DUE_PENDING: u32 = 1;
 const DUE_RELEASE: u32 = 2;
 const DUE_ALL: u32 = 4;
+/// Lines are listed in `pending` (not only in `pending_bits`).
+const DUE_LISTED: u32 = 8;
+
+/// Lines below this id are listed in a bit mask, without a lock.
+const BIT_LINES: usize = 64;
 
 /// What the queue needs of its limiter and key: a [`Limiter`] over `K`
 /// whose permits can be kept in the queue until their waiter takes them.
@@ -50,7 +55,9 @@ pub(super) struct Shared<L: Limiter<K>, K> {
     pub(super) due: AtomicU32,
     /// Lines to examine (`DUE_PENDING`), kept apart from `inner` so that a
     /// timer that fires while the driver holds `inner` can still list its
-    /// line.
+    /// line: lines below [`BIT_LINES`] (a direct limiter's one line, the
+    /// first keys) one bit each, the others in `pending`.
+    pub(super) pending_bits: AtomicU64,
     pub(super) pending: Mutex<Vec<usize>>,
     /// Set while one thread runs the admission loop ([`Shared::drive`]).
     pub(super) driving: AtomicU32,
@@ -258,10 +265,11 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
         &self,
         inner: &Inner<K, L::Permit>,
         key: &K,
+        line: Option<usize>,
         n: u32,
         now: u64,
     ) -> Option<u64> {
-        let ahead = match (self.order, inner.waiters.line_of(key)) {
+        let ahead = match (self.order, line) {
             (QueueOrder::OldestFirst, Some(line)) => inner.waiters.line_permits(line),
             _ => 0,
         };
@@ -349,8 +357,14 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
 
     /// Lists `line` for the driver.
     fn list(&self, line: usize) {
-        lock(&self.pending).push(line);
-        self.due.fetch_or(DUE_PENDING, Ordering::SeqCst);
+        if line < BIT_LINES {
+            self.pending_bits.fetch_or(1 << line, Ordering::SeqCst);
+            self.due.fetch_or(DUE_PENDING, Ordering::SeqCst);
+        } else {
+            lock(&self.pending).push(line);
+            self.due
+                .fetch_or(DUE_PENDING | DUE_LISTED, Ordering::SeqCst);
+        }
     }
 
     /// Asks for `line` to be re-examined now.
@@ -399,10 +413,15 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
                 if due == 0 {
                     break;
                 }
-                let listed = if due & DUE_PENDING != 0 {
+                let bits = if due & DUE_PENDING != 0 {
+                    self.pending_bits.swap(0, Ordering::SeqCst)
+                } else {
+                    0
+                };
+                let listed = if due & DUE_LISTED != 0 {
                     core::mem::take(&mut *lock(&self.pending))
                 } else {
-                    Vec::new()
+                    Vec::new() // no allocation
                 };
                 // Pairs with the fence of a release: the checks below see
                 // the capacity it gave back, or it sees the waiters.
@@ -412,15 +431,20 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
                 {
                     let mut inner = lock(&self.inner);
                     if !inner.closed {
+                        let mut bits = bits;
+                        while bits != 0 {
+                            let line = bits.trailing_zeros() as usize;
+                            bits &= bits - 1;
+                            self.process(&mut inner, line, now, &mut wakers);
+                        }
                         for line in listed {
                             self.process(&mut inner, line, now, &mut wakers);
                         }
                         if due & (DUE_RELEASE | DUE_ALL) != 0 {
-                            let lines: Vec<usize> = inner.waiters.line_ids().collect();
-                            for line in lines {
-                                let for_release =
-                                    inner.waiters.line(line).is_some_and(|l| l.for_release);
-                                if due & DUE_ALL != 0 || for_release {
+                            for line in 0..inner.waiters.line_slots() {
+                                let due_now = due & DUE_ALL != 0
+                                    || inner.waiters.line(line).is_some_and(|l| l.for_release);
+                                if due_now {
                                     self.process(&mut inner, line, now, &mut wakers);
                                 }
                             }
@@ -641,7 +665,7 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Shared<L, K> {
         // With nobody of its key ahead, a limiter that cannot predict a
         // wait behind others still said how long this one waits.
         let estimate = self
-            .estimate(&inner, key, n, now)
+            .estimate(&inner, key, line, n, now)
             .or_else(|| refused.and_then(|e| wake_at(&e, self.release_on_drop, 0)));
         if let (Some(max_wait), Some(wait)) = (self.max_wait, estimate) {
             if wait > duration_to_nanos(max_wait) {
@@ -693,12 +717,16 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Shared<L, K> {
                 }
             }
         }
-        let line = inner.waiters.line_for(key, |line| {
-            Waker::from(Arc::new(TimerWake {
-                shared: Weak::clone(&self.this),
-                line,
-            }))
-        });
+        // (displacing a line's last waiters above removed it)
+        let line = match inner.waiters.line_of(key) {
+            Some(line) => line,
+            None => inner.waiters.new_line(key, |line| {
+                Waker::from(Arc::new(TimerWake {
+                    shared: Weak::clone(&self.this),
+                    line,
+                }))
+            }),
+        };
         if let Some(l) = inner.waiters.line_mut(line) {
             // Inside the runtime (a poll of `acquire`): create the timer
             // that serves this line, if there is none yet.

@@ -18,6 +18,7 @@ use std::vec::Vec;
 
 use super::error::WaitError;
 use super::timer::QueueTimer;
+use crate::keyed::RandomSeed;
 
 const NIL: usize = usize::MAX;
 
@@ -63,7 +64,9 @@ pub(crate) struct Waiters<K, P> {
     free: Vec<usize>,
     lines: Vec<Option<Line<K>>>,
     free_lines: Vec<usize>,
-    by_key: HashMap<K, usize>,
+    /// Seeded per process (as the keyed tables): a client cannot choose
+    /// keys that collide.
+    by_key: HashMap<K, usize, RandomSeed>,
     len: u64,
     permits: u64,
 }
@@ -75,7 +78,7 @@ impl<K, P> Default for Waiters<K, P> {
             free: Vec::new(),
             lines: Vec::new(),
             free_lines: Vec::new(),
-            by_key: HashMap::new(),
+            by_key: HashMap::with_hasher(RandomSeed::new()),
             len: 0,
             permits: 0,
         }
@@ -112,6 +115,11 @@ impl<K: Hash + Eq + Clone, P> Waiters<K, P> {
             .iter()
             .enumerate()
             .filter_map(|(i, l)| l.as_ref().map(|_| i))
+    }
+
+    /// One past the highest line id in use (lines below it may be free).
+    pub(crate) fn line_slots(&self) -> usize {
+        self.lines.len()
     }
 
     pub(crate) fn line(&self, line: usize) -> Option<&Line<K>> {
@@ -164,12 +172,9 @@ impl<K: Hash + Eq + Clone, P> Waiters<K, P> {
         }
     }
 
-    /// The line of `key`, created (with `make_waker(line)` as its timer's
-    /// waker) if it has none.
-    pub(crate) fn line_for(&mut self, key: &K, make_waker: impl FnOnce(usize) -> Waker) -> usize {
-        if let Some(&line) = self.by_key.get(key) {
-            return line;
-        }
+    /// A new line for `key`, which has none, with `make_waker(line)` as
+    /// its timer's waker.
+    pub(crate) fn new_line(&mut self, key: &K, make_waker: impl FnOnce(usize) -> Waker) -> usize {
         let id = self.free_lines.pop().unwrap_or(self.lines.len());
         let line = Line {
             key: key.clone(),
@@ -192,6 +197,10 @@ impl<K: Hash + Eq + Clone, P> Waiters<K, P> {
 
     /// Links a new waiter at the back of `line` and returns its key.
     pub(crate) fn push_back(&mut self, line: usize, n: u32, now: u64, waker: Waker) -> usize {
+        debug_assert!(
+            self.line(line).is_some(),
+            "a waiter joins a line that exists"
+        );
         let tail = self.line(line).map_or(NIL, |l| l.tail);
         let slot = Slot {
             n,
@@ -331,7 +340,7 @@ impl<K: Hash + Eq + Clone, P> Waiters<K, P> {
             if self.lines.capacity() > 64 {
                 self.lines = Vec::new();
                 self.free_lines = Vec::new();
-                self.by_key = HashMap::new();
+                self.by_key = HashMap::with_hasher(RandomSeed::new());
             }
         }
     }
