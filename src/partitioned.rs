@@ -202,6 +202,18 @@ trait Store<K>: Send + Sync {
         n: u32,
         now: Timestamp,
     ) -> Result<Duration, Refusal<'static>>;
+    /// [`Limiter::time_until_ready_after`] for `key`; `None` (the
+    /// default) where time does not tell (an in-flight limit).
+    fn time_until_ready_after(
+        &self,
+        key: Option<&K>,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        let _ = (key, ahead, n, now);
+        None
+    }
     /// The keyed table's [`Algorithm`](crate::limiter::Algorithm) type
     /// (`None`: not a keyed table).
     fn algorithm_type(&self) -> Option<TypeId> {
@@ -337,6 +349,15 @@ where
             None => Err(no_key(n)),
         }
     }
+    fn time_until_ready_after(
+        &self,
+        key: Option<&K>,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        self.0.time_until_ready_after(key?, ahead, n, now)
+    }
     fn algorithm_type(&self) -> Option<TypeId> {
         Some(TypeId::of::<T::Algorithm>())
     }
@@ -382,6 +403,15 @@ impl<K, L: Limiter<Permit: Copy> + Send + Sync> Store<K> for Unkeyed<L> {
     ) -> Result<Duration, Refusal<'static>> {
         self.0.time_until_ready(&(), n, now)
     }
+    fn time_until_ready_after(
+        &self,
+        _: Option<&K>,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        self.0.time_until_ready_after(&(), ahead, n, now)
+    }
 }
 
 /// One reconfigurable bucket that every key of a policy shares: no hashing,
@@ -412,6 +442,15 @@ impl<K> Store<K> for Single {
         now: Timestamp,
     ) -> Result<Duration, Refusal<'static>> {
         self.0.time_until_ready(n, now)
+    }
+    fn time_until_ready_after(
+        &self,
+        _: Option<&K>,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        Limiter::time_until_ready_after(&self.0, &(), ahead, n, now)
     }
     fn algorithm_type(&self) -> Option<TypeId> {
         Some(TypeId::of::<Gcra>())
@@ -449,6 +488,15 @@ impl<K> Store<K> for Unlimited {
         _: Timestamp,
     ) -> Result<Duration, Refusal<'static>> {
         Ok(Duration::ZERO)
+    }
+    fn time_until_ready_after(
+        &self,
+        _: Option<&K>,
+        _: u64,
+        _: u32,
+        _: Timestamp,
+    ) -> Option<Duration> {
+        Some(Duration::ZERO)
     }
 }
 
@@ -1288,6 +1336,23 @@ impl<R, K> Limiter<R> for Partitioned<R, K> {
             return Ok(Duration::ZERO);
         };
         store.time_until_ready(key.as_ref(), n, now)
+    }
+
+    /// The wait behind `ahead` permits in the claiming policy's limiter
+    /// (what a [`Queue`](crate::queue::Queue) in front of this limiter
+    /// tells a newcomer); `None` for an in-flight policy.
+    fn time_until_ready_after(
+        &self,
+        resource: &R,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        let (index, key) = self.claim(resource).unzip();
+        let Some(store) = self.store_of(index) else {
+            return Some(Duration::ZERO);
+        };
+        store.time_until_ready_after(key.as_ref(), ahead, n, now)
     }
 
     #[inline]

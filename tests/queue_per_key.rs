@@ -262,3 +262,31 @@ async fn a_waiter_granted_at_a_release_but_gone_passes_its_slot_on() {
     drop(next);
     assert_eq!(slots.in_flight(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn behind_a_waiter_a_partitioned_limiter_still_refuses_at_once_what_would_wait_too_long() {
+    use tollgate::partitioned::Partitioned;
+    // 10 per second per tenant, no burst; waits of at most 150 ms
+    let limiter = Partitioned::<u32, u32>::builder("jobs")
+        .policy("per_tenant", |t: &u32| Some(*t), ten_per_second_per_key())
+        .build();
+    let queue = Queue::builder(limiter)
+        .max_wait(Duration::from_millis(150))
+        .build();
+    queue.acquire(&7, 1).await.unwrap();
+    let mut second = Box::pin(queue.acquire(&7, 1)); // waits 100 ms
+    assert!(futures_poll(&mut second).is_none());
+    let start = Instant::now();
+    // behind it, a third would wait 200 ms: refused now, with that estimate
+    let third = queue.acquire(&7, 1).await.unwrap_err();
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(
+        third,
+        WaitError::MaxWaitExceeded {
+            estimated_wait: Some(Duration::from_millis(200)),
+            max_wait: Duration::from_millis(150),
+        }
+    );
+    assert!(second.await.is_ok());
+    assert_eq!(start.elapsed(), Duration::from_millis(100));
+}
