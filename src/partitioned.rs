@@ -72,20 +72,23 @@
 //! # Waiting for an in-flight limit: woken by the release
 //!
 //! An in-flight limit's permits come back only when a lease drops, so a
-//! waiter on one (a [`Queue`](crate::queue::Queue) (feature `tokio`),
-//! or [`Partitioned::acquire_key_in_line`]) takes a place in **its key's
-//! line** and sleeps until a release of that key hands it the permits: no
-//! timer, no polling, one wake-up per admission, and the waiters of other
-//! keys are not woken. A release costs one atomic load more when nobody
-//! waits anywhere in the table. Each key's line is served in arrival order,
-//! a large request included; while it waits, a newcomer's plain check for
-//! that key is refused rather than overtaking it. A waiter that goes away
-//! leaves its line, and permits handed to it that it never saw go on to
-//! the next waiter. A rate policy's waiter sleeps on a timer until its
-//! `retry_after`. A [`Chain`](crate::Chain) waiter is admitted by its members in order,
-//! each waiting in its own way, holding what the earlier ones granted (a
-//! rate's permit stays spent while the in-flight limit after it is awaited,
-//! as in ASP.NET Core's chained limiters).
+//! waiter on one is woken by a release, never by a timer:
+//!
+//! - in a [`Queue`](crate::queue::Queue) (feature `tokio`) in front of the
+//!   partitioned limiter, each resource has its own line; dropping a
+//!   [`QueuePermit`](crate::queue::QueuePermit) that holds an in-flight
+//!   lease re-examines the lines waiting for a release and wakes exactly
+//!   the waiters it admits. The queue bounds each line, refuses at once
+//!   what would wait past its `max_wait`, and is the same for a rate policy
+//!   (woken by its line's timer at the exact turn) and for a
+//!   [`Chain`](crate::Chain) (admitted all or nothing);
+//! - [`Partitioned::acquire_key_in_line`] waits in the in-flight policy's
+//!   own line for a key: a release of that key hands it the permits (one
+//!   atomic load more per release when nobody waits anywhere in the
+//!   table), each key's line is served in arrival order, and while it
+//!   waits a newcomer's plain check for that key is refused rather than
+//!   overtaking it. A waiter that goes away leaves its line, and permits
+//!   handed to it that it never saw go on to the next waiter.
 //!
 //! # Stores: carried across reloads
 //!
