@@ -300,13 +300,15 @@ impl ConcurrencyLimiter {
             return Ok(()); // takes nothing: granted whatever is in flight
         }
         if self.waiting.load(Ordering::SeqCst) != 0 {
-            return Err(Refusal::from_nanos(
-                self.retry_hint,
-                self.snapshot_of(self.in_flight(), limit),
-            )
-            .until_release());
+            return Err(self.busy(self.in_flight(), limit));
         }
         self.take_free(n, limit)
+    }
+
+    /// The refusal of a request that must wait for a release, with `v`
+    /// permits in flight: the retry hint, and capacity back by a release.
+    fn busy(&self, v: u32, limit: u32) -> Refusal<'static> {
+        Refusal::from_nanos(self.retry_hint, self.snapshot_of(v, limit)).until_release()
     }
 
     /// Takes `n` (≤ `limit`) if they are free, whoever waits.
@@ -315,10 +317,7 @@ impl ConcurrencyLimiter {
         loop {
             // v may exceed a lowered limit; compare in u64, no overflow
             if u64::from(v) + u64::from(n) > u64::from(limit) {
-                return Err(
-                    Refusal::from_nanos(self.retry_hint, self.snapshot_of(v, limit))
-                        .until_release(),
-                );
+                return Err(self.busy(v, limit));
             }
             match self.in_flight.compare_exchange_weak(
                 v,

@@ -508,29 +508,23 @@ impl<
         let now = shared.now();
         if gate != 0 && n != 0 && shared.order == QueueOrder::OldestFirst {
             let inner = lock(&shared.inner);
-            if inner.waiters.line_of(key).is_some() {
+            if let Some(line) = inner.waiters.line_of(key) {
                 if n > shared.limiter.capacity(key) {
                     return Err(WaitError::CapacityExceeded(shared.exceeded(key, n)));
                 }
-                let retry = shared.estimate(&inner, key, inner.waiters.line_of(key), n, now);
+                let retry = shared.estimate(&inner, key, Some(line), n, now);
                 return Err(WaitError::WouldWait {
                     retry_after: retry.map(Duration::from_nanos),
                 });
             }
         }
-        match shared
-            .limiter
-            .try_acquire_n(key, n, crate::Timestamp::from_nanos(now))
-        {
+        match shared.check(key, n, now) {
             Ok(permit) => Ok(permit),
             Err(d) if d.is_never() => Err(WaitError::CapacityExceeded(d)),
-            Err(d) => {
-                let r = d.retry_after_nanos();
-                Err(WaitError::WouldWait {
-                    retry_after: (r != 0 && r != u64::MAX && !d.is_until_release())
-                        .then(|| Duration::from_nanos(r)),
-                })
-            }
+            // the wait a timer would be armed for (none for a release)
+            Err(d) => Err(WaitError::WouldWait {
+                retry_after: shared::wake_at(&d, false, 0).map(Duration::from_nanos),
+            }),
         }
     }
 
@@ -554,8 +548,7 @@ impl<
         {
             let mut inner = lock(&shared.inner);
             inner.closed = true;
-            let lines: Vec<usize> = inner.waiters.line_ids().collect();
-            for line in lines {
+            for line in 0..inner.waiters.line_slots() {
                 while let Some(slot) = inner.waiters.front(line) {
                     let outcome = Outcome::Refused {
                         at: now,

@@ -12,7 +12,7 @@ use std::task::{Wake, Waker};
 use std::vec::Vec;
 
 use super::error::WaitError;
-use super::waiters::{Outcome, Status, Waiters};
+use super::waiters::{Outcome, Waiters};
 use super::{QueueOrder, TokioClock};
 use crate::limiter::Limiter;
 use crate::sync::{fence, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
@@ -178,7 +178,11 @@ pub(super) enum Begin<P> {
 
 /// Whether a refusal leaves a waiter to wait for time (`Some(at)`, its
 /// line's timer armed there) or for a release (`None`).
-fn wake_at(refusal: &crate::Refusal<'_>, release_on_drop: bool, now: u64) -> Option<u64> {
+pub(super) fn wake_at(
+    refusal: &crate::Refusal<'_>,
+    release_on_drop: bool,
+    now: u64,
+) -> Option<u64> {
     // A release-based limiter's capacity comes back through releases
     // (which kick the queue), not with time: its `retry_after` is only a
     // hint, and a timer at the hint would poll it. Neither does a hint of
@@ -273,6 +277,11 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
             (QueueOrder::OldestFirst, Some(line)) => inner.waiters.line_permits(line),
             _ => 0,
         };
+        self.wait_after(key, ahead, n, now)
+    }
+
+    /// The limiter's wait (ns) for `n` permits of `key` after `ahead`.
+    fn wait_after(&self, key: &K, ahead: u64, n: u32, now: u64) -> Option<u64> {
         self.limiter
             .time_until_ready_after(key, ahead, n, Timestamp::from_nanos(now))
             .map(duration_to_nanos)
@@ -295,10 +304,7 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
             let n = w.n(slot);
             let freed = ahead.saturating_add(u64::from(n));
             if freed >= excess {
-                return self
-                    .limiter
-                    .time_until_ready_after(key, ahead, n, Timestamp::from_nanos(now))
-                    .map(duration_to_nanos);
+                return self.wait_after(key, ahead, n, now);
             }
             ahead = freed;
             cursor = w.next(slot);
@@ -307,7 +313,12 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
     }
 
     #[inline]
-    fn check(&self, key: &K, n: u32, now: u64) -> Result<L::Permit, crate::Refusal<'static>> {
+    pub(super) fn check(
+        &self,
+        key: &K,
+        n: u32,
+        now: u64,
+    ) -> Result<L::Permit, crate::Refusal<'static>> {
         self.limiter
             .try_acquire_n(key, n, Timestamp::from_nanos(now))
     }
@@ -510,7 +521,7 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
         self.kick_line(line);
         let now = self.now();
         let mut inner = lock(&self.inner);
-        if inner.waiters.status(key) == Status::Waiting {
+        if inner.waiters.is_waiting(key) {
             let line = inner.waiters.line_of_slot(key);
             let serving = self.serving_end(&inner.waiters, line) == Some(key);
             let _ = inner
@@ -534,19 +545,19 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
     pub(super) fn cancel(&self, key: usize, subject: &K) {
         let now = self.now();
         let mut inner = lock(&self.inner);
-        let status = inner.waiters.status(key);
+        // `None` while it waits; else when it was resolved, and its refusal
+        let resolved = inner.waiters.resolved(key);
         let line = inner.waiters.line_of_slot(key);
-        let serving =
-            status == Status::Waiting && self.serving_end(&inner.waiters, line) == Some(key);
-        let at = inner.waiters.resolved(key).map_or(now, |(at, _)| at);
+        let serving = resolved.is_none() && self.serving_end(&inner.waiters, line) == Some(key);
+        let at = resolved.map_or(now, |(at, _)| at);
         let waited = at.saturating_sub(inner.waiters.enqueued_at(key));
         let permit = inner.waiters.take_permit(key);
         inner.waiters.release(key);
         self.sync_gate(&inner);
         drop(inner);
         self.count_queue_time(waited);
-        match status {
-            Status::Waiting => {
+        match resolved {
+            None => {
                 self.counters
                     .cancelled_requests
                     .fetch_add(1, Ordering::Relaxed);
@@ -554,7 +565,7 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
                     self.kick_line(line);
                 }
             }
-            Status::Admitted => {
+            Some((_, None)) => {
                 self.counters
                     .cancelled_requests
                     .fetch_add(1, Ordering::Relaxed);
@@ -562,7 +573,7 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
                     self.give_back(subject, permit, now);
                 }
             }
-            Status::Refused => self.count_refused(),
+            Some((_, Some(_))) => self.count_refused(),
         }
     }
 
@@ -572,8 +583,7 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
     /// for a release.
     pub(super) fn give_back(&self, key: &K, permit: L::Permit, now: u64) {
         self.limiter.cancel(key, permit, Timestamp::from_nanos(now));
-        fence(Ordering::SeqCst);
-        if self.gate.load(Ordering::SeqCst) >> 1 == 0 {
+        if !self.waiting_after_release() {
             return;
         }
         let line = lock(&self.inner).waiters.line_of(key);
@@ -587,10 +597,17 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
     /// serves every line waiting for a release, if anyone waits (one fence
     /// and one load when nobody does).
     pub(super) fn released(&self) {
-        fence(Ordering::SeqCst);
-        if self.gate.load(Ordering::SeqCst) >> 1 != 0 {
+        if self.waiting_after_release() {
             self.kick_release();
         }
+    }
+
+    /// Whether anyone waits, read after capacity went back: the fence
+    /// pairs with the driver's, so either the driver's checks see the
+    /// capacity or this sees the waiters.
+    fn waiting_after_release(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.gate.load(Ordering::SeqCst) >> 1 != 0
     }
 }
 

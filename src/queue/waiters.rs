@@ -85,14 +85,6 @@ impl<K, P> Default for Waiters<K, P> {
     }
 }
 
-/// Which waiter state a slot is in (its outcome without the permit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Status {
-    Waiting,
-    Admitted,
-    Refused,
-}
-
 impl<K: Hash + Eq + Clone, P> Waiters<K, P> {
     /// Number of linked (waiting) requests, in every line.
     pub(crate) fn len(&self) -> u64 {
@@ -107,14 +99,6 @@ impl<K: Hash + Eq + Clone, P> Waiters<K, P> {
     /// The line of `key`, if it has waiters.
     pub(crate) fn line_of(&self, key: &K) -> Option<usize> {
         self.by_key.get(key).copied()
-    }
-
-    /// The lines that exist now.
-    pub(crate) fn line_ids(&self) -> impl Iterator<Item = usize> + '_ {
-        self.lines
-            .iter()
-            .enumerate()
-            .filter_map(|(i, l)| l.as_ref().map(|_| i))
     }
 
     /// One past the highest line id in use (lines below it may be free).
@@ -164,12 +148,9 @@ impl<K: Hash + Eq + Clone, P> Waiters<K, P> {
         self.slots[key].enqueued_at
     }
 
-    pub(crate) fn status(&self, key: usize) -> Status {
-        match self.slots[key].outcome {
-            Outcome::Waiting => Status::Waiting,
-            Outcome::Admitted { .. } => Status::Admitted,
-            Outcome::Refused { .. } => Status::Refused,
-        }
+    /// True while the slot waits in its line (not yet resolved).
+    pub(crate) fn is_waiting(&self, key: usize) -> bool {
+        matches!(self.slots[key].outcome, Outcome::Waiting)
     }
 
     /// A new line for `key`, which has none, with `make_waker(line)` as
@@ -222,14 +203,13 @@ impl<K: Hash + Eq + Clone, P> Waiters<K, P> {
                 self.slots.len() - 1
             }
         };
-        if tail == NIL {
-            if let Some(l) = self.line_mut(line) {
-                l.head = key;
-            }
-        } else {
+        if tail != NIL {
             self.slots[tail].next = key;
         }
         if let Some(l) = self.line_mut(line) {
+            if tail == NIL {
+                l.head = key;
+            }
             l.tail = key;
             l.len += 1;
             l.permits += u64::from(n);
@@ -252,7 +232,7 @@ impl<K: Hash + Eq + Clone, P> Waiters<K, P> {
     /// Unlinks a waiting slot and records its outcome; returns its waker.
     /// A line left empty is removed (its timer with it).
     pub(crate) fn resolve(&mut self, key: usize, outcome: Outcome<P>) -> Option<Waker> {
-        debug_assert!(self.status(key) == Status::Waiting);
+        debug_assert!(self.is_waiting(key));
         let (prev, next, n, line) = {
             let s = &self.slots[key];
             (s.prev, s.next, s.n, s.line)
@@ -311,7 +291,7 @@ impl<K: Hash + Eq + Clone, P> Waiters<K, P> {
     /// done with it). A waiting slot is unlinked first; a permit still in
     /// the slot is dropped (the caller took what it needed).
     pub(crate) fn release(&mut self, key: usize) {
-        if self.status(key) == Status::Waiting {
+        if self.is_waiting(key) {
             let _ = self.resolve(
                 key,
                 Outcome::Refused {
