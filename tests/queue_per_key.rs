@@ -15,7 +15,7 @@ use tollgate::keyed::ShardedKeyedTable;
 use tollgate::queue::{Queue, WaitError};
 use tollgate::{Bucket, ConcurrencyLimiter, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
 
-use support::CountPolls;
+use support::{poll_once, CountPolls};
 
 fn leak(limit: u32) -> &'static ConcurrencyLimiter {
     Box::leak(Box::new(support::concurrency(limit)))
@@ -82,8 +82,8 @@ async fn queue_limit_bounds_each_key_separately() {
     let two = queue.acquire(&2, 1); // waits: key 2 has a line of its own
     let mut one = Box::pin(one);
     let mut two = Box::pin(two);
-    assert!(futures_poll(&mut one).is_none());
-    assert!(futures_poll(&mut two).is_none());
+    assert!(poll_once(&mut one).await.is_pending());
+    assert!(poll_once(&mut two).await.is_pending());
     assert_eq!(queue.stats().queued_requests, 2);
     let full = queue.acquire(&1, 1).await.unwrap_err();
     assert!(
@@ -97,15 +97,6 @@ async fn queue_limit_bounds_each_key_separately() {
     );
     assert!(one.await.is_ok());
     assert!(two.await.is_ok());
-}
-
-/// Polls a future once with a no-op waker.
-fn futures_poll<F: std::future::Future + Unpin>(f: &mut F) -> Option<F::Output> {
-    let waker = std::task::Waker::noop();
-    match std::pin::Pin::new(f).poll(&mut std::task::Context::from_waker(waker)) {
-        std::task::Poll::Ready(v) => Some(v),
-        std::task::Poll::Pending => None,
-    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -247,12 +238,14 @@ async fn a_waiter_granted_at_a_release_but_gone_passes_its_slot_on() {
     let held = queue.try_acquire(&(), 1).unwrap();
     let mut gone = Box::pin(queue.acquire(&(), 1));
     let mut next = Box::pin(queue.acquire(&(), 1));
-    assert!(futures_poll(&mut gone).is_none());
-    assert!(futures_poll(&mut next).is_none());
+    assert!(poll_once(&mut gone).await.is_pending());
+    assert!(poll_once(&mut next).await.is_pending());
     drop(held); // the slot is granted to `gone`, which is never polled again
     assert_eq!(slots.in_flight(), 1);
     drop(gone); // its slot goes to `next`, not back to anyone else
-    let next = futures_poll(&mut next).expect("granted at the cancellation");
+    let std::task::Poll::Ready(next) = poll_once(&mut next).await else {
+        panic!("not granted at the cancellation");
+    };
     assert!(next.is_ok());
     assert_eq!(slots.in_flight(), 1);
     assert!(
@@ -275,7 +268,7 @@ async fn behind_a_waiter_a_partitioned_limiter_still_refuses_at_once_what_would_
         .build();
     queue.acquire(&7, 1).await.unwrap();
     let mut second = Box::pin(queue.acquire(&7, 1)); // waits 100 ms
-    assert!(futures_poll(&mut second).is_none());
+    assert!(poll_once(&mut second).await.is_pending());
     let start = Instant::now();
     // behind it, a third would wait 200 ms: refused now, with that estimate
     let third = queue.acquire(&7, 1).await.unwrap_err();

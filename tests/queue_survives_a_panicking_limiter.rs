@@ -4,16 +4,17 @@
 //! running" flag set when it unwound, so every later waiter waited forever.)
 #![cfg(feature = "tokio")]
 
-use std::future::Future;
+mod support;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use tollgate::queue::Queue;
 use tollgate::{Bucket, Gcra, Grant, Limiter, Quota, Refusal, Snapshot, Timestamp};
+
+use support::poll_once;
 
 /// A token bucket that panics on every check while `armed` is set.
 struct Panicky {
@@ -51,11 +52,6 @@ impl Limiter for Panicky {
     fn required_resolution(&self) -> Duration {
         self.inner.required_resolution()
     }
-}
-
-/// Polls `fut` once, in this task.
-async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
-    std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await
 }
 
 #[tokio::test(start_paused = true)]
