@@ -283,3 +283,29 @@ async fn behind_a_waiter_a_partitioned_limiter_still_refuses_at_once_what_would_
     assert!(second.await.is_ok());
     assert_eq!(start.elapsed(), Duration::from_millis(100));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_and_its_permit_borrow_nothing_and_move_into_tasks() {
+    let jobs = leak(1);
+    let queue = Queue::new(jobs);
+    let first = queue.try_acquire(&(), 1).unwrap();
+    // the future is made from a temporary key and a clone of the handle
+    // that is dropped at once, then spawned: it borrows neither
+    let waiting = {
+        let handle = queue.clone();
+        let wait = handle.acquire(&(), 1);
+        drop(handle);
+        tokio::spawn(wait)
+    };
+    tokio::task::yield_now().await;
+    assert_eq!(queue.stats().queued_requests, 1);
+    // the held permit moves into a task of its own, which drops it
+    let start = Instant::now();
+    tokio::spawn(async move { drop(first) }).await.unwrap();
+    let second = waiting.await.unwrap().unwrap();
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(second.permits(), 1);
+    assert_eq!(jobs.available(), 0);
+    drop(second);
+    assert_eq!(jobs.available(), 1);
+}

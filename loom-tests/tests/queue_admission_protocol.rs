@@ -83,7 +83,7 @@ struct InFlight {
     limit: u32,
 }
 
-type Permit = QueuePermit<'static, &'static ConcurrencyLimiter>;
+type Permit = QueuePermit<&'static ConcurrencyLimiter>;
 
 impl InFlight {
     fn new(limit: u32) -> Arc<Self> {

@@ -4,6 +4,7 @@ use core::future::Future;
 use core::hash::Hash;
 use core::pin::Pin;
 use core::task::{Context, Poll};
+use std::sync::Arc;
 
 use super::error::WaitError;
 use super::shared::{Begin, Bounds, Expiry, Shared};
@@ -28,19 +29,19 @@ enum State<P> {
 /// permits granted but not yet taken). Polling it again after it has
 /// completed yields `Err(WaitError::Closed)` rather than panicking.
 #[must_use = "futures do nothing unless awaited"]
-pub(crate) struct Acquire<'a, L: Limiter<K>, K: Hash + Eq + Clone> {
-    shared: &'a Shared<L, K>,
-    key: &'a K,
+pub(crate) struct Acquire<L: Limiter<K>, K: Hash + Eq + Clone> {
+    shared: Arc<Shared<L, K>>,
+    key: K,
     n: u32,
     deadline: Option<u64>,
     state: State<L::Permit>,
     expiry: Option<(ExpiryTimer, Expiry)>,
 }
 
-impl<L: Limiter<K>, K: Hash + Eq + Clone> Unpin for Acquire<'_, L, K> {}
+impl<L: Limiter<K>, K: Hash + Eq + Clone> Unpin for Acquire<L, K> {}
 
-impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<'a, L, K> {
-    pub(super) fn new(shared: &'a Shared<L, K>, key: &'a K, n: u32, deadline: Option<u64>) -> Self {
+impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<L, K> {
+    pub(super) fn new(shared: Arc<Shared<L, K>>, key: K, n: u32, deadline: Option<u64>) -> Self {
         Self {
             shared,
             key,
@@ -51,10 +52,10 @@ impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<'a,
         }
     }
 
-    fn permit(&self, permit: L::Permit) -> QueuePermit<'a, L, K> {
+    fn permit(&self, permit: L::Permit) -> QueuePermit<L, K> {
         QueuePermit {
-            shared: self.shared,
-            key: self.key,
+            shared: Arc::clone(&self.shared),
+            key: self.key.clone(),
             n: self.n,
             permit: Some(permit),
         }
@@ -65,7 +66,7 @@ impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<'a,
         &mut self,
         cx: &mut Context<'_>,
         result: Result<L::Permit, WaitError>,
-    ) -> Poll<Result<QueuePermit<'a, L, K>, WaitError>> {
+    ) -> Poll<Result<QueuePermit<L, K>, WaitError>> {
         self.state = State::Done;
         match result {
             Ok(permit) => {
@@ -82,10 +83,7 @@ impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<'a,
         }
     }
 
-    fn poll_delayed(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<QueuePermit<'a, L, K>, WaitError>> {
+    fn poll_delayed(&mut self, cx: &mut Context<'_>) -> Poll<Result<QueuePermit<L, K>, WaitError>> {
         let now = self.shared.now();
         let State::Delayed(timer, permit) = &mut self.state else {
             return Poll::Ready(Err(WaitError::Closed));
@@ -102,22 +100,24 @@ impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<'a,
     }
 }
 
-impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Future for Acquire<'a, L, K> {
-    type Output = Result<QueuePermit<'a, L, K>, WaitError>;
+impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Future for Acquire<L, K> {
+    type Output = Result<QueuePermit<L, K>, WaitError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let shared = this.shared;
         match this.state {
             State::Start => {
-                let now = shared.now();
-                match shared.begin(this.key, this.n, now, this.deadline, cx.waker()) {
+                let now = this.shared.now();
+                let begun = this
+                    .shared
+                    .begin(&this.key, this.n, now, this.deadline, cx.waker());
+                match begun {
                     Begin::Granted(permit) => {
-                        shared.count_admitted(this.n);
+                        this.shared.count_admitted(this.n);
                         this.finish(cx, Ok(permit))
                     }
                     Begin::Refused(e) => {
-                        shared.count_refused();
+                        this.shared.count_refused();
                         this.finish(cx, Err(e))
                     }
                     Begin::Queued {
@@ -127,6 +127,7 @@ impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Future for 
                         wakers,
                     } => {
                         this.state = State::Queued { slot, line };
+                        let shared = &*this.shared;
                         shared.wake(wakers);
                         let max_wait = shared.max_wait.map(|m| {
                             (now.saturating_add(duration_to_nanos(m)), Expiry::MaxWait(m))
@@ -140,7 +141,7 @@ impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Future for 
                             this.expiry = Some((ExpiryTimer::at(&shared.clock, at), kind));
                         }
                         if serving {
-                            shared.kick_line(line);
+                            this.shared.kick_line(line);
                             // The kick may already have granted it.
                             this.poll_queued(cx, slot, line)
                         } else {
@@ -158,13 +159,13 @@ impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Future for 
     }
 }
 
-impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<'a, L, K> {
+impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<L, K> {
     fn poll_queued(
         &mut self,
         cx: &mut Context<'_>,
         slot: usize,
         line: usize,
-    ) -> Poll<Result<QueuePermit<'a, L, K>, WaitError>> {
+    ) -> Poll<Result<QueuePermit<L, K>, WaitError>> {
         if let Some(result) = self.shared.collect(slot, self.n, cx.waker()) {
             return self.finish(cx, result);
         }
@@ -176,7 +177,7 @@ impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<'a,
         cx: &mut Context<'_>,
         slot: usize,
         line: usize,
-    ) -> Poll<Result<QueuePermit<'a, L, K>, WaitError>> {
+    ) -> Poll<Result<QueuePermit<L, K>, WaitError>> {
         if let Some((timer, kind)) = &mut self.expiry {
             if timer.poll_passed(cx, self.shared.now()) {
                 let error = kind.error();
@@ -188,14 +189,14 @@ impl<'a, L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<'a,
     }
 }
 
-impl<L: Limiter<K>, K: Hash + Eq + Clone> Drop for Acquire<'_, L, K> {
+impl<L: Limiter<K>, K: Hash + Eq + Clone> Drop for Acquire<L, K> {
     fn drop(&mut self) {
         match &mut self.state {
-            State::Queued { slot, .. } => self.shared.cancel(*slot, self.key),
+            State::Queued { slot, .. } => self.shared.cancel(*slot, &self.key),
             State::Delayed(_, permit) => {
                 if let Some(permit) = permit.take() {
                     // its reserved turn goes back
-                    self.shared.give_back(self.key, permit, self.shared.now());
+                    self.shared.give_back(&self.key, permit, self.shared.now());
                 }
             }
             State::Start | State::Done => {}
@@ -213,26 +214,26 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Drop for Acquire<'_, L, K> {
 /// in-flight limit (a [`ConcurrencyLimiter`](crate::ConcurrencyLimiter), a
 /// chain or a partitioned limiter holding one), dropping the permit returns
 /// its capacity and wakes the waiters that now fit, in their order.
-pub struct QueuePermit<'a, L: Limiter<K>, K: Hash + Eq + Clone = ()> {
-    pub(super) shared: &'a Shared<L, K>,
-    pub(super) key: &'a K,
+pub struct QueuePermit<L: Limiter<K>, K: Hash + Eq + Clone = ()> {
+    pub(super) shared: Arc<Shared<L, K>>,
+    pub(super) key: K,
     pub(super) n: u32,
     pub(super) permit: Option<L::Permit>,
 }
 
 impl<L: Limiter<K, Permit: core::fmt::Debug>, K: Hash + Eq + Clone + core::fmt::Debug>
-    core::fmt::Debug for QueuePermit<'_, L, K>
+    core::fmt::Debug for QueuePermit<L, K>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("QueuePermit")
-            .field("key", self.key)
+            .field("key", &self.key)
             .field("n", &self.n)
             .field("permit", &self.permit)
             .finish()
     }
 }
 
-impl<L: Limiter<K>, K: Hash + Eq + Clone> QueuePermit<'_, L, K> {
+impl<L: Limiter<K>, K: Hash + Eq + Clone> QueuePermit<L, K> {
     /// The number of permits held.
     #[must_use]
     pub fn permits(&self) -> u32 {
@@ -251,7 +252,7 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> QueuePermit<'_, L, K> {
     /// wakes the waiters that now fit.
     pub fn release(mut self) {
         if let Some(permit) = self.permit.take() {
-            self.shared.give_back(self.key, permit, self.shared.now());
+            self.shared.give_back(&self.key, permit, self.shared.now());
         }
     }
 
@@ -263,13 +264,13 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> QueuePermit<'_, L, K> {
     }
 }
 
-impl<L: Limiter<K>, K: Hash + Eq + Clone> Drop for QueuePermit<'_, L, K> {
+impl<L: Limiter<K>, K: Hash + Eq + Clone> Drop for QueuePermit<L, K> {
     fn drop(&mut self) {
         let Some(permit) = self.permit.take() else {
             return;
         };
         if self.shared.release_on_drop {
-            self.shared.give_back(self.key, permit, self.shared.now());
+            self.shared.give_back(&self.key, permit, self.shared.now());
         } else if core::mem::needs_drop::<L::Permit>() {
             // an in-flight guard: its release may admit a waiter
             drop(permit);

@@ -452,25 +452,29 @@ impl<
     /// back permits granted but not yet taken (see the module docs);
     /// polling it again after it completed yields `Err(WaitError::Closed)`
     /// rather than panicking.
-    pub fn acquire<'a>(
-        &'a self,
-        key: &'a K,
+    ///
+    /// The future and the permit own a handle to the queue and a clone of
+    /// `key`: they borrow nothing, so either can be moved into a spawned
+    /// task or a response body.
+    pub fn acquire(
+        &self,
+        key: &K,
         n: u32,
-    ) -> impl Future<Output = Result<QueuePermit<'a, L, K>, WaitError>> + 'a {
-        Acquire::new(&self.shared, key, n, None)
+    ) -> impl Future<Output = Result<QueuePermit<L, K>, WaitError>> + Send + 'static {
+        Acquire::new(Arc::clone(&self.shared), key.clone(), n, None)
     }
 
     /// As [`acquire`](Self::acquire), with a deadline: refused at once with
     /// [`WaitError::DeadlineExceeded`] when the estimated wait ends after
     /// `deadline`, and when `deadline` passes while waiting.
-    pub fn acquire_until<'a>(
-        &'a self,
-        key: &'a K,
+    pub fn acquire_until(
+        &self,
+        key: &K,
         n: u32,
         deadline: Instant,
-    ) -> impl Future<Output = Result<QueuePermit<'a, L, K>, WaitError>> + 'a {
+    ) -> impl Future<Output = Result<QueuePermit<L, K>, WaitError>> + Send + 'static {
         let deadline = self.shared.clock.timestamp(deadline).as_nanos();
-        Acquire::new(&self.shared, key, n, Some(deadline))
+        Acquire::new(Arc::clone(&self.shared), key.clone(), n, Some(deadline))
     }
 
     /// Takes `n` permits of `key` now or refuses, never waiting. Under
@@ -480,11 +484,7 @@ impl<
     /// # Errors
     /// [`WaitError::WouldWait`] with the estimated wait,
     /// [`WaitError::CapacityExceeded`], or [`WaitError::Closed`].
-    pub fn try_acquire<'a>(
-        &'a self,
-        key: &'a K,
-        n: u32,
-    ) -> Result<QueuePermit<'a, L, K>, WaitError> {
+    pub fn try_acquire(&self, key: &K, n: u32) -> Result<QueuePermit<L, K>, WaitError> {
         let shared = &*self.shared;
         let result = self.try_acquire_inner(key, n);
         match &result {
@@ -492,8 +492,8 @@ impl<
             Err(_) => shared.count_refused(),
         }
         result.map(|permit| QueuePermit {
-            shared,
-            key,
+            shared: Arc::clone(&self.shared),
+            key: key.clone(),
             n,
             permit: Some(permit),
         })
