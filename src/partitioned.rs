@@ -728,6 +728,90 @@ impl<K> PolicyStore<K> {
     }
 }
 
+/// A policy's store is a limiter over its keys, on its own: what a
+/// [`Partitioned`] policy charges once its key function has found the key,
+/// for a caller that finds keys itself (the HTTP layer routes a request to
+/// a policy and extracts its key once). Its permit is a [`Lease`]; a
+/// refusal names no limiter or policy (there is none to name).
+///
+/// ```
+/// use tollgate::keyed::ShardedKeyedTable;
+/// use tollgate::partitioned::PolicyStore;
+/// use tollgate::{Gcra, Limiter, Quota, Timestamp};
+///
+/// let table = ShardedKeyedTable::builder(Gcra::token_bucket(Quota::per_second(1)?)).build()?;
+/// let per_tenant = PolicyStore::keyed(table);
+/// let now = Timestamp::ZERO;
+/// assert!(per_tenant.try_acquire(&7u32, now).is_ok());
+/// assert!(per_tenant.try_acquire(&7, now).is_err());
+/// assert!(per_tenant.try_acquire(&8, now).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+impl<K: Clone> Limiter<K> for PolicyStore<K> {
+    type Permit = Lease<K>;
+
+    fn capacity(&self, key: &K) -> u32 {
+        self.store.capacity(Some(key))
+    }
+
+    #[inline]
+    fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Lease<K>, Refusal<'static>> {
+        charge(
+            DEFAULT,
+            "",
+            "",
+            &self.store,
+            self.releases,
+            self.shaping,
+            Some(key.clone()),
+            n,
+            now,
+        )
+    }
+
+    /// Gives a lease's permits back (see [`Partitioned`]'s
+    /// [`cancel`](Limiter::cancel)); the lease knows its key.
+    fn cancel(&self, _: &K, lease: Lease<K>, now: Timestamp) {
+        give_back(Some(&self.store), lease, now);
+    }
+
+    /// Gives `n` permits back to a rate store; an in-flight store's come
+    /// back when their lease drops, not here.
+    fn refund(&self, key: &K, n: u32, now: Timestamp) {
+        if !self.releases {
+            self.store.refund(Some(key), n, now);
+        }
+    }
+
+    fn snapshot(&self, key: &K, now: Timestamp) -> Snapshot {
+        self.store.snapshot(Some(key), now)
+    }
+
+    fn time_until_ready(
+        &self,
+        key: &K,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Duration, Refusal<'static>> {
+        self.store.time_until_ready(Some(key), n, now)
+    }
+
+    fn time_until_ready_after(
+        &self,
+        key: &K,
+        ahead: u64,
+        n: u32,
+        now: Timestamp,
+    ) -> Option<Duration> {
+        self.store.time_until_ready_after(Some(key), ahead, n, now)
+    }
+
+    #[inline]
+    fn delay(&self, lease: &Lease<K>) -> Duration {
+        lease.delay()
+    }
+}
+
 /// Delay instead of refusing, for a token-bucket policy (see the [module
 /// documentation](self)): nginx `limit_req` without `nodelay`, or with
 /// `delay=`.
@@ -1200,58 +1284,9 @@ impl<R, K> Partitioned<R, K> {
         n: u32,
         now: Timestamp,
     ) -> Result<Lease<K>, Refusal<'static>> {
-        match store.check_n(key.as_ref(), n, now) {
-            // the common case, inline in the caller: an unshaped admission
-            Ok(_) if shaping.is_none() => Ok(Lease::taken(index, key, n, store, releases)),
-            d => self.charge_rest(index, name, store, releases, shaping, key, n, now, d),
-        }
-    }
-
-    /// [`Partitioned::charge`] after anything but an unshaped admission:
-    /// a shaped one (a delay, perhaps too long) or a refusal.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(never)]
-    fn charge_rest(
-        &self,
-        index: usize,
-        name: &'static str,
-        store: &Arc<dyn Store<K>>,
-        releases: bool,
-        shaping: Option<Shaping>,
-        key: Option<K>,
-        n: u32,
-        now: Timestamp,
-        d: Result<Grant, Refusal<'static>>,
-    ) -> Result<Lease<K>, Refusal<'static>> {
-        match d {
-            Ok(grant) => {
-                let full_at = grant.full_at();
-                let mut lease = Lease::taken(index, key, n, store, releases);
-                let Some(shaping) = shaping else {
-                    return Ok(lease);
-                };
-                // A reservation: its turn comes from the instant its own
-                // admission left the bucket full (a later booking's does not
-                // count), and only the last one booked can go back. The
-                // snapshot gives the bucket's rate.
-                let rate = store.snapshot(lease.key.as_ref(), now);
-                let lead = full_at.as_nanos().saturating_sub(now.as_nanos());
-                let delay = shaping.delay(&rate, lead, n);
-                lease.full_at = full_at.as_nanos();
-                if let Some(max) = shaping.max_wait {
-                    if delay > max {
-                        // too long a wait: give the reservation back
-                        self.cancel_lease(lease, now);
-                        return Err(
-                            Refusal::new(delay.saturating_sub(max), rate).by(self.name, name)
-                        );
-                    }
-                }
-                lease.delay = crate::time::duration_to_nanos(delay);
-                Ok(lease)
-            }
-            Err(refusal) => Err(refusal.by(self.name, name)),
-        }
+        charge(
+            index, self.name, name, store, releases, shaping, key, n, now,
+        )
     }
 
     /// Gives a lease's permits back: an in-flight lease's at once; a rate
@@ -1261,21 +1296,100 @@ impl<R, K> Partitioned<R, K> {
     /// one on top stays spent: moving the bucket back under the later
     /// waiter, which keeps its turn, would give that same turn to the next
     /// arrival too (see the [module documentation](self)).
-    fn cancel_lease(&self, mut lease: Lease<K>, now: Timestamp) {
-        // taken here: the drop must not release again
-        if let Some(own) = lease.release.take() {
-            // an in-flight lease knows its store
-            own.refund(lease.key.as_ref(), lease.n, now);
-            return;
-        }
+    fn cancel_lease(&self, lease: Lease<K>, now: Timestamp) {
         let index = (lease.policy != LEASE_DEFAULT).then_some(lease.policy as usize);
-        if let Some(store) = self.store_of(index) {
-            if lease.full_at == 0 {
-                store.refund(lease.key.as_ref(), lease.n, now);
-            } else {
-                let full_at = Timestamp::from_nanos(lease.full_at);
-                store.refund_if_last(lease.key.as_ref(), lease.n, full_at, now);
+        give_back(self.store_of(index), lease, now);
+    }
+}
+
+/// Charges `n` permits of `key` to `store`: a lease, or the refusal by
+/// policy `name` of limiter `limiter`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn charge<K>(
+    index: usize,
+    limiter: &'static str,
+    name: &'static str,
+    store: &Arc<dyn Store<K>>,
+    releases: bool,
+    shaping: Option<Shaping>,
+    key: Option<K>,
+    n: u32,
+    now: Timestamp,
+) -> Result<Lease<K>, Refusal<'static>> {
+    match store.check_n(key.as_ref(), n, now) {
+        // the common case, inline in the caller: an unshaped admission
+        Ok(_) if shaping.is_none() => Ok(Lease::taken(index, key, n, store, releases)),
+        d => charge_rest(
+            index, limiter, name, store, releases, shaping, key, n, now, d,
+        ),
+    }
+}
+
+/// [`charge`] after anything but an unshaped admission: a shaped one (a
+/// delay, perhaps too long) or a refusal.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn charge_rest<K>(
+    index: usize,
+    limiter: &'static str,
+    name: &'static str,
+    store: &Arc<dyn Store<K>>,
+    releases: bool,
+    shaping: Option<Shaping>,
+    key: Option<K>,
+    n: u32,
+    now: Timestamp,
+    d: Result<Grant, Refusal<'static>>,
+) -> Result<Lease<K>, Refusal<'static>> {
+    match d {
+        Ok(grant) => {
+            let full_at = grant.full_at();
+            let mut lease = Lease::taken(index, key, n, store, releases);
+            let Some(shaping) = shaping else {
+                return Ok(lease);
+            };
+            // A reservation: its turn comes from the instant its own
+            // admission left the bucket full (a later booking's does not
+            // count), and only the last one booked can go back. The
+            // snapshot gives the bucket's rate.
+            let rate = store.snapshot(lease.key.as_ref(), now);
+            let lead = full_at.as_nanos().saturating_sub(now.as_nanos());
+            let delay = shaping.delay(&rate, lead, n);
+            lease.full_at = full_at.as_nanos();
+            if let Some(max) = shaping.max_wait {
+                if delay > max {
+                    // too long a wait: give the reservation back
+                    give_back(Some(store), lease, now);
+                    return Err(Refusal::new(delay.saturating_sub(max), rate).by(limiter, name));
+                }
             }
+            lease.delay = crate::time::duration_to_nanos(delay);
+            Ok(lease)
+        }
+        Err(refusal) => Err(refusal.by(limiter, name)),
+    }
+}
+
+/// Gives a lease's permits back: an in-flight lease's at once (it knows
+/// its store); a rate admission's to `store` by a refund (it took them
+/// now, as in a chain whose later stage refused); a shaped policy's
+/// reservation only if it is still the last one booked for its key. A
+/// reservation with a later one on top stays spent: moving the bucket back
+/// under the later waiter, which keeps its turn, would give that same turn
+/// to the next arrival too (see the [module documentation](self)).
+fn give_back<K>(store: Option<&Arc<dyn Store<K>>>, mut lease: Lease<K>, now: Timestamp) {
+    // taken here: the drop must not release again
+    if let Some(own) = lease.release.take() {
+        own.refund(lease.key.as_ref(), lease.n, now);
+        return;
+    }
+    if let Some(store) = store {
+        if lease.full_at == 0 {
+            store.refund(lease.key.as_ref(), lease.n, now);
+        } else {
+            let full_at = Timestamp::from_nanos(lease.full_at);
+            store.refund_if_last(lease.key.as_ref(), lease.n, full_at, now);
         }
     }
 }

@@ -216,10 +216,6 @@ fn code_errors_name_the_policy_and_field() {
         "policies[1].window: must be a whole number of nanoseconds per segment (10 segments)"
     );
     assert_eq!(
-        err(Policy::sliding_window("s", 1, Duration::from_secs(1)).queue(Duration::from_secs(1), 1)),
-        "policies[1].queue: queueing needs algorithm = \"token_bucket\", \"leaky_bucket\" or \"concurrency\""
-    );
-    assert_eq!(
         err(Policy::concurrency("c", 1).queue(Duration::from_secs(1), 0)),
         "policies[1].queue.limit: must be at least 1"
     );

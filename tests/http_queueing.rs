@@ -137,3 +137,50 @@ async fn a_client_that_disconnects_while_queued_frees_its_slot() {
         "D waited its turn: served {served:?} after the first"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_window_policy_queues_until_its_next_window() {
+    // 2 per 1 s fixed window, up to 3 waiting 2 s: a third and fourth
+    // request wait for the next window and are served at its start; a
+    // fifth fits in the queue but not in that window, and is served at the
+    // window after it, in arrival order.
+    let layer = RateLimitLayer::builder()
+        .clock(paused_clock())
+        .peer_addr(connect_info)
+        .policy(
+            Policy::fixed_window("windowed", 2, Duration::from_secs(1))
+                .prefix("/")
+                .queue(Duration::from_secs(2), 3),
+        )
+        .build()
+        .unwrap();
+    let s = serve(hello_marked(layer)).await;
+    let start = now();
+    let mut done = Vec::new();
+    for _ in 0..5 {
+        let addr = s.addr;
+        done.push(tokio::spawn(async move {
+            send_paused(addr, Req::get("/")).await
+        }));
+        // arrival order: each request is in before the next one is sent
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let mut times = Vec::new();
+    for t in done {
+        let r = t.await.unwrap();
+        assert_eq!(r.status, 200, "{r:?}");
+        times.push(r.ready_at() - start);
+    }
+    // windows are aligned to the clock's origin, not to the first request:
+    // the next one starts within a second
+    let next = times[2];
+    assert!(times[0].is_zero() && times[1].is_zero(), "{times:?}");
+    assert!(
+        next > Duration::ZERO && next <= Duration::from_secs(1),
+        "{times:?}"
+    );
+    assert_eq!(times[3], next, "{times:?}");
+    assert_eq!(times[4], next + Duration::from_secs(1), "{times:?}");
+}

@@ -10,9 +10,9 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use super::layer::HttpLease;
+use super::layer::Permit;
 
-/// The in-flight leases a response holds: a concurrency policy's permit
+/// The in-flight permits a response holds: a concurrency policy's permit
 /// (global, route) stays taken until the response body has been sent or
 /// dropped. Boxed, and only when there is a lease to hold (a rate limit's
 /// permits are spent at once): every other response carries one empty
@@ -26,16 +26,16 @@ pub struct Held(Option<Box<Leases>>);
 #[derive(Debug)]
 pub struct Leases {
     #[allow(dead_code)] // held for its drop: it gives the permits back
-    global: Option<HttpLease>,
+    global: Option<Permit>,
     #[allow(dead_code)]
-    route: Option<HttpLease>,
+    route: Option<Permit>,
 }
 
 impl Held {
     /// Holds those of `global` and `route` that hold in-flight permits.
-    pub(crate) fn new(global: Option<HttpLease>, route: Option<HttpLease>) -> Self {
-        let global = global.filter(HttpLease::holds_in_flight);
-        let route = route.filter(HttpLease::holds_in_flight);
+    pub(crate) fn new(global: Option<Permit>, route: Option<Permit>) -> Self {
+        let global = global.filter(Permit::holds_in_flight);
+        let route = route.filter(Permit::holds_in_flight);
         if global.is_none() && route.is_none() {
             return Self(None);
         }

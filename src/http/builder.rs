@@ -11,7 +11,7 @@ use super::headers::valid_policy_name;
 use super::key::{
     canonical_net, socket_addr_extension, IpNet, KeyDigest, KeySource, PeerAddrFn, TableKey,
 };
-use super::layer::{HttpStore, LayerClock, LayerSettings, RateLimitLayer, Routed, Rule, Shared};
+use super::layer::{HttpStore, LayerClock, LayerSettings, RateLimitLayer, Rule, Shared};
 use super::policy::{
     ConfigError, ConfigErrorKind, MissingKey, Plan, Policy, RejectionHandler, StoreAlg,
 };
@@ -340,17 +340,13 @@ impl RateLimitLayerBuilder {
         };
         let mut plans = plans.into_iter();
         let mut rule = |loc: &str, policy: Policy, plan: Plan| -> Result<Rule, ConfigError> {
-            let store = if policy.backend.is_some() {
+            let gate = if policy.backend.is_some() {
                 carrier.remote(&policy);
                 None
             } else {
-                Some(carrier.store(&policy, &plan, || fresh_store(loc, &policy, &plan))?)
+                Some(carrier.gate(&policy, &plan, || fresh_store(loc, &policy, &plan))?)
             };
-            Ok(Rule {
-                policy,
-                plan,
-                store,
-            })
+            Ok(Rule { policy, plan, gate })
         };
         let global = match self.global {
             Some((loc, p)) => match plans.next() {
@@ -406,24 +402,14 @@ fn fresh_store(loc: &str, policy: &Policy, plan: &Plan) -> Result<HttpStore, Con
     let store = match plan.alg {
         // one key: one bucket, no table to hash into
         StoreAlg::Gcra(g) if matches!(policy.key, KeySource::Global) => {
-            let bucket = PolicyStore::single(LiveBucket::new(g));
-            match plan.shaping {
-                Some(s) => bucket.with_shaping(s).map_err(|_| {
-                    ConfigError::invalid(format!("{loc}.queue"), "queueing needs a bucket")
-                })?,
-                None => bucket,
-            }
+            PolicyStore::single(LiveBucket::new(g))
         }
-        StoreAlg::Gcra(g) => {
-            let table = ShardedKeyedTable::builder(g)
+        StoreAlg::Gcra(g) => PolicyStore::keyed(
+            ShardedKeyedTable::builder(g)
                 .max_keys(keys)
                 .build()
-                .map_err(|e| too_many(loc).caused_by(e))?;
-            match plan.shaping {
-                Some(s) => PolicyStore::shaped(table, s),
-                None => PolicyStore::keyed(table),
-            }
-        }
+                .map_err(|e| too_many(loc).caused_by(e))?,
+        ),
         StoreAlg::Fixed(w) => PolicyStore::keyed(
             ShardedKeyedTable::builder(w)
                 .max_keys(keys)
@@ -437,7 +423,7 @@ fn fresh_store(loc: &str, policy: &Policy, plan: &Plan) -> Result<HttpStore, Con
                 .map_err(|e| too_many(loc).caused_by(e))?,
         ),
         StoreAlg::InFlight(limit) => PolicyStore::in_flight(
-            Partitioned::<Routed, TableKey>::in_flight_table(limit, keys)
+            Partitioned::<TableKey, TableKey>::in_flight_table(limit, keys)
                 .map_err(|e| too_many(loc).caused_by(e))?,
         ),
     };
@@ -584,11 +570,7 @@ mod tests {
     use crate::quota::Quota;
 
     fn plan(alg: StoreAlg) -> Plan {
-        Plan {
-            alg,
-            shaping: None,
-            queue_slots: 0,
-        }
+        Plan { alg }
     }
 
     #[test]

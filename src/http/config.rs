@@ -23,7 +23,7 @@
 //! # header = "x-api-key"            # with key = "header"
 //! # methods = ["POST"]
 //! # dry_run = true
-//! # queue = { max_wait = "2s", limit = 10 }   # buckets and concurrency; per key
+//! # queue = { max_wait = "2s", limit = 10 }   # any algorithm; per key
 //! # backend = "redis"               # buckets shared in Redis (feature `redis`)
 //! # redis_url = "redis://127.0.0.1:6379/"
 //! # redis_prefix = "myapp:api:"     # default "tollgate:<name>:"
@@ -48,12 +48,12 @@
 //! none of `rate`, `period`, `burst`. A field that does not apply to the
 //! rule's algorithm is an error naming it (`rules[1].rate: does not apply
 //! to algorithm = "concurrency"`), as is a missing one (`rules[1].limit:
-//! is required with algorithm = "concurrency"`). `queue` is for buckets
-//! and `concurrency`, not for windows.
+//! is required with algorithm = "concurrency"`). `queue` works with every
+//! algorithm: a request over the limit waits in its key's line.
 //!
-//! **nginx `limit_req`, one to one.** `queue` makes a bucket delay its
-//! excess instead of refusing it, in each key's own line, exactly as nginx
-//! does (same acceptances, same delays). For a zone of `rate=R` keyed like
+//! **nginx `limit_req`, one to one.** `queue` makes a bucket's excess wait
+//! for its turn instead of being refused, in each key's own line, as nginx
+//! delays it (same acceptances, same delays). For a zone of `rate=R` keyed like
 //! the rule:
 //!
 //! | nginx | tollgate rule (`rate = R`) |

@@ -29,31 +29,80 @@ use super::metrics::PolicyMetrics;
 use super::policy::{MissingKey, Plan, Policy, RejectionHandler};
 use super::routing::{PathPrefix, PrefixTree};
 use crate::clock::{Clock, QuantaClock};
+use crate::concurrency::DEFAULT_RETRY_HINT;
 use crate::limiter::Limiter;
-use crate::partitioned::{Lease, Partitioned, PolicyStore};
+use crate::partitioned::{Lease, PolicyStore};
+use crate::queue::{Queue, QueuePermit, WaitError};
 use crate::remote::RemoteDecision;
 use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
 
-/// The resource type of the layer's partitioned stores: the layer routes
-/// a request itself (exemptions, prefix, method, key) and charges a policy
-/// by index ([`Partitioned::try_acquire_key`]).
-#[derive(Debug)]
-pub(crate) struct Routed;
-
-/// The policies' stores: one [`Partitioned`] for the global limiter, one
-/// for the route policies. Keyed by fixed-size [`TableKey`]s.
-pub(crate) type Stores = Partitioned<Routed, TableKey>;
-
-/// What a request holds from a policy store.
-pub(crate) type HttpLease = Lease<TableKey>;
-
-/// A policy's store as handed from one configuration to the next.
+/// A policy's store: a limiter over the layer's fixed-size [`TableKey`]s.
 pub(crate) type HttpStore = PolicyStore<TableKey>;
 
-/// The layer routes requests itself: a store's key function claims nothing.
-fn routed_by_the_layer(_: &Routed) -> Option<TableKey> {
-    None
+/// What a request holds from a policy's store.
+pub(crate) type HttpLease = Lease<TableKey>;
+
+/// The queue of a policy that queues, in front of its store.
+pub(crate) type HttpQueue = Queue<HttpStore, TableKey>;
+
+/// How a policy is charged: its store directly (over the limit is
+/// refused), or through its queue (over the limit waits in its key's
+/// line, woken by the release for an in-flight limit and by the line's
+/// timer for a rate).
+#[derive(Clone)]
+pub(crate) enum Gate {
+    Direct(HttpStore),
+    Queued(HttpQueue),
+}
+
+impl Gate {
+    /// The policy's store.
+    pub(crate) fn store(&self) -> &HttpStore {
+        match self {
+            Self::Direct(store) => store,
+            Self::Queued(queue) => queue.limiter(),
+        }
+    }
+
+    /// The state of `key` right after an admission, for the headers: read
+    /// on the clock that charged it (a queue reads tokio's).
+    fn snapshot(&self, key: &TableKey, now: Timestamp) -> Snapshot {
+        match self {
+            Self::Direct(store) => store.snapshot(key, now),
+            Self::Queued(queue) => queue.limiter().snapshot(key, queue.clock().now()),
+        }
+    }
+}
+
+/// What a request holds from one policy: a lease from its store, or the
+/// permit of its queue (whose drop wakes the waiters a release admits).
+#[derive(Debug)]
+pub(crate) enum Permit {
+    Lease(HttpLease),
+    Queued(QueuePermit<HttpStore, TableKey>),
+}
+
+impl Permit {
+    /// True if it holds in-flight permits (kept until the response ends).
+    pub(crate) fn holds_in_flight(&self) -> bool {
+        match self {
+            Self::Lease(lease) => lease.holds_in_flight(),
+            Self::Queued(p) => p.inner().is_some_and(HttpLease::holds_in_flight),
+        }
+    }
+
+    /// Gives the permits back to `gate`'s store (the request was refused
+    /// by a later policy, or went away): see [`Limiter::cancel`].
+    fn give_back(self, gate: Option<&Gate>, key: &TableKey, now: Timestamp) {
+        match self {
+            Self::Lease(lease) => match gate {
+                Some(gate) => gate.store().cancel(key, lease, now),
+                None => drop(lease),
+            },
+            Self::Queued(p) => p.release(),
+        }
+    }
 }
 
 /// The default clock of every layer: one process-wide TSC clock (`quanta`,
@@ -107,8 +156,8 @@ pub(crate) struct Compiled {
     pub(crate) policy: Policy,
     /// What its store runs (compared by a reload).
     pub(crate) plan: Plan,
-    /// Its index in its [`Stores`]; `None` for a remote backend.
-    pub(crate) slot: Option<usize>,
+    /// How it is charged; `None` for a remote backend.
+    pub(crate) gate: Option<Gate>,
     missing_key: MissingKey,
     /// `None` for an in-flight limit (no rate to report).
     pub(crate) policy_item: Option<HeaderValue>,
@@ -119,9 +168,7 @@ pub(crate) struct Compiled {
 
 pub(crate) struct Shared {
     pub(crate) global: Option<Compiled>,
-    pub(crate) global_store: Stores,
     pub(crate) policies: Vec<Compiled>,
-    pub(crate) route_store: Stores,
     /// Index into `policies` by path prefix.
     routes: PrefixTree<usize>,
     exempt: PrefixTree<()>,
@@ -140,12 +187,13 @@ pub(crate) struct Shared {
     no_policy_metrics: PolicyMetrics,
 }
 
-/// A policy with the store it starts with: fresh, or carried from the
-/// configuration a reload replaces (`None` for a remote backend).
+/// A policy with the gate it starts with: a fresh store, or the one (and
+/// its queue) carried from the configuration a reload replaces (`None` for
+/// a remote backend).
 pub(crate) struct Rule {
     pub(crate) policy: Policy,
     pub(crate) plan: Plan,
-    pub(crate) store: Option<HttpStore>,
+    pub(crate) gate: Option<Gate>,
 }
 
 /// Settings shared by every policy of a layer (built by
@@ -164,31 +212,11 @@ pub(crate) struct LayerSettings {
     pub(crate) clock: LayerClock,
 }
 
-/// Adds `rules` to a store, compiling each.
-fn compile_all(name: &str, rules: Vec<Rule>, missing_key: MissingKey) -> (Stores, Vec<Compiled>) {
-    let mut stores = Partitioned::builder(name);
-    let mut slots = 0;
-    let mut compiled = Vec::with_capacity(rules.len());
-    for r in rules {
-        let slot = r.store.map(|store| {
-            stores = core::mem::replace(&mut stores, Partitioned::builder(name)).store(
-                r.policy.name.as_str(),
-                routed_by_the_layer,
-                store,
-            );
-            slots += 1;
-            slots - 1
-        });
-        compiled.push(Compiled::new(r.policy, r.plan, slot, missing_key));
-    }
-    (stores.build(), compiled)
-}
-
 impl Shared {
     pub(crate) fn build(s: LayerSettings) -> Self {
-        let (global_store, mut global) =
-            compile_all("global", s.global.into_iter().collect(), s.missing_key);
-        let (route_store, policies) = compile_all("routes", s.policies, s.missing_key);
+        let compile = |r: Rule| Compiled::new(r.policy, r.plan, r.gate, s.missing_key);
+        let global = s.global.map(compile);
+        let policies: Vec<Compiled> = s.policies.into_iter().map(compile).collect();
         let mut routes = PrefixTree::default();
         for (i, c) in policies.iter().enumerate() {
             for raw in &c.policy.prefixes {
@@ -203,10 +231,8 @@ impl Shared {
             exempt.insert(p, ());
         }
         Self {
-            global: global.pop(),
-            global_store,
+            global,
             policies,
-            route_store,
             routes,
             exempt,
             trusted: s.trusted,
@@ -218,16 +244,6 @@ impl Shared {
             clock: s.clock,
             no_policy_metrics: PolicyMetrics::new(""),
         }
-    }
-
-    /// The store of `c` (the global limiter or a route policy), shared.
-    pub(crate) fn store_of(&self, c: &Compiled, global: bool) -> Option<HttpStore> {
-        let stores = if global {
-            &self.global_store
-        } else {
-            &self.route_store
-        };
-        stores.policy_store(c.slot?)
     }
 
     fn metrics_of(&self, route: Option<usize>) -> &PolicyMetrics {
@@ -244,7 +260,7 @@ impl Compiled {
     pub(crate) fn new(
         policy: Policy,
         plan: Plan,
-        slot: Option<usize>,
+        gate: Option<Gate>,
         default_missing: MissingKey,
     ) -> Self {
         Self {
@@ -256,21 +272,14 @@ impl Compiled {
                 headers::write_state_item(t, &policy.name, 0, secs.saturating_mul(1_000_000_000))
             }),
             plan,
-            slot,
+            gate,
             policy,
         }
     }
 
-    /// True if the policy queues (its store delays instead of refusing,
-    /// or it is an in-flight limit with a line per key).
+    /// True if the policy queues.
     fn queues(&self) -> bool {
-        self.plan.shaping.is_some() || self.waits_in_line()
-    }
-
-    /// True for an in-flight limit that queues: a request over the limit
-    /// waits in its key's line for a release.
-    fn waits_in_line(&self) -> bool {
-        self.policy.is_concurrency() && self.policy.queue.is_some()
+        matches!(self.gate, Some(Gate::Queued(_)))
     }
 }
 
@@ -488,33 +497,21 @@ where
     }
 }
 
-/// A request admitted with a delay (a queueing policy reserved its turn).
-struct Wait {
-    delay: Duration,
-    global: Option<HttpLease>,
-    route: Option<HttpLease>,
-    headers: Option<SuccessHeaders>,
-    /// The route policy (for its metrics).
-    route_index: Option<usize>,
-}
-
 /// What the checks decided: three words, whatever the variant (the rare
 /// ones are boxed), so that the admitted path moves nothing large.
 enum Verdict<O> {
     /// Admitted now: headers to add, in-flight permits to hold.
     Pass(Option<Box<SuccessHeaders>>, Held),
     Respond(Box<Response<O>>),
-    /// Admitted after a delay.
-    Wait(Box<Wait>),
     /// Ask a route policy's remote backend for this key.
     Remote(Box<Remote>),
-    /// Wait in a key's line of an in-flight policy that queues.
+    /// Wait in a key's line of a policy that queues.
     Line(Box<InLine>),
 }
 
-/// A request refused by an in-flight policy that queues: it waits in
-/// `key`'s line of the global limiter (`route` is charged after it) or of
-/// route policy `route` (holding the global admission meanwhile).
+/// A request over a policy that queues: it waits in `key`'s line of the
+/// global limiter's queue (`route` is charged after it) or of route policy
+/// `route`'s (holding the global admission meanwhile).
 struct InLine {
     global_line: bool,
     key: TableKey,
@@ -523,31 +520,31 @@ struct InLine {
 }
 
 /// A request for a route policy's remote backend: policy `policy`, for
-/// `key` (after the global limiter's delay, if it queues); the global
-/// admission (if any) is cancelled if the backend refuses.
+/// `key`; the global admission (if any) is given back if the backend
+/// refuses.
 struct Remote {
     policy: usize,
     key: BackendKey,
     global: Option<Admitted>,
 }
 
-/// A policy's admission of a request: its lease, the turn to wait for
-/// (a queueing policy's) and, only when the layer sends headers on
-/// success, the policy's state right after it (computed when asked).
+/// A policy's admission of a request: its permit, the key it was charged
+/// to and, only when the layer sends headers on success, the policy's
+/// state right after it (computed when asked).
 pub(crate) struct Admitted {
-    pub(crate) lease: HttpLease,
-    pub(crate) delay: Duration,
+    pub(crate) permit: Permit,
+    pub(crate) key: TableKey,
     pub(crate) snapshot: Option<Snapshot>,
 }
 
 /// Outcome of charging one in-process policy.
 enum Charge {
     /// Admitted; `None` when the policy took nothing (its key was missing
-    /// and allowed, or a dry run that would have refused or delayed).
+    /// and allowed, or a dry run that would have refused or waited).
     Admitted(Option<Admitted>),
     Refused(Duration),
     NoKey(StatusCode),
-    /// Refused by an in-flight limit that queues: wait in this key's line.
+    /// Over a policy that queues: wait in this key's line.
     Line(TableKey),
 }
 
@@ -555,6 +552,24 @@ enum Charge {
 enum NoKey {
     Allow,
     Reject(StatusCode),
+}
+
+/// The wait a refusal by `c`'s queue reports (`Retry-After`): the
+/// queue's estimate where it has one, past the policy's `max_wait` for a
+/// wait refused for being too long; a short hint otherwise (a full line
+/// of an in-flight limit, a wait that reached `max_wait`).
+fn wait_of(e: &WaitError) -> Duration {
+    match *e {
+        WaitError::CapacityExceeded(refusal) => refusal.retry_after(),
+        WaitError::MaxWaitExceeded {
+            estimated_wait: Some(wait),
+            max_wait,
+        } => wait.saturating_sub(max_wait).max(Duration::from_nanos(1)),
+        _ => e
+            .retry_after()
+            .filter(|w| !w.is_zero())
+            .unwrap_or(DEFAULT_RETRY_HINT),
+    }
 }
 
 impl Shared {
@@ -581,50 +596,60 @@ impl Shared {
         })
     }
 
-    /// Charges `c` in `stores`. A dry-run policy never refuses nor delays:
-    /// it logs and counts what it would do, gives any reservation back (its
-    /// store counts only what it admitted at once) and admits.
-    fn charge(
-        &self,
-        c: &Compiled,
-        stores: &Stores,
-        head: &RequestHead<'_>,
-        now: Timestamp,
-    ) -> Charge {
+    /// Charges in-process policy `c`. A dry-run policy never refuses nor
+    /// queues: it logs and counts what it would do and admits.
+    fn charge(&self, c: &Compiled, head: &RequestHead<'_>, now: Timestamp) -> Charge {
         let key = match self.key_of(c, head) {
             Ok(k) => k.table_key(&self.digest, c.policy.ipv6_prefix),
             Err(NoKey::Allow) => return Charge::Admitted(None),
             Err(NoKey::Reject(status)) => return Charge::NoKey(status),
         };
-        // the one public path; an admission returns at once, a refusal is
-        // read for its wait only
-        let wait = match stores.try_acquire_key(c.slot, key, 1, now) {
-            Ok(a) if a.delay().is_zero() || !c.policy.dry_run => {
-                return Charge::Admitted(Some(Admitted {
-                    delay: a.delay(),
-                    lease: a,
-                    snapshot: self
-                        .headers_on_success
-                        .then(|| stores.snapshot_key(c.slot, &key, now)),
-                }))
-            }
-            Ok(a) => {
-                #[cfg(feature = "tracing")]
-                tracing::info!(policy = %c.name, delay_ms = a.delay().as_millis() as u64, "dry run: would delay");
-                c.metrics.dry_run.increment(1);
-                stores.cancel(&Routed, a, now);
-                return Charge::Admitted(None);
-            }
-            Err(refusal) => refusal.retry_after(),
+        let Some(gate) = c.gate.as_ref() else {
+            return Charge::Admitted(None); // never: a remote policy is asked apart
+        };
+        let admitted = |permit| {
+            Charge::Admitted(Some(Admitted {
+                permit,
+                key,
+                snapshot: self.headers_on_success.then(|| gate.snapshot(&key, now)),
+            }))
+        };
+        // the one public path of each: a limiter's acquire, or its queue's
+        let (wait, queues) = match gate {
+            Gate::Direct(store) => match store.try_acquire_n(&key, 1, now) {
+                Ok(lease) => return admitted(Permit::Lease(lease)),
+                Err(refusal) => (refusal.retry_after(), false),
+            },
+            Gate::Queued(queue) => match queue.try_acquire(&key, 1) {
+                Ok(permit) => return admitted(Permit::Queued(permit)),
+                Err(WaitError::WouldWait { retry_after }) => {
+                    match (retry_after, queue.max_wait()) {
+                        // too long a wait is refused now, as the queue would
+                        (Some(wait), Some(max)) if wait > max => (
+                            wait_of(&WaitError::MaxWaitExceeded {
+                                estimated_wait: Some(wait),
+                                max_wait: max,
+                            }),
+                            false,
+                        ),
+                        _ if c.policy.dry_run => (retry_after.unwrap_or_default(), true),
+                        _ => return Charge::Line(key),
+                    }
+                }
+                Err(e) => (wait_of(&e), false),
+            },
         };
         if c.policy.dry_run {
             #[cfg(feature = "tracing")]
-            tracing::info!(policy = %c.name, retry_after_ms = wait.as_millis() as u64, "dry run: would refuse");
+            if queues {
+                tracing::info!(policy = %c.name, delay_ms = wait.as_millis() as u64, "dry run: would delay");
+            } else {
+                tracing::info!(policy = %c.name, retry_after_ms = wait.as_millis() as u64, "dry run: would refuse");
+            }
+            #[cfg(not(feature = "tracing"))]
+            let _ = queues;
             c.metrics.dry_run.increment(1);
             Charge::Admitted(None)
-        } else if c.waits_in_line() && wait != Duration::MAX {
-            // never admissible (Duration::MAX) is refused, not queued
-            Charge::Line(key)
         } else {
             Charge::Refused(wait)
         }
@@ -680,7 +705,7 @@ impl Shared {
         let now = self.clock.now();
         let mut global_adm = None;
         if let Some(g) = global {
-            match self.charge(g, &self.global_store, &head, now) {
+            match self.charge(g, &head, now) {
                 Charge::Admitted(a) => global_adm = a,
                 Charge::Refused(wait) => {
                     metrics.global_limiter.increment(1);
@@ -704,6 +729,14 @@ impl Shared {
         self.decide_route(&head, route, global, global_adm, now)
     }
 
+    /// Gives the global limiter's admission back (a later policy refused).
+    pub(crate) fn give_back_global(&self, a: Option<Admitted>, now: Timestamp) {
+        if let Some(a) = a {
+            let gate = self.global.as_ref().and_then(|g| g.gate.as_ref());
+            a.permit.give_back(gate, &a.key, now);
+        }
+    }
+
     /// The route policy's part of [`Shared::decide`], after the global
     /// limiter admitted (`global_adm`, if it charged anything).
     fn decide_route<R, O: LayerBody<R>>(
@@ -716,12 +749,6 @@ impl Shared {
     ) -> Verdict<O> {
         let route_c = route.map(|i| &self.policies[i]);
         let metrics = self.metrics_of(route);
-        // the route refused: the global admission is given back
-        let cancel_global = |a: Option<Admitted>| {
-            if let Some(a) = a {
-                self.global_store.cancel(&Routed, a.lease, now);
-            }
-        };
         let mut route_adm = None;
         if let (Some(i), Some(c)) = (route, route_c) {
             let charge = if c.policy.backend.is_some() {
@@ -737,7 +764,7 @@ impl Shared {
                     Err(NoKey::Reject(status)) => Charge::NoKey(status),
                 }
             } else {
-                self.charge(c, &self.route_store, head, now)
+                self.charge(c, head, now)
             };
             match charge {
                 Charge::Admitted(a) => route_adm = a,
@@ -750,12 +777,12 @@ impl Shared {
                     }))
                 }
                 Charge::Refused(wait) => {
-                    cancel_global(global_adm);
+                    self.give_back_global(global_adm, now);
                     metrics.endpoint_limiter.increment(1);
                     return Verdict::Respond(Box::new(self.reject::<O, R>(c, false, wait)));
                 }
                 Charge::NoKey(status) => {
-                    cancel_global(global_adm);
+                    self.give_back_global(global_adm, now);
                     return Verdict::Respond(Box::new(super::rejection::status_only::<O, R>(
                         status,
                     )));
@@ -770,19 +797,6 @@ impl Shared {
         } else {
             None
         };
-        let delay = global_adm
-            .as_ref()
-            .map_or(Duration::ZERO, |a| a.delay)
-            .max(route_adm.as_ref().map_or(Duration::ZERO, |a| a.delay));
-        if !delay.is_zero() {
-            return Verdict::Wait(Box::new(Wait {
-                delay,
-                global: global_adm.map(|a| a.lease),
-                route: route_adm.map(|a| a.lease),
-                headers,
-                route_index: route,
-            }));
-        }
         if global.is_some_and(Compiled::queues) || route_c.is_some_and(Compiled::queues) {
             // admitted at once under a queueing policy: no time in its queue
             metrics.time_in_queue.record(0.0);
@@ -790,30 +804,29 @@ impl Shared {
         metrics.acquired.increment(1);
         Verdict::Pass(
             headers.map(Box::new),
-            Held::new(global_adm.map(|a| a.lease), route_adm.map(|a| a.lease)),
+            Held::new(global_adm.map(|a| a.permit), route_adm.map(|a| a.permit)),
         )
     }
 }
 
-/// What a request that waits (its turn, or a remote backend) holds: its
-/// leases are cancelled unless it is admitted, for a client that goes away
-/// meanwhile (its future dropped). A queueing policy's reservation comes
-/// back only while it is the last turn booked; with a later one on top it
-/// stays spent (see [`Limiter::cancel`]).
+/// What a request that waits (in a line, or for a remote backend) holds:
+/// its permits are given back unless it is admitted, for a client that
+/// goes away meanwhile (its future dropped).
 struct Pending {
     shared: Arc<Shared>,
-    global: Option<HttpLease>,
-    route: Option<HttpLease>,
+    global: Option<Admitted>,
+    /// The route policy's index and admission.
+    route: Option<(usize, Admitted)>,
     /// Counted in the queue gauge of this route policy's metrics.
     waiting: Option<Option<usize>>,
 }
 
 impl Pending {
-    fn new(shared: Arc<Shared>, global: Option<HttpLease>, route: Option<HttpLease>) -> Self {
+    fn new(shared: Arc<Shared>, global: Option<Admitted>) -> Self {
         Self {
             shared,
             global,
-            route,
+            route: None,
             waiting: None,
         }
     }
@@ -821,17 +834,19 @@ impl Pending {
     /// Gives every permit back (the request was refused or went away).
     fn cancel(&mut self) {
         let now = self.shared.clock.now();
-        if let Some(l) = self.global.take() {
-            self.shared.global_store.cancel(&Routed, l, now);
-        }
-        if let Some(l) = self.route.take() {
-            self.shared.route_store.cancel(&Routed, l, now);
+        self.shared.give_back_global(self.global.take(), now);
+        if let Some((i, a)) = self.route.take() {
+            let gate = self.shared.policies.get(i).and_then(|c| c.gate.as_ref());
+            a.permit.give_back(gate, &a.key, now);
         }
     }
 
     /// The request goes on: the in-flight permits to hold.
     fn admit(&mut self) -> Held {
-        Held::new(self.global.take(), self.route.take())
+        Held::new(
+            self.global.take().map(|a| a.permit),
+            self.route.take().map(|(_, a)| a.permit),
+        )
     }
 }
 
@@ -879,39 +894,6 @@ where
                 }
             }
             Verdict::Respond(r) => Kind::Ready { response: Some(r) },
-            Verdict::Wait(wait) => {
-                let clone = self.inner.clone();
-                let mut inner = core::mem::replace(&mut self.inner, clone);
-                let shared = Arc::clone(&current);
-                Kind::Boxed {
-                    fut: Box::pin(async move {
-                        let mut pending = Pending::new(shared, wait.global, wait.route);
-                        let m = pending.shared.metrics_of(wait.route_index);
-                        m.queued.increment(1.0);
-                        pending.waiting = Some(wait.route_index);
-                        // the time in the queue on the layer's clock (an
-                        // injected TokioClock under paused time records
-                        // tokio's time); the delay is slept on tokio's
-                        // timer, measured from now: never shorter on a
-                        // clock that moves with tokio's time
-                        let started = pending.shared.clock.now();
-                        tokio::time::sleep(wait.delay).await;
-                        pending.waiting = None;
-                        let m = pending.shared.metrics_of(wait.route_index);
-                        m.queued.decrement(1.0);
-                        let waited = pending.shared.clock.now() - started;
-                        m.time_in_queue.record(waited.as_secs_f64());
-                        m.acquired.increment(1);
-                        let held = pending.admit();
-                        drop(pending);
-                        let mut res = inner.call(req).await?;
-                        if let Some(h) = wait.headers {
-                            h.add_to(&mut res);
-                        }
-                        Ok(res.map(|b| M::Body::admitted(b, held)))
-                    }),
-                }
-            }
             Verdict::Remote(remote) => {
                 let clone = self.inner.clone();
                 let inner = core::mem::replace(&mut self.inner, clone);
@@ -954,15 +936,8 @@ where
         key,
         global,
     } = remote;
-    let (global, global_snapshot, delay) = match global {
-        Some(a) => (Some(a.lease), a.snapshot, a.delay),
-        None => (None, None, Duration::ZERO),
-    };
-    let mut pending = Pending::new(shared, global, None);
-    if !delay.is_zero() {
-        // the global limiter queues: its turn first
-        tokio::time::sleep(delay).await;
-    }
+    let global_snapshot = global.as_ref().and_then(|a| a.snapshot);
+    let mut pending = Pending::new(shared, global);
     let shared = Arc::clone(&pending.shared);
     let c = &shared.policies[policy];
     let result = match c.policy.backend.as_ref() {

@@ -199,51 +199,38 @@
 //!
 //! # Queueing (per key)
 //!
-//! [`Policy::queue`]`(max_wait, queue_limit)` delays a request over the
-//! limit instead of refusing it, like nginx `limit_req` without
-//! `nodelay`, **in its own key's line**: a queueing policy keyed by client
-//! IP gives every client its own FIFO line, so one client's flood never
-//! delays another. It is a shaped token bucket
-//! ([`Shaping`](crate::partitioned::Shaping)): on a token bucket of burst
-//! `B`, the bucket holds `B + queue_limit` and the first `B` requests pass
-//! at once (`Shaping::delay_after(B - 1)`), the next `queue_limit` each
-//! reserve the next turn, one per interval; on a leaky bucket, `1 +
-//! queue_limit` with every request after the first waiting its turn
-//! (`Shaping::delay_all()`). A request that finds its key's line full, or
-//! whose turn is more than `max_wait` away, is refused at once. Lines are
-//! bounded per key by `queue_limit` and in total by the table's
-//! [`Policy::max_keys`]. Queueing works with every key source, on the
-//! global limiter too, on token and leaky buckets and on in-flight limits
-//! (not on windows). The config file maps nginx's `limit_req` one to one
-//! (see [`config`]).
+//! [`Policy::queue`]`(max_wait, queue_limit)` makes a request over the
+//! limit wait instead of being refused, like nginx `limit_req` without
+//! `nodelay` or ASP.NET Core's `QueueLimit`, **in its own key's line**: a
+//! queueing policy keyed by client IP gives every client its own FIFO
+//! line, so one client's flood never delays another. The policy's store
+//! sits behind a [`Queue`](crate::queue::Queue), the same one a program
+//! puts in front of any limiter: the limit itself does not change (a
+//! token bucket of burst `B` admits `B` at once, then one per interval),
+//! and up to `queue_limit` requests per key wait for their turn. A rate's
+//! line is woken by its timer at the exact turn; an in-flight limit's line
+//! ([`Policy::concurrency`]) when a running request of that key ends its
+//! response body — the release wakes the waiter it admits, with no timer
+//! and no retry. Every kind of policy queues: token and leaky buckets,
+//! fixed and sliding windows, in-flight limits, the global limiter too.
 //!
-//! A client that disconnects while waiting for a bucket's turn (its
-//! response future dropped) gives its turn back **only if it is still the
-//! last turn booked** in its line; otherwise the turn stays spent, as nginx
-//! keeps the slot of a client that disconnects while delayed (and so does
-//! its global admission, by the same rule). The waiters behind it keep the
-//! turns they booked, so a turn given back from the middle of the line
-//! would be booked again by the next arrival: two requests on one turn, and
-//! a later request served before earlier ones. Keeping it spent admits
-//! less, never more: the handler sees at most `burst + rate·t` in every
-//! window of length `t`, and waiters are served in arrival order however
-//! many disconnect. Clients that leave from the end of the line, latest
-//! first, give every turn back. See [the partitioned limiter's
-//! docs](crate::partitioned#a-waiter-that-goes-away) for why later waiters
-//! are not moved up.
+//! A request that finds its key's line full, or whose estimated wait is
+//! past `max_wait`, is refused at once (with `Retry-After`); one still
+//! waiting at `max_wait` is refused then. While a key's line waits, a
+//! newcomer does not overtake it. Lines are bounded per key by
+//! `queue_limit` and in total by the table's [`Policy::max_keys`]. The
+//! config file maps nginx's `limit_req` and ASP.NET Core's concurrency
+//! limiter one to one (see [`config`]).
 //!
-//! **An in-flight limit that queues** ([`Policy::concurrency`] with
-//! [`Policy::queue`]) has no turns to reserve: a request over the limit
-//! joins its key's FIFO line (at most `queue_limit` waiting; one more is
-//! refused at once with `Retry-After: 1`) and sleeps until a running
-//! request of that key ends its response body — the release hands the
-//! permit to the front of the line and wakes that request only, with no
-//! timer and no retry. A request still waiting after `max_wait` is
-//! refused then (`Retry-After: 1`). While a key's line waits, a newcomer
-//! does not overtake it; one that goes away leaves the line and takes no
-//! permit. The global limiter's line comes first; a request waiting in a
-//! route policy's line holds what the global limiter granted, and gives it
-//! back if it is refused or goes away.
+//! A waiter holds nothing while it waits: the permit is taken when its
+//! turn comes. So a client that disconnects while waiting (its response
+//! future dropped) simply leaves its line, the waiters behind it move up,
+//! and nobody is admitted twice: the handler sees at most `burst + rate·t`
+//! in every window of length `t`, and waiters are served in arrival order
+//! however many disconnect. A waiter admitted but gone before it took the
+//! permit hands it to the next one. The global limiter's line comes
+//! first; a request waiting in a route policy's line holds what the global
+//! limiter granted, and gives it back if it is refused or goes away.
 //!
 //! # Observability
 //!
@@ -255,9 +242,9 @@
 //! **Dry run** ([`Policy::dry_run`]): a shadow policy never changes what a
 //! client sees (nginx `limit_req_dry_run`, Envoy shadow mode). Where it
 //! would refuse it logs "dry run: would refuse"; where its queue would
-//! delay it logs "dry run: would delay" and gives its reservation back;
-//! both count `result = "dry_run"`, and the request passes at once. Its
-//! store counts only the requests it would have admitted at once.
+//! make it wait it logs "dry run: would delay"; both count
+//! `result = "dry_run"`, and the request passes at once, taking nothing.
+//! Its store counts only the requests it would have admitted at once.
 //!
 //! # Remote backends (Redis)
 //!

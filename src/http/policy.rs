@@ -12,7 +12,6 @@ use http::{Method, Response, StatusCode};
 use super::backend::PolicyBackend;
 use super::key::KeySource;
 use crate::gcra::{BucketKind, Gcra};
-use crate::partitioned::Shaping;
 use crate::quota::Quota;
 use crate::refusal::Refusal;
 use crate::remote::AsyncKeyedLimiter;
@@ -91,13 +90,10 @@ pub enum PolicyAlgorithm {
     },
 }
 
-/// What a policy's in-process store runs: its keyed table's algorithm,
-/// its shaping (queueing), and the queue's slots (not free permits).
+/// What a policy's in-process store runs: its keyed table's algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Plan {
     pub(crate) alg: StoreAlg,
-    pub(crate) shaping: Option<Shaping>,
-    pub(crate) queue_slots: u32,
 }
 
 /// The algorithm of a policy's keyed table.
@@ -447,8 +443,7 @@ impl Policy {
     /// field at `loc` (`policies[1].limit`, `rules[0].queue.limit`).
     pub(crate) fn plan(&self, loc: &str) -> Result<Plan, ConfigError> {
         let at = |field: &str| format!("{loc}.{field}");
-        // a queue's max wait and limit, checked
-        let mode_checked = |mode: QueueMode| {
+        if let Some(mode) = self.queue {
             if mode.max_wait.is_zero() {
                 return Err(ConfigError::invalid(
                     at("queue.max_wait"),
@@ -461,82 +456,29 @@ impl Policy {
                     "must be at least 1",
                 ));
             }
-            Ok(mode)
-        };
-        let no_queue = |alg| {
-            if self.queue.is_some() {
-                return Err(ConfigError::invalid(
-                    at("queue"),
-                    "queueing needs algorithm = \"token_bucket\", \"leaky_bucket\" or \"concurrency\"",
-                ));
+        }
+        let alg = match self.algorithm {
+            PolicyAlgorithm::TokenBucket(q) => {
+                StoreAlg::Gcra(Gcra::new(BucketKind::TokenBucket, q))
             }
-            Ok(Plan {
-                alg,
-                shaping: None,
-                queue_slots: 0,
-            })
-        };
-        match self.algorithm {
-            PolicyAlgorithm::TokenBucket(q) | PolicyAlgorithm::LeakyBucket(q) => {
-                let leaky = matches!(self.algorithm, PolicyAlgorithm::LeakyBucket(_));
-                let Some(mode) = self.queue else {
-                    let kind = if leaky {
-                        BucketKind::LeakyBucket
-                    } else {
-                        BucketKind::TokenBucket
-                    };
-                    return Ok(Plan {
-                        alg: StoreAlg::Gcra(Gcra::new(kind, q)),
-                        shaping: None,
-                        queue_slots: 0,
-                    });
-                };
-                let mode = mode_checked(mode)?;
-                let too_long = || {
-                    ConfigError::invalid(
-                        at("queue.limit"),
-                        "burst + queue limit is too large (at most 4294967295 permits, and their time must fit in 584 years)",
-                    )
-                };
-                let slots = u32::try_from(mode.queue_limit).map_err(|_| too_long())?;
-                // the first `immediate` pass at once, the queue's slots wait
-                let immediate = if leaky { 1 } else { q.burst() };
-                let burst = immediate.checked_add(slots).ok_or_else(too_long)?;
-                let shaped = q.with_burst(burst).map_err(|e| too_long().caused_by(e))?;
-                let shaping = if leaky {
-                    Shaping::delay_all()
-                } else {
-                    Shaping::delay_after(immediate - 1)
-                };
-                Ok(Plan {
-                    alg: StoreAlg::Gcra(Gcra::token_bucket(shaped)),
-                    shaping: Some(shaping.max_wait(mode.max_wait)),
-                    queue_slots: slots,
-                })
+            PolicyAlgorithm::LeakyBucket(q) => {
+                StoreAlg::Gcra(Gcra::new(BucketKind::LeakyBucket, q))
             }
-            PolicyAlgorithm::FixedWindow { limit, window } => no_queue(StoreAlg::Fixed(
+            PolicyAlgorithm::FixedWindow { limit, window } => StoreAlg::Fixed(
                 FixedWindow::new(limit, window)
                     .map_err(|e| window_error(loc, "limit", "window", e))?,
-            )),
-            PolicyAlgorithm::SlidingWindow { limit, window } => no_queue(StoreAlg::Sliding(
+            ),
+            PolicyAlgorithm::SlidingWindow { limit, window } => StoreAlg::Sliding(
                 Sliding::new(limit, window).map_err(|e| window_error(loc, "limit", "window", e))?,
-            )),
+            ),
             PolicyAlgorithm::Concurrency { limit } => {
                 if limit == 0 {
                     return Err(ConfigError::invalid(at("limit"), "must be at least 1"));
                 }
-                let Some(mode) = self.queue else {
-                    return no_queue(StoreAlg::InFlight(limit));
-                };
-                // a line per key, served by the releases
-                let mode = mode_checked(mode)?;
-                Ok(Plan {
-                    alg: StoreAlg::InFlight(limit),
-                    shaping: None,
-                    queue_slots: u32::try_from(mode.queue_limit).unwrap_or(u32::MAX),
-                })
+                StoreAlg::InFlight(limit)
             }
-        }
+        };
+        Ok(Plan { alg })
     }
 }
 

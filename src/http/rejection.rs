@@ -17,8 +17,7 @@ use crate::time::duration_to_nanos;
 impl Shared {
     /// `RateLimit-Policy` and `RateLimit` for an admitted request: one item
     /// per policy charged (in-flight limits have none). A queueing
-    /// policy's `r` counts only the permits free at once, not its queue's
-    /// slots.
+    /// policy's `r` counts the permits free at once.
     pub(crate) fn success_headers(
         &self,
         global: Option<(&Compiled, &Snapshot)>,
@@ -39,8 +38,7 @@ impl Shared {
             policy
                 .write_str(core::str::from_utf8(item.as_bytes()).ok()?)
                 .ok()?;
-            let remaining = s.remaining().saturating_sub(c.plan.queue_slots);
-            headers::write_state_item(&mut state, &c.name, remaining, s.reset_after_nanos())
+            headers::write_state_item(&mut state, &c.name, s.remaining(), s.reset_after_nanos())
                 .ok()?;
         }
         if first {

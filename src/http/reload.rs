@@ -7,11 +7,12 @@ use std::vec::Vec;
 
 use super::builder::RateLimitLayerBuilder;
 use super::key::KeySource;
-use super::layer::{Compiled, HttpStore, RateLimitLayer, Shared};
+use super::layer::{Compiled, Gate, HttpStore, RateLimitLayer, Shared};
 use super::policy::{ConfigError, Plan, Policy, StoreAlg};
 use crate::clock::Clock;
 use crate::concurrency::InFlight;
 use crate::live::Inheritance;
+use crate::queue::Queue;
 
 /// What a [`RateLimitLayer::reload`] did with each rule, by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -53,15 +54,14 @@ pub(crate) struct Carrier<'a> {
     pub(crate) report: ReloadReport,
 }
 
-impl Carrier<'_> {
-    /// The previous rule named like `p`, with its store.
-    fn old(&self, p: &Policy) -> Option<(&Compiled, Option<HttpStore>)> {
+impl<'a> Carrier<'a> {
+    /// The previous rule named like `p`.
+    fn old(&self, p: &Policy) -> Option<&'a Compiled> {
         let s = self.previous?;
-        if let Some(g) = s.global.as_ref().filter(|c| c.name == p.name) {
-            return Some((g, s.store_of(g, true)));
-        }
-        let c = s.policies.iter().find(|c| c.name == p.name)?;
-        Some((c, s.store_of(c, false)))
+        s.global
+            .iter()
+            .chain(s.policies.iter())
+            .find(|c| c.name == p.name)
     }
 
     /// A rule whose buckets live in a remote backend: nothing to carry.
@@ -71,24 +71,57 @@ impl Carrier<'_> {
         }
     }
 
-    /// The store for `p` running `plan`: the previous rule's of the same
-    /// name when its partitioning is the same (reconfigured and reshaped
-    /// to `plan`), else from `fresh`.
-    pub(crate) fn store(
+    /// How `p` running `plan` is charged: its store — the previous rule's
+    /// of the same name when its partitioning is the same (reconfigured to
+    /// `plan`), else from `fresh` — behind a queue if `p` queues (the
+    /// previous rule's queue, with its waiters, when the store and the
+    /// queue's settings are the same).
+    pub(crate) fn gate(
         &mut self,
         p: &Policy,
         plan: &Plan,
         fresh: impl FnOnce() -> Result<HttpStore, ConfigError>,
-    ) -> Result<HttpStore, ConfigError> {
-        let carried = self.old(p).and_then(|(old, store)| {
-            let store = store?;
+    ) -> Result<Gate, ConfigError> {
+        let (store, old_gate) = match self.store(p, plan, fresh)? {
+            (store, Some(old)) => (store, old.gate.clone()),
+            (store, None) => (store, None),
+        };
+        let Some(mode) = p.queue else {
+            return Ok(Gate::Direct(store));
+        };
+        if let Some(Gate::Queued(queue)) = old_gate {
+            let same = queue.limiter().same_table(&store)
+                && queue.queue_limit() == mode.queue_limit
+                && queue.max_wait() == Some(mode.max_wait);
+            if same {
+                return Ok(Gate::Queued(queue));
+            }
+        }
+        Ok(Gate::Queued(
+            Queue::builder(store)
+                .queue_limit(mode.queue_limit)
+                .max_wait(mode.max_wait)
+                .build(),
+        ))
+    }
+
+    /// The store for `p` running `plan`, and the previous rule it was
+    /// carried from (if any): see [`gate`](Self::gate).
+    fn store(
+        &mut self,
+        p: &Policy,
+        plan: &Plan,
+        fresh: impl FnOnce() -> Result<HttpStore, ConfigError>,
+    ) -> Result<(HttpStore, Option<&'a Compiled>), ConfigError> {
+        let carried = self.old(p).and_then(|old| {
+            let store = old.gate.as_ref()?.store().clone();
             partitioned_alike(&old.policy, &old.plan, p, plan).then_some((old, store))
         });
         let Some((old, store)) = carried else {
             if self.previous.is_some() {
                 self.report.fresh.push(p.name.clone());
             }
-            return fresh();
+            return Ok((fresh()?, None));
         };
         let unchanged = old.policy.algorithm == p.algorithm && old.policy.queue == p.queue;
         if old.plan.alg != plan.alg {
@@ -106,7 +139,7 @@ impl Carrier<'_> {
             if !done {
                 // cannot happen (same family); start afresh rather than lie
                 self.report.fresh.push(p.name.clone());
-                return fresh();
+                return Ok((fresh()?, None));
             }
         }
         if unchanged {
@@ -114,19 +147,7 @@ impl Carrier<'_> {
         } else {
             self.report.reconfigured.push(p.name.clone());
         }
-        let store = match plan.shaping {
-            Some(s) => match store.with_shaping(s) {
-                Ok(store) => store,
-                Err(_) => {
-                    self.report.reconfigured.retain(|n| *n != p.name);
-                    self.report.kept.retain(|n| *n != p.name);
-                    self.report.fresh.push(p.name.clone());
-                    return fresh();
-                }
-            },
-            None => store.without_shaping(),
-        };
-        Ok(store)
+        Ok((store, Some(old)))
     }
 
     /// Records the rules of the previous configuration that are gone.
