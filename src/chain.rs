@@ -192,11 +192,6 @@ impl<K: ?Sized, A: Limiter<K>, B: Limiter<K>> Limiter<K> for Chain<A, B> {
         self.first.stages().saturating_add(self.second.stages())
     }
 
-    #[inline]
-    fn delay(&self, permit: &Self::Permit) -> Duration {
-        core::cmp::max(self.first.delay(&permit.0), self.second.delay(&permit.1))
-    }
-
     fn time_until_ready_after(
         &self,
         key: &K,
@@ -285,6 +280,12 @@ impl<A: Algorithm, B: Algorithm> Algorithm for Chain<A, B> {
 
     fn is_idle(&self, state: &Self::State, now: Timestamp) -> bool {
         self.first.is_idle(&state.0, now) && self.second.is_idle(&state.1, now)
+    }
+
+    /// Only when both members' capacity comes back at a release (a member
+    /// that refills with time frees the chain's capacity with time too).
+    fn frees_on_release(&self) -> bool {
+        self.first.frees_on_release() && self.second.frees_on_release()
     }
 
     fn required_resolution(&self) -> Duration {

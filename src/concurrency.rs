@@ -659,6 +659,11 @@ impl crate::limiter::Algorithm for InFlight {
         InFlightState(AtomicU32::new(0))
     }
 
+    /// An in-flight limit's permits come back at their release.
+    fn frees_on_release(&self) -> bool {
+        true
+    }
+
     fn capacity(&self) -> u32 {
         self.limit
     }

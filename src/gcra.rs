@@ -696,30 +696,6 @@ impl Gcra {
         Some(core::cmp::max(tat.saturating_sub(give_back), now))
     }
 
-    /// The TAT after cancelling a reservation of `n` permits whose
-    /// admission left the bucket full at `full_at` (ns, rounded up as
-    /// reported: the admission's `now` plus its snapshot's `reset_after`),
-    /// at `now` (ns; `None`: unchanged).
-    ///
-    /// Only the last reservation can be given back: `tat` must still be
-    /// the one it stored (nothing was booked after it) and still ahead of
-    /// `now`; it then moves back by exactly what the admission added, as
-    /// [`Gcra::refunded`] does. A reservation with a later one booked on
-    /// top stays spent: moving the TAT back under that later one would
-    /// hand its turn to the next arrival as well (two requests on one
-    /// slot). Each booking moves the TAT by `n·T`, at least a nanosecond
-    /// for any interval of at least a nanosecond, so the rounded
-    /// `full_at` tells the last reservation from any later one; a bucket
-    /// whose interval is under a nanosecond never gives a reservation back.
-    #[inline]
-    #[must_use]
-    pub(crate) fn cancelled(&self, tat: u64, n: u32, full_at: u64, now: u64) -> Option<u64> {
-        if self.interval < u64::from(self.scale) || self.nanos_ceil(tat) != full_at {
-            return None;
-        }
-        self.refunded(tat, n, now)
-    }
-
     /// The snapshot of a bucket with stored `tat` at `now` (ns).
     #[inline]
     #[must_use]
@@ -1020,33 +996,6 @@ impl Algorithm for Gcra {
                 Err(current) => tat = current,
             }
         }
-    }
-
-    /// Exact for the last reservation (see [`Algorithm::refund_if_last`]):
-    /// one compare-and-swap from the TAT it stored back by `n·T`.
-    fn refund_if_last(
-        &self,
-        state: &GcraState,
-        n: u32,
-        full_at: Timestamp,
-        now: Timestamp,
-    ) -> bool {
-        let (full_at, now) = (full_at.as_nanos(), now.as_nanos());
-        let mut tat = state.tat.load(Ordering::Relaxed);
-        // a lost race means the TAT moved: decide again on the new value (a
-        // later booking leaves this reservation spent)
-        while let Some(new_tat) = self.cancelled(tat, n, full_at, now) {
-            match state.tat.compare_exchange_weak(
-                tat,
-                new_tat,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(current) => tat = current,
-            }
-        }
-        false
     }
 
     #[inline]

@@ -91,29 +91,6 @@ pub trait Algorithm {
     /// `now`; the GCRA can credit permits that had already expired).
     fn refund(&self, state: &Self::State, n: u32, now: Timestamp);
 
-    /// Gives back `n` permits of a *reservation* (an admission whose turn
-    /// is still ahead, as a shaped policy books them) only if it is still
-    /// the last one: `full_at` is the instant its admission left the state
-    /// full (its `now` plus its snapshot's
-    /// [`reset_after`](Snapshot::reset_after)). True if given back.
-    ///
-    /// Unlike [`refund`](Algorithm::refund), it never moves capacity
-    /// under a later admission: when another reservation was booked after
-    /// this one, the permits stay spent (the later one keeps its turn, and
-    /// no newcomer is given the same turn). The default gives nothing back,
-    /// which never admits more than promised; the [`Gcra`](crate::Gcra)
-    /// implements it exactly.
-    fn refund_if_last(
-        &self,
-        state: &Self::State,
-        n: u32,
-        full_at: Timestamp,
-        now: Timestamp,
-    ) -> bool {
-        let _ = (state, n, full_at, now);
-        false
-    }
-
     /// The state at `now`, without changing it.
     fn snapshot(&self, state: &Self::State, now: Timestamp) -> Snapshot;
 
@@ -132,6 +109,15 @@ pub trait Algorithm {
 
     /// True if `state` is indistinguishable from a fresh one at `now`.
     fn is_idle(&self, state: &Self::State, now: Timestamp) -> bool;
+
+    /// True if capacity comes back only when its holders give it back (an
+    /// in-flight limit), never with time. A keyed table full of busy keys
+    /// then refuses a new key [`until_release`](Refusal::until_release):
+    /// a slot frees up at a release, so a queue waits for one instead of
+    /// polling a timer. The default is false (a rate).
+    fn frees_on_release(&self) -> bool {
+        false
+    }
 
     /// The finest time step the algorithm relies on (a GCRA emission
     /// interval, a window, a segment): a clock whose resolution is coarser
@@ -283,15 +269,6 @@ pub trait Limiter<K: ?Sized = ()> {
         Self: Sized,
     {
         Chain::new(self, next)
-    }
-
-    /// How long the holder of `permit` waits before doing the work: zero,
-    /// except for a reservation made by a shaping policy of a
-    /// [`Partitioned`](crate::partitioned::Partitioned) limiter (its turn).
-    #[inline]
-    fn delay(&self, permit: &Self::Permit) -> Duration {
-        let _ = permit;
-        Duration::ZERO
     }
 
     /// The time until `n` permits for `key` would be admitted if `ahead`
@@ -639,10 +616,6 @@ macro_rules! forward_limiter {
             #[inline]
             fn stages(&self) -> usize {
                 (**self).stages()
-            }
-            #[inline]
-            fn delay(&self, permit: &L::Permit) -> Duration {
-                (**self).delay(permit)
             }
             #[inline]
             fn time_until_ready_after(&self, key: &K, ahead: u64, n: u32, now: Timestamp) -> Option<Duration> {

@@ -347,31 +347,6 @@ impl LiveBucket {
             }
         }
     }
-
-    /// Gives back `n` permits of a reservation only if it is still the
-    /// last admission ([`Algorithm::refund_if_last`]: `full_at` is when
-    /// its admission left the bucket full). True if given back.
-    ///
-    /// The check protocol ([`LiveBucket::decide`]) around
-    /// [`Gcra::cancelled`]: decided on a consistent `(configuration, TAT)`
-    /// pair, installed with one compare-and-swap from exactly the TAT that
-    /// reservation stored. A change of quota since the reservation replaces
-    /// the TAT with a carried-over one, which the rounded `full_at` almost
-    /// never matches: the permits then stay spent.
-    #[cfg(feature = "std")]
-    pub(crate) fn refund_if_last(&self, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
-        let (full_at, now) = (full_at.as_nanos(), now.as_nanos());
-        // a later booking (or a change) moved the TAT: nothing stored, the
-        // reservation stays spent
-        let given_back = self.decide(
-            |gcra, tat| {
-                let new_tat = gcra.cancelled(tat, n, full_at, now);
-                Ok((new_tat.is_some(), new_tat))
-            },
-            |_, given_back| given_back,
-        );
-        given_back.unwrap_or(false)
-    }
 }
 
 impl LiveBucket {

@@ -65,101 +65,37 @@
 //! granted; an in-flight limit's permits are held by the lease and given
 //! back when it drops (keep it until the work — for HTTP, the response body
 //! — is done). [`Limiter::cancel`] gives back a lease's permits
-//! of either kind (work that never happened); a shaped policy's
-//! reservation comes back only while it is the last place booked (see
-//! [A waiter that goes away](#a-waiter-that-goes-away)).
+//! of either kind (work that never happened).
 //!
-//! # Waiting for an in-flight limit: woken by the release
+//! # Waiting: a `Queue` in front
 //!
-//! An in-flight limit's permits come back only when a lease drops, so a
-//! waiter on one is woken by a release, never by a timer:
-//!
-//! - in a [`Queue`](crate::queue::Queue) (feature `tokio`) in front of the
-//!   partitioned limiter, each resource has its own line; dropping a
-//!   [`QueuePermit`](crate::queue::QueuePermit) that holds an in-flight
-//!   lease re-examines the lines waiting for a release and wakes exactly
-//!   the waiters it admits. The queue bounds each line, refuses at once
-//!   what would wait past its `max_wait`, and is the same for a rate policy
-//!   (woken by its line's timer at the exact turn) and for a
-//!   [`Chain`](crate::Chain) (admitted all or nothing);
-//! - [`Partitioned::acquire_key_in_line`] waits in the in-flight policy's
-//!   own line for a key: a release of that key hands it the permits (one
-//!   atomic load more per release when nobody waits anywhere in the
-//!   table), each key's line is served in arrival order, and while it
-//!   waits a newcomer's plain check for that key is refused rather than
-//!   overtaking it. A waiter that goes away leaves its line, and permits
-//!   handed to it that it never saw go on to the next waiter.
+//! A partitioned limiter refuses; to wait instead, put a
+//! [`Queue`](crate::queue::Queue) (feature `tokio`) in front of it: each
+//! resource has its own line, bounded, in arrival order, with a
+//! `max_wait`. A rate policy's line is woken by its timer at the exact
+//! turn (nginx `limit_req` without `nodelay`: a token bucket of burst
+//! `D + 1` and a queue limit of `B - D` is `burst=B delay=D`). An
+//! in-flight policy's permits come back only when a lease drops, so its
+//! line is woken by the release: dropping a
+//! [`QueuePermit`](crate::queue::QueuePermit) that holds an in-flight
+//! lease wakes exactly the waiters it admits, with no timer. A waiter
+//! holds nothing until its turn, so one that goes away leaves its line and
+//! nobody is admitted twice.
 //!
 //! # Stores: carried across reloads
 //!
-//! Each policy charges a [`PolicyStore`]: its keyed table and how it is
-//! charged. [`Partitioned::policy_store`] hands a running policy's store
+//! Each policy charges a [`PolicyStore`]: its keyed table, type-erased.
+//! [`Partitioned::policy_store`] hands a running policy's store (by name)
 //! to [`PartitionedBuilder::store`] of the limiter that replaces it, so a
 //! configuration reload keeps every key's state; on the way,
 //! [`PolicyStore::reconfigure`] changes the table's algorithm (each key
-//! carrying over by an [`Inheritance`] rule) and
-//! [`PolicyStore::with_shaping`] its shaping. Leases taken before the
-//! switch give their permits back to the store they came from.
-//!
-//! # Shaping: delay instead of refusing (nginx `limit_req`)
-//!
-//! A token-bucket policy can *shape* instead of refuse:
-//! [`PartitionedBuilder::shaped`] with a [`Shaping`] admits a request as
-//! soon as its place in the bucket is reserved and tells the caller to wait
-//! the lease's [`delay`](Lease::delay) before doing the work (the async `acquire`
-//! sleeps it). This is nginx's `limit_req`, with the same arithmetic on
-//! nanoseconds instead of milli-requests:
-//!
-//! | nginx | tollgate |
-//! |---|---|
-//! | `limit_req zone=z burst=B nodelay` | token bucket of burst `B + 1`, no shaping: the excess up to `B` at once |
-//! | `limit_req zone=z burst=B` | [`Shaping::delay_all`] on a bucket of burst `B + 1`: each excess request waits its turn, one per interval |
-//! | `limit_req zone=z burst=B delay=D` | [`Shaping::delay_after`]`(D)`: the first `D` excess requests pass at once, the rest wait |
-//!
-//! Each key's waiting requests are bounded by its burst and served in the
-//! order they arrived (a reservation is a place in that key's line); one
-//! client's flood never delays another client; a request whose wait would
-//! exceed [`Shaping::max_wait`] is refused at once. Memory is the table's:
-//! fixed.
-//!
-//! ## A waiter that goes away
-//!
-//! A waiter whose future is dropped (or whose lease is
-//! [cancelled](Limiter::cancel)) gives its place back **only if
-//! it is still the last place booked** in its bucket: the lease remembers
-//! the bucket's state its reservation left, and the cancellation is one
-//! compare-and-swap from exactly that state back by what it took
-//! ([`KeyedTable::refund_if_last`]). If a later request booked a place
-//! after it, the cancelled place **stays spent**, as nginx `limit_req`
-//! keeps the slot of a client that disconnects while delayed: the bucket
-//! admits less than it could, never more. Waiters that go away from the end
-//! of the line, latest first, give every place back.
-//!
-//! Why not give the place back anyway, or move the later waiters up? A
-//! token bucket has one number per key (its TAT): it cannot record a hole
-//! in the middle of its line. Moving the TAT back by the cancelled place
-//! while the waiters behind it keep the turns they booked (they are
-//! already asleep until them) gives the last of those turns to the next
-//! arrival too: two requests on one turn, more than the rate in that
-//! window, and later arrivals overtaking earlier waiters (measured on a
-//! real server: 24-26 requests/s against 10/s). Moving the later waiters
-//! up would mean waking and re-timing every one of them, and a shared line
-//! per key instead of 8 bytes, for capacity that comes back by itself once
-//! the spent turn has passed (a spent place costs one interval of service,
-//! never a request admitted twice). A plain refund stays right for permits
-//! taken *now* rather than as a place in a line: a chain gives back an
-//! unshaped stage's admission when a later stage refuses (see
-//! [Chains](#chains-all-or-nothing)). A request refused for
-//! [`Shaping::max_wait`] and a dry run's would-be delay cancel their
-//! reservation at once, so it is still the last one unless another
-//! request booked in the same instant.
+//! carrying over by an [`Inheritance`] rule). Leases taken before the
+//! switch give their permits back to the store they came from. A
+//! `PolicyStore` is a [`Limiter`] over its keys on its own, for a caller
+//! that finds a resource's policy and key itself.
 
-mod lines;
-mod waiting;
-
-use core::any::{Any, TypeId};
+use core::any::Any;
 use core::fmt;
-use core::task::{Poll, Waker};
 use core::time::Duration;
 use std::boxed::Box;
 use std::string::String;
@@ -174,7 +110,6 @@ use crate::live::{Inheritance, LiveBucket};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
-use lines::{InFlightStore, Join, Ticket};
 
 /// A policy's keyed store, with its type erased: what a [`Partitioned`]
 /// charges.
@@ -182,23 +117,15 @@ use lines::{InFlightStore, Join, Ticket};
 /// Keyed stores are always given a key; the default limiter's store
 /// ignores it, and a resource that no policy claims has none (`None`).
 trait Store<K>: Send + Sync {
-    /// Takes `n` permits for `key`; on an admission, the grant, whose
-    /// `full_at` is exact for every store that can be shaped (`now` for the
-    /// default limiter's and the unlimited store, which never are). The
-    /// tables' own result type, so that a refusal is not copied from one
-    /// layout to another behind this dynamic call.
+    /// Takes `n` permits for `key`. The tables' own result type, so that a
+    /// refusal is not copied from one layout to another behind this
+    /// dynamic call.
     fn check_n(&self, key: Option<&K>, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>>;
     /// `key`'s state at `now`, taking nothing.
     fn snapshot(&self, key: Option<&K>, now: Timestamp) -> Snapshot;
     /// The most permits one request for `key` can take.
     fn capacity(&self, key: Option<&K>) -> u32;
     fn refund(&self, key: Option<&K>, n: u32, now: Timestamp);
-    /// Gives back a shaped reservation only if it is still the last one
-    /// booked ([`KeyedTable::refund_if_last`]); the default gives
-    /// nothing back (stores that never shape).
-    fn refund_if_last(&self, key: Option<&K>, n: u32, full_at: Timestamp, now: Timestamp) {
-        let _ = (key, n, full_at, now);
-    }
     fn time_until_ready(
         &self,
         key: Option<&K>,
@@ -217,94 +144,11 @@ trait Store<K>: Send + Sync {
         let _ = (key, ahead, n, now);
         None
     }
-    /// The keyed table's [`Algorithm`](crate::limiter::Algorithm) type
-    /// (`None`: not a keyed table).
-    fn algorithm_type(&self) -> Option<TypeId> {
-        None
-    }
     /// Reconfigures the keyed table if `next` is an `Option<T::Algorithm>`
     /// holding a value (which it takes); false otherwise.
     fn reconfigure(&self, next: &mut dyn Any, how: Inheritance, now: Timestamp) -> bool {
         let _ = (next, how, now);
         false
-    }
-    /// Takes `n` permits for `key` or joins the key's line of at most
-    /// `limit` waiters (`None`: the store has no lines, not in flight).
-    fn join_line(&self, key: &K, n: u32, limit: usize, waker: &Waker) -> Option<Join> {
-        let _ = (key, n, limit, waker);
-        None
-    }
-    /// A queued waiter's outcome (see [`InFlightStore::poll`]).
-    fn poll_line(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<(), Refusal<'static>>> {
-        let _ = (ticket, waker);
-        Poll::Ready(Err(no_key(0)))
-    }
-    /// A queued waiter goes away (see [`InFlightStore::leave`]).
-    fn leave_line(&self, ticket: Ticket) {
-        let _ = ticket;
-    }
-}
-
-impl<K> Store<K> for InFlightStore<K>
-where
-    K: core::hash::Hash + Eq + Clone + Send + Sync,
-{
-    fn check_n(&self, key: Option<&K>, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
-        match key {
-            Some(key) => InFlightStore::check_n(self, key, n, now),
-            None => Err(no_key(n)), // never: policies have keys
-        }
-    }
-    fn snapshot(&self, key: Option<&K>, now: Timestamp) -> Snapshot {
-        match key {
-            Some(key) => self.table.snapshot(key, now),
-            None => UNLIMITED_SNAPSHOT,
-        }
-    }
-    fn capacity(&self, key: Option<&K>) -> u32 {
-        key.map_or(0, |key| self.table.capacity(key))
-    }
-    fn refund(&self, key: Option<&K>, n: u32, _: Timestamp) {
-        if let Some(key) = key {
-            self.release(key, n);
-        }
-    }
-    fn time_until_ready(
-        &self,
-        key: Option<&K>,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Duration, Refusal<'static>> {
-        match key {
-            Some(key) => self.table.time_until_ready(key, n, now),
-            None => Err(no_key(n)),
-        }
-    }
-    fn algorithm_type(&self) -> Option<TypeId> {
-        Some(TypeId::of::<InFlight>())
-    }
-    fn reconfigure(&self, next: &mut dyn Any, how: Inheritance, now: Timestamp) -> bool {
-        match next
-            .downcast_mut::<Option<InFlight>>()
-            .and_then(Option::take)
-        {
-            Some(alg) => {
-                self.table.reconfigure(alg, how, now);
-                // a raised limit lets waiters in
-                self.serve_all();
-                true
-            }
-            None => false,
-        }
-    }
-    fn join_line(&self, key: &K, n: u32, limit: usize, waker: &Waker) -> Option<Join> {
-        Some(self.join(key, n, limit, waker))
-    }
-    fn poll_line(&self, ticket: Ticket, waker: &Waker) -> Poll<Result<(), Refusal<'static>>> {
-        self.poll(ticket, waker)
-    }
-    fn leave_line(&self, ticket: Ticket) {
-        self.leave(ticket);
     }
 }
 
@@ -336,11 +180,6 @@ where
             self.0.refund(key, n, now);
         }
     }
-    fn refund_if_last(&self, key: Option<&K>, n: u32, full_at: Timestamp, now: Timestamp) {
-        if let Some(key) = key {
-            self.0.refund_if_last(key, n, full_at, now);
-        }
-    }
     fn time_until_ready(
         &self,
         key: Option<&K>,
@@ -360,9 +199,6 @@ where
         now: Timestamp,
     ) -> Option<Duration> {
         self.0.time_until_ready_after(key?, ahead, n, now)
-    }
-    fn algorithm_type(&self) -> Option<TypeId> {
-        Some(TypeId::of::<T::Algorithm>())
     }
     fn reconfigure(&self, next: &mut dyn Any, how: Inheritance, now: Timestamp) -> bool {
         match next
@@ -384,7 +220,6 @@ struct Unkeyed<L>(L);
 impl<K, L: Limiter<Permit: Copy> + Send + Sync> Store<K> for Unkeyed<L> {
     #[inline]
     fn check_n(&self, _: Option<&K>, n: u32, now: Timestamp) -> Result<Grant, Refusal<'static>> {
-        // never shaped: the instant is not needed
         self.0
             .try_acquire_n(&(), n, now)
             .map(|_| Grant::new(n, now))
@@ -435,9 +270,6 @@ impl<K> Store<K> for Single {
     fn refund(&self, _: Option<&K>, n: u32, now: Timestamp) {
         self.0.refund(n, now);
     }
-    fn refund_if_last(&self, _: Option<&K>, n: u32, full_at: Timestamp, now: Timestamp) {
-        self.0.refund_if_last(n, full_at, now);
-    }
     fn time_until_ready(
         &self,
         _: Option<&K>,
@@ -454,9 +286,6 @@ impl<K> Store<K> for Single {
         now: Timestamp,
     ) -> Option<Duration> {
         Limiter::time_until_ready_after(&self.0, &(), ahead, n, now)
-    }
-    fn algorithm_type(&self) -> Option<TypeId> {
-        Some(TypeId::of::<Gcra>())
     }
     fn reconfigure(&self, next: &mut dyn Any, how: Inheritance, now: Timestamp) -> bool {
         match next.downcast_mut::<Option<Gcra>>().and_then(Option::take) {
@@ -532,15 +361,15 @@ struct Policy<R, K> {
 }
 
 /// A policy's keyed store: the table that gives every key its limiter,
-/// with how the policy charges it (rate, shaped, or in flight). Cloning it
+/// with how the policy charges it (a rate, or in flight). Cloning it
 /// shares the table.
 ///
-/// Build one from a table ([`keyed`](Self::keyed), [`shaped`](Self::shaped),
+/// Build one from a table ([`keyed`](Self::keyed), [`single`](Self::single),
 /// [`in_flight`](Self::in_flight)) and give it to
 /// [`PartitionedBuilder::store`]; take one from a running limiter with
 /// [`Partitioned::policy_store`] to carry a policy's buckets into the
-/// limiter that replaces it (a configuration reload), reconfigured or
-/// reshaped on the way:
+/// limiter that replaces it (a configuration reload), reconfigured on the
+/// way:
 ///
 /// ```
 /// use tollgate::keyed::ShardedKeyedTable;
@@ -557,7 +386,7 @@ struct Policy<R, K> {
 /// assert!(old.try_acquire(&7, now).is_err());
 ///
 /// // the next configuration keeps tenant 7's bucket, under a new quota
-/// let store = old.policy_store(0).expect("policy 0");
+/// let store = old.policy_store("per_tenant").expect("a policy of that name");
 /// let bigger = Gcra::token_bucket(Quota::per_second(4)?);
 /// assert!(store.reconfigure(bigger, Inheritance::UsedAmount, now).is_ok());
 /// let new = Partitioned::<u32, u32>::builder("jobs")
@@ -572,7 +401,6 @@ struct Policy<R, K> {
 pub struct PolicyStore<K> {
     store: Arc<dyn Store<K>>,
     releases: bool,
-    shaping: Option<Shaping>,
 }
 
 impl<K> Clone for PolicyStore<K> {
@@ -580,7 +408,6 @@ impl<K> Clone for PolicyStore<K> {
         Self {
             store: Arc::clone(&self.store),
             releases: self.releases,
-            shaping: self.shaping,
         }
     }
 }
@@ -589,7 +416,6 @@ impl<K> fmt::Debug for PolicyStore<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PolicyStore")
             .field("holds_in_flight", &self.releases)
-            .field("shaping", &self.shaping)
             .finish_non_exhaustive()
     }
 }
@@ -605,28 +431,14 @@ impl<K: 'static> PolicyStore<K> {
         Self {
             store: Arc::new(Keyed(table)),
             releases: false,
-            shaping: None,
-        }
-    }
-
-    /// A token-bucket store that delays excess requests instead of
-    /// refusing them (see [`Shaping`] and the [module documentation](self)).
-    pub fn shaped<T>(table: T, shaping: Shaping) -> Self
-    where
-        T: KeyedTable<K, Algorithm = Gcra> + Send + Sync + 'static,
-    {
-        Self {
-            store: Arc::new(Keyed(table)),
-            releases: false,
-            shaping: Some(shaping),
         }
     }
 
     /// One bucket shared by every key: for a policy whose resources all
     /// have the same key (a global limit), it skips the keyed table's
     /// hashing and lookup. It runs a [`Gcra`], so
-    /// [`reconfigure`](Self::reconfigure) with a [`Gcra`] and
-    /// [`with_shaping`](Self::with_shaping) work as on a keyed table.
+    /// [`reconfigure`](Self::reconfigure) with a [`Gcra`] works as on a
+    /// keyed table.
     ///
     /// ```
     /// use tollgate::partitioned::{Partitioned, PolicyStore};
@@ -646,7 +458,6 @@ impl<K: 'static> PolicyStore<K> {
         Self {
             store: Arc::new(Single(bucket)),
             releases: false,
-            shaping: None,
         }
     }
 
@@ -658,9 +469,8 @@ impl<K: 'static> PolicyStore<K> {
         K: core::hash::Hash + Eq + Clone + Send + Sync,
     {
         Self {
-            store: Arc::new(table.0),
+            store: Arc::new(Keyed(table.0)),
             releases: true,
-            shaping: None,
         }
     }
 }
@@ -670,12 +480,6 @@ impl<K> PolicyStore<K> {
     #[must_use]
     pub fn holds_in_flight(&self) -> bool {
         self.releases
-    }
-
-    /// The store's shaping, if it delays instead of refusing.
-    #[must_use]
-    pub fn shaping(&self) -> Option<Shaping> {
-        self.shaping
     }
 
     /// True if both handles share one table.
@@ -703,28 +507,6 @@ impl<K> PolicyStore<K> {
             Some(unused) => Err(unused),
             None => Ok(()),
         }
-    }
-
-    /// The same table, delaying instead of refusing by `shaping`
-    /// (replacing any shaping it had).
-    ///
-    /// # Errors
-    /// The store back, unchanged, when its table is not a [`Gcra`] table
-    /// (shaping needs a token bucket's reservations) or it holds in-flight
-    /// permits.
-    pub fn with_shaping(mut self, shaping: Shaping) -> Result<Self, Self> {
-        if self.releases || self.store.algorithm_type() != Some(TypeId::of::<Gcra>()) {
-            return Err(self);
-        }
-        self.shaping = Some(shaping);
-        Ok(self)
-    }
-
-    /// The same table, refusing instead of delaying.
-    #[must_use]
-    pub fn without_shaping(mut self) -> Self {
-        self.shaping = None;
-        self
     }
 }
 
@@ -762,7 +544,6 @@ impl<K: Clone> Limiter<K> for PolicyStore<K> {
             "",
             &self.store,
             self.releases,
-            self.shaping,
             Some(key.clone()),
             n,
             now,
@@ -804,75 +585,6 @@ impl<K: Clone> Limiter<K> for PolicyStore<K> {
         now: Timestamp,
     ) -> Option<Duration> {
         self.store.time_until_ready_after(Some(key), ahead, n, now)
-    }
-
-    #[inline]
-    fn delay(&self, lease: &Lease<K>) -> Duration {
-        lease.delay()
-    }
-}
-
-/// Delay instead of refusing, for a token-bucket policy (see the [module
-/// documentation](self)): nginx `limit_req` without `nodelay`, or with
-/// `delay=`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Shaping {
-    /// Excess requests that pass without waiting (nginx `delay=`).
-    delay_after: u32,
-    /// The longest wait accepted; a longer one is refused at once.
-    max_wait: Option<Duration>,
-}
-
-impl Shaping {
-    /// Every request beyond the rate waits for its turn (nginx `burst=B`
-    /// without `nodelay`).
-    #[must_use]
-    pub const fn delay_all() -> Self {
-        Self {
-            delay_after: 0,
-            max_wait: None,
-        }
-    }
-
-    /// The first `excess` requests beyond the rate pass at once, the rest
-    /// wait (nginx `delay=N`).
-    #[must_use]
-    pub const fn delay_after(excess: u32) -> Self {
-        Self {
-            delay_after: excess,
-            max_wait: None,
-        }
-    }
-
-    /// Refuses at once a request that would wait longer than `max_wait`.
-    #[must_use]
-    pub const fn max_wait(mut self, max_wait: Duration) -> Self {
-        self.max_wait = Some(max_wait);
-        self
-    }
-
-    /// The excess requests that pass without waiting.
-    #[must_use]
-    pub const fn excess_without_delay(&self) -> u32 {
-        self.delay_after
-    }
-
-    /// The longest wait accepted.
-    #[must_use]
-    pub const fn longest_wait(&self) -> Option<Duration> {
-        self.max_wait
-    }
-
-    /// The wait for an admission of `n` permits that left its bucket full
-    /// again `lead` nanoseconds after its `now`, at the rate of `rate` (a
-    /// snapshot of that bucket): the work queued ahead of it beyond the
-    /// free excess.
-    fn delay(&self, rate: &Snapshot, lead: u64, n: u32) -> Duration {
-        // the lead before this admission (less its n permits), less the
-        // free excess; in the bucket's units, rounded up
-        Duration::from_nanos(
-            rate.lead_less_permits_nanos(lead, u64::from(n) + u64::from(self.delay_after)),
-        )
     }
 }
 
@@ -965,21 +677,6 @@ impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
         self.store(name, key_of, PolicyStore::keyed(table))
     }
 
-    /// A token-bucket policy that delays excess requests instead of
-    /// refusing them (see [`Shaping`] and the [module documentation](self)).
-    pub fn shaped<T>(
-        self,
-        name: impl Into<String>,
-        key_of: impl Fn(&R) -> Option<K> + Send + Sync + 'static,
-        table: T,
-        shaping: Shaping,
-    ) -> Self
-    where
-        T: KeyedTable<K, Algorithm = Gcra> + Send + Sync + 'static,
-    {
-        self.store(name, key_of, PolicyStore::shaped(table, shaping))
-    }
-
     /// A policy without a limit: the resources it claims pass, and no
     /// later policy or default limiter sees them (.NET's
     /// `RateLimitPartition.GetNoLimiter`). Put it first to exempt a class of
@@ -999,7 +696,6 @@ impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
             PolicyStore {
                 store: Arc::new(Unlimited),
                 releases: false,
-                shaping: None,
             },
         )
     }
@@ -1037,11 +733,10 @@ impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> PartitionedBui
     }
 }
 
-/// A keyed table of in-flight limits, for [`PartitionedBuilder::concurrency`],
-/// with each key's line of waiters (see
-/// [`Partitioned::acquire_key_in_line`]).
+/// A keyed table of in-flight limits, for [`PartitionedBuilder::concurrency`]
+/// and [`PolicyStore::in_flight`].
 #[derive(Debug)]
-pub struct InFlightTable<K>(InFlightStore<K>);
+pub struct InFlightTable<K>(ShardedKeyedTable<K, InFlight>);
 
 impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> Partitioned<R, K> {
     /// A table of at most `limit` in flight per key, for up to `max_keys`
@@ -1061,12 +756,12 @@ impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> Partitioned<R,
         let alg = InFlight::with_limit(limit);
         let table: TableBuilder<ShardedKeyedTable<K, InFlight>, InFlight, _> =
             ShardedKeyedTable::builder(alg);
-        Ok(InFlightTable(InFlightStore::new(
+        Ok(InFlightTable(
             table
                 .max_keys(max_keys)
                 .overflow(crate::keyed::OverflowPolicy::Deny)
                 .build()?,
-        )))
+        ))
     }
 }
 
@@ -1080,13 +775,6 @@ pub struct Lease<K> {
     policy: u32,
     n: u32,
     key: Option<K>,
-    /// For a shaped policy's reservation: when its admission left the
-    /// bucket full (ns), which identifies it as the last one booked; 0
-    /// for any other lease (see [`Partitioned::cancel_lease`]).
-    full_at: u64,
-    /// How long to wait before doing the work, in ns (a shaped
-    /// reservation's turn).
-    delay: u64,
     /// For an in-flight limit: the store to give the permits back to.
     release: Option<Arc<dyn Store<K>>>,
 }
@@ -1096,7 +784,6 @@ impl<K> fmt::Debug for Lease<K> {
         f.debug_struct("Lease")
             .field("policy", &self.policy)
             .field("permits", &self.n)
-            .field("delay", &self.delay())
             .field("holds_in_flight", &self.release.is_some())
             .finish_non_exhaustive()
     }
@@ -1109,8 +796,6 @@ impl<K> Lease<K> {
             policy: LEASE_DEFAULT,
             key: None,
             n: 0,
-            full_at: 0,
-            delay: 0,
             release: None,
         }
     }
@@ -1129,8 +814,6 @@ impl<K> Lease<K> {
             policy: u32::try_from(policy).unwrap_or(LEASE_DEFAULT),
             key,
             n,
-            full_at: 0,
-            delay: 0,
             release: releases.then(|| Arc::clone(store)),
         }
     }
@@ -1139,13 +822,6 @@ impl<K> Lease<K> {
     #[must_use]
     pub fn holds_in_flight(&self) -> bool {
         self.release.is_some()
-    }
-
-    /// How long to wait before doing the work: zero unless a [`Shaping`]
-    /// policy reserved a later turn for it.
-    #[must_use]
-    pub const fn delay(&self) -> Duration {
-        Duration::from_nanos(self.delay)
     }
 
     /// The permits the lease took.
@@ -1186,12 +862,15 @@ impl<R, K> Partitioned<R, K> {
         self.policies.iter().map(|p| p.name)
     }
 
-    /// Policy `index`'s store, shared (see [`PolicyStore`]): to carry its
-    /// buckets into another partitioned limiter. `None` past the last
-    /// policy.
+    /// The store of the policy named `name`, shared (see [`PolicyStore`]):
+    /// to carry its buckets into another partitioned limiter. `None` if no
+    /// policy has that name.
     #[must_use]
-    pub fn policy_store(&self, index: usize) -> Option<PolicyStore<K>> {
-        self.policies.get(index).map(|p| p.store.clone())
+    pub fn policy_store(&self, name: &str) -> Option<PolicyStore<K>> {
+        self.policies
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.store.clone())
     }
 
     /// The policy claiming `resource` and its key, if any.
@@ -1203,50 +882,26 @@ impl<R, K> Partitioned<R, K> {
             .find_map(|(i, p)| (p.key_of)(resource).map(|k| (i, k)))
     }
 
-    /// Charges policy `index` (`None`: the default limiter) for `key`
-    /// directly, skipping the key functions: for callers that route
-    /// resources themselves (the HTTP layer matches a path to a policy
-    /// once). An index past the last policy charges nothing (a free lease).
-    ///
-    /// # Errors
-    /// The [`Refusal`]; nothing was taken.
+    /// Charges policy `i` for `key`.
     #[inline]
-    pub fn try_acquire_key(
+    fn charge_policy(
         &self,
-        index: Option<usize>,
+        i: usize,
         key: K,
         n: u32,
         now: Timestamp,
     ) -> Result<Lease<K>, Refusal<'static>> {
-        match index {
-            Some(i) => match self.policies.get(i) {
-                Some(p) => self.charge(
-                    i,
-                    p.name,
-                    &p.store.store,
-                    p.store.releases,
-                    p.store.shaping,
-                    Some(key),
-                    n,
-                    now,
-                ),
-                None => Ok(Lease::free()),
-            },
-            None => self.charge_default(Some(key), n, now),
-        }
-    }
-
-    /// The state of policy `index`'s limiter for `key` (`None`: the
-    /// default limiter's), taking nothing: the snapshot for an admission
-    /// made with [`try_acquire_key`](Self::try_acquire_key), computed when
-    /// asked (for rate-limit headers). An index past the last policy, or
-    /// no default limiter, is unlimited.
-    #[must_use]
-    pub fn snapshot_key(&self, index: Option<usize>, key: &K, now: Timestamp) -> Snapshot {
-        // the default limiter ignores keys
-        let key = index.map(|_| key);
-        self.store_of(index)
-            .map_or(UNLIMITED_SNAPSHOT, |store| store.snapshot(key, now))
+        let p = &self.policies[i];
+        charge(
+            i,
+            self.name,
+            p.name,
+            &p.store.store,
+            p.store.releases,
+            Some(key),
+            n,
+            now,
+        )
     }
 
     /// Policy `index`'s store (`None`: the default limiter's); `None` past
@@ -1266,36 +921,12 @@ impl<R, K> Partitioned<R, K> {
         now: Timestamp,
     ) -> Result<Lease<K>, Refusal<'static>> {
         match &self.default {
-            Some((name, store)) => self.charge(DEFAULT, name, store, false, None, key, n, now),
+            Some((name, store)) => charge(DEFAULT, self.name, name, store, false, key, n, now),
             None => Ok(Lease::free()),
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    #[inline]
-    fn charge(
-        &self,
-        index: usize,
-        name: &'static str,
-        store: &Arc<dyn Store<K>>,
-        releases: bool,
-        shaping: Option<Shaping>,
-        key: Option<K>,
-        n: u32,
-        now: Timestamp,
-    ) -> Result<Lease<K>, Refusal<'static>> {
-        charge(
-            index, self.name, name, store, releases, shaping, key, n, now,
-        )
-    }
-
-    /// Gives a lease's permits back: an in-flight lease's at once; a rate
-    /// admission's by a refund (it took them now, as in a chain whose
-    /// later stage refused); a shaped policy's reservation only if it is
-    /// still the last one booked for its key. A reservation with a later
-    /// one on top stays spent: moving the bucket back under the later
-    /// waiter, which keeps its turn, would give that same turn to the next
-    /// arrival too (see the [module documentation](self)).
+    /// Gives a lease's permits back (see [`give_back`]).
     fn cancel_lease(&self, lease: Lease<K>, now: Timestamp) {
         let index = (lease.policy != LEASE_DEFAULT).then_some(lease.policy as usize);
         give_back(self.store_of(index), lease, now);
@@ -1312,85 +943,36 @@ fn charge<K>(
     name: &'static str,
     store: &Arc<dyn Store<K>>,
     releases: bool,
-    shaping: Option<Shaping>,
     key: Option<K>,
     n: u32,
     now: Timestamp,
 ) -> Result<Lease<K>, Refusal<'static>> {
     match store.check_n(key.as_ref(), n, now) {
-        // the common case, inline in the caller: an unshaped admission
-        Ok(_) if shaping.is_none() => Ok(Lease::taken(index, key, n, store, releases)),
-        d => charge_rest(
-            index, limiter, name, store, releases, shaping, key, n, now, d,
-        ),
+        Ok(_) => Ok(Lease::taken(index, key, n, store, releases)),
+        Err(refusal) => Err(refused(refusal, limiter, name)),
     }
 }
 
-/// [`charge`] after anything but an unshaped admission: a shaped one (a
-/// delay, perhaps too long) or a refusal.
-#[allow(clippy::too_many_arguments)]
+/// A store's refusal, named (out of line: the admitted path stays short).
+#[cold]
 #[inline(never)]
-fn charge_rest<K>(
-    index: usize,
+fn refused(
+    refusal: Refusal<'static>,
     limiter: &'static str,
     name: &'static str,
-    store: &Arc<dyn Store<K>>,
-    releases: bool,
-    shaping: Option<Shaping>,
-    key: Option<K>,
-    n: u32,
-    now: Timestamp,
-    d: Result<Grant, Refusal<'static>>,
-) -> Result<Lease<K>, Refusal<'static>> {
-    match d {
-        Ok(grant) => {
-            let full_at = grant.full_at();
-            let mut lease = Lease::taken(index, key, n, store, releases);
-            let Some(shaping) = shaping else {
-                return Ok(lease);
-            };
-            // A reservation: its turn comes from the instant its own
-            // admission left the bucket full (a later booking's does not
-            // count), and only the last one booked can go back. The
-            // snapshot gives the bucket's rate.
-            let rate = store.snapshot(lease.key.as_ref(), now);
-            let lead = full_at.as_nanos().saturating_sub(now.as_nanos());
-            let delay = shaping.delay(&rate, lead, n);
-            lease.full_at = full_at.as_nanos();
-            if let Some(max) = shaping.max_wait {
-                if delay > max {
-                    // too long a wait: give the reservation back
-                    give_back(Some(store), lease, now);
-                    return Err(Refusal::new(delay.saturating_sub(max), rate).by(limiter, name));
-                }
-            }
-            lease.delay = crate::time::duration_to_nanos(delay);
-            Ok(lease)
-        }
-        Err(refusal) => Err(refusal.by(limiter, name)),
-    }
+) -> Refusal<'static> {
+    refusal.by(limiter, name)
 }
 
 /// Gives a lease's permits back: an in-flight lease's at once (it knows
 /// its store); a rate admission's to `store` by a refund (it took them
-/// now, as in a chain whose later stage refused); a shaped policy's
-/// reservation only if it is still the last one booked for its key. A
-/// reservation with a later one on top stays spent: moving the bucket back
-/// under the later waiter, which keeps its turn, would give that same turn
-/// to the next arrival too (see the [module documentation](self)).
+/// now, as in a chain whose later stage refused).
 fn give_back<K>(store: Option<&Arc<dyn Store<K>>>, mut lease: Lease<K>, now: Timestamp) {
     // taken here: the drop must not release again
     if let Some(own) = lease.release.take() {
         own.refund(lease.key.as_ref(), lease.n, now);
-        return;
-    }
-    if let Some(store) = store {
-        if lease.full_at == 0 {
-            store.refund(lease.key.as_ref(), lease.n, now);
-        } else {
-            let full_at = Timestamp::from_nanos(lease.full_at);
-            store.refund_if_last(lease.key.as_ref(), lease.n, full_at, now);
-        }
+    } else if let Some(store) = store {
+        store.refund(lease.key.as_ref(), lease.n, now);
     }
 }
 
@@ -1415,7 +997,7 @@ impl<R, K> Limiter<R> for Partitioned<R, K> {
         now: Timestamp,
     ) -> Result<Lease<K>, Refusal<'static>> {
         match self.claim(resource) {
-            Some((i, key)) => self.try_acquire_key(Some(i), key, n, now),
+            Some((i, key)) => self.charge_policy(i, key, n, now),
             None => self.charge_default(None, n, now),
         }
     }
@@ -1470,10 +1052,5 @@ impl<R, K> Limiter<R> for Partitioned<R, K> {
             return Some(Duration::ZERO);
         };
         store.time_until_ready_after(key.as_ref(), ahead, n, now)
-    }
-
-    #[inline]
-    fn delay(&self, lease: &Lease<K>) -> Duration {
-        lease.delay()
     }
 }

@@ -68,34 +68,6 @@ impl Snapshot {
         }
     }
 
-    /// `lead_nanos` (the time the work booked so far takes, as an
-    /// admission's instant of being full again less its `now`) less the
-    /// time `permits` permits take to come back, at this snapshot's rate,
-    /// in nanoseconds rounded up: when the work queued ahead of the last
-    /// `permits` ends. For a snapshot with an exact count, a permit takes
-    /// 1 ns.
-    #[cfg(feature = "std")]
-    #[inline]
-    pub(crate) const fn lead_less_permits_nanos(&self, lead_nanos: u64, permits: u64) -> u64 {
-        let cost = self.per_permit.saturating_mul(permits);
-        if self.scale <= 1 {
-            return lead_nanos.saturating_sub(cost);
-        }
-        // The lead in units: `lead_nanos` was rounded up to the nanosecond;
-        // a token bucket's slack (the largest lead, limit × T, less the
-        // lead this snapshot saw, which is never less than the admission's
-        // unless capacity was given back since) gives it exactly.
-        let scale = self.scale as u64;
-        let by_slack = (self.limit as u64 * self.per_permit).saturating_sub(self.slack);
-        let by_lead = lead_nanos.saturating_mul(scale);
-        let lead = if by_slack < by_lead {
-            by_slack
-        } else {
-            by_lead
-        };
-        units_to_nanos_ceil(lead.saturating_sub(cost), self.scale)
-    }
-
     /// The most permits this limiter can ever hold (burst, largest weight,
     /// window limit or concurrency limit).
     #[must_use]

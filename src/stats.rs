@@ -207,11 +207,6 @@ impl<K: ?Sized, L: Limiter<K>> Limiter<K> for WithStats<L> {
     }
 
     #[inline]
-    fn delay(&self, permit: &Self::Permit) -> Duration {
-        self.inner.delay(&permit.0)
-    }
-
-    #[inline]
     fn time_until_ready_after(
         &self,
         key: &K,

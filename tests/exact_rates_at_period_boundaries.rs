@@ -400,24 +400,158 @@ fn past_the_horizon_an_exact_bucket_fails_closed() {
     assert!(b.check_n(10, t(horizon + SEC)).is_ok());
 }
 
-/// A shaped policy (nginx `limit_req` without `nodelay`) delays each
-/// excess request to its exact turn, rounded up to the nanosecond: at 3 per
-/// second, `⌈k/3⌉` s for the `k`-th (rounding `T` up made them 333_333_334,
-/// 666_666_668 and 1_000_000_002 ns).
-#[test]
-fn shaped_delays_are_the_exact_turns() {
-    use tollgate::partitioned::{Partitioned, Shaping};
-    let bucket = Gcra::token_bucket(burst(Quota::per_second(3).unwrap(), 4));
+/// Waiting behind a queue (nginx `limit_req burst=3` without `nodelay`: a
+/// bucket of burst 1 behind a queue of 3) admits each excess request at
+/// its turn, to the nanosecond: the first nanosecond at or after the
+/// previous admission plus `T`. A bucket of burst 1 restarts from the
+/// instant it admits, and a clock reading in whole nanoseconds is up to
+/// 1 ns after an exact rational turn, so at 3 per second (`T` = 333_333_333⅓
+/// ns) the turns are 333_333_334, 666_666_668 and 1_000_000_002 ns: at most
+/// 1 ns per admission behind the exact `k·T`, never ahead. tokio's timers
+/// fire on a 1 ms grid, so the paused clock is moved by hand to 1 ns
+/// before each turn and to the turn, and the queue asked to look again
+/// (`Queue::recheck`); left to its timer, the queue admits each on the
+/// first millisecond tick at or after its turn, never before, and charges
+/// it at its turn (the timer's lateness does not add up: see
+/// `a_paced_line_keeps_its_rate_on_the_timer_grid`).
+#[cfg(feature = "tokio")]
+#[tokio::test(start_paused = true)]
+async fn queued_waiters_are_admitted_at_their_turns_to_the_nanosecond() {
+    use core::future::Future;
+    use core::pin::Pin;
+    use core::task::{Context, Poll};
+    use tollgate::partitioned::Partitioned;
+    use tollgate::queue::{Queue, WaitError};
+    use tollgate::Clock;
+
+    /// The future's answer now, without waiting.
+    async fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
+        core::future::poll_fn(|cx: &mut Context<'_>| Poll::Ready(Pin::new(&mut *f).poll(cx))).await
+    }
+
+    // a newcomer's wait, estimated from the bucket before any admission:
+    // the exact turns `⌈k·T⌉`
+    const ESTIMATES: [u64; 3] = [333_333_334, 666_666_667, 1_000_000_000];
+    // the admissions: each ⌈previous + T⌉
+    const TURNS: [u64; 3] = [333_333_334, 666_666_668, 1_000_000_002];
+    let bucket = Gcra::token_bucket(burst(Quota::per_second(3).unwrap(), 1));
     let table = ShardedKeyedTable::<u8, _>::builder(bucket).build().unwrap();
-    let shaped = Partitioned::<u8, u8>::builder("exact")
-        .shaped("zone", |k: &u8| Some(*k), table, Shaping::delay_all())
+    let zone = Partitioned::<u8, u8>::builder("exact")
+        .policy("zone", |k: &u8| Some(*k), table)
         .build();
-    let delays: Vec<u64> = (0..4)
-        .map(|_| {
-            let lease = shaped.try_acquire(&1, t(T0)).unwrap();
-            u64::try_from(lease.delay().as_nanos()).unwrap()
-        })
+    let queue = Queue::builder(zone).queue_limit(3).build();
+    let clock = *queue.clock();
+    // tick 0 of tokio's timer grid
+    let t0 = tokio::time::Instant::now();
+
+    // key 1: each turn reached by hand, to the nanosecond
+    let start = clock.now();
+    let mut first = Box::pin(queue.acquire(&1, 1));
+    assert!(matches!(poll_once(&mut first).await, Poll::Ready(Ok(_))));
+    let mut waiters = Vec::new();
+    for turn in ESTIMATES {
+        // what a newcomer would wait now: exactly its turn
+        assert_eq!(
+            queue.try_acquire(&1, 1).unwrap_err(),
+            WaitError::WouldWait {
+                retry_after: Some(Duration::from_nanos(turn))
+            }
+        );
+        let mut waiter = Box::pin(queue.acquire(&1, 1));
+        assert!(poll_once(&mut waiter).await.is_pending());
+        waiters.push(waiter);
+    }
+    // the fifth does not fit; room comes at the first turn
+    let mut fifth = Box::pin(queue.acquire(&1, 1));
+    assert_eq!(
+        poll_once(&mut fifth).await.map(|r| r.map(drop)),
+        Poll::Ready(Err(WaitError::QueueFull {
+            retry_after: Some(Duration::from_nanos(ESTIMATES[0]))
+        }))
+    );
+    // each waiter: still waiting 1 ns before its turn; admitted at it (if
+    // not, the nanosecond it is admitted at, looking again each ns)
+    let mut early = Vec::new();
+    let mut at = Vec::new();
+    for (turn, waiter) in TURNS.into_iter().zip(&mut waiters) {
+        let before = start + Duration::from_nanos(turn - 1);
+        tokio::time::advance(before - clock.now()).await;
+        queue.recheck();
+        early.push(poll_once(waiter).await.is_pending());
+        let mut admitted = None;
+        for _ in 0..1_000 {
+            tokio::time::advance(Duration::from_nanos(1)).await;
+            queue.recheck();
+            if let Poll::Ready(r) = poll_once(waiter).await {
+                assert!(r.is_ok());
+                admitted = Some(u64::try_from((clock.now() - start).as_nanos()).unwrap());
+                break;
+            }
+        }
+        at.push(admitted);
+    }
+    assert_eq!(queue.stats().queued_requests, 0);
+
+    // key 2, left to the queue's timer, from a tick of tokio's timer grid:
+    // each on the first millisecond tick at or after its exact turn
+    let start = t0 + Duration::from_secs(2);
+    tokio::time::advance(start - tokio::time::Instant::now()).await;
+    assert!(queue.try_acquire(&2, 1).is_ok());
+    let mut waiters: Vec<_> = TURNS
+        .iter()
+        .map(|_| Box::pin(queue.acquire(&2, 1)))
         .collect();
-    assert_eq!(delays, [0, 333_333_334, 666_666_667, 1_000_000_000]);
-    assert!(shaped.try_acquire(&1, t(T0)).is_err());
+    for waiter in &mut waiters {
+        assert!(poll_once(waiter).await.is_pending());
+    }
+    let mut admitted = Vec::new();
+    for waiter in waiters {
+        assert!(waiter.await.is_ok());
+        admitted.push(start.elapsed());
+    }
+    let ticks: Vec<Duration> = TURNS
+        .iter()
+        .map(|&turn| Duration::from_millis(turn.div_ceil(1_000_000)))
+        .collect();
+    assert_eq!(
+        (early, at, admitted),
+        (vec![true; 3], TURNS.map(Some).to_vec(), ticks),
+        "(waiting 1 ns before each turn, admitted at (ns, by hand), admitted at (by the timer))"
+    );
+}
+
+/// A line of a burst-1 bucket left to the queue's timer keeps the bucket's
+/// rate: each waiter is charged at its turn, not at the (later) tick its
+/// timer fired on, so the timer grid's lateness does not add up from one
+/// admission to the next. At 300 per second (`T` = 3⅓ ms, off tokio's 1 ms
+/// grid), 30 queued waiters behind a first admission are all admitted by
+/// `30·T` = 100 ms (plus the last tick's lateness), where charging each at
+/// its tick took 120 ms (250 per second).
+#[cfg(feature = "tokio")]
+#[tokio::test(start_paused = true)]
+async fn a_paced_line_keeps_its_rate_on_the_timer_grid() {
+    use tollgate::queue::Queue;
+
+    let bucket = Gcra::token_bucket(burst(Quota::per_second(300).unwrap(), 1));
+    let table = ShardedKeyedTable::<u8, _>::builder(bucket).build().unwrap();
+    let queue = Queue::builder(table).queue_limit(30).build();
+    let start = tokio::time::Instant::now();
+    assert!(queue.try_acquire(&1, 1).is_ok());
+    let waiters: Vec<_> = (0..30)
+        .map(|_| tokio::spawn(queue.acquire(&1, 1)))
+        .collect();
+    let mut at = Vec::new();
+    for w in waiters {
+        assert!(w.await.unwrap().is_ok());
+        at.push(start.elapsed());
+    }
+    // the k-th at its turn's tick: ⌈k·T⌉ ms at most 1 ms late, in order
+    for (k, t) in (1u64..).zip(&at) {
+        let turn = Duration::from_nanos((k * 1_000_000_000).div_ceil(300));
+        assert!(
+            *t >= turn && *t <= turn + Duration::from_millis(1),
+            "waiter {k} admitted at {t:?}, its turn {turn:?}: {at:?}"
+        );
+    }
+    assert!(at[29] <= Duration::from_millis(101), "{at:?}");
 }

@@ -1,9 +1,10 @@
-//! Async acquisition through a partitioned limiter on tokio's paused clock:
-//! each key's excess requests wait their turn in arrival order (a shaped
-//! policy), a flooding key never delays another key, the line is bounded by
-//! the key's burst, waiters that go away from the end of the line give
-//! their places back (one with waiters behind it leaves its place spent),
-//! and an unshaped policy waits for capacity up to a maximum wait.
+//! Async acquisition through a partitioned limiter on tokio's paused clock,
+//! with a `Queue` in front of a plain policy (nginx `limit_req burst=5`: a
+//! bucket of burst 1 and a line of 5 per key): each key's excess requests
+//! wait their turn in arrival order, a flooding key never delays another
+//! key, the line is bounded per key, waiters that go away give their
+//! places back (those behind them move up), and a policy with a burst
+//! waits for capacity up to a maximum wait.
 #![cfg(feature = "tokio")]
 
 use core::time::Duration;
@@ -11,28 +12,41 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 use tollgate::keyed::ShardedKeyedTable;
-use tollgate::partitioned::{Partitioned, Shaping};
+use tollgate::partitioned::Partitioned;
 use tollgate::queue::{Queue, WaitError};
 use tollgate::{Gcra, Limiter, Quota, TokioClock};
 
-/// 10 per second per client, 5 may wait (nginx `burst=5`), FIFO per client.
-fn per_client(shaping: Option<Shaping>) -> Arc<Partitioned<u32, u32>> {
+/// 10 per second per client, bursts of `burst`.
+fn per_client(burst: u32) -> Arc<Partitioned<u32, u32>> {
     let table = ShardedKeyedTable::<u32, _>::builder(Gcra::token_bucket(
-        Quota::per_second(10).unwrap().with_burst(6).unwrap(),
+        Quota::per_second(10).unwrap().with_burst(burst).unwrap(),
     ))
     .build()
     .unwrap();
-    let b = Partitioned::<u32, u32>::builder("http");
     Arc::new(
-        match shaping {
-            Some(s) => b.shaped("per_client", |c: &u32| Some(*c), table, s),
-            None => b.policy("per_client", |c: &u32| Some(*c), table),
-        }
-        .build(),
+        Partitioned::<u32, u32>::builder("http")
+            .policy("per_client", |c: &u32| Some(*c), table)
+            .build(),
     )
 }
 
 const FOREVER: Duration = Duration::from_secs(3600);
+
+/// A queue of clients in front of a shared partitioned limiter.
+type Lines = Queue<Arc<Partitioned<u32, u32>>, u32>;
+
+/// What nginx `limit_req burst=5` (without `nodelay`) is: a bucket of
+/// burst 1 (was: of burst 6, shaped with `Shaping::delay_all`) behind a
+/// line of at most 5 per client, FIFO per client.
+fn nginx_burst_5(clock: TokioClock) -> (Arc<Partitioned<u32, u32>>, Lines) {
+    let p = per_client(1);
+    let queue = Queue::builder(Arc::clone(&p))
+        .queue_limit(5)
+        .max_wait(FOREVER)
+        .clock(clock)
+        .build();
+    (p, queue)
+}
 
 /// A queue of keys `u32` in front of `limiter` (shared: an `Arc`), waiting
 /// at most `max_wait`, on `clock`.
@@ -48,9 +62,8 @@ where
 
 #[tokio::test(start_paused = true)]
 async fn each_clients_excess_waits_its_turn_in_order() {
-    let p = per_client(Some(Shaping::delay_all()));
     let clock = TokioClock::new();
-    let queue = queue_of(Arc::clone(&p), clock, FOREVER);
+    let (p, queue) = nginx_burst_5(clock);
     let start = Instant::now();
     let mut tasks = Vec::new();
     for i in 0..6u64 {
@@ -61,14 +74,21 @@ async fn each_clients_excess_waits_its_turn_in_order() {
         }));
         tokio::task::yield_now().await; // arrive in order
     }
-    // the 7th is beyond the line (burst 5 + 1): refused at once
-    let no_wait = queue_of(Arc::clone(&p), clock, Duration::ZERO);
-    let seventh = no_wait
-        .acquire(&1, 1)
-        .await
-        .map(drop)
-        .map_err(|r| r.retry_after());
-    assert!(seventh.is_err(), "{seventh:?} at {:?}", start.elapsed());
+    assert_eq!(queue.stats().queued_requests, 5);
+    // the 7th is beyond the line (1 admitted + 5 waiting): refused at once,
+    // told to retry when the head of the line has gone in
+    let seventh = queue.acquire(&1, 1).await.map(drop);
+    assert_eq!(
+        seventh,
+        Err(WaitError::QueueFull {
+            retry_after: Some(Duration::from_millis(100))
+        }),
+        "at {:?}",
+        start.elapsed()
+    );
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    // nor does a check past the queue find a turn: the bucket is spent
+    assert!(p.try_acquire(&1, tollgate::Clock::now(&clock)).is_err());
     let mut done = Vec::new();
     for t in tasks {
         done.push(t.await.unwrap());
@@ -81,9 +101,7 @@ async fn each_clients_excess_waits_its_turn_in_order() {
 
 #[tokio::test(start_paused = true)]
 async fn a_flooding_client_never_delays_another() {
-    let p = per_client(Some(Shaping::delay_all()));
-    let clock = TokioClock::new();
-    let queue = queue_of(Arc::clone(&p), clock, FOREVER);
+    let (_, queue) = nginx_burst_5(TokioClock::new());
     let mut flood = Vec::new();
     for _ in 0..6 {
         let queue = queue.clone();
@@ -96,8 +114,9 @@ async fn a_flooding_client_never_delays_another() {
         }));
     }
     tokio::task::yield_now().await;
+    assert_eq!(queue.stats().queued_requests, 5);
     let start = Instant::now();
-    // client 2's first request passes at once though client 1 has six
+    // client 2's first request passes at once though client 1 has five
     // waiting; its next ones follow its own rate only
     let mut times = Vec::new();
     for _ in 0..6 {
@@ -113,50 +132,76 @@ async fn a_flooding_client_never_delays_another() {
     }
 }
 
+/// Was: a waiter leaving from the middle left its (reserved) place spent.
+/// Behind a `Queue` a waiter holds nothing until its turn, so every waiter
+/// that goes away gives its place back: those behind it move up, and the
+/// line has room again for newcomers.
 #[tokio::test(start_paused = true)]
 async fn waiters_that_go_away_from_the_end_of_the_line_give_their_places_back() {
-    let p = per_client(Some(Shaping::delay_all()));
     let clock = TokioClock::new();
-    let queue = queue_of(Arc::clone(&p), clock, FOREVER);
-    // fill the line: delays 0..=500 ms
-    let mut waiting = Vec::new();
-    for _ in 0..6 {
+    let (p, queue) = nginx_burst_5(clock);
+    let start = Instant::now();
+    let spawn = |queue: &Lines| {
         let queue = queue.clone();
-        waiting.push(tokio::spawn(async move {
+        tokio::spawn(async move {
             queue
                 .acquire(&1, 1)
                 .await
                 .map(drop)
-                .map_err(|r| r.retry_after())
-        }));
+                .map_err(|r| r.retry_after())?;
+            Ok::<_, Option<Duration>>(start.elapsed())
+        })
+    };
+    // fill the line: the first goes in, five wait for 100..=500 ms
+    let mut waiting = Vec::new();
+    for _ in 0..6 {
+        waiting.push(spawn(&queue));
+        tokio::task::yield_now().await; // arrive in order
     }
-    tokio::task::yield_now().await;
+    assert_eq!(queue.stats().queued_requests, 5);
     assert!(p.try_acquire(&1, tollgate::Clock::now(&clock)).is_err());
-    // one in the middle disconnects: the waiters behind it keep their
-    // turns, so its place stays spent (giving it to a newcomer would put
-    // two requests on one turn)
+    assert!(matches!(
+        queue.acquire(&1, 1).await.map(drop),
+        Err(WaitError::QueueFull { .. })
+    ));
+    // one in the middle disconnects: its place comes back
     let middle = waiting.remove(2);
     middle.abort();
-    let _ = middle.await;
-    assert!(p.try_acquire(&1, tollgate::Clock::now(&clock)).is_err());
-    // the last three disconnect, latest first: each is then the last
-    // place booked, and comes back
+    assert!(middle.await.unwrap_err().is_cancelled());
+    assert_eq!(queue.stats().queued_requests, 4);
+    // the last three disconnect, latest first: each place comes back
     for w in waiting.drain(2..).rev() {
         w.abort();
-        let _ = w.await;
+        assert!(w.await.unwrap_err().is_cancelled());
     }
-    for _ in 0..3 {
-        assert!(p.try_acquire(&1, tollgate::Clock::now(&clock)).is_ok());
-    }
+    let stats = queue.stats();
+    assert_eq!((stats.queued_requests, stats.cancelled_requests), (1, 4));
+    // the bucket is still spent (nobody took a turn), and the four places
+    // are free: four newcomers fit, a fifth does not
     assert!(p.try_acquire(&1, tollgate::Clock::now(&clock)).is_err());
-    for w in waiting {
-        w.await.unwrap().unwrap();
+    let mut newcomers = Vec::new();
+    for _ in 0..4 {
+        newcomers.push(spawn(&queue));
+        tokio::task::yield_now().await;
     }
+    assert_eq!(queue.stats().queued_requests, 5);
+    assert!(matches!(
+        queue.acquire(&1, 1).await.map(drop),
+        Err(WaitError::QueueFull { .. })
+    ));
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    // no turn is lost to the ones that left: one every 100 ms
+    let mut times = Vec::new();
+    for w in waiting.into_iter().chain(newcomers) {
+        times.push(w.await.unwrap().unwrap());
+    }
+    let want: Vec<Duration> = (0..6).map(|i| Duration::from_millis(100 * i)).collect();
+    assert_eq!(times, want);
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_unshaped_policy_waits_for_capacity_up_to_max_wait() {
-    let p = per_client(None);
+    let p = per_client(6);
     let clock = TokioClock::new();
     let no_wait = queue_of(Arc::clone(&p), clock, Duration::ZERO);
     for _ in 0..6 {

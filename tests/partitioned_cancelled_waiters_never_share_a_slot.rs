@@ -1,10 +1,13 @@
-//! Shaped waiters (`Queue::acquire` futures) dropped while
-//! they wait, in waves, on tokio's paused clock: most of each wave goes
-//! away, a few stay. Whatever the order of the drops, the admissions never
-//! exceed `burst + ⌊t / T⌋` in any window of length `t`, and the waiters
-//! that stay are served in the order they arrived — for one key's line,
-//! for the one bucket of a global policy (`PolicyStore::single`), and for
-//! a chain of both.
+//! Waiters (`Queue::acquire` futures) in front of a partitioned limiter,
+//! dropped while they wait, in waves, on tokio's paused clock: most of each
+//! wave goes away, a few stay. Whatever the order of the drops, the
+//! admissions never exceed `burst + ⌊t / T⌋` in any window of length `t`,
+//! no turn is lost to a waiter that went away (a waiter holds nothing while
+//! it waits: the ones that stay are admitted at consecutive turns), and the
+//! waiters that stay are served in the order they arrived — for one key's
+//! line, for the one bucket of a global policy (`PolicyStore::single`), and
+//! for a chain of both. A permit granted to a waiter that goes away before
+//! it takes it goes to the next waiter, never to two.
 #![cfg(feature = "tokio")]
 
 mod support;
@@ -17,33 +20,40 @@ use std::task::Poll;
 
 use tokio::time::Instant;
 use tollgate::keyed::ShardedKeyedTable;
-use tollgate::partitioned::{Partitioned, PolicyStore, Shaping};
+use tollgate::partitioned::{Partitioned, PolicyStore};
 use tollgate::queue::Queue;
-use tollgate::{Gcra, Limiter, LiveBucket, Quota, TokioClock};
+use tollgate::{Clock, Gcra, Limiter, LiveBucket, Quota, TokioClock};
 
-/// 10 per second, burst 1, up to 100 waiting (`queue = { limit = 100 }`).
+/// 10 per second, burst 1, up to 100 waiting per key (nginx `limit_req
+/// burst=100` without `nodelay`: a bucket of burst 1 behind a queue of 100).
 const T: Duration = Duration::from_millis(100);
 const BURST: usize = 1;
+const QUEUE_LIMIT: u64 = 100;
 
 fn gcra() -> Gcra {
-    Gcra::token_bucket(Quota::per_second(10).unwrap().with_burst(101).unwrap())
+    Gcra::token_bucket(
+        Quota::per_second(10)
+            .unwrap()
+            .with_burst(BURST as u32)
+            .unwrap(),
+    )
 }
 
 /// Requests per wave.
 const WAVE: usize = 10;
-/// The one request of each wave that stays; the rest go away. Chosen so
-/// that a give-back from the end of the bucket puts later arrivals on the
-/// turns of earlier waiters, and one of them before an earlier waiter.
+/// The one request of each wave that stays; the rest go away: waiters
+/// ahead of it and behind it, the head of the line among them.
 const STAYS: [usize; 4] = [5, 4, 3, 1];
 
 const FOREVER: Duration = Duration::from_secs(3600);
 
-/// An admission: arrival number, key, when (since the start).
+/// An admission: arrival number, queue key, when (since the start).
 type Admitted = (usize, u32, Duration);
 type Waiter = Pin<Box<dyn Future<Output = ()>>>;
 
 /// Whether the waiters of a wave go away latest first (each then the last
-/// one booked) or earliest first (each with later ones booked on top).
+/// one in its line) or earliest first (each the head of its line, with
+/// later ones behind it).
 #[derive(Clone, Copy, Debug)]
 enum Drops {
     LatestFirst,
@@ -51,17 +61,18 @@ enum Drops {
 }
 
 /// One request admitted at once, then the waves: each request arrives
-/// after the previous one has booked its turn (its future polled once:
+/// after the previous one has joined its line (its future polled once:
 /// the explicit signal), the ones not in `STAYS` are dropped, and the
 /// next wave arrives at once. Then the waiters that stayed are run to
-/// their turn. Returns the admissions in the order the limiter let them
-/// through.
-async fn waves<P>(limiter: Arc<P>, key_of: fn(usize) -> u32, drops: Drops) -> Vec<Admitted>
+/// their turn. `key_of` gives the queue key (the line) of each arrival.
+/// Returns the admissions in the order the limiter let them through.
+async fn waves<L>(limiter: L, key_of: fn(usize) -> u32, drops: Drops) -> Vec<Admitted>
 where
-    P: Limiter<u32, Permit: Send + 'static> + Send + Sync + 'static,
+    L: Limiter<u32, Permit: Send + 'static> + Send + Sync + 'static,
 {
     let clock = TokioClock::new();
     let queue = Queue::builder(limiter)
+        .queue_limit(QUEUE_LIMIT)
         .max_wait(FOREVER)
         .clock(clock)
         .build();
@@ -74,7 +85,9 @@ where
         let waiter: Waiter = Box::pin(async move {
             let key = key_of(id);
             let lease = queue.acquire(&key, 1).await;
-            assert!(lease.is_ok(), "request {id} refused");
+            if let Err(e) = lease {
+                panic!("request {id} refused: {e:?}");
+            }
             log.lock().unwrap().push((id, key, start.elapsed()));
         });
         waiter
@@ -85,22 +98,36 @@ where
         "the first request passes at once"
     );
     let mut stayed = Vec::new();
-    for stays in STAYS {
+    for (w, stays) in STAYS.into_iter().enumerate() {
         let mut wave = Vec::new();
         for _ in 0..WAVE {
             let mut waiter = arrive();
-            // booked on its first poll: the bucket is spent, so it waits
+            // in its line on its first poll: the bucket is spent, so it waits
             assert!(matches!(
                 support::poll_once(&mut waiter).await,
                 Poll::Pending
             ));
             wave.push(waiter);
         }
+        assert_eq!(
+            queue.stats().queued_requests,
+            (stayed.len() + WAVE) as u64,
+            "wave {w}: every request of it waits"
+        );
         stayed.push(wave.remove(stays));
         match drops {
             Drops::LatestFirst => wave.into_iter().rev().for_each(drop),
             Drops::EarliestFirst => wave.into_iter().for_each(drop),
         }
+        // the dropped ones left their lines at once
+        let stats = queue.stats();
+        assert_eq!(stats.queued_requests, stayed.len() as u64, "wave {w}");
+        assert_eq!(
+            stats.cancelled_requests,
+            ((w + 1) * (WAVE - 1)) as u64,
+            "wave {w}"
+        );
+        assert_eq!(stats.admitted_requests, 1, "wave {w}: only the first");
     }
     // all of them at once, each polled when woken (paused time advances
     // to the next turn whenever none can run)
@@ -118,6 +145,11 @@ where
         log.len(),
         1 + STAYS.len(),
         "every waiter that stayed: {log:?}"
+    );
+    let stats = queue.stats();
+    assert_eq!(
+        (stats.queued_requests, stats.admitted_requests),
+        (0, log.len() as u64)
     );
     log
 }
@@ -138,6 +170,15 @@ fn assert_within_rate(admitted: &[Admitted], what: &str) {
             );
         }
     }
+}
+
+/// No turn lost to the waiters that went away: the first at once, the
+/// ones that stayed at the next turns, one each, exactly (paused time),
+/// and in the order the limiter let them through.
+fn assert_consecutive_turns(admitted: &[Admitted], what: &str) {
+    let at: Vec<Duration> = admitted.iter().map(|a| a.2).collect();
+    let turns: Vec<Duration> = (0..admitted.len() as u32).map(|k| k * T).collect();
+    assert_eq!(at, turns, "{what}: {admitted:?}");
 }
 
 /// Served in arrival order (per key when `per_key`).
@@ -161,16 +202,17 @@ fn per_key_line() -> Partitioned<u32, u32> {
         .build()
         .unwrap();
     Partitioned::builder("per_key")
-        .shaped("client", |c: &u32| Some(*c), table, Shaping::delay_all())
+        .policy("client", |c: &u32| Some(*c), table)
         .build()
 }
 
+fn global_store() -> PolicyStore<u32> {
+    PolicyStore::single(LiveBucket::new(gcra()))
+}
+
 fn global_line() -> Partitioned<u32, u32> {
-    let bucket = PolicyStore::single(LiveBucket::new(gcra()))
-        .with_shaping(Shaping::delay_all())
-        .unwrap();
     Partitioned::builder("global")
-        .store("all", |c: &u32| Some(*c), bucket)
+        .store("all", |c: &u32| Some(*c), global_store())
         .build()
 }
 
@@ -180,6 +222,7 @@ async fn dropped_waiters_of_one_key_never_let_two_requests_share_a_turn() {
         let what = format!("one key, {drops:?}");
         let admitted = waves(Arc::new(per_key_line()), |_| 7, drops).await;
         assert_within_rate(&admitted, &what);
+        assert_consecutive_turns(&admitted, &what);
         assert_in_arrival_order(&admitted, false, &what);
     }
 }
@@ -187,10 +230,24 @@ async fn dropped_waiters_of_one_key_never_let_two_requests_share_a_turn() {
 #[tokio::test(start_paused = true)]
 async fn dropped_waiters_of_a_global_bucket_never_let_two_requests_share_a_turn() {
     for drops in [Drops::LatestFirst, Drops::EarliestFirst] {
-        let what = format!("global bucket, many keys, {drops:?}");
+        // every client in the global policy's one line: the caller charges
+        // the policy's store for the policy's one key (as the HTTP layer
+        // does), so the clients' requests wait in one line, in arrival order
+        let what = format!("global bucket, one line for all clients, {drops:?}");
+        let admitted = waves(global_store(), |_| 0, drops).await;
+        assert_within_rate(&admitted, &what);
+        assert_consecutive_turns(&admitted, &what);
+        assert_in_arrival_order(&admitted, false, &what);
+
+        // a line per client in front of the partitioned limiter, all on
+        // the one bucket: lines of different keys are not ordered among
+        // themselves (the queue's documented semantics), but the bucket
+        // still never lets two requests share a turn, and no turn is lost
+        let what = format!("global bucket, a line per client, {drops:?}");
         let admitted = waves(Arc::new(global_line()), |id| id as u32, drops).await;
         assert_within_rate(&admitted, &what);
-        assert_in_arrival_order(&admitted, false, &what);
+        assert_consecutive_turns(&admitted, &what);
+        assert_in_arrival_order(&admitted, true, &what);
     }
 }
 
@@ -199,13 +256,75 @@ async fn dropped_waiters_of_a_chain_never_let_two_requests_share_a_turn() {
     for drops in [Drops::LatestFirst, Drops::EarliestFirst] {
         let what = format!("per key then global, {drops:?}");
         let chain = per_key_line().and(global_line());
-        // two clients: each its own line, both in the global one
+        // two clients: each its own line, both on the global bucket
         let admitted = waves(Arc::new(chain), |id| (id % 2) as u32, drops).await;
         assert_within_rate(&admitted, &what);
+        assert_consecutive_turns(&admitted, &what);
         for key in 0..2 {
             let of_key: Vec<Admitted> = admitted.iter().filter(|a| a.1 == key).copied().collect();
             assert_within_rate(&of_key, &format!("{what}, client {key}"));
         }
         assert_in_arrival_order(&admitted, true, &what);
     }
+}
+
+/// A waiter granted its permit by the line's timer but dropped before it
+/// took it: the permit goes back to the bucket and to the next waiter at
+/// that same instant, not to the next and to a later one too.
+#[tokio::test(start_paused = true)]
+async fn a_grant_dropped_before_it_is_taken_goes_to_the_next_waiter_only() {
+    let queue = Queue::builder(Arc::new(per_key_line()))
+        .queue_limit(QUEUE_LIMIT)
+        .max_wait(FOREVER)
+        .build();
+    let start = Instant::now();
+    let mut waiters: Vec<_> = (0..4).map(|_| Box::pin(queue.acquire(&7, 1))).collect();
+    let mut polled = Vec::new();
+    for w in &mut waiters {
+        polled.push(support::poll_once(w).await.map(|r| r.is_ok()));
+    }
+    assert_eq!(
+        polled,
+        [
+            Poll::Ready(true),
+            Poll::Pending,
+            Poll::Pending,
+            Poll::Pending
+        ]
+    );
+    let mut waiters = waiters.into_iter().skip(1);
+    let (granted, mut next, mut last) = (
+        waiters.next().unwrap(),
+        waiters.next().unwrap(),
+        waiters.next().unwrap(),
+    );
+    // at T the line's timer grants the head (before this task resumes at
+    // that instant): it has left the line, its permit not yet taken
+    tokio::time::sleep_until(start + T).await;
+    let stats = queue.stats();
+    assert_eq!((stats.queued_requests, stats.admitted_requests), (2, 1));
+    drop(granted);
+    // its permit went to the next waiter, now
+    assert!(matches!(
+        support::poll_once(&mut next).await,
+        Poll::Ready(Ok(_))
+    ));
+    assert!(matches!(support::poll_once(&mut last).await, Poll::Pending));
+    assert_eq!(start.elapsed(), T);
+    // taken once: the bucket's next turn is a whole interval away (not
+    // now: the permit was not left in it as well; not later: not lost)
+    let now = queue.clock().now();
+    assert_eq!(queue.limiter().time_until_ready(&7, 1, now), Ok(T));
+    // and only to it: the last waits for the next turn
+    assert!(last.await.is_ok());
+    assert_eq!(start.elapsed(), 2 * T);
+    let stats = queue.stats();
+    assert_eq!(
+        (
+            stats.queued_requests,
+            stats.admitted_requests,
+            stats.cancelled_requests
+        ),
+        (0, 3, 1)
+    );
 }

@@ -249,11 +249,17 @@ fn a_request_larger_than_any_bucket_is_refused_for_good() {
         .build();
     let r = p.try_acquire_n(&msg("x", 1), 3, t(0)).unwrap_err();
     assert!(r.is_never());
+    // the whole bucket is granted now (was: with a zero `delay()`, now that
+    // every admission is immediate: it took both permits)
     assert_eq!(
         p.try_acquire_n(&msg("x", 1), 2, t(0))
-            .map(|a| a.delay())
+            .map(|a| a.permits())
             .unwrap(),
-        Duration::ZERO
+        2
+    );
+    assert_eq!(
+        p.try_acquire(&msg("x", 1), t(0)).unwrap_err().retry_after(),
+        Duration::from_secs(1)
     );
 }
 
@@ -279,54 +285,81 @@ fn a_per_key_factory_gives_keys_different_kinds_of_limiter() {
 }
 
 #[test]
-fn a_policy_store_carries_into_a_new_limiter_reconfigured_and_reshaped() {
-    use tollgate::partitioned::{PolicyStore, Shaping};
+fn a_policy_store_carries_into_a_new_limiter_reconfigured() {
+    use tollgate::partitioned::PolicyStore;
     use tollgate::Inheritance;
 
     let user = |m: &Msg| Some(m.user);
     let old = Partitioned::<Msg, u64>::builder("old")
+        .concurrency(
+            "jobs",
+            |m: &Msg| (m.kind == "job").then_some(m.user),
+            Partitioned::<Msg, u64>::in_flight_table(1, 8).unwrap(),
+        )
         .store("per_user", user, PolicyStore::keyed(bucket(1, 2)))
         .build();
     assert_eq!(admitted(&old, &msg("a", 1), t(0), 5), 2);
-    let store = old.policy_store(0).unwrap();
-    assert!(old.policy_store(1).is_none());
-    assert!(store.same_table(&old.policy_store(0).unwrap()));
+    // stores are found by policy name, not by position
+    let store = old.policy_store("per_user").unwrap();
+    assert!(old.policy_store("old").is_none()); // the limiter's name
+    assert!(old.policy_store("nope").is_none());
+    assert!(store.same_table(&old.policy_store("per_user").unwrap()));
+    assert!(!store.same_table(&old.policy_store("jobs").unwrap()));
+    assert!(!store.holds_in_flight());
     // the wrong algorithm comes back untouched
     let window = FixedWindow::new(3, Duration::from_secs(1)).unwrap();
     assert_eq!(
         store.reconfigure(window, Inheritance::Reset, t(0)),
         Err(window)
     );
-    // a bucket of 4: the 2 used stay used; shaped, the excess waits its turn
+    // a bucket of 4: the 2 used stay used
     let four = Gcra::token_bucket(Quota::per_second(1).unwrap().with_burst(4).unwrap());
     assert!(store
         .reconfigure(four, Inheritance::UsedAmount, t(0))
         .is_ok());
-    let shaped = store.with_shaping(Shaping::delay_after(2)).unwrap();
-    assert_eq!(shaped.shaping(), Some(Shaping::delay_after(2)));
     let new = Partitioned::<Msg, u64>::builder("new")
-        .store("per_user", user, shaped.clone())
+        .store("per_user", user, store.clone())
         .build();
-    let delays: Vec<Duration> = (0..2)
-        .map(|_| new.try_acquire(&msg("a", 1), t(0)).unwrap().delay())
-        .collect();
-    assert_eq!(delays, [Duration::ZERO, Duration::from_secs(1)]);
-    assert!(new.try_acquire(&msg("a", 1), t(0)).is_err());
-    // the old limiter shares the table (and its own, unshaped, charging)
+    assert!(new.policy_store("per_user").unwrap().same_table(&store));
+    assert_eq!(admitted(&new, &msg("a", 1), t(0), 5), 2);
+    let r = new.try_acquire(&msg("a", 1), t(0)).unwrap_err();
+    assert_eq!((r.limiter(), r.policy()), ("new", "per_user"));
+    assert_eq!(r.retry_after(), Duration::from_secs(1));
+    // the old limiter shares the table (under the new quota)
     assert!(old.try_acquire(&msg("a", 1), t(0)).is_err());
-    // unshaped again
-    assert_eq!(shaped.without_shaping().shaping(), None);
-    // an in-flight store cannot be shaped
-    let in_flight = PolicyStore::in_flight(Partitioned::<Msg, u64>::in_flight_table(1, 8).unwrap());
-    assert!(in_flight.holds_in_flight());
-    assert!(in_flight.with_shaping(Shaping::delay_all()).is_err());
-    // a window store neither
+    assert_eq!(old.snapshot(&msg("a", 1), t(0)).limit(), 4);
+    // another user's bucket was carried too: fresh, of 4
+    assert_eq!(admitted(&new, &msg("a", 2), t(0), 10), 4);
+    // one permit comes back a second later, for whichever limiter asks
+    assert!(old.try_acquire(&msg("a", 1), t(1_000)).is_ok());
+    assert!(new.try_acquire(&msg("a", 1), t(1_000)).is_err());
+    // an in-flight store carries its held permits: a lease taken from the
+    // old limiter is counted by, and released into, the new one's table
+    let jobs = old.policy_store("jobs").unwrap();
+    assert!(jobs.holds_in_flight());
+    let held = old.try_acquire(&msg("job", 1), t(0)).unwrap();
+    let next = Partitioned::<Msg, u64>::builder("next")
+        .store("jobs", |m: &Msg| Some(m.user), jobs.clone())
+        .build();
+    assert_eq!(
+        next.try_acquire(&msg("job", 1), t(0)).unwrap_err().policy(),
+        "jobs"
+    );
+    drop(held);
+    assert!(next
+        .try_acquire(&msg("job", 1), t(0))
+        .unwrap()
+        .holds_in_flight());
+    // a store's algorithm kind is fixed: an in-flight store, or a window
+    // store, takes no bucket (was: neither could be shaped)
+    assert_eq!(jobs.reconfigure(four, Inheritance::Reset, t(0)), Err(four));
     let w = ShardedKeyedTable::<u64, _>::builder(window)
         .build()
         .unwrap();
-    assert!(PolicyStore::keyed(w)
-        .with_shaping(Shaping::delay_all())
-        .is_err());
+    assert_eq!(
+        PolicyStore::keyed(w).reconfigure(four, Inheritance::Reset, t(0)),
+        Err(four)
+    );
 }
 
 #[test]

@@ -60,10 +60,11 @@
 //! requests cost no global quota. A request under no policy with no global
 //! limiter passes untouched (no headers added).
 //!
-//! Both are [`Partitioned`](crate::partitioned::Partitioned) limiters: the
-//! layer routes a request itself (exemptions, path prefix, method filter,
-//! partition key) and charges the chosen policy's keyed store with
-//! [`try_acquire_key`](crate::partitioned::Partitioned::try_acquire_key).
+//! The layer routes a request itself (exemptions, path prefix, method
+//! filter, partition key) and charges the chosen policy's store, a
+//! [`PolicyStore`](crate::partitioned::PolicyStore) — a [`Limiter`](crate::Limiter)
+//! over the policy's keys — or, for a policy that queues, the
+//! [`Queue`](crate::queue::Queue) in front of it.
 //!
 //! # Algorithms
 //!

@@ -94,6 +94,8 @@ impl<'a> Carrier<'a> {
                 && queue.queue_limit() == mode.queue_limit
                 && queue.max_wait() == Some(mode.max_wait);
             if same {
+                // a raised limit may admit its waiters now
+                queue.recheck();
                 return Ok(Gate::Queued(queue));
             }
         }

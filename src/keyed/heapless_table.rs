@@ -316,28 +316,6 @@ where
 {
     type Algorithm = A;
 
-    fn refund_if_last(&self, key: &K, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
-        self.with_slots(|slots| {
-            let default = &slots.default;
-            match slots.map.get(key) {
-                Some(state) => {
-                    let given = with_algorithm(&self.quota, default, key, |alg| {
-                        alg.refund_if_last(state, n, full_at, now)
-                    });
-                    if given {
-                        slots.hint.reset();
-                    }
-                    given
-                }
-                None if self.policy == OverflowPolicy::SharedBucket => {
-                    default.refund_if_last(&self.shared, n, full_at, now)
-                }
-                None => false,
-            }
-        })
-        .unwrap_or(false)
-    }
-
     fn contains(&self, key: &K) -> bool {
         self.with_slots(|slots| slots.map.contains_key(key))
             .unwrap_or(false)

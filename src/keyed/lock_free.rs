@@ -859,45 +859,6 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> KeyedTable<K>
 {
     type Algorithm = Gcra;
 
-    fn refund_if_last(&self, key: &K, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
-        let key = *key;
-        let (full_at, now) = (full_at.as_nanos(), now.as_nanos());
-        let hash = self.hasher.hash_one(key);
-        let word = key.to_word();
-        let shard = self.shard(hash);
-        let _writer = shard.lock(); // rare: as exact as a refund
-        if let Find::Found(i, mut w) = shard.find(word, hash) {
-            let alg = self.algorithm(shard, key);
-            while let Slot::Live(_, tat) = unpack(w) {
-                // a later booking moved the TAT: this reservation stays spent
-                let Some(new_tat) = alg.cancelled(tat, n, full_at, now) else {
-                    return false;
-                };
-                match shard.slots[i].compare_exchange_weak(
-                    w,
-                    pack(word, new_tat),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => {
-                        shard.hint.reset();
-                        return true;
-                    }
-                    Err(current) => w = current,
-                }
-            }
-            false
-        } else if self.policy == OverflowPolicy::SharedBucket {
-            self.shared.refund_if_last(
-                n,
-                Timestamp::from_nanos(full_at),
-                Timestamp::from_nanos(now),
-            )
-        } else {
-            false
-        }
-    }
-
     fn contains(&self, key: &K) -> bool {
         self.tat(*key).0.is_some()
     }

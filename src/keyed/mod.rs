@@ -216,18 +216,6 @@ pub trait KeyedTable<K: ?Sized>: Limiter<K, Permit = Grant> {
     /// The algorithm each key runs.
     type Algorithm: Algorithm;
 
-    /// Gives back `n` permits of a reservation for `key` only if it is
-    /// still the key's last admission (see
-    /// [`Algorithm::refund_if_last`]): `full_at` is when its admission
-    /// left the key's state full (its `now` plus its snapshot's
-    /// `reset_after`). True if given back. An untracked key's reservation
-    /// came from the overflow path, as for [`refund`](Limiter::refund). The
-    /// default gives nothing back (never more capacity than promised).
-    fn refund_if_last(&self, key: &K, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
-        let _ = (key, n, full_at, now);
-        false
-    }
-
     /// True if `key` currently has a slot.
     fn contains(&self, key: &K) -> bool;
 
@@ -311,10 +299,6 @@ macro_rules! forward_table {
     ($($ptr:ty),*) => {$(
         impl<K: ?Sized, T: KeyedTable<K> + ?Sized> KeyedTable<K> for $ptr {
             type Algorithm = T::Algorithm;
-            #[inline]
-            fn refund_if_last(&self, key: &K, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
-                (**self).refund_if_last(key, n, full_at, now)
-            }
             fn contains(&self, key: &K) -> bool {
                 (**self).contains(key)
             }
@@ -648,18 +632,30 @@ pub(crate) fn overflow<A: Algorithm>(
     now: Timestamp,
     wait: u64,
 ) -> Result<Timestamp, Refusal<'static>> {
+    // a slot frees up with time, or (an in-flight table) at a release
+    let until_slot = |refusal: Refusal<'static>| {
+        if alg.frees_on_release() {
+            refusal.until_release()
+        } else {
+            refusal
+        }
+    };
     match policy {
         OverflowPolicy::SharedBucket => match default.check_n(shared, n, now) {
             Ok(full_at) => Ok(full_at),
             Err(refusal) if !refusal.is_never() => Err(refusal.on_path(KeyedPath::SharedOverflow)),
             // The key's own quota allows `n` but the default does not:
             // the shared bucket can never grant it, a slot might.
-            Err(_) => Err(Refusal::from_nanos(wait, default.snapshot(shared, now))
-                .on_path(KeyedPath::SharedOverflow)),
+            Err(_) => Err(until_slot(
+                Refusal::from_nanos(wait, default.snapshot(shared, now))
+                    .on_path(KeyedPath::SharedOverflow),
+            )),
         },
         OverflowPolicy::Deny => {
             let snapshot = Snapshot::exact(alg.capacity(), 0, wait);
-            Err(Refusal::from_nanos(wait, snapshot).on_path(KeyedPath::OverflowDenied))
+            Err(until_slot(
+                Refusal::from_nanos(wait, snapshot).on_path(KeyedPath::OverflowDenied),
+            ))
         }
         OverflowPolicy::Allow => alg
             .check_n(&alg.new_state(), n, now)

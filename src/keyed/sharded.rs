@@ -617,26 +617,6 @@ where
 {
     type Algorithm = A;
 
-    fn refund_if_last(&self, key: &K, n: u32, full_at: Timestamp, now: Timestamp) -> bool {
-        let hash = self.hasher.hash_one(key);
-        let shard = self.read(self.shard(hash));
-        match shard.get(key, hash) {
-            Some(state) => {
-                let given = self
-                    .algorithm_of(&shard, key)
-                    .refund_if_last(state, n, full_at, now);
-                if given {
-                    shard.hint.reset();
-                }
-                given
-            }
-            None if self.policy == OverflowPolicy::SharedBucket => {
-                shard.default.refund_if_last(&self.shared, n, full_at, now)
-            }
-            None => false,
-        }
-    }
-
     fn contains(&self, key: &K) -> bool {
         let hash = self.hasher.hash_one(key);
         self.read(self.shard(hash)).get(key, hash).is_some()

@@ -12,14 +12,9 @@ use super::timer::ExpiryTimer;
 use crate::limiter::Limiter;
 use crate::time::duration_to_nanos;
 
-enum State<P> {
+enum State {
     Start,
-    Queued {
-        slot: usize,
-        line: usize,
-    },
-    /// Granted a shaped permit: its turn comes at the timer.
-    Delayed(ExpiryTimer, Option<P>),
+    Queued { slot: usize, line: usize },
     Done,
 }
 
@@ -34,7 +29,7 @@ pub(crate) struct Acquire<L: Limiter<K>, K: Hash + Eq + Clone> {
     key: K,
     n: u32,
     deadline: Option<u64>,
-    state: State<L::Permit>,
+    state: State,
     expiry: Option<(ExpiryTimer, Expiry)>,
 }
 
@@ -61,42 +56,13 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<L, K> {
         }
     }
 
-    /// The waiter's answer: a permit at once, or after its shaped delay.
+    /// The waiter's answer.
     fn finish(
         &mut self,
-        cx: &mut Context<'_>,
         result: Result<L::Permit, WaitError>,
     ) -> Poll<Result<QueuePermit<L, K>, WaitError>> {
         self.state = State::Done;
-        match result {
-            Ok(permit) => {
-                let delay = self.shared.limiter.delay(&permit);
-                if delay.is_zero() {
-                    return Poll::Ready(Ok(self.permit(permit)));
-                }
-                let at = self.shared.now().saturating_add(duration_to_nanos(delay));
-                let timer = ExpiryTimer::at(&self.shared.clock, at);
-                self.state = State::Delayed(timer, Some(permit));
-                self.poll_delayed(cx)
-            }
-            Err(e) => Poll::Ready(Err(e)),
-        }
-    }
-
-    fn poll_delayed(&mut self, cx: &mut Context<'_>) -> Poll<Result<QueuePermit<L, K>, WaitError>> {
-        let now = self.shared.now();
-        let State::Delayed(timer, permit) = &mut self.state else {
-            return Poll::Ready(Err(WaitError::Closed));
-        };
-        if !timer.poll_passed(cx, now) {
-            return Poll::Pending;
-        }
-        let permit = permit.take();
-        self.state = State::Done;
-        match permit {
-            Some(permit) => Poll::Ready(Ok(self.permit(permit))),
-            None => Poll::Ready(Err(WaitError::Closed)),
-        }
+        Poll::Ready(result.map(|permit| self.permit(permit)))
     }
 }
 
@@ -114,11 +80,11 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Future for Acqu
                 match begun {
                     Begin::Granted(permit) => {
                         this.shared.count_admitted(this.n);
-                        this.finish(cx, Ok(permit))
+                        this.finish(Ok(permit))
                     }
                     Begin::Refused(e) => {
                         this.shared.count_refused();
-                        this.finish(cx, Err(e))
+                        this.finish(Err(e))
                     }
                     Begin::Queued {
                         key: slot,
@@ -153,7 +119,6 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Future for Acqu
                 }
             }
             State::Queued { slot, line } => this.poll_queued(cx, slot, line),
-            State::Delayed(..) => this.poll_delayed(cx),
             State::Done => Poll::Ready(Err(WaitError::Closed)),
         }
     }
@@ -167,7 +132,7 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<L, K> {
         line: usize,
     ) -> Poll<Result<QueuePermit<L, K>, WaitError>> {
         if let Some(result) = self.shared.collect(slot, self.n, cx.waker()) {
-            return self.finish(cx, result);
+            return self.finish(result);
         }
         self.poll_expiry(cx, slot, line)
     }
@@ -182,7 +147,7 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<L, K> {
             if timer.poll_passed(cx, self.shared.now()) {
                 let error = kind.error();
                 let result = self.shared.expire(slot, line, self.n, cx.waker(), error);
-                return self.finish(cx, result);
+                return self.finish(result);
             }
         }
         Poll::Pending
@@ -193,12 +158,6 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Drop for Acquire<L, K> {
     fn drop(&mut self) {
         match &mut self.state {
             State::Queued { slot, .. } => self.shared.cancel(*slot, &self.key),
-            State::Delayed(_, permit) => {
-                if let Some(permit) = permit.take() {
-                    // its reserved turn goes back
-                    self.shared.give_back(&self.key, permit, self.shared.now());
-                }
-            }
             State::Start | State::Done => {}
         }
     }

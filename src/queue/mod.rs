@@ -125,7 +125,13 @@
 //!   (burst, window limit, in-flight limit) is refused at once with
 //!   [`WaitError::CapacityExceeded`].
 //! - **Woken by time or by a release.** A waiter refused by a rate waits
-//!   for its line's timer, armed at the refusal's exact `retry_after`. A
+//!   for its line's timer, armed at the refusal's exact `retry_after`, and
+//!   is charged at that turn, not at the later instant the timer fires
+//!   (tokio's timers fire on a 1 ms grid): a line's admissions keep the
+//!   limiter's spacing, and the timer's lateness does not add up from one
+//!   waiter to the next. (A bucket of burst 1 restarts from the whole
+//!   nanosecond it admits at, so its turns may fall up to 1 ns per
+//!   admission behind the exact `k·T`, never ahead.) A
 //!   waiter refused by an in-flight limit (a refusal that
 //!   [`is_until_release`](crate::Refusal::is_until_release)) has no timer:
 //!   dropping a [`QueuePermit`] that holds an in-flight permit (the
@@ -140,10 +146,6 @@
 //!   yet polled, its permit goes back to the limiter
 //!   ([`Limiter::cancel`]) and the lines are re-examined at once: no two
 //!   requests ever hold the same slot.
-//! - **Shaped permits.** A permit that carries a delay
-//!   ([`Limiter::delay`], a partitioned limiter's shaping policy) resolves
-//!   when its turn comes; dropping the future before then gives the
-//!   reservation back ([`Limiter::cancel`]).
 //! - [`Queue::close`] refuses every waiter and every later call with
 //!   [`WaitError::Closed`].
 //!
@@ -446,8 +448,7 @@ impl<
     /// Resolves to a [`QueuePermit`], or to an [`WaitError`] at once when
     /// the request can never succeed, the key's line is full or the queue
     /// closed, or the estimated wait exceeds `max_wait`; later if the wait
-    /// reaches `max_wait` or the queue is closed. A permit with a shaped
-    /// delay ([`Limiter::delay`]) resolves when its turn comes. Dropping the
+    /// reaches `max_wait` or the queue is closed. Dropping the
     /// future leaves the line as if the request had never been made, giving
     /// back permits granted but not yet taken (see the module docs);
     /// polling it again after it completed yields `Err(WaitError::Closed)`

@@ -332,12 +332,20 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
         now: u64,
         wakers: &mut WakeList,
     ) {
+        // a waiter whose turn has come is charged at its turn (a refusal
+        // there is asked again now, so turns never chain through the past)
+        let mut at = inner
+            .waiters
+            .line(line)
+            .and_then(|l| l.turn)
+            .filter(|&turn| turn <= now)
+            .unwrap_or(now);
         while let Some(slot) = self.serving_end(&inner.waiters, line) {
             let n = inner.waiters.n(slot);
             let Some(l) = inner.waiters.line(line) else {
                 return;
             };
-            let outcome = match self.check(&l.key, n, now) {
+            let outcome = match self.check(&l.key, n, at) {
                 Ok(permit) => Outcome::Admitted {
                     at: now,
                     permit: Some(permit),
@@ -346,11 +354,16 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
                     at: now,
                     error: WaitError::CapacityExceeded(e),
                 },
+                Err(_) if at < now => {
+                    at = now;
+                    continue;
+                }
                 Err(e) => {
-                    let at = wake_at(&e, self.release_on_drop, now);
+                    let wake = wake_at(&e, self.release_on_drop, at);
                     if let Some(l) = inner.waiters.line_mut(line) {
-                        l.for_release = at.is_none();
-                        if let Some(at) = at {
+                        l.for_release = wake.is_none();
+                        l.turn = wake;
+                        if let Some(at) = wake {
                             if l.timer.arm(&self.clock, at, &l.timer_waker) {
                                 // already past: look again
                                 self.list(line);

@@ -56,6 +56,11 @@ pub(crate) struct Line<K> {
     pub(crate) timer_waker: Waker,
     /// Its serving waiter waits for a release, not for time.
     pub(crate) for_release: bool,
+    /// The instant (ns) its timer was armed for: its serving waiter's
+    /// turn. The waiter is charged at its turn, not at the (later)
+    /// instant the timer fired, so a line's admissions keep the limiter's
+    /// exact spacing instead of each adding the timer's lateness.
+    pub(crate) turn: Option<u64>,
 }
 
 /// Every line, and every waiter slot.
@@ -166,6 +171,7 @@ impl<K: Hash + Eq + Clone, P> Waiters<K, P> {
             timer: QueueTimer::default(),
             timer_waker: make_waker(id),
             for_release: false,
+            turn: None,
         };
         if id == self.lines.len() {
             self.lines.push(Some(line));
