@@ -22,9 +22,9 @@ use redis::aio::ConnectionManager;
 use redis::Script;
 use support::RedisServer;
 use tokio::runtime::Runtime;
-use tollgate::redis::{RedisConfig, RedisStore};
-use tollgate::remote::DecisionSource;
-use tollgate::Quota;
+use tollgate::keyed::KeyedPath;
+use tollgate::redis::{RedisConfig, RedisStore, StorePermit};
+use tollgate::{Quota, Refusal};
 
 const TASKS: u64 = 64;
 const KEYS: u64 = 1024;
@@ -83,6 +83,12 @@ impl Textbook {
     }
 }
 
+/// Which state answered a store check: the store (`Own`), the refusal
+/// cache (`Cached`) or the failure policy (`Fallback`).
+fn path_of(d: &Result<StorePermit, Refusal<'static>>) -> KeyedPath {
+    d.as_ref().map_or_else(|e| e.path(), |p| p.path())
+}
+
 fn key(i: u64) -> [u8; 8] {
     (i % KEYS).to_be_bytes()
 }
@@ -97,7 +103,7 @@ async fn run_tollgate(store: &Arc<RedisStore>, total: u64) -> Duration {
             tokio::spawn(async move {
                 for i in 0..per_task {
                     let d = store.check(&key(t * per_task + i)).await;
-                    assert_eq!(d.source(), DecisionSource::Store);
+                    assert_eq!(path_of(&d), KeyedPath::Own);
                 }
             })
         })
@@ -192,7 +198,7 @@ fn bench(c: &mut Criterion) {
         let start = Instant::now();
         for _ in 0..m {
             let d = strict.check(b"hot").await;
-            assert_eq!(d.source(), DecisionSource::RefusalCache);
+            assert_eq!(path_of(&d), KeyedPath::Cached);
         }
         let took = start.elapsed();
         let after = server.command_calls();

@@ -61,7 +61,6 @@
 //! | [`stats`] | [`WithStats`]: opt-in admitted / refused / refunded counters |
 //! | [`keyed`] | fixed-capacity tables, each a [`Limiter<K>`](Limiter) and a [`KeyedTable`]: [`keyed::HeaplessKeyedTable`] (`no_std`), [`keyed::ShardedKeyedTable`] and [`keyed::LockFreeGcraTable`] (`std`) |
 //! | [`live`] | changing a running limiter's quota: [`LiveBucket`], [`Inheritance`] |
-//! | [`remote`] | [`AsyncKeyedLimiter`](remote::AsyncKeyedLimiter): the async keyed seam (in-process tables or Redis) |
 //! | `queue` (feature `tokio`) | `Queue`: ordered, bounded async waiting in front of any limiter |
 //! | `http` (feature `http`) | `RateLimitLayer`: tower middleware for axum/hyper/tonic |
 //! | `redis` (feature `redis`) | `RedisStore`: the same GCRA for a fleet |
@@ -425,8 +424,7 @@
 //! or allow; every refusal says which path refused it
 //! ([`Refusal::path`]). A per-key
 //! quota is any `Fn(&K) -> A`. [`KeyedRateLimiter`] pairs a table with its
-//! clock, and makes every table an async
-//! [`AsyncKeyedLimiter`](remote::AsyncKeyedLimiter) as well. See [`keyed`]
+//! clock. See [`keyed`]
 //! for the security reasoning and capacity sizing.
 //!
 //! ## Changing quotas while running
@@ -545,8 +543,8 @@
 //! [`Gcra::rounded`]). One round trip per decision; a key
 //! expires once its bucket has refilled; each call has a timeout (50 ms by
 //! default) after which a `redis::FailurePolicy` decides
-//! (fail-open, fail-open under a local ceiling, or fail-closed), flagged in
-//! the [`RemoteDecision`](remote::RemoteDecision); a local refusal cache
+//! (fail-open, fail-open under a local ceiling, or fail-closed), flagged by
+//! the answer's path ([`keyed::KeyedPath::Fallback`]); a local refusal cache
 //! answers for keys already refused until their `retry_after` passes.
 //!
 //! ```no_run
@@ -564,15 +562,16 @@
 //!         )),
 //! )
 //! .await?;
-//! let decision = store.check(b"client-7").await;
-//! # let _ = decision;
+//! match store.check(b"client-7").await {
+//!     Ok(permit) => println!("ok, {} left", permit.snapshot().remaining()),
+//!     Err(refused) => println!("429, Retry-After: {}", refused.retry_after_secs_ceil()),
+//! }
 //! # Ok(()) }
 //! ```
 //!
-//! Request layers use a backend through [`remote::AsyncKeyedLimiter`]
-//! (`async check_n(key, n)` returning a [`RemoteDecision`](remote::RemoteDecision)),
-//! which the Redis store and every in-process table (through
-//! [`KeyedRateLimiter`]) implement. An HTTP route policy takes one with
+//! The answer has the shape of every acquire: a permit (here the bucket's
+//! state after the admission) or a [`Refusal`]. An HTTP route policy keeps
+//! its buckets in the store with
 //! `http::Policy::backend(Arc::new(store))`, or from the config file with
 //! `backend = "redis"` and `redis_url` (see `http::config`); a decision the
 //! failure policy made is marked on the response by the
@@ -751,7 +750,6 @@ pub mod rate_limiter;
 #[cfg(feature = "redis")]
 pub mod redis;
 pub mod refusal;
-pub mod remote;
 #[cfg(feature = "rtic")]
 pub mod rtic;
 pub mod snapshot;

@@ -131,10 +131,8 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
 
 /// A keyed table and the clock it reads: call `try_acquire(&key)` and go.
 ///
-/// Any [`KeyedTable`] works (sharded, lock-free, `no_std` heapless);
-/// through this type every one of them is also an
-/// [`AsyncKeyedLimiter`](crate::remote::AsyncKeyedLimiter), the seam the
-/// HTTP layer and the Redis store share. With feature `std`,
+/// Any [`KeyedTable`] works (sharded, lock-free, `no_std` heapless). With
+/// feature `std`,
 /// [`KeyedRateLimiter::token_bucket`] builds a default table in one call:
 ///
 /// ```

@@ -228,15 +228,24 @@ fn code_errors_name_the_policy_and_field() {
             .queue(Duration::from_secs(1), 0)),
         "policies[1].queue.limit: must be at least 1"
     );
-    let backend = tollgate::RateLimiter::token_bucket(
-        Quota::per_second(1).unwrap(),
-        tollgate::ManualClock::new(),
-    )
-    .unwrap();
-    assert_eq!(
-        err(Policy::concurrency("c", 1).backend(std::sync::Arc::new(backend))),
-        "policies[1].backend: an in-flight limit is held in process; it cannot use a remote backend"
-    );
+    #[cfg(feature = "redis")]
+    {
+        // a store made lazily (nothing listens on port 1, nothing is asked)
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _in_runtime = rt.enter();
+        let store = tollgate::redis::RedisStore::connect_lazy(
+            "redis://127.0.0.1:1/",
+            tollgate::redis::RedisConfig::token_bucket(Quota::per_second(1).unwrap()),
+        )
+        .unwrap();
+        assert_eq!(
+            err(Policy::concurrency("c", 1).backend(std::sync::Arc::new(store))),
+            "policies[1].backend: an in-flight limit is held in process; it cannot use a remote backend"
+        );
+    }
     // the policy says what it enforces
     let p = Policy::sliding_window("s", 4, Duration::from_secs(2));
     assert_eq!(

@@ -392,3 +392,78 @@ async fn rule_names_with_colons_never_share_redis_keys() {
         "each rule's key is its prefix and 32 hex digits: {names:?}"
     );
 }
+
+/// A global limiter that queues is waited before a route policy kept in
+/// Redis is asked: a burst of 4 on a global bucket of 4 per second (burst
+/// 1, two may wait) is served at 0, 250 and 500 ms, the fourth refused at
+/// once, and Redis sees the three admitted requests only (its policy is
+/// never the one that waits). Real time (a real redis-server cannot run
+/// on tokio's paused clock), so the turns are checked within 150 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queueing_global_limiter_is_waited_before_redis_is_asked() {
+    let redis = RedisServer::start();
+    let route = Quota::per_second(100).unwrap();
+    let store = RedisStore::connect(
+        redis.url(),
+        RedisConfig::token_bucket(route)
+            .prefix(b"queued:")
+            .timeout(Duration::from_secs(10)),
+    )
+    .await
+    .unwrap();
+    // the script loaded before anything is counted
+    assert!(store.check(b"warm-up").await.is_ok());
+    let layer = RateLimitLayer::builder()
+        .global(
+            Policy::token_bucket(
+                "global",
+                Quota::per_second(4).unwrap().with_burst(1).unwrap(),
+            )
+            .queue(Duration::from_secs(5), 2),
+        )
+        .policy(
+            Policy::token_bucket("remote", route)
+                .prefix("/remote")
+                .backend(Arc::new(store)),
+        )
+        .peer_addr(connect_info)
+        .build()
+        .unwrap();
+    let s = serve(hello(layer)).await;
+    let before = redis.command_calls();
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let addr = s.addr;
+            tokio::spawn(async move {
+                let r = send(addr, Req::get("/remote")).await;
+                (r.status, start.elapsed())
+            })
+        })
+        .collect();
+    let mut got = Vec::new();
+    for t in tasks {
+        got.push(t.await.unwrap());
+    }
+    got.sort_by_key(|(_, at)| *at);
+    let ok: Vec<Duration> = got
+        .iter()
+        .filter(|(st, _)| *st == 200)
+        .map(|(_, at)| *at)
+        .collect();
+    let refused = got.iter().filter(|(st, _)| *st == 429).count();
+    assert_eq!((ok.len(), refused), (3, 1), "{got:?}");
+    let slack = Duration::from_millis(150);
+    for (k, at) in ok.iter().enumerate() {
+        let turn = Duration::from_millis(250) * k as u32;
+        assert!(
+            *at >= turn && *at <= turn + slack,
+            "admission {k} at {at:?}: {got:?}"
+        );
+    }
+    // one script call per admitted request, none for the refused one
+    let calls = |m: &std::collections::BTreeMap<String, u64>| {
+        m.get("evalsha").copied().unwrap_or(0) + m.get("eval").copied().unwrap_or(0)
+    };
+    assert_eq!(calls(&redis.command_calls()) - calls(&before), 3);
+}

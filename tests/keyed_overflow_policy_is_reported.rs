@@ -158,8 +158,12 @@ fn shared_bucket_is_the_default_policy() {
 }
 
 #[test]
-fn overflow_path_is_the_only_non_own_path() {
-    assert!(!KeyedPath::Own.is_overflow());
+fn only_the_three_overflow_paths_are_overflow() {
+    // a remote table's cache and failure policy answer for a key that has
+    // its state elsewhere: not an overflow
+    for path in [KeyedPath::Own, KeyedPath::Cached, KeyedPath::Fallback] {
+        assert!(!path.is_overflow(), "{path:?}");
+    }
     for path in [
         KeyedPath::SharedOverflow,
         KeyedPath::OverflowDenied,

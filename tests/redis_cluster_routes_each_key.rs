@@ -8,9 +8,15 @@ mod support;
 use std::time::Duration;
 
 use support::RedisCluster;
-use tollgate::redis::{RedisConfig, RedisStore};
-use tollgate::remote::DecisionSource;
-use tollgate::Quota;
+use tollgate::keyed::KeyedPath;
+use tollgate::redis::{RedisConfig, RedisStore, StorePermit};
+use tollgate::{Quota, Refusal};
+
+/// Which state answered a store check: the store (`Own`), the refusal
+/// cache (`Cached`) or the failure policy (`Fallback`).
+fn path_of(d: &Result<StorePermit, Refusal<'static>>) -> KeyedPath {
+    d.as_ref().map_or_else(|e| e.path(), |p| p.path())
+}
 
 fn config() -> RedisConfig {
     // burst 2, then one a minute: the third check of a key is refused
@@ -26,7 +32,7 @@ async fn each_key_gets_its_own_limit(store: &RedisStore, keys: u32) {
         let key = format!("client-{k}");
         for expect_allowed in [true, true, false] {
             let d = store.check(key.as_bytes()).await;
-            assert_eq!(d.source(), DecisionSource::Store, "{key}");
+            assert_eq!(path_of(&d), KeyedPath::Own, "{key}");
             assert_eq!(d.is_ok(), expect_allowed, "{key}");
         }
     }
@@ -55,7 +61,7 @@ async fn keys_spread_over_shards_and_each_keeps_its_limit() {
     }
     for k in 0..30 {
         let d = store.check(format!("client-{k}").as_bytes()).await;
-        assert_eq!(d.source(), DecisionSource::Store);
+        assert_eq!(path_of(&d), KeyedPath::Own);
         assert!(d.is_err(), "state survived the flush");
     }
 }

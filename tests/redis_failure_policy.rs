@@ -9,9 +9,9 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use support::RedisServer;
-use tollgate::redis::{FailurePolicy, RedisConfig, RedisStore};
-use tollgate::remote::{AsyncKeyedLimiter, DecisionSource};
-use tollgate::Quota;
+use tollgate::keyed::KeyedPath;
+use tollgate::redis::{FailurePolicy, RedisConfig, RedisStore, StorePermit};
+use tollgate::{Quota, Refusal};
 
 const TIMEOUT: Duration = Duration::from_millis(50);
 /// Scheduling slack on top of the timeout. The suite must pass while two
@@ -20,6 +20,15 @@ const TIMEOUT: Duration = Duration::from_millis(50);
 /// "answered at the timeout" from a call that waited on a dead connection
 /// (seconds, or forever on a frozen server).
 const SLACK: Duration = Duration::from_millis(150);
+
+/// A store check's answer: the permit or the refusal.
+type Answer = Result<StorePermit, Refusal<'static>>;
+
+/// Which state answered a store check: the store (`Own`), the refusal
+/// cache (`Cached`) or the failure policy (`Fallback`).
+fn path_of(d: &Answer) -> KeyedPath {
+    d.as_ref().map_or_else(|e| e.path(), |p| p.path())
+}
 
 fn config(policy: FailurePolicy) -> RedisConfig {
     RedisConfig::token_bucket(Quota::per_second(10).unwrap().with_burst(5).unwrap())
@@ -38,7 +47,7 @@ async fn store_admits(store: &RedisStore, key: &[u8]) -> bool {
     let start = Instant::now();
     loop {
         let d = store.check(key).await;
-        if d.source() == DecisionSource::Store {
+        if path_of(&d) == KeyedPath::Own {
             return d.is_ok();
         }
         assert!(
@@ -54,10 +63,10 @@ async fn until_store_answers(store: &RedisStore, key: &[u8]) -> Duration {
     loop {
         let d = store.check_n(key, 0).await;
         assert!(
-            !d.result().is_err_and(|r| r.is_never()),
+            !d.as_ref().is_err_and(|r| r.is_never()),
             "a peek can always succeed"
         );
-        if d.source() == DecisionSource::Store {
+        if path_of(&d) == KeyedPath::Own {
             return start.elapsed();
         }
         assert!(
@@ -82,7 +91,11 @@ async fn fail_open_admits_and_flags_while_server_is_down_then_resumes() {
         let d = store.check(b"user").await;
         let took = start.elapsed();
         assert!(d.is_ok(), "fail-open admits");
-        assert!(d.store_unavailable(), "and flags the store as unavailable");
+        assert_eq!(
+            path_of(&d),
+            KeyedPath::Fallback,
+            "and flags the store as unavailable"
+        );
         assert!(took <= TIMEOUT + SLACK, "waited {took:?}");
     }
 
@@ -100,7 +113,7 @@ async fn fail_open_admits_and_flags_while_server_is_down_then_resumes() {
         let mut n = 0;
         for _ in 0..10 {
             let d = store.check(b"user").await;
-            assert_ne!(d.source(), DecisionSource::StoreUnavailable);
+            assert_ne!(path_of(&d), KeyedPath::Fallback);
             n += u32::from(d.is_ok());
         }
         n
@@ -121,8 +134,8 @@ async fn fail_closed_refuses_with_configured_retry_after() {
         let start = Instant::now();
         let d = store.check(b"user").await;
         let took = start.elapsed();
-        assert!(d.is_err() && d.store_unavailable());
-        assert_eq!(d.result().unwrap_err().retry_after(), retry);
+        assert!(d.is_err() && path_of(&d) == KeyedPath::Fallback);
+        assert_eq!(d.unwrap_err().retry_after(), retry);
         assert!(took <= TIMEOUT + SLACK, "waited {took:?}");
     }
     server.restart();
@@ -142,8 +155,8 @@ async fn frozen_server_never_blocks_callers_beyond_the_timeout() {
     )
     .await
     .unwrap();
-    assert_eq!(open.check(b"a").await.source(), DecisionSource::Store);
-    assert_eq!(closed.check(b"b").await.source(), DecisionSource::Store);
+    assert_eq!(path_of(&open.check(b"a").await), KeyedPath::Own);
+    assert_eq!(path_of(&closed.check(b"b").await), KeyedPath::Own);
 
     // TCP stays up, nothing answers: the first calls wait the timeout;
     // after 3 in a row the circuit breaker opens and the failure policy
@@ -153,8 +166,8 @@ async fn frozen_server_never_blocks_callers_beyond_the_timeout() {
         let start = Instant::now();
         let (o, c) = tokio::join!(open.check(b"a"), closed.check(b"b"));
         let took = start.elapsed();
-        assert!(o.is_ok() && o.store_unavailable());
-        assert!(c.is_err() && c.store_unavailable());
+        assert!(o.is_ok() && path_of(&o) == KeyedPath::Fallback);
+        assert!(c.is_err() && path_of(&c) == KeyedPath::Fallback);
         if i < 3 {
             assert!(took >= TIMEOUT, "the timeout elapsed: {took:?}");
             assert!(took <= TIMEOUT + SLACK, "waited {took:?}");
@@ -163,8 +176,8 @@ async fn frozen_server_never_blocks_callers_beyond_the_timeout() {
             // answered at once: ready on the first poll, nothing awaited
             let o = answered_at_once(&open, b"a").await;
             let c = answered_at_once(&closed, b"b").await;
-            assert!(o.is_ok() && o.store_unavailable());
-            assert!(c.is_err() && c.store_unavailable());
+            assert!(o.is_ok() && path_of(&o) == KeyedPath::Fallback);
+            assert!(c.is_err() && path_of(&c) == KeyedPath::Fallback);
         }
     }
     server.thaw();
@@ -188,7 +201,7 @@ async fn fail_open_with_ceiling_admits_only_the_local_share() {
     for i in 0..10u8 {
         // any keys: the ceiling is one bucket for the whole replica
         let d = store.check(&[i]).await;
-        assert!(d.store_unavailable());
+        assert_eq!(path_of(&d), KeyedPath::Fallback);
         admitted += u32::from(d.is_ok());
     }
     assert_eq!(admitted, 3);
@@ -204,7 +217,7 @@ async fn script_flush_is_survived() {
     .await
     .unwrap();
     for _ in 0..3 {
-        assert_eq!(store.check(b"k").await.source(), DecisionSource::Store);
+        assert_eq!(path_of(&store.check(b"k").await), KeyedPath::Own);
     }
     let mut admin = server.admin();
     let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
@@ -216,10 +229,10 @@ async fn script_flush_is_survived() {
     assert_eq!(loaded, vec![false]);
     // the next call gets NOSCRIPT, reloads and answers from the store
     let d = store.check(b"k").await;
-    assert_eq!(d.source(), DecisionSource::Store);
+    assert_eq!(path_of(&d), KeyedPath::Own);
     assert!(d.is_ok());
     assert_eq!(
-        d.result().unwrap().remaining(),
+        d.unwrap().snapshot().remaining(),
         1,
         "the bucket kept its state"
     );
@@ -238,8 +251,8 @@ async fn store_created_while_server_is_down_works_once_it_is_up() {
     let store = RedisStore::connect(server.url(), config(FailurePolicy::fail_open()))
         .await
         .expect("connecting is lazy");
-    let d = AsyncKeyedLimiter::<[u8]>::check_n(&store, b"k", 1).await;
-    assert!(d.is_ok() && d.store_unavailable());
+    let d = store.check_n(b"k", 1).await;
+    assert!(d.is_ok() && path_of(&d) == KeyedPath::Fallback);
     server.restart();
     until_store_answers(&store, b"k").await;
 }
@@ -266,7 +279,7 @@ fn creating_a_store_outside_a_tokio_runtime_is_an_error_not_a_panic() {
 
 /// `store.check(key)`, which must be decided on its first poll (an open
 /// breaker answers without awaiting anything).
-async fn answered_at_once(store: &RedisStore, key: &[u8]) -> tollgate::remote::RemoteDecision {
+async fn answered_at_once(store: &RedisStore, key: &[u8]) -> Answer {
     let mut check = Box::pin(store.check(key));
     match support::poll_once(&mut check).await {
         std::task::Poll::Ready(d) => d,
@@ -295,7 +308,7 @@ async fn dead_server_opens_the_breaker_then_answers_at_once_and_recovers() {
     )
     .await
     .unwrap();
-    assert_eq!(store.check(b"k").await.source(), DecisionSource::Store);
+    assert_eq!(path_of(&store.check(b"k").await), KeyedPath::Own);
     server.stop();
     // until the breaker opens: a few calls, each bounded by the timeout
     let mut before = Vec::new();
@@ -303,7 +316,7 @@ async fn dead_server_opens_the_breaker_then_answers_at_once_and_recovers() {
         let start = Instant::now();
         let d = store.check(b"k").await;
         before.push(start.elapsed());
-        assert!(d.is_err() && d.store_unavailable());
+        assert!(d.is_err() && path_of(&d) == KeyedPath::Fallback);
         assert!(before.len() <= 3, "the breaker opens after 3 failed calls");
     }
     assert_eq!(store.circuit_openings(), 1);
@@ -312,11 +325,11 @@ async fn dead_server_opens_the_breaker_then_answers_at_once_and_recovers() {
         let start = Instant::now();
         let d = answered_at_once(&store, b"k").await;
         open.push(start.elapsed());
-        assert!(d.is_err() && d.store_unavailable(), "fail-closed answers");
-        assert_eq!(
-            d.result().unwrap_err().retry_after(),
-            Duration::from_secs(2)
+        assert!(
+            d.is_err() && path_of(&d) == KeyedPath::Fallback,
+            "fail-closed answers"
         );
+        assert_eq!(d.unwrap_err().retry_after(), Duration::from_secs(2));
     }
     open.sort();
     let (p50, p99, max) = (quantile(&open, 0.5), quantile(&open, 0.99), open[199]);
@@ -338,6 +351,6 @@ async fn dead_server_opens_the_breaker_then_answers_at_once_and_recovers() {
     assert!(!store.circuit_open());
     assert_eq!(store.circuit_openings(), 1, "it stayed closed");
     let d = store.check(b"k").await;
-    assert_eq!(d.source(), DecisionSource::Store);
+    assert_eq!(path_of(&d), KeyedPath::Own);
     assert!(d.is_ok(), "a fresh server has a full bucket");
 }

@@ -9,9 +9,15 @@ use std::time::Duration;
 
 use redis::Connection;
 use support::RedisServer;
-use tollgate::redis::{RedisConfig, RedisStore, StoreReply};
-use tollgate::remote::DecisionSource;
-use tollgate::{Quota, Snapshot};
+use tollgate::keyed::KeyedPath;
+use tollgate::redis::{RedisConfig, RedisStore, StorePermit, StoreReply};
+use tollgate::{Quota, Refusal, Snapshot};
+
+/// Which state answered a store check: the store (`Own`), the refusal
+/// cache (`Cached`) or the failure policy (`Fallback`).
+fn path_of(d: &Result<StorePermit, Refusal<'static>>) -> KeyedPath {
+    d.as_ref().map_or_else(|e| e.path(), |p| p.path())
+}
 
 fn exists(admin: &mut Connection, key: &[u8]) -> bool {
     redis::cmd("EXISTS").arg(key).query::<i64>(admin).unwrap() == 1
@@ -224,8 +230,8 @@ async fn hostile_and_binary_keys_neither_break_the_script_nor_collide() {
     for key in &keys {
         let first = store.check(key).await;
         assert_eq!(
-            first.source(),
-            DecisionSource::Store,
+            path_of(&first),
+            KeyedPath::Own,
             "key {:?}",
             String::from_utf8_lossy(key)
         );

@@ -8,14 +8,20 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use support::RedisServer;
-use tollgate::redis::{RedisConfig, RedisStore};
-use tollgate::remote::DecisionSource;
-use tollgate::Quota;
+use tollgate::keyed::KeyedPath;
+use tollgate::redis::{RedisConfig, RedisStore, StorePermit};
+use tollgate::{Quota, Refusal};
 
 /// A store timeout no loaded machine reaches: these tests count round
 /// trips, and the default 50 ms turned slow replies into failure-policy
 /// answers.
 const PATIENT: Duration = Duration::from_secs(10);
+
+/// Which state answered a store check: the store (`Own`), the refusal
+/// cache (`Cached`) or the failure policy (`Fallback`).
+fn path_of(d: &Result<StorePermit, Refusal<'static>>) -> KeyedPath {
+    d.as_ref().map_or_else(|e| e.path(), |p| p.path())
+}
 
 /// Commands executed between two `INFO commandstats` readings, without the
 /// INFO calls themselves.
@@ -43,7 +49,7 @@ async fn each_decision_is_one_evalsha() {
     let before = server.command_calls();
     for i in 0..200u32 {
         let d = store.check(&i.to_be_bytes()).await;
-        assert_eq!(d.source(), DecisionSource::Store);
+        assert_eq!(path_of(&d), KeyedPath::Own);
     }
     let after = server.command_calls();
     let d = delta(&before, &after);
@@ -71,26 +77,23 @@ async fn a_refused_key_costs_no_round_trip_until_retry_after() {
     assert!(store.check(b"attacker").await.is_ok());
     let refused = store.check(b"attacker").await;
     assert!(refused.is_err());
-    assert_eq!(refused.source(), DecisionSource::Store);
+    assert_eq!(path_of(&refused), KeyedPath::Own);
 
     let before = server.command_calls();
-    let mut last_retry = refused.result().unwrap_err().retry_after();
+    let mut last_retry = refused.unwrap_err().retry_after();
     for _ in 0..1000 {
         let d = store.check(b"attacker").await;
         assert!(d.is_err());
-        assert_eq!(d.source(), DecisionSource::RefusalCache);
-        let retry = d.result().unwrap_err().retry_after();
+        assert_eq!(path_of(&d), KeyedPath::Cached);
+        let retry = d.unwrap_err().retry_after();
         assert!(retry <= last_retry, "the cached wait counts down");
         last_retry = retry;
     }
     // other keys and lighter peeks still go to the store
+    assert_eq!(path_of(&store.check(b"someone-else").await), KeyedPath::Own);
     assert_eq!(
-        store.check(b"someone-else").await.source(),
-        DecisionSource::Store
-    );
-    assert_eq!(
-        store.check_n(b"attacker", 0).await.source(),
-        DecisionSource::Store
+        path_of(&store.check_n(b"attacker", 0).await),
+        KeyedPath::Own
     );
     let after = server.command_calls();
     assert_eq!(
@@ -105,7 +108,7 @@ async fn a_refused_key_costs_no_round_trip_until_retry_after() {
     // for the two clocks' rates) is sound however late it ends.
     tokio::time::sleep(last_retry + Duration::from_millis(5)).await;
     let d = store.check(b"attacker").await;
-    assert_eq!(d.source(), DecisionSource::Store);
+    assert_eq!(path_of(&d), KeyedPath::Own);
     assert!(d.is_ok());
 }
 
@@ -126,7 +129,7 @@ async fn without_the_cache_every_refusal_asks_the_store() {
     for _ in 0..50 {
         let d = store.check(b"k").await;
         assert!(d.is_err());
-        assert_eq!(d.source(), DecisionSource::Store);
+        assert_eq!(path_of(&d), KeyedPath::Own);
     }
     assert_eq!(
         delta(&before, &server.command_calls()).get("evalsha"),

@@ -8,23 +8,43 @@ use core::pin::Pin;
 use std::boxed::Box;
 use std::string::String;
 
-use crate::remote::{AsyncKeyedLimiter, RemoteDecision};
+use crate::refusal::Refusal;
+use crate::snapshot::Snapshot;
 
 /// A boxed, sendable future (what [`PolicyBackend`] returns).
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// The object-safe form of [`AsyncKeyedLimiter`] that a
-/// [`Policy`](super::Policy) stores (see
-/// [`Policy::backend`](super::Policy::backend)): every `AsyncKeyedLimiter
-/// + Send + Sync` is one.
-pub(crate) trait PolicyBackend: Send + Sync {
-    /// [`AsyncKeyedLimiter::check_n`], boxed.
-    fn check_n<'a>(&'a self, key: &'a [u8], n: u32) -> BoxFuture<'a, RemoteDecision>;
+/// A backend's answer: the verdict, and whether the store could not be
+/// asked (its failure policy answered).
+pub(crate) struct BackendAnswer {
+    pub(crate) result: Result<Snapshot, Refusal<'static>>,
+    pub(crate) unavailable: bool,
 }
 
-impl<T: AsyncKeyedLimiter<[u8]> + Send + Sync> PolicyBackend for T {
-    fn check_n<'a>(&'a self, key: &'a [u8], n: u32) -> BoxFuture<'a, RemoteDecision> {
-        Box::pin(AsyncKeyedLimiter::check_n(self, key, n))
+/// What a [`Policy`](super::Policy) with a remote backend stores (see
+/// [`Policy::backend`](super::Policy::backend)): the Redis store, boxed
+/// behind this private seam so that a layer built without feature `redis`
+/// carries no trace of it.
+pub(crate) trait PolicyBackend: Send + Sync {
+    /// Takes `n` permits of `key`.
+    fn check_n<'a>(&'a self, key: &'a [u8], n: u32) -> BoxFuture<'a, BackendAnswer>;
+}
+
+#[cfg(feature = "redis")]
+impl PolicyBackend for crate::redis::RedisStore {
+    fn check_n<'a>(&'a self, key: &'a [u8], n: u32) -> BoxFuture<'a, BackendAnswer> {
+        Box::pin(async move {
+            match crate::redis::RedisStore::check_n(self, key, n).await {
+                Ok(permit) => BackendAnswer {
+                    result: Ok(*permit.snapshot()),
+                    unavailable: permit.store_unavailable(),
+                },
+                Err(refusal) => BackendAnswer {
+                    unavailable: matches!(refusal.path(), crate::keyed::KeyedPath::Fallback),
+                    result: Err(refusal),
+                },
+            }
+        })
     }
 }
 

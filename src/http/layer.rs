@@ -33,7 +33,6 @@ use crate::concurrency::DEFAULT_RETRY_HINT;
 use crate::limiter::Limiter;
 use crate::partitioned::{Lease, PolicyStore};
 use crate::queue::{Queue, QueuePermit, WaitError};
-use crate::remote::RemoteDecision;
 use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
 
@@ -944,13 +943,13 @@ where
         Some(b) => Some(b.check_n(key.as_bytes(), 1).await),
         None => None,
     };
-    let unavailable = matches!(&result, Some(d) if d.store_unavailable());
+    let unavailable = result.as_ref().is_some_and(|a| a.unavailable);
     let never = || {
         c.policy
             .quota()
             .map_or(Duration::from_secs(1), |q| q.interval())
     };
-    let admitted = match result.map(RemoteDecision::into_result) {
+    let admitted = match result.map(|a| a.result) {
         Some(Ok(s)) => Ok(Some(s)),
         // n = 1 exceeds only a zero capacity: never admissible
         Some(Err(denied)) if denied.is_never() => Err(never()),

@@ -249,9 +249,8 @@
 //!
 //! # Remote backends (Redis)
 //!
-//! [`Policy::backend`] keeps a route policy's buckets in a shared store:
-//! any [`AsyncKeyedLimiter`](crate::remote::AsyncKeyedLimiter), such as
-//! `tollgate::redis::RedisStore` (feature `redis`), or `backend = "redis"`
+//! `Policy::backend` (feature `redis`) keeps a route policy's buckets in a
+//! shared `tollgate::redis::RedisStore`, as does `backend = "redis"`
 //! with `redis_url` in a config file (token bucket, leaky bucket or fixed
 //! window). The layer awaits the store's decision for the policy's key
 //! (sent as `global`, `ip:<address>` or `k:<bytes>`), cancels the global

@@ -14,7 +14,6 @@ use super::key::KeySource;
 use crate::gcra::{BucketKind, Gcra};
 use crate::quota::Quota;
 use crate::refusal::Refusal;
-use crate::remote::AsyncKeyedLimiter;
 use crate::window::{FixedWindow, SlidingWindow};
 
 /// What the layer does with a request whose partition key cannot be
@@ -376,42 +375,42 @@ impl Policy {
         self
     }
 
-    /// Keeps this policy's buckets in a remote backend (such as a
-    /// [`RedisStore`](crate::redis::RedisStore), feature `redis`) instead
-    /// of the layer's in-process table: the layer awaits the backend's
-    /// decision for the request's partition key, so every replica pointing
-    /// at the same store shares one limit. The policy's own quota still
-    /// names the `RateLimit-Policy` header; give the backend the same
-    /// quota (or window). Not combinable with [`queue`](Self::queue) nor
-    /// with an in-flight limit ([`concurrency`](Self::concurrency)), and not
-    /// usable on the global limiter. When the backend reports that its store was
-    /// unavailable, the response carries a
+    /// Keeps this policy's buckets in a [`RedisStore`](crate::redis::RedisStore)
+    /// (feature `redis`) instead of the layer's in-process table: the
+    /// layer awaits the store's decision for the request's partition key,
+    /// so every replica pointing at the same store shares one limit. The
+    /// policy's own quota still names the `RateLimit-Policy` header; give
+    /// the store the same quota (or window). Not combinable with
+    /// [`queue`](Self::queue) nor with an in-flight limit
+    /// ([`concurrency`](Self::concurrency)), and not usable on the global
+    /// limiter. When the store could not be asked and its failure policy
+    /// answered, the response carries a
     /// [`StoreUnavailable`](super::StoreUnavailable) extension.
     ///
-    /// ```
+    /// ```no_run
     /// use std::sync::Arc;
     /// use tollgate::http::{KeySource, Policy, RateLimitLayer};
-    /// use tollgate::{ManualClock, Quota, RateLimiter};
+    /// use tollgate::redis::{RedisConfig, RedisStore};
+    /// use tollgate::Quota;
     ///
-    /// // Any `AsyncKeyedLimiter` works; in production a `RedisStore`.
-    /// let backend = RateLimiter::token_bucket(Quota::per_second(5)?, ManualClock::new())?;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let quota = Quota::per_second(5)?;
+    /// let store = RedisStore::connect("redis://10.0.0.5:6379/", RedisConfig::token_bucket(quota)).await?;
     /// let layer = RateLimitLayer::builder()
     ///     .policy(
-    ///         Policy::token_bucket("api", Quota::per_second(5)?)
+    ///         Policy::token_bucket("api", quota)
     ///             .prefix("/api")
     ///             .key(KeySource::PeerIp)
-    ///             .backend(Arc::new(backend)),
+    ///             .backend(Arc::new(store)),
     ///     )
     ///     .build()?;
     /// # let _ = layer;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # Ok(()) }
     /// ```
+    #[cfg(feature = "redis")]
     #[must_use]
-    pub fn backend<B>(mut self, backend: Arc<B>) -> Self
-    where
-        B: AsyncKeyedLimiter<[u8]> + Send + Sync + 'static,
-    {
-        self.backend = Some(backend);
+    pub fn backend(mut self, store: Arc<crate::redis::RedisStore>) -> Self {
+        self.backend = Some(store);
         self
     }
 

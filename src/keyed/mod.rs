@@ -26,9 +26,7 @@
 //! [`Refusal`] that names the [`KeyedPath`] that refused.
 //! Code written against the trait takes any table; a
 //! [`KeyedRateLimiter`](crate::KeyedRateLimiter) bundles a table with a
-//! clock, and through it every table is also an async
-//! [`AsyncKeyedLimiter`](crate::remote::AsyncKeyedLimiter) (the seam the
-//! HTTP layer and the Redis store share). Every table is built the same
+//! clock. Every table is built the same
 //! way, `Table::builder(default_algorithm)` then the settings that apply
 //! to it ([`TableBuilder`]):
 //!
@@ -368,13 +366,25 @@ pub enum KeyedPath {
     OverflowDenied,
     /// The table was full: admitted as a fresh key ([`OverflowPolicy::Allow`]).
     OverflowAllowed,
+    /// A table kept elsewhere (the Redis store) was not asked: a local
+    /// cache of its recent refusals answered, with the time still left.
+    Cached,
+    /// A table kept elsewhere could not be asked (an error, a timeout, an
+    /// open circuit breaker): its failure policy answered.
+    Fallback,
 }
 
 impl KeyedPath {
-    /// True for every path except [`KeyedPath::Own`]: the key got no slot.
+    /// True when the table was full of busy keys and the key got no slot
+    /// ([`SharedOverflow`](Self::SharedOverflow),
+    /// [`OverflowDenied`](Self::OverflowDenied),
+    /// [`OverflowAllowed`](Self::OverflowAllowed)).
     #[must_use]
     pub const fn is_overflow(&self) -> bool {
-        !matches!(self, Self::Own)
+        matches!(
+            self,
+            Self::SharedOverflow | Self::OverflowDenied | Self::OverflowAllowed
+        )
     }
 }
 

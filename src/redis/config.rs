@@ -40,8 +40,8 @@ pub enum RemoteAlgorithm {
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailurePolicy {
-    /// Admit the request and flag the decision as
-    /// [`StoreUnavailable`](crate::remote::DecisionSource::StoreUnavailable).
+    /// Admit the request; the permit's path is
+    /// [`KeyedPath::Fallback`](crate::keyed::KeyedPath::Fallback).
     /// With a `ceiling`, admit only what a local token bucket enforcing that
     /// quota admits (one bucket per store instance, shared by all keys; use
     /// the per-replica share of the global quota).

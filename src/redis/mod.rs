@@ -35,9 +35,9 @@
 //! - **Failure policy.** Each call has a timeout (default 50 ms). When the
 //!   store errs or times out, [`FailurePolicy`] decides: fail-open admits
 //!   (optionally under a local per-replica ceiling), fail-closed refuses with
-//!   a fixed `retry_after`. Either way the answer is flagged
-//!   [`DecisionSource::StoreUnavailable`](crate::remote::DecisionSource) and
-//!   the caller never waits longer than the timeout. The connection is
+//!   a fixed `retry_after`. Either way the answer's path is
+//!   [`KeyedPath::Fallback`](crate::keyed::KeyedPath::Fallback) and the
+//!   caller never waits longer than the timeout. The connection is
 //!   re-established in the background with exponential backoff.
 //! - **Circuit breaker.** After 3 consecutive calls that could not reach
 //!   the server (refused, dropped, timed out), the breaker opens: the
@@ -60,12 +60,11 @@
 //!     .failure_policy(FailurePolicy::fail_open());
 //! let store = RedisStore::connect("redis://127.0.0.1:6379/", config).await?;
 //!
-//! let d = store.check(b"client-42").await;
-//! if d.store_unavailable() {
-//!     eprintln!("redis unavailable: admitted without the shared limit");
-//! }
-//! match d.into_result() {
-//!     Ok(snapshot) => println!("ok, {} left", snapshot.remaining()),
+//! match store.check(b"client-42").await {
+//!     Ok(permit) if permit.store_unavailable() => {
+//!         eprintln!("redis unavailable: admitted without the shared limit");
+//!     }
+//!     Ok(permit) => println!("ok, {} left", permit.snapshot().remaining()),
 //!     Err(denied) => println!("429, retry after {} s", denied.retry_after_secs_ceil()),
 //! }
 //! # Ok(()) }
@@ -76,7 +75,8 @@
 //!  Every call waits at most the timeout (50 ms
 //! by default). If Redis errs, is unreachable or does not answer in time
 //! (including a hung server with the TCP connection still open), the failure
-//! policy answers and the decision is flagged `store_unavailable()`:
+//! policy answers and the answer's path is `KeyedPath::Fallback`
+//! (`permit.store_unavailable()` on an admission):
 //!
 //! | policy | during an outage |
 //! |---|---|
@@ -105,8 +105,8 @@
 //!   replication is asynchronous). A new primary whose clock is behind is
 //!   handled like a clock that went back: never extra capacity; leads beyond
 //!   the heal threshold (1 s) are reset to "empty at now".
-//! - A refund is best effort through the `AsyncKeyedLimiter` seam: if Redis
-//!   is unreachable, the permits stay taken.
+//! - A refund ([`RedisStore::refund`]) is best effort: if Redis is
+//!   unreachable, the permits stay taken.
 //!
 //! # Valkey and Redis Cluster
 //!
@@ -129,9 +129,6 @@
 //! on an ephemeral port and fails, with a message saying so, if none is on
 //! PATH (`scripts/test.sh` installs it). Figures: `cargo bench --bench
 //! redis`, collected in the repository's BENCHMARKS.md.
-//!
-//! The store implements [`AsyncKeyedLimiter`](crate::remote::AsyncKeyedLimiter),
-//! the seam through which request layers use any keyed backend.
 
 mod cache;
 mod config;
@@ -141,4 +138,4 @@ pub(crate) mod store;
 pub use config::{
     CircuitBreaker, ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm, KEY_DIGEST_LEN,
 };
-pub use store::{RedisStore, StoreError, StoreReply};
+pub use store::{RedisStore, StoreError, StorePermit, StoreReply};

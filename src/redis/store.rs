@@ -17,9 +17,9 @@ use super::config::{
 use super::script::{FIXED_WINDOW_LUA, GCRA_LUA};
 use crate::clock::{Clock, StdClock};
 use crate::gcra::{BucketKind, Gcra};
+use crate::keyed::KeyedPath;
 use crate::limiter::{Algorithm, Bucket, Limiter};
 use crate::refusal::Refusal;
-use crate::remote::{AsyncKeyedLimiter, DecisionSource, RemoteDecision};
 use crate::snapshot::Snapshot;
 use crate::sync::{AtomicU64, Ordering};
 
@@ -83,6 +83,42 @@ pub struct StoreReply {
     pub server_time_nanos: u64,
 }
 
+/// Permits taken from a [`RedisStore`]: the bucket's state right after
+/// the admission, and which state answered — the store
+/// ([`KeyedPath::Own`]) or, when it could not be asked, the failure policy
+/// ([`KeyedPath::Fallback`]: fail-open admits without the shared limit, or
+/// under its local ceiling). A refusal says the same through
+/// [`Refusal::path`] (and [`KeyedPath::Cached`] for the refusal cache).
+///
+/// A rate's permits are spent: dropping it does nothing;
+/// [`RedisStore::refund`] gives back what went unused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[must_use = "a permit that is not looked at limits nothing"]
+pub struct StorePermit {
+    snapshot: Snapshot,
+    path: KeyedPath,
+}
+
+impl StorePermit {
+    /// The bucket's state right after the admission (what `RateLimit`
+    /// headers report).
+    pub const fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// Which state answered: [`KeyedPath::Own`] (the store) or
+    /// [`KeyedPath::Fallback`] (the failure policy).
+    pub const fn path(&self) -> KeyedPath {
+        self.path
+    }
+
+    /// True if the store could not be asked and the failure policy
+    /// admitted (count it: the shared limit was not consulted).
+    pub const fn store_unavailable(&self) -> bool {
+        matches!(self.path, KeyedPath::Fallback)
+    }
+}
+
 /// A keyed rate limiter whose state lives in Redis or Valkey, shared by every
 /// process that uses the same server and prefix. See the
 /// [module docs](super) for the guarantees.
@@ -96,7 +132,7 @@ pub struct StoreReply {
 /// ```
 /// use std::time::{Duration, Instant};
 /// use tollgate::redis::{FailurePolicy, RedisConfig, RedisStore};
-/// use tollgate::remote::DecisionSource;
+/// use tollgate::keyed::KeyedPath;
 /// use tollgate::Quota;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -110,13 +146,13 @@ pub struct StoreReply {
 /// )
 /// .await?;
 /// let start = Instant::now();
-/// let d = closed.check_n(b"api-key-123", 1).await;
-/// assert!(d.is_err() && d.source() == DecisionSource::StoreUnavailable);
-/// assert_eq!(d.into_result().unwrap_err().retry_after(), Duration::from_secs(2));
+/// let refused = closed.check_n(b"api-key-123", 1).await.unwrap_err();
+/// assert_eq!(refused.path(), KeyedPath::Fallback); // the failure policy answered
+/// assert_eq!(refused.retry_after(), Duration::from_secs(2));
 /// assert!(start.elapsed() < Duration::from_secs(1));
 ///
 /// // n above the burst can never succeed: refused at once, the store not asked
-/// let never = closed.check_n(b"api-key-123", 11).await.into_result().unwrap_err();
+/// let never = closed.check_n(b"api-key-123", 11).await.unwrap_err();
 /// assert!(never.is_never() && never.limit() == 10);
 /// # Ok(()) }
 /// ```
@@ -369,8 +405,11 @@ impl RedisStore {
         self.script.get_hash()
     }
 
-    /// Tries to take one permit for `key`.
-    pub async fn check(&self, key: &[u8]) -> RemoteDecision {
+    /// Tries to take one permit for `key` (see [`check_n`](Self::check_n)).
+    ///
+    /// # Errors
+    /// The [`Refusal`].
+    pub async fn check(&self, key: &[u8]) -> Result<StorePermit, Refusal<'static>> {
         self.check_n(key, 1).await
     }
 
@@ -379,14 +418,19 @@ impl RedisStore {
     /// timeout and never returns a store error. A request of more permits
     /// than the capacity is refused [`never`](Refusal::is_never) without
     /// asking the store.
-    pub async fn check_n(&self, key: &[u8], n: u32) -> RemoteDecision {
+    ///
+    /// # Errors
+    /// The [`Refusal`]: the store's, the refusal cache's
+    /// ([`KeyedPath::Cached`]) or the failure policy's
+    /// ([`KeyedPath::Fallback`]).
+    pub async fn check_n(&self, key: &[u8], n: u32) -> Result<StorePermit, Refusal<'static>> {
         if n > self.capacity {
-            return RemoteDecision::new(Err(self.exceeded(n)), DecisionSource::Local);
+            return Err(self.exceeded(n));
         }
         if n > 0 {
             if let Some(cache) = &self.cache {
                 if let Some(denied) = cache.lookup(key, n, self.clock.now().as_nanos()) {
-                    return RemoteDecision::new(Err(denied), DecisionSource::RefusalCache);
+                    return Err(denied.on_path(KeyedPath::Cached));
                 }
             }
         }
@@ -395,9 +439,12 @@ impl RedisStore {
                 if let (Some(cache), Err(denied)) = (&self.cache, reply.result) {
                     cache.insert(key, n, denied, self.clock.now().as_nanos());
                 }
-                RemoteDecision::new(reply.result, DecisionSource::Store)
+                reply.result.map(|snapshot| StorePermit {
+                    snapshot,
+                    path: KeyedPath::Own,
+                })
             }
-            Err(StoreError::Capacity(e)) => RemoteDecision::new(Err(e), DecisionSource::Local),
+            Err(StoreError::Capacity(e)) => Err(e),
             Err(_) => self.unavailable(n),
         }
     }
@@ -487,7 +534,7 @@ impl RedisStore {
     }
 
     /// The failure policy's answer.
-    fn unavailable(&self, n: u32) -> RemoteDecision {
+    fn unavailable(&self, n: u32) -> Result<StorePermit, Refusal<'static>> {
         self.failures.fetch_add(1, Ordering::Relaxed);
         let decision = match self.config.policy {
             FailurePolicy::FailClosed { retry_after } => {
@@ -506,7 +553,12 @@ impl RedisStore {
                 None => Ok(Snapshot::exact(self.capacity, self.capacity, 0)),
             },
         };
-        RemoteDecision::new(decision, DecisionSource::StoreUnavailable)
+        decision
+            .map(|snapshot| StorePermit {
+                snapshot,
+                path: KeyedPath::Fallback,
+            })
+            .map_err(|refusal| refusal.on_path(KeyedPath::Fallback))
     }
 
     /// One store call for `n` permits of `key`, without cache or failure
@@ -687,20 +739,4 @@ fn tracing_breaker_opened() {
 
 fn non_negative(v: i64) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| StoreError::UnexpectedReply)
-}
-
-/// Any byte-like key: `[u8]`, `str`, `Vec<u8>`, `String`.
-impl<K: AsRef<[u8]> + ?Sized + Sync> AsyncKeyedLimiter<K> for RedisStore {
-    fn capacity(&self) -> u32 {
-        self.capacity
-    }
-
-    async fn check_n(&self, key: &K, n: u32) -> RemoteDecision {
-        RedisStore::check_n(self, key.as_ref(), n).await
-    }
-
-    async fn refund(&self, key: &K, n: u32) {
-        // best effort: an unreachable store keeps the permits
-        let _ = RedisStore::refund(self, key.as_ref(), n).await;
-    }
 }
