@@ -284,3 +284,51 @@ async fn a_queued_client_that_disconnects_frees_its_place_and_takes_no_permit() 
     assert_eq!(served.load(Ordering::SeqCst), 2, "A and D; never B");
     end.send(u32::MAX).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_raises_the_limit_serves_the_waiter_without_a_release() {
+    let rec = MemoryRecorder::default();
+    let rules = |limit: u32| {
+        one_stream_per_client("30s", 1).replace("limit = 1\n", &format!("limit = {limit}\n"))
+    };
+    let layer = metrics::with_local_recorder(&rec, || {
+        LayerConfig::from_toml(&rules(1))
+            .unwrap()
+            .into_builder()
+            .unwrap()
+            .peer_addr(connect_info)
+            .build()
+            .unwrap()
+    });
+    let (end, signal) = watch::channel(0u32);
+    let served = Arc::new(AtomicU32::new(0));
+    let s = serve(gated(layer.clone(), signal, Arc::clone(&served))).await;
+
+    // A streams and holds the one permit; B waits in the line
+    let (_a, _) = start_stream(s.addr, "/stream", [127, 0, 0, 1]).await;
+    let addr = s.addr;
+    let b = tokio::spawn(async move { start_stream(addr, "/stream", [127, 0, 0, 1]).await });
+    support::eventually("B waits in the line", || rec.queued("streams") >= 1.0).await;
+    assert_eq!(served.load(Ordering::SeqCst), 1);
+
+    // the same rule with a limit of 2 and the same queue: the rule keeps
+    // its store and its queue, and B fits now, while A still streams
+    let report = layer
+        .reload(
+            LayerConfig::from_toml(&rules(2))
+                .unwrap()
+                .into_builder()
+                .unwrap()
+                .peer_addr(connect_info),
+            tollgate::Inheritance::UsedAmount,
+        )
+        .unwrap();
+    assert_eq!(report.reconfigured, ["streams"]);
+    let _b = tokio::time::timeout(Duration::from_secs(10), b)
+        .await
+        .expect("B served after the reload, A still streaming")
+        .unwrap();
+    assert_eq!(served.load(Ordering::SeqCst), 2);
+    assert_eq!(rec.queued("streams"), 0.0);
+    end.send(2).unwrap();
+}

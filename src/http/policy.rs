@@ -326,18 +326,18 @@ impl Policy {
     /// On a token bucket of burst `B`, the first `B` requests pass at once
     /// and up to `queue_limit` more wait, one per interval; on a leaky
     /// bucket, the first passes and up to `queue_limit` more wait, one per
-    /// interval. A request that would wait past `max_wait`, or finds its
-    /// key's line full, is refused at once. A client that disconnects while
-    /// waiting gives its place back if no later request booked a place
-    /// after it; otherwise the place stays spent (admitting less, never
-    /// two requests on one turn: see the [module docs](super)).
+    /// interval; on a window, the waiters are served when the next window
+    /// opens. A request that would wait past `max_wait`, or finds its
+    /// key's line full, is refused at once. A waiter holds nothing while it
+    /// waits: a client that disconnects leaves its line and the requests
+    /// behind it move up (see the [module docs](super)).
     ///
     /// On an in-flight limit ([`concurrency`](Self::concurrency)), a request
     /// over the limit joins its key's line (at most `queue_limit` waiting)
     /// and is served when a running request of that key ends its response
     /// body — woken by that release, in arrival order — or refused when it
     /// has waited `max_wait`; one that finds the line full is refused at
-    /// once. Not on fixed or sliding windows.
+    /// once.
     #[must_use]
     pub fn queue(mut self, max_wait: Duration, queue_limit: u64) -> Self {
         self.queue = Some(QueueMode {

@@ -186,8 +186,13 @@ impl RateLimitLayer {
     ///   windows, sliding windows and in-flight limits are one each) and no
     ///   backend keeps its store; if its quota, bucket kind, window, limit
     ///   or queueing changed, each key's state carries over by `how` (see
-    ///   [`crate::live`]), requests waiting in its queue keep their turn
-    ///   and permits in flight stay held;
+    ///   [`crate::live`]) and permits in flight stay held; with the same
+    ///   queue settings it keeps its queue, and the requests waiting in it
+    ///   keep their place (a raised in-flight limit admits them at once).
+    ///   New queue settings start a new queue over the kept store: requests
+    ///   already waiting stay in the old one, served by the same store (a
+    ///   rate's by its timer, an in-flight limit's by the release of a
+    ///   permit taken before the reload, or refused at their `max_wait`);
     /// - any other rule starts with a fresh store (a remote backend's state
     ///   lives in its store anyway).
     ///

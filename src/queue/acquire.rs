@@ -25,8 +25,9 @@ enum State {
 /// completed yields `Err(WaitError::Closed)` rather than panicking.
 #[must_use = "futures do nothing unless awaited"]
 pub(crate) struct Acquire<L: Limiter<K>, K: Hash + Eq + Clone> {
-    shared: Arc<Shared<L, K>>,
-    key: K,
+    /// The queue and the key, moved into the permit when it is granted
+    /// (`None` once the future has completed).
+    handle: Option<(Arc<Shared<L, K>>, K)>,
     n: u32,
     deadline: Option<u64>,
     state: State,
@@ -38,8 +39,7 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Unpin for Acquire<L, K> {}
 impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<L, K> {
     pub(super) fn new(shared: Arc<Shared<L, K>>, key: K, n: u32, deadline: Option<u64>) -> Self {
         Self {
-            shared,
-            key,
+            handle: Some((shared, key)),
             n,
             deadline,
             state: State::Start,
@@ -47,22 +47,24 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<L, K> {
         }
     }
 
-    fn permit(&self, permit: L::Permit) -> QueuePermit<L, K> {
-        QueuePermit {
-            shared: Arc::clone(&self.shared),
-            key: self.key.clone(),
-            n: self.n,
-            permit: Some(permit),
-        }
-    }
-
-    /// The waiter's answer.
+    /// The waiter's answer: the queue handle and the key move into the
+    /// permit.
     fn finish(
         &mut self,
         result: Result<L::Permit, WaitError>,
     ) -> Poll<Result<QueuePermit<L, K>, WaitError>> {
         self.state = State::Done;
-        Poll::Ready(result.map(|permit| self.permit(permit)))
+        let handle = self.handle.take();
+        Poll::Ready(match (result, handle) {
+            (Ok(permit), Some((shared, key))) => Ok(QueuePermit {
+                shared,
+                key,
+                n: self.n,
+                permit: Some(permit),
+            }),
+            (Ok(_), None) => Err(WaitError::Closed), // never: taken only here
+            (Err(e), _) => Err(e),
+        })
     }
 }
 
@@ -71,19 +73,20 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Future for Acqu
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
+        let Some((shared, key)) = this.handle.as_ref() else {
+            return Poll::Ready(Err(WaitError::Closed));
+        };
         match this.state {
             State::Start => {
-                let now = this.shared.now();
-                let begun = this
-                    .shared
-                    .begin(&this.key, this.n, now, this.deadline, cx.waker());
+                let now = shared.now();
+                let begun = shared.begin(key, this.n, now, this.deadline, cx.waker());
                 match begun {
                     Begin::Granted(permit) => {
-                        this.shared.count_admitted(this.n);
+                        shared.count_admitted(this.n);
                         this.finish(Ok(permit))
                     }
                     Begin::Refused(e) => {
-                        this.shared.count_refused();
+                        shared.count_refused();
                         this.finish(Err(e))
                     }
                     Begin::Queued {
@@ -93,7 +96,6 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Future for Acqu
                         wakers,
                     } => {
                         this.state = State::Queued { slot, line };
-                        let shared = &*this.shared;
                         shared.wake(wakers);
                         let max_wait = shared.max_wait.map(|m| {
                             (now.saturating_add(duration_to_nanos(m)), Expiry::MaxWait(m))
@@ -107,7 +109,7 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Future for Acqu
                             this.expiry = Some((ExpiryTimer::at(&shared.clock, at), kind));
                         }
                         if serving {
-                            this.shared.kick_line(line);
+                            shared.kick_line(line);
                             // The kick may already have granted it.
                             this.poll_queued(cx, slot, line)
                         } else {
@@ -131,7 +133,10 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<L, K> {
         slot: usize,
         line: usize,
     ) -> Poll<Result<QueuePermit<L, K>, WaitError>> {
-        if let Some(result) = self.shared.collect(slot, self.n, cx.waker()) {
+        let Some((shared, _)) = self.handle.as_ref() else {
+            return Poll::Ready(Err(WaitError::Closed));
+        };
+        if let Some(result) = shared.collect(slot, self.n, cx.waker()) {
             return self.finish(result);
         }
         self.poll_expiry(cx, slot, line)
@@ -143,10 +148,13 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<L, K> {
         slot: usize,
         line: usize,
     ) -> Poll<Result<QueuePermit<L, K>, WaitError>> {
+        let Some((shared, _)) = self.handle.as_ref() else {
+            return Poll::Ready(Err(WaitError::Closed));
+        };
         if let Some((timer, kind)) = &mut self.expiry {
-            if timer.poll_passed(cx, self.shared.now()) {
+            if timer.poll_passed(cx, shared.now()) {
                 let error = kind.error();
-                let result = self.shared.expire(slot, line, self.n, cx.waker(), error);
+                let result = shared.expire(slot, line, self.n, cx.waker(), error);
                 return self.finish(result);
             }
         }
@@ -156,9 +164,8 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<L, K> {
 
 impl<L: Limiter<K>, K: Hash + Eq + Clone> Drop for Acquire<L, K> {
     fn drop(&mut self) {
-        match &mut self.state {
-            State::Queued { slot, .. } => self.shared.cancel(*slot, &self.key),
-            State::Start | State::Done => {}
+        if let (State::Queued { slot, .. }, Some((shared, key))) = (&self.state, &self.handle) {
+            shared.cancel(*slot, key);
         }
     }
 }
