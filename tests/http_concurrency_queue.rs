@@ -124,18 +124,23 @@ queue = {{ max_wait = "{max_wait}", limit = {queue_limit} }}
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_queued_request_is_served_when_the_running_response_body_ends() {
-    let rec = MemoryRecorder::default();
-    let layer = metrics::with_local_recorder(&rec, || {
-        LayerConfig::from_toml(&one_stream_per_client("30s", 1))
+/// The layer of a rules file, its metrics recorded in `rec`.
+fn layer_from(rec: &MemoryRecorder, rules: &str) -> RateLimitLayer {
+    metrics::with_local_recorder(rec, || {
+        LayerConfig::from_toml(rules)
             .unwrap()
             .into_builder()
             .unwrap()
             .peer_addr(connect_info)
             .build()
             .unwrap()
-    });
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_request_is_served_when_the_running_response_body_ends() {
+    let rec = MemoryRecorder::default();
+    let layer = layer_from(&rec, &one_stream_per_client("30s", 1));
     let (end, signal) = watch::channel(0u32);
     let served = Arc::new(AtomicU32::new(0));
     let counted = CountPollsLayer::default();
@@ -245,15 +250,7 @@ async fn the_global_in_flight_limit_queues_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_client_that_disconnects_frees_its_place_and_takes_no_permit() {
     let rec = MemoryRecorder::default();
-    let layer = metrics::with_local_recorder(&rec, || {
-        LayerConfig::from_toml(&one_stream_per_client("30s", 1))
-            .unwrap()
-            .into_builder()
-            .unwrap()
-            .peer_addr(connect_info)
-            .build()
-            .unwrap()
-    });
+    let layer = layer_from(&rec, &one_stream_per_client("30s", 1));
     let (end, signal) = watch::channel(0u32);
     let served = Arc::new(AtomicU32::new(0));
     let s = serve(gated(layer, signal, Arc::clone(&served))).await;
@@ -291,15 +288,7 @@ async fn a_reload_that_raises_the_limit_serves_the_waiter_without_a_release() {
     let rules = |limit: u32| {
         one_stream_per_client("30s", 1).replace("limit = 1\n", &format!("limit = {limit}\n"))
     };
-    let layer = metrics::with_local_recorder(&rec, || {
-        LayerConfig::from_toml(&rules(1))
-            .unwrap()
-            .into_builder()
-            .unwrap()
-            .peer_addr(connect_info)
-            .build()
-            .unwrap()
-    });
+    let layer = layer_from(&rec, &rules(1));
     let (end, signal) = watch::channel(0u32);
     let served = Arc::new(AtomicU32::new(0));
     let s = serve(gated(layer.clone(), signal, Arc::clone(&served))).await;
