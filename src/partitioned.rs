@@ -538,16 +538,7 @@ impl<K: Clone> Limiter<K> for PolicyStore<K> {
 
     #[inline]
     fn try_acquire_n(&self, key: &K, n: u32, now: Timestamp) -> Result<Lease<K>, Refusal<'static>> {
-        charge(
-            DEFAULT,
-            "",
-            "",
-            &self.store,
-            self.releases,
-            Some(key.clone()),
-            n,
-            now,
-        )
+        self.charge(DEFAULT, "", "", Some(key.clone()), n, now)
     }
 
     /// Gives a lease's permits back (see [`Partitioned`]'s
@@ -599,7 +590,7 @@ const LEASE_DEFAULT: u32 = u32::MAX;
 pub struct Partitioned<R, K> {
     name: &'static str,
     policies: Vec<Policy<R, K>>,
-    default: Option<(&'static str, Arc<dyn Store<K>>)>,
+    default: Option<(&'static str, PolicyStore<K>)>,
 }
 
 impl<R, K> fmt::Debug for Partitioned<R, K> {
@@ -706,7 +697,13 @@ impl<R, K: Send + Sync + 'static> PartitionedBuilder<R, K> {
     where
         L: Limiter<Permit: Copy> + Send + Sync + 'static,
     {
-        self.inner.default = Some(("default", Arc::new(Unkeyed(limiter))));
+        self.inner.default = Some((
+            "default",
+            PolicyStore {
+                store: Arc::new(Unkeyed(limiter)),
+                releases: false,
+            },
+        ));
         self
     }
 
@@ -892,16 +889,7 @@ impl<R, K> Partitioned<R, K> {
         now: Timestamp,
     ) -> Result<Lease<K>, Refusal<'static>> {
         let p = &self.policies[i];
-        charge(
-            i,
-            self.name,
-            p.name,
-            &p.store.store,
-            p.store.releases,
-            Some(key),
-            n,
-            now,
-        )
+        p.store.charge(i, self.name, p.name, Some(key), n, now)
     }
 
     /// Policy `index`'s store (`None`: the default limiter's); `None` past
@@ -910,7 +898,7 @@ impl<R, K> Partitioned<R, K> {
     fn store_of(&self, index: Option<usize>) -> Option<&Arc<dyn Store<K>>> {
         match index {
             Some(i) => self.policies.get(i).map(|p| &p.store.store),
-            None => self.default.as_ref().map(|(_, store)| store),
+            None => self.default.as_ref().map(|(_, d)| &d.store),
         }
     }
 
@@ -921,7 +909,7 @@ impl<R, K> Partitioned<R, K> {
         now: Timestamp,
     ) -> Result<Lease<K>, Refusal<'static>> {
         match &self.default {
-            Some((name, store)) => charge(DEFAULT, self.name, name, store, false, key, n, now),
+            Some((name, store)) => store.charge(DEFAULT, self.name, name, key, n, now),
             None => Ok(Lease::free()),
         }
     }
@@ -933,23 +921,23 @@ impl<R, K> Partitioned<R, K> {
     }
 }
 
-/// Charges `n` permits of `key` to `store`: a lease, or the refusal by
-/// policy `name` of limiter `limiter`.
-#[allow(clippy::too_many_arguments)]
-#[inline]
-fn charge<K>(
-    index: usize,
-    limiter: &'static str,
-    name: &'static str,
-    store: &Arc<dyn Store<K>>,
-    releases: bool,
-    key: Option<K>,
-    n: u32,
-    now: Timestamp,
-) -> Result<Lease<K>, Refusal<'static>> {
-    match store.check_n(key.as_ref(), n, now) {
-        Ok(_) => Ok(Lease::taken(index, key, n, store, releases)),
-        Err(refusal) => Err(refused(refusal, limiter, name)),
+impl<K> PolicyStore<K> {
+    /// Charges `n` permits of `key`: a lease of policy `index`, or the
+    /// refusal by policy `name` of limiter `limiter`.
+    #[inline]
+    fn charge(
+        &self,
+        index: usize,
+        limiter: &'static str,
+        name: &'static str,
+        key: Option<K>,
+        n: u32,
+        now: Timestamp,
+    ) -> Result<Lease<K>, Refusal<'static>> {
+        match self.store.check_n(key.as_ref(), n, now) {
+            Ok(_) => Ok(Lease::taken(index, key, n, &self.store, self.releases)),
+            Err(refusal) => Err(refused(refusal, limiter, name)),
+        }
     }
 }
 

@@ -25,20 +25,19 @@ use crate::clock::Clock;
 use crate::concurrency::DEFAULT_RETRY_HINT;
 use crate::http::body::LayerBody;
 use crate::http::key::TableKey;
-use crate::limiter::Limiter;
 use core::time::Duration;
 
 /// Waits in `key`'s line of policy `c`'s queue; the refusal's wait
 /// otherwise.
 async fn wait_in_line(shared: &Shared, c: &Compiled, key: TableKey) -> Result<Admitted, Duration> {
-    let Some(Gate::Queued(queue)) = c.gate.as_ref() else {
+    let Some(gate @ Gate::Queued(queue)) = c.gate.as_ref() else {
         return Err(DEFAULT_RETRY_HINT); // never: only such policies queue
     };
     match queue.acquire(&key, 1).await {
         Ok(permit) => Ok(Admitted {
             snapshot: shared
                 .headers_on_success
-                .then(|| queue.limiter().snapshot(&key, queue.clock().now())),
+                .then(|| gate.snapshot(&key, shared.clock.now())),
             permit: Permit::Queued(permit),
             key,
         }),
