@@ -9,8 +9,8 @@
 //! A clock also reports its *resolution*: the smallest step it can show.
 //! A limiter whose finest step (a GCRA emission interval, a window, a
 //! segment) is finer than the resolution cannot be enforced as written, so
-//! wherever a limiter meets a clock — [`RateLimiter`](crate::RateLimiter),
-//! [`KeyedRateLimiter`](crate::KeyedRateLimiter), embassy's `acquire` on a
+//! wherever a limiter meets a clock — [`RateLimiter`](crate::RateLimiter)
+//! (direct or over a table), embassy's `acquire` on a
 //! `static` bucket, the HTTP layer — pairing them is a
 //! [`ConfigError::ClockTooCoarse`](crate::ConfigError::ClockTooCoarse), never
 //! a silent clamp.

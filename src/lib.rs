@@ -30,11 +30,11 @@
 //!
 //! ```
 //! use std::net::IpAddr;
-//! use tollgate::{KeyedRateLimiter, Quota, StdClock};
+//! use tollgate::{Quota, RateLimiter, StdClock};
 //!
-//! let per_client = KeyedRateLimiter::token_bucket(Quota::per_second(10)?, StdClock::new())?;
+//! let per_client = RateLimiter::keyed(Quota::per_second(10)?, StdClock::new())?;
 //! let client: IpAddr = "192.0.2.7".parse()?;
-//! if per_client.try_acquire(&client).is_ok() {
+//! if per_client.try_acquire_key(&client).is_ok() {
 //!     // serve the request
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -54,7 +54,7 @@
 //! | [`refusal`] | [`Refusal`]: what every acquisition returns when it says no (when to retry, the quota, who refused) |
 //! | [`snapshot`] | [`Snapshot`]: a limiter's state (limit, remaining, reset), computed when asked |
 //! | [`limiter`] | the [`Algorithm`] trait, the one [`Limiter`] trait (direct, per key, per resource) and its rate permit [`Grant`], [`Bucket`], [`BucketRef`] |
-//! | [`rate_limiter`] | [`RateLimiter`] and [`KeyedRateLimiter`]: a limiter or a keyed table bundled with its clock |
+//! | [`rate_limiter`] | [`RateLimiter`]: a limiter or a keyed table bundled with its clock |
 //! | [`window`] | [`FixedWindow`], [`SlidingWindow`]: permits per window |
 //! | [`concurrency`] | [`ConcurrencyLimiter`]: permits in flight, handed out only as guards |
 //! | [`chain`] | [`Chain`] (from [`Limiter::and`]): all must allow, refused requests cost nothing |
@@ -75,7 +75,7 @@
 //! as a [`Duration`](core::time::Duration), so passing milliseconds or
 //! embassy ticks where nanoseconds were meant does not compile. A clock
 //! reads timestamps; wherever a limiter meets a clock ([`RateLimiter`],
-//! [`KeyedRateLimiter`], embassy's `acquire`, the HTTP layer) a limiter whose
+//! direct or over a table, embassy's `acquire`, the HTTP layer) a limiter whose
 //! step is finer than the clock's resolution is refused with
 //! [`ConfigError::ClockTooCoarse`]. Every std clock ([`StdClock`],
 //! [`CoarseClock`], `QuantaClock`, `TokioClock`) shares one process-wide
@@ -423,7 +423,7 @@
 //! decides: a shared overflow bucket with the default quota (default), deny,
 //! or allow; every refusal says which path refused it
 //! ([`Refusal::path`]). A per-key
-//! quota is any `Fn(&K) -> A`. [`KeyedRateLimiter`] pairs a table with its
+//! quota is any `Fn(&K) -> A`. [`RateLimiter`] pairs a table with its
 //! clock. See [`keyed`]
 //! for the security reasoning and capacity sizing.
 //!
@@ -624,7 +624,7 @@
 //!
 //! | feature | default | adds |
 //! |---|---|---|
-//! | `std` | yes | [`StdClock`], [`CoarseClock`], `Clock`/`Limiter` for `Arc` and `Box`, [`keyed::ShardedKeyedTable`], [`keyed::LockFreeGcraTable`], `KeyedRateLimiter::token_bucket` |
+//! | `std` | yes | [`StdClock`], [`CoarseClock`], `Clock`/`Limiter` for `Arc` and `Box`, [`keyed::ShardedKeyedTable`], [`keyed::LockFreeGcraTable`], `RateLimiter::keyed` |
 //! | `quanta` | no | `QuantaClock` (in [`clock`]): a TSC clock through the `quanta` crate |
 //! | `embassy` | no | `embassy::EmbassyClock`, async `acquire(n).await` / `until_ready(n).await` with deadlines (module `embassy`) |
 //! | `tokio` | no | `queue`: async queued acquisition; `TokioClock` (implies `std`) |
@@ -785,7 +785,7 @@ pub use lock_freedom::LockFreedom;
 #[cfg(feature = "tokio")]
 pub use queue::TokioClock;
 pub use quota::Quota;
-pub use rate_limiter::{KeyedRateLimiter, RateLimiter};
+pub use rate_limiter::RateLimiter;
 pub use refusal::Refusal;
 pub use snapshot::Snapshot;
 pub use stats::{Statistics, WithStats};

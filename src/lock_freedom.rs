@@ -66,7 +66,7 @@
 //! | `LockFreeGcraTable` (`std`) | checks of tracked keys: as `AtomicU128` (yes on aarch64; on x86_64 decided at run time by `cmpxchg16b`, so the constant says no unless built with `-C target-feature=+cmpxchg16b` and [`LockFreedom::is_lock_free`] says yes on almost every CPU; **no** on i686, wasm32, 32-bit Arm and RISC-V, where `portable-atomic` falls back to its lock table) / no (inserts lock a mutex) |
 //! | [`LiveBucket`] | no (a check that meets a quota change waits for it) / without `std`, as `AtomicU64` (changes run in a critical section); with `std`, no |
 //! | [`ConcurrencyLimiter`] | no (releases wake async waiters under a lock) / without `std`, yes (a critical section); with `std`, no |
-//! | `Bucket<A>`, `BucketRef<A>`, `RateLimiter<C, L>`, `KeyedRateLimiter<T, C>`, `&L`, `Arc<L>`, `Box<L>` | as what they hold |
+//! | `Bucket<A>`, `BucketRef<A>`, `RateLimiter<C, L>`, `&L`, `Arc<L>`, `Box<L>` | as what they hold |
 //! | [`Chain<A, B>`](crate::Chain) | both members |
 //! | [`WithStats<L>`](crate::WithStats) | `L` and `AtomicU64` (its counters) |
 //!
@@ -102,14 +102,13 @@ use crate::chain::Chain;
 use crate::concurrency::ConcurrencyLimiter;
 use crate::gcra::{Gcra, GcraState};
 use crate::keyed::HeaplessKeyedTable;
-use crate::limiter::{Algorithm, Bucket, BucketRef, Limiter};
+use crate::limiter::{Algorithm, Bucket, BucketRef};
 use crate::live::LiveBucket;
-use crate::rate_limiter::{KeyedRateLimiter, RateLimiter};
+use crate::rate_limiter::RateLimiter;
 use crate::stats::WithStats;
 use crate::sync::{RMW_U32_LOCK_FREE, U32_INTERRUPT_SAFE, U64_INTERRUPT_SAFE, U64_LOCK_FREE};
 use crate::tick::{TickGcra, TickState};
 use crate::window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState};
-use crate::Clock;
 
 /// Whether a limiter is lock-free, and whether it may be shared with an
 /// interrupt handler, on this build. See the [module documentation](self)
@@ -207,19 +206,11 @@ impl<L: LockFreedom> LockFreedom for WithStats<L> {
     }
 }
 
-impl<C: Clock, L: Limiter + LockFreedom> LockFreedom for RateLimiter<C, L> {
+impl<C, L: LockFreedom> LockFreedom for RateLimiter<C, L> {
     const IS_LOCK_FREE: bool = L::IS_LOCK_FREE;
     const IS_INTERRUPT_SAFE: bool = L::IS_INTERRUPT_SAFE;
     fn is_lock_free() -> bool {
         L::is_lock_free()
-    }
-}
-
-impl<T: LockFreedom, C> LockFreedom for KeyedRateLimiter<T, C> {
-    const IS_LOCK_FREE: bool = T::IS_LOCK_FREE;
-    const IS_INTERRUPT_SAFE: bool = T::IS_INTERRUPT_SAFE;
-    fn is_lock_free() -> bool {
-        T::is_lock_free()
     }
 }
 

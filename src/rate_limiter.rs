@@ -1,19 +1,21 @@
-//! [`RateLimiter`]: a limiter bundled with its clock, for the common case.
+//! [`RateLimiter`]: a limiter bundled with its clock, for the common case:
+//! a direct limiter (`try_acquire()`) or a keyed table
+//! (`try_acquire_key(&key)`), as governor's `check` and `check_key`.
 
 use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::{check_clock, ConfigError};
 use crate::gcra::{BucketKind, Gcra};
-use crate::keyed::KeyedTable;
 #[cfg(feature = "std")]
 use crate::keyed::ShardedKeyedTable;
-use crate::limiter::{Algorithm, Bucket, Grant, Limiter};
+use crate::limiter::{Bucket, Limiter};
 use crate::quota::Quota;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 
-/// A limiter and the clock it reads: call `try_acquire()` and go.
+/// A limiter and the clock it reads: call `try_acquire()` (or, over a
+/// keyed table, `try_acquire_key(&key)`) and go.
 ///
 /// ```
 /// use tollgate::{ManualClock, Quota, RateLimiter};
@@ -30,8 +32,23 @@ use crate::snapshot::Snapshot;
 /// assert!(limiter.try_acquire().is_ok());
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
+///
+/// Per key, over any keyed table (sharded, lock-free, `no_std` heapless);
+/// with feature `std`, [`RateLimiter::keyed`] builds a default table in one
+/// call:
+///
+/// ```
+/// use std::net::IpAddr;
+/// use tollgate::{Quota, RateLimiter, StdClock};
+///
+/// // 10 per second and bursts of 10 per client, 10,000 clients tracked.
+/// let limiter = RateLimiter::keyed(Quota::per_second(10)?, StdClock::new())?;
+/// let client: IpAddr = "192.0.2.7".parse()?;
+/// assert!(limiter.try_acquire_key(&client).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
-pub struct RateLimiter<C: Clock, L: Limiter = Bucket<Gcra>> {
+pub struct RateLimiter<C, L = Bucket<Gcra>> {
     limiter: L,
     clock: C,
 }
@@ -63,20 +80,39 @@ impl<C: Clock> RateLimiter<C, Bucket<Gcra>> {
     }
 }
 
-impl<C: Clock, L: Limiter> RateLimiter<C, L> {
-    /// Wraps any limiter with a clock.
+impl<C: Clock, L> RateLimiter<C, L> {
+    /// Wraps any limiter, direct or keyed, with a clock.
     ///
     /// # Errors
     /// [`ConfigError::ClockTooCoarse`] if the limiter's finest step (see
     /// [`Limiter::required_resolution`]) is finer than the clock can
-    /// resolve.
-    pub fn from_limiter(limiter: L, clock: C) -> Result<Self, ConfigError> {
+    /// resolve. (A table's per-key quota function cannot be checked ahead
+    /// of time: give it quotas the clock can enforce.)
+    pub fn from_limiter<K: ?Sized>(limiter: L, clock: C) -> Result<Self, ConfigError>
+    where
+        L: Limiter<K>,
+    {
         check_clock(limiter.required_resolution(), clock.resolution())?;
         Ok(Self { limiter, clock })
     }
 
+    /// The wrapped limiter (for a table: its introspection and
+    /// reconfiguration).
+    #[must_use]
+    pub const fn limiter(&self) -> &L {
+        &self.limiter
+    }
+
+    /// The clock.
+    #[must_use]
+    pub const fn clock(&self) -> &C {
+        &self.clock
+    }
+}
+
+impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     /// Tries to take one permit now: the limiter's permit (a
-    /// [`Grant`] for a rate, spent when granted; a guard for
+    /// [`Grant`](crate::Grant) for a rate, spent when granted; a guard for
     /// an in-flight limit, to hold until the work ends).
     ///
     /// # Errors
@@ -115,72 +151,22 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     pub fn snapshot(&self) -> Snapshot {
         self.limiter.snapshot(&(), self.clock.now())
     }
-
-    /// The wrapped limiter.
-    #[must_use]
-    pub const fn limiter(&self) -> &L {
-        &self.limiter
-    }
-
-    /// The clock.
-    #[must_use]
-    pub const fn clock(&self) -> &C {
-        &self.clock
-    }
 }
 
-/// A keyed table and the clock it reads: call `try_acquire(&key)` and go.
-///
-/// Any [`KeyedTable`] works (sharded, lock-free, `no_std` heapless). With
-/// feature `std`,
-/// [`KeyedRateLimiter::token_bucket`] builds a default table in one call:
-///
-/// ```
-/// use std::net::IpAddr;
-/// use tollgate::{KeyedRateLimiter, Quota, StdClock};
-///
-/// // 10 per second and bursts of 10 per client, 10,000 clients tracked.
-/// let limiter = KeyedRateLimiter::token_bucket(Quota::per_second(10)?, StdClock::new())?;
-/// let client: IpAddr = "192.0.2.7".parse()?;
-/// assert!(limiter.try_acquire(&client).is_ok());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug)]
-pub struct KeyedRateLimiter<T, C> {
-    table: T,
-    clock: C,
-}
-
-impl<T, C: Clock> KeyedRateLimiter<T, C> {
-    /// Pairs `table` with `clock`.
-    ///
-    /// # Errors
-    /// [`ConfigError::ClockTooCoarse`] if the table's default algorithm has
-    /// a step finer than the clock can resolve. (A per-key quota function
-    /// cannot be checked ahead of time: give it quotas the clock can
-    /// enforce.)
-    pub fn new<K: ?Sized>(table: T, clock: C) -> Result<Self, ConfigError>
-    where
-        T: KeyedTable<K>,
-    {
-        check_clock(
-            table.default_algorithm().required_resolution(),
-            clock.resolution(),
-        )?;
-        Ok(Self { table, clock })
-    }
-
+/// Over a keyed limiter (a table, a partitioned limiter, a chain of them):
+/// the same calls for one key.
+impl<C: Clock, L> RateLimiter<C, L> {
     /// Tries to take one permit for `key` now.
     ///
     /// # Errors
     /// The [`Refusal`], with the [`KeyedPath`](crate::keyed::KeyedPath)
     /// that answered; nothing was taken.
     #[inline]
-    pub fn try_acquire<K: ?Sized>(&self, key: &K) -> Result<Grant, Refusal<'static>>
+    pub fn try_acquire_key<K: ?Sized>(&self, key: &K) -> Result<L::Permit, Refusal<'static>>
     where
-        T: KeyedTable<K>,
+        L: Limiter<K>,
     {
-        self.try_acquire_n(key, 1)
+        self.limiter.try_acquire_n(key, 1, self.clock.now())
     }
 
     /// Tries to take `n` permits for `key` now; `n = 0` is a peek.
@@ -189,11 +175,15 @@ impl<T, C: Clock> KeyedRateLimiter<T, C> {
     /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
     /// can never be granted to `key`); nothing was taken.
     #[inline]
-    pub fn try_acquire_n<K: ?Sized>(&self, key: &K, n: u32) -> Result<Grant, Refusal<'static>>
+    pub fn try_acquire_key_n<K: ?Sized>(
+        &self,
+        key: &K,
+        n: u32,
+    ) -> Result<L::Permit, Refusal<'static>>
     where
-        T: KeyedTable<K>,
+        L: Limiter<K>,
     {
-        self.table.try_acquire_n(key, n, self.clock.now())
+        self.limiter.try_acquire_n(key, n, self.clock.now())
     }
 
     /// How long until `n` permits for `key` would be granted, taking none.
@@ -201,66 +191,47 @@ impl<T, C: Clock> KeyedRateLimiter<T, C> {
     /// # Errors
     /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
     /// granted to `key`.
-    pub fn time_until_ready<K: ?Sized>(&self, key: &K, n: u32) -> Result<Duration, Refusal<'static>>
+    pub fn time_until_key_ready<K: ?Sized>(
+        &self,
+        key: &K,
+        n: u32,
+    ) -> Result<Duration, Refusal<'static>>
     where
-        T: KeyedTable<K>,
+        L: Limiter<K>,
     {
-        self.table.time_until_ready(key, n, self.clock.now())
+        self.limiter.time_until_ready(key, n, self.clock.now())
     }
 
     /// Gives back `n` permits of an earlier admission for `key`.
-    pub fn refund<K: ?Sized>(&self, key: &K, n: u32)
+    pub fn refund_key<K: ?Sized>(&self, key: &K, n: u32)
     where
-        T: KeyedTable<K>,
+        L: Limiter<K>,
     {
-        self.table.refund(key, n, self.clock.now());
+        self.limiter.refund(key, n, self.clock.now());
     }
 
     /// `key`'s state now.
     #[must_use]
-    pub fn snapshot<K: ?Sized>(&self, key: &K) -> Snapshot
+    pub fn snapshot_key<K: ?Sized>(&self, key: &K) -> Snapshot
     where
-        T: KeyedTable<K>,
+        L: Limiter<K>,
     {
-        self.table.snapshot(key, self.clock.now())
-    }
-
-    /// The table (for its introspection and reconfiguration).
-    #[must_use]
-    pub const fn table(&self) -> &T {
-        &self.table
-    }
-
-    /// The clock.
-    #[must_use]
-    pub const fn clock(&self) -> &C {
-        &self.clock
+        self.limiter.snapshot(key, self.clock.now())
     }
 }
 
 #[cfg(feature = "std")]
-impl<K: core::hash::Hash + Eq + Clone, C: Clock> KeyedRateLimiter<ShardedKeyedTable<K, Gcra>, C> {
-    /// A token bucket of `quota` per key, in a
-    /// [`ShardedKeyedTable`] of 10,000 keys (build the table yourself for
-    /// other settings), reading `clock`.
+impl<K: core::hash::Hash + Eq + Clone, C: Clock> RateLimiter<C, ShardedKeyedTable<K, Gcra>> {
+    /// A token bucket of `quota` per key (governor's `RateLimiter::keyed`),
+    /// in a [`ShardedKeyedTable`] of 10,000 keys (build the table yourself
+    /// for other settings and pass it to [`RateLimiter::from_limiter`]),
+    /// reading `clock`.
     ///
     /// # Errors
-    /// As [`KeyedRateLimiter::new`].
-    pub fn token_bucket(quota: Quota, clock: C) -> Result<Self, ConfigError> {
-        Self::new(
+    /// As [`RateLimiter::from_limiter`].
+    pub fn keyed(quota: Quota, clock: C) -> Result<Self, ConfigError> {
+        Self::from_limiter(
             ShardedKeyedTable::builder(Gcra::token_bucket(quota)).build()?,
-            clock,
-        )
-    }
-
-    /// A strict-pacing leaky bucket of `quota` per key (see
-    /// [`KeyedRateLimiter::token_bucket`]).
-    ///
-    /// # Errors
-    /// As [`KeyedRateLimiter::new`].
-    pub fn leaky_bucket(quota: Quota, clock: C) -> Result<Self, ConfigError> {
-        Self::new(
-            ShardedKeyedTable::builder(Gcra::leaky_bucket(quota)).build()?,
             clock,
         )
     }

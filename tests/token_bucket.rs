@@ -232,3 +232,52 @@ fn extreme_instants_never_panic() {
     let _ = b.check(Timestamp::MAX);
     let _ = b.check(Timestamp::MAX);
 }
+
+/// One `RateLimiter` front for a keyed table too: each key has its own
+/// bucket, the key calls read the bundled clock, and a clock too coarse
+/// for the table's default quota is refused as it is for a direct bucket.
+#[cfg(feature = "std")]
+#[test]
+fn a_rate_limiter_over_a_table_limits_each_key_and_checks_its_clock() {
+    use std::sync::Arc;
+    use tollgate::keyed::ShardedKeyedTable;
+    use tollgate::{ConfigError, Gcra, KeyedTable, ManualClock, Quota, RateLimiter};
+
+    let clock = Arc::new(ManualClock::new());
+    let limiter = RateLimiter::keyed(Quota::per_second(2).unwrap(), Arc::clone(&clock)).unwrap();
+    assert!(limiter.try_acquire_key(&"a").is_ok());
+    assert!(limiter.try_acquire_key(&"a").is_ok());
+    let refused = limiter.try_acquire_key(&"a").unwrap_err();
+    assert_eq!(refused.retry_after(), Duration::from_millis(500));
+    assert_eq!(
+        limiter.time_until_key_ready(&"a", 1).unwrap(),
+        Duration::from_millis(500)
+    );
+    // another key has its own bucket
+    assert!(limiter.try_acquire_key_n(&"b", 2).is_ok());
+    assert_eq!(limiter.snapshot_key(&"b").remaining(), 0);
+    limiter.refund_key(&"b", 1);
+    assert_eq!(limiter.snapshot_key(&"b").remaining(), 1);
+    clock.advance(Duration::from_millis(500));
+    assert!(limiter.try_acquire_key(&"a").is_ok());
+    assert_eq!(limiter.limiter().len(), 2);
+
+    // a 1 ms step cannot be enforced by a 2 ms clock
+    #[derive(Debug)]
+    struct Coarse;
+    impl tollgate::Clock for Coarse {
+        fn now(&self) -> tollgate::Timestamp {
+            tollgate::Timestamp::ZERO
+        }
+        fn resolution(&self) -> Duration {
+            Duration::from_millis(2)
+        }
+    }
+    let table = ShardedKeyedTable::<u64, Gcra>::builder(Gcra::token_bucket(
+        Quota::per_second(1000).unwrap(),
+    ))
+    .build()
+    .unwrap();
+    let err = RateLimiter::from_limiter(table, Coarse).unwrap_err();
+    assert!(matches!(err, ConfigError::ClockTooCoarse { .. }), "{err:?}");
+}

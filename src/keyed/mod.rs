@@ -25,7 +25,7 @@
 //! (`&K`), time as a [`Timestamp`], and each answer is a [`Grant`] or a
 //! [`Refusal`] that names the [`KeyedPath`] that refused.
 //! Code written against the trait takes any table; a
-//! [`KeyedRateLimiter`](crate::KeyedRateLimiter) bundles a table with a
+//! [`RateLimiter`](crate::RateLimiter) bundles a table with a
 //! clock. Every table is built the same
 //! way, `Table::builder(default_algorithm)` then the settings that apply
 //! to it ([`TableBuilder`]):
@@ -284,6 +284,14 @@ macro_rules! grant_methods {
         #[inline]
         fn cancel(&self, key: &K, grant: Grant, now: Timestamp) {
             self.refund(key, grant.permits(), now);
+        }
+
+        /// The default algorithm's finest step (a per-key quota function
+        /// cannot be checked ahead of time).
+        fn required_resolution(&self) -> core::time::Duration {
+            crate::limiter::Algorithm::required_resolution(
+                &<Self as KeyedTable<K>>::default_algorithm(self),
+            )
         }
     };
 }
