@@ -2,10 +2,10 @@
 //!
 //! Unlike the rate limiters, a concurrency limiter has no time component:
 //! permits are taken when work starts and given back when it ends. Its
-//! permits therefore exist only as **guards**: [`ConcurrencyPermit`]
-//! (borrowing the limiter) and, with feature `std`,
-//! [`OwnedConcurrencyPermit`] (holding an `Arc`), each giving its permits
-//! back when dropped. Through a reference it is a
+//! permits therefore exist only as **guards**: a [`ConcurrencyPermit`]
+//! holds the limiter's handle — a reference, or with feature `std` an
+//! `Arc` for a permit that outlives the borrow (a spawned task) — and gives
+//! its permits back when dropped. Through a reference it is a
 //! [`Limiter`] whose permit is that guard, so it chains
 //! with rate limiters (`bucket.and(&JOBS)`: all or nothing) and a chain or
 //! statistics wrapper holds the guard for you, as does the permit of a
@@ -138,6 +138,7 @@
 use core::fmt;
 use core::future::Future;
 use core::num::NonZeroU32;
+use core::ops::Deref;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
@@ -259,7 +260,7 @@ impl ConcurrencyLimiter {
     /// [`acquire`](Self::acquire) are in line (it would overtake them),
     /// with the retry hint; one that [`is_never`](Refusal::is_never) if
     /// `n` is above the limit.
-    pub fn try_acquire(&self, n: u32) -> Result<ConcurrencyPermit<'_>, Refusal<'static>> {
+    pub fn try_acquire(&self, n: u32) -> Result<ConcurrencyPermit<&Self>, Refusal<'static>> {
         self.take(n)?;
         Ok(ConcurrencyPermit {
             limiter: self,
@@ -280,7 +281,7 @@ impl ConcurrencyLimiter {
     pub fn acquire(
         &self,
         n: u32,
-    ) -> impl Future<Output = Result<ConcurrencyPermit<'_>, Refusal<'static>>> + '_ {
+    ) -> impl Future<Output = Result<ConcurrencyPermit<&Self>, Refusal<'static>>> + '_ {
         Acquire {
             limiter: self,
             n,
@@ -520,15 +521,22 @@ impl ConcurrencyLimiter {
 
 /// `n` permits held; dropping the permit gives them back.
 ///
+/// `H` is the limiter's handle the permit holds: `&ConcurrencyLimiter`
+/// (from [`ConcurrencyLimiter::try_acquire`] and `acquire`) or, with
+/// feature `std`, `Arc<ConcurrencyLimiter>` (from
+/// [`try_acquire_owned`](ConcurrencyLimiter::try_acquire_owned) and
+/// `acquire_owned`): a permit that is `'static`, for work that outlives
+/// the current borrow.
+///
 /// See the [module documentation](self) for what `mem::forget` does.
 #[must_use = "dropping the permit releases it at once"]
 #[derive(Debug)]
-pub struct ConcurrencyPermit<'a> {
-    limiter: &'a ConcurrencyLimiter,
+pub struct ConcurrencyPermit<H: Deref<Target = ConcurrencyLimiter>> {
+    limiter: H,
     permits: u32,
 }
 
-impl ConcurrencyPermit<'_> {
+impl<H: Deref<Target = ConcurrencyLimiter>> ConcurrencyPermit<H> {
     /// The permits this guard holds.
     #[must_use]
     pub const fn permits(&self) -> u32 {
@@ -551,9 +559,15 @@ impl ConcurrencyPermit<'_> {
         self.permits -= n;
         self.limiter.release(n);
     }
+
+    /// The limiter the permits belong to.
+    #[must_use]
+    pub fn limiter(&self) -> &H {
+        &self.limiter
+    }
 }
 
-impl Drop for ConcurrencyPermit<'_> {
+impl<H: Deref<Target = ConcurrencyLimiter>> Drop for ConcurrencyPermit<H> {
     fn drop(&mut self) {
         self.limiter.release(self.permits);
     }
@@ -562,18 +576,20 @@ impl Drop for ConcurrencyPermit<'_> {
 /// The future of [`ConcurrencyLimiter::acquire`].
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 #[derive(Debug)]
-struct Acquire<'a> {
-    limiter: &'a ConcurrencyLimiter,
+struct Acquire<H: Deref<Target = ConcurrencyLimiter>> {
+    limiter: H,
     n: u32,
     ticket: Option<Ticket>,
 }
 
-impl<'a> Future for Acquire<'a> {
-    type Output = Result<ConcurrencyPermit<'a>, Refusal<'static>>;
+impl<H: Deref<Target = ConcurrencyLimiter>> Unpin for Acquire<H> {}
+
+impl<H: Deref<Target = ConcurrencyLimiter> + Clone> Future for Acquire<H> {
+    type Output = Result<ConcurrencyPermit<H>, Refusal<'static>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let limiter = this.limiter;
+        let limiter = &*this.limiter;
         let outcome = if let Some(ticket) = this.ticket {
             let Poll::Ready(outcome) = limiter.poll_ticket(ticket, cx.waker()) else {
                 return Poll::Pending;
@@ -600,13 +616,13 @@ impl<'a> Future for Acquire<'a> {
             }
         };
         Poll::Ready(outcome.map(|()| ConcurrencyPermit {
-            limiter,
+            limiter: this.limiter.clone(),
             permits: this.n,
         }))
     }
 }
 
-impl Drop for Acquire<'_> {
+impl<H: Deref<Target = ConcurrencyLimiter>> Drop for Acquire<H> {
     fn drop(&mut self) {
         // out of the line; permits granted but never seen go to the next
         if let Some(ticket) = self.ticket.take() {
@@ -782,7 +798,7 @@ impl crate::limiter::Algorithm for InFlight {
 /// in-flight permit is never dropped by mistake; a `queue::Queue` keeps
 /// the guard in the permit it hands out.
 impl<'a> Limiter for &'a ConcurrencyLimiter {
-    type Permit = ConcurrencyPermit<'a>;
+    type Permit = ConcurrencyPermit<&'a ConcurrencyLimiter>;
 
     fn capacity(&self, _: &()) -> u32 {
         self.limit()
@@ -793,11 +809,11 @@ impl<'a> Limiter for &'a ConcurrencyLimiter {
         _: &(),
         n: u32,
         _: Timestamp,
-    ) -> Result<ConcurrencyPermit<'a>, Refusal<'static>> {
+    ) -> Result<Self::Permit, Refusal<'static>> {
         ConcurrencyLimiter::try_acquire(self, n)
     }
 
-    fn cancel(&self, _: &(), permit: ConcurrencyPermit<'a>, _: Timestamp) {
+    fn cancel(&self, _: &(), permit: Self::Permit, _: Timestamp) {
         drop(permit);
     }
 
@@ -833,41 +849,10 @@ impl ConcurrencyLimiter {
 #[cfg(feature = "std")]
 mod owned {
     use core::future::Future;
-    use core::pin::Pin;
-    use core::task::{Context, Poll};
     use std::sync::Arc;
 
-    use super::ConcurrencyLimiter;
+    use super::{Acquire, ConcurrencyLimiter, ConcurrencyPermit};
     use crate::refusal::Refusal;
-
-    /// `n` permits held on an `Arc`-shared limiter, for work that outlives
-    /// the current borrow (a spawned task). Dropping it gives them back.
-    #[must_use = "dropping the permit releases it at once"]
-    #[derive(Debug)]
-    pub struct OwnedConcurrencyPermit {
-        limiter: Arc<ConcurrencyLimiter>,
-        permits: u32,
-    }
-
-    impl OwnedConcurrencyPermit {
-        /// The permits this guard holds.
-        #[must_use]
-        pub const fn permits(&self) -> u32 {
-            self.permits
-        }
-
-        /// The limiter the permits belong to.
-        #[must_use]
-        pub fn limiter(&self) -> &Arc<ConcurrencyLimiter> {
-            &self.limiter
-        }
-    }
-
-    impl Drop for OwnedConcurrencyPermit {
-        fn drop(&mut self) {
-            self.limiter.release(self.permits);
-        }
-    }
 
     impl ConcurrencyLimiter {
         /// Like [`try_acquire`](ConcurrencyLimiter::try_acquire), with a
@@ -890,73 +875,32 @@ mod owned {
         pub fn try_acquire_owned(
             self: &Arc<Self>,
             n: u32,
-        ) -> Result<OwnedConcurrencyPermit, Refusal<'static>> {
+        ) -> Result<ConcurrencyPermit<Arc<Self>>, Refusal<'static>> {
             self.take(n)?;
-            Ok(OwnedConcurrencyPermit {
+            Ok(ConcurrencyPermit {
                 limiter: Arc::clone(self),
                 permits: n,
             })
         }
 
-        /// Like [`acquire`](ConcurrencyLimiter::acquire), resolving to an
-        /// [`OwnedConcurrencyPermit`] (feature `std`).
+        /// Like [`acquire`](ConcurrencyLimiter::acquire), resolving to a
+        /// permit that holds an `Arc` (feature `std`).
         ///
         /// # Errors
         /// As [`acquire`](ConcurrencyLimiter::acquire).
         pub fn acquire_owned(
             self: &Arc<Self>,
             n: u32,
-        ) -> impl Future<Output = Result<OwnedConcurrencyPermit, Refusal<'static>>> + Send + 'static
+        ) -> impl Future<Output = Result<ConcurrencyPermit<Arc<Self>>, Refusal<'static>>> + Send + 'static
         {
-            let limiter = Arc::clone(self);
-            AcquireOwned {
-                limiter,
+            Acquire {
+                limiter: Arc::clone(self),
                 n,
                 ticket: None,
             }
         }
     }
-
-    struct AcquireOwned {
-        limiter: Arc<ConcurrencyLimiter>,
-        n: u32,
-        ticket: Option<crate::wakers::Ticket>,
-    }
-
-    impl Future for AcquireOwned {
-        type Output = Result<OwnedConcurrencyPermit, Refusal<'static>>;
-
-        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-            let this = self.get_mut();
-            let mut borrowed = super::Acquire {
-                limiter: &this.limiter,
-                n: this.n,
-                ticket: this.ticket.take(),
-            };
-            let poll = Pin::new(&mut borrowed).poll(cx);
-            this.ticket = borrowed.ticket.take();
-            // the borrowed future's Drop has nothing left to leave
-            drop(borrowed);
-            poll.map(|r| {
-                r.map(|permit| OwnedConcurrencyPermit {
-                    limiter: Arc::clone(&this.limiter),
-                    permits: permit.into_raw(),
-                })
-            })
-        }
-    }
-
-    impl Drop for AcquireOwned {
-        fn drop(&mut self) {
-            if let Some(ticket) = self.ticket.take() {
-                self.limiter.leave(ticket);
-            }
-        }
-    }
 }
-
-#[cfg(feature = "std")]
-pub use owned::OwnedConcurrencyPermit;
 
 #[cfg(test)]
 mod tests {

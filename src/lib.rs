@@ -773,8 +773,6 @@ pub use clock::QuantaClock;
 pub use clock::{Clock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, StdClock};
-#[cfg(feature = "std")]
-pub use concurrency::OwnedConcurrencyPermit;
 pub use concurrency::{ConcurrencyLimiter, ConcurrencyPermit};
 pub use error::ConfigError;
 pub use gcra::{BucketKind, Gcra, GcraState};

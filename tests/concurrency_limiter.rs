@@ -66,7 +66,7 @@ proptest! {
         (limit, ops) in (1u32..=10).prop_flat_map(|l| (Just(l), prop::collection::vec(op(l), 1..100)))
     ) {
         let limiter = ConcurrencyLimiter::with_limit(limit).unwrap();
-        let mut held: Vec<ConcurrencyPermit<'_>> = vec![];
+        let mut held: Vec<ConcurrencyPermit<&ConcurrencyLimiter>> = vec![];
         let mut detached = 0u32; // taken and detached by into_raw, not yet released
         let mut leaked = 0u32; // forgotten and never released
         for op in ops {
@@ -710,7 +710,11 @@ async fn an_aborted_waiting_task_does_not_swallow_the_release() {
 struct Waiter<'a> {
     #[allow(clippy::type_complexity)]
     future: std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<ConcurrencyPermit<'a>, Refusal<'static>>> + 'a>,
+        Box<
+            dyn std::future::Future<
+                    Output = Result<ConcurrencyPermit<&'a ConcurrencyLimiter>, Refusal<'static>>,
+                > + 'a,
+        >,
     >,
     count: Arc<Count>,
     waker: Waker,
@@ -719,7 +723,10 @@ struct Waiter<'a> {
 
 impl<'a> Waiter<'a> {
     /// A waiter for `n` permits, polled once.
-    fn new(limiter: &'a ConcurrencyLimiter, n: u32) -> (Self, Poll<ConcurrencyPermit<'a>>) {
+    fn new(
+        limiter: &'a ConcurrencyLimiter,
+        n: u32,
+    ) -> (Self, Poll<ConcurrencyPermit<&'a ConcurrencyLimiter>>) {
         let (count, waker) = counter();
         let mut waiter = Self {
             future: Box::pin(limiter.acquire(n)),
@@ -731,7 +738,7 @@ impl<'a> Waiter<'a> {
         (waiter, first)
     }
 
-    fn poll(&mut self) -> Poll<ConcurrencyPermit<'a>> {
+    fn poll(&mut self) -> Poll<ConcurrencyPermit<&'a ConcurrencyLimiter>> {
         self.answered = wakes(&self.count);
         let mut cx = Context::from_waker(&self.waker);
         self.future
@@ -741,7 +748,7 @@ impl<'a> Waiter<'a> {
     }
 
     /// Polled as an executor would: only if woken since the last poll.
-    fn poll_if_woken(&mut self) -> Option<Poll<ConcurrencyPermit<'a>>> {
+    fn poll_if_woken(&mut self) -> Option<Poll<ConcurrencyPermit<&'a ConcurrencyLimiter>>> {
         (wakes(&self.count) > self.answered).then(|| self.poll())
     }
 }

@@ -88,7 +88,7 @@ impl SpecLimiter for SpecConcurrency {
 /// in flight as the reference model counts them.
 pub fn apply_guarded(limiter: &ConcurrencyLimiter, ops: &[Op]) -> Vec<Outcome> {
     let mut outcomes: Vec<Outcome> = Vec::with_capacity(ops.len());
-    let mut held: Vec<ConcurrencyPermit<'_>> = Vec::new();
+    let mut held: Vec<ConcurrencyPermit<&ConcurrencyLimiter>> = Vec::new();
     for &op in ops {
         let previous = outcomes.last().copied();
         let outcome = match op {
