@@ -4,7 +4,7 @@ use core::fmt;
 use core::hash::BuildHasher;
 use core::marker::PhantomData;
 
-use super::{OverflowPolicy, SameQuota};
+use super::OverflowPolicy;
 
 /// Configures a keyed table: `Table::builder(default_algorithm)`, then the
 /// settings, then `build()`. The same shape for every table; the settings
@@ -16,7 +16,7 @@ use super::{OverflowPolicy, SameQuota};
 /// | [`per_key`](Self::per_key) | yes | yes | yes |
 /// | [`max_keys`](Self::max_keys) | yes (default 10,000) | yes (default 10,000) | the type's `N` |
 /// | [`shards`](Self::shards) | yes | yes | — |
-/// | [`hasher`](Self::hasher) | yes (default [`RandomSeed`](super::RandomSeed)) | yes | — ([`FnvHash`]) |
+/// | [`hasher`](Self::hasher) | yes (default [`RandomSeed`](super::RandomSeed)) | yes | — (heapless' built-in FNV: the builder's `S` is `()`) |
 /// | `build()` | `Result` (allocates once) | `Result` (allocates once) | `const`, infallible (a `static`) |
 ///
 /// A heapless table's settings are `const` (for a `static` table), so its
@@ -35,7 +35,7 @@ use super::{OverflowPolicy, SameQuota};
 /// assert!(PER_ID.try_acquire(&0x101, Timestamp::ZERO).is_ok());
 /// ```
 #[must_use]
-pub struct TableBuilder<T, A, S, Q = SameQuota> {
+pub struct TableBuilder<T, A, S, Q = ()> {
     pub(super) default: A,
     pub(super) max_keys: usize,
     pub(super) shards: Option<usize>,
@@ -60,7 +60,7 @@ impl<T, A: fmt::Debug, S, Q> fmt::Debug for TableBuilder<T, A, S, Q> {
 /// Default number of keys of a table whose capacity is chosen at run time.
 pub const DEFAULT_MAX_KEYS: usize = 10_000;
 
-impl<T, A, S> TableBuilder<T, A, S, SameQuota> {
+impl<T, A, S> TableBuilder<T, A, S, ()> {
     pub(super) const fn new(default: A, max_keys: usize, hasher: S) -> Self {
         Self {
             default,
@@ -68,36 +68,36 @@ impl<T, A, S> TableBuilder<T, A, S, SameQuota> {
             shards: None,
             overflow: OverflowPolicy::SharedBucket,
             hasher,
-            per_key: SameQuota,
+            per_key: (),
             table: PhantomData,
         }
     }
 }
 
-/// The hash of a [`HeaplessKeyedTable`](super::HeaplessKeyedTable):
-/// heapless' built-in FNV (not seeded, not configurable).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct FnvHash;
-
-impl<T, A: Copy> TableBuilder<T, A, FnvHash, SameQuota> {
+impl<K, A: Copy + crate::limiter::Algorithm, const N: usize>
+    TableBuilder<super::HeaplessKeyedTable<K, A, N>, A, (), ()>
+{
     /// A per-key quota: each key's algorithm (see [`KeyQuota`](super::KeyQuota)),
     /// `const` for a `static` table: a `fn(&K) -> A`, or a closure that
     /// captures only `Copy` values. The default algorithm still runs the
     /// keys it returns nothing for, and the shared overflow state.
-    pub const fn per_key<Q: Copy>(self, quota: Q) -> TableBuilder<T, A, FnvHash, Q> {
+    pub const fn per_key<Q: Copy>(
+        self,
+        quota: Q,
+    ) -> TableBuilder<super::HeaplessKeyedTable<K, A, N>, A, (), Q> {
         TableBuilder {
             default: self.default,
             max_keys: self.max_keys,
             shards: self.shards,
             overflow: self.overflow,
-            hasher: FnvHash,
+            hasher: (),
             per_key: quota,
             table: PhantomData,
         }
     }
 }
 
-impl<T, A, S: BuildHasher> TableBuilder<T, A, S, SameQuota> {
+impl<T: RuntimeSized, A, S: BuildHasher> TableBuilder<T, A, S, ()> {
     /// A per-key quota: each key's algorithm (see [`KeyQuota`](super::KeyQuota)),
     /// for example a closure `|key: &K| -> Option<A>`-like function. The
     /// default algorithm still runs the keys it returns nothing for, and
@@ -115,7 +115,9 @@ impl<T, A, S: BuildHasher> TableBuilder<T, A, S, SameQuota> {
     }
 }
 
-impl<T, A: Copy, Q: Copy> TableBuilder<T, A, FnvHash, Q> {
+impl<K, A: Copy + crate::limiter::Algorithm, const N: usize, Q: Copy>
+    TableBuilder<super::HeaplessKeyedTable<K, A, N>, A, (), Q>
+{
     /// What to do with a new key when the table is full of busy keys
     /// (default [`OverflowPolicy::SharedBucket`]). `const`, for a `static`
     /// table.
@@ -125,7 +127,7 @@ impl<T, A: Copy, Q: Copy> TableBuilder<T, A, FnvHash, Q> {
     }
 }
 
-impl<T, A, S: BuildHasher, Q> TableBuilder<T, A, S, Q> {
+impl<T: RuntimeSized, A, S: BuildHasher, Q> TableBuilder<T, A, S, Q> {
     /// What to do with a new key when the table is full of busy keys
     /// (default [`OverflowPolicy::SharedBucket`]).
     pub fn overflow(mut self, policy: OverflowPolicy) -> Self {

@@ -8,9 +8,7 @@ use std::boxed::Box;
 use std::vec::Vec;
 
 use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
-use super::{
-    overflow, untracked_peek, KeyedTable, OverflowPolicy, RandomSeed, SameQuota, TableBuilder,
-};
+use super::{overflow, untracked_peek, KeyedTable, OverflowPolicy, RandomSeed, TableBuilder};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Grant, Limiter};
 use crate::live::Inheritance;
@@ -220,7 +218,7 @@ impl<K: Hash + ?Sized> CompactKeyedTable<K> {
     }
 }
 
-impl<K: Hash + ?Sized, S: BuildHasher> TableBuilder<CompactKeyedTable<K>, TickGcra, S, SameQuota> {
+impl<K: Hash + ?Sized, S: BuildHasher> TableBuilder<CompactKeyedTable<K>, TickGcra, S, ()> {
     /// Allocates the table: `⌈1.5 · max_keys / 16⌉` groups of 16 slots.
     ///
     /// # Errors

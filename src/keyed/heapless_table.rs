@@ -8,10 +8,9 @@ use core::time::Duration;
 use critical_section::Mutex;
 use heapless::index_map::FnvIndexMap;
 
-use super::builder::FnvHash;
 use super::{
     check_tracked, exceeded, overflow, untracked_peek, with_algorithm, KeyQuota, KeyedTable,
-    OverflowPolicy, SameQuota, SweepHint, TableBuilder,
+    OverflowPolicy, SweepHint, TableBuilder,
 };
 use crate::limiter::{Algorithm, Grant, Limiter};
 use crate::live::Inheritance;
@@ -75,7 +74,7 @@ struct Slots<K, A: Algorithm, const N: usize> {
 /// assert_eq!(PER_ID.snapshot(&0x01, now).limit(), 20);
 /// assert_eq!(PER_ID.snapshot(&0x20, now).limit(), 2);
 /// ```
-pub struct HeaplessKeyedTable<K, A: Algorithm, const N: usize, Q = SameQuota> {
+pub struct HeaplessKeyedTable<K, A: Algorithm, const N: usize, Q = ()> {
     slots: Mutex<RefCell<Slots<K, A, N>>>,
     shared: A::State,
     policy: OverflowPolicy,
@@ -94,13 +93,13 @@ impl<K, A: Algorithm, const N: usize, Q> core::fmt::Debug for HeaplessKeyedTable
 impl<K, A: Algorithm, const N: usize> HeaplessKeyedTable<K, A, N> {
     /// Starts configuring a table whose keys run `default` (see
     /// [`TableBuilder`]; `build` is `const`).
-    pub const fn builder(default: A) -> TableBuilder<Self, A, FnvHash> {
-        TableBuilder::new(default, N, FnvHash)
+    pub const fn builder(default: A) -> TableBuilder<Self, A, ()> {
+        TableBuilder::new(default, N, ())
     }
 }
 
 impl<K, A: Algorithm + Copy, const N: usize, Q: Copy>
-    TableBuilder<HeaplessKeyedTable<K, A, N>, A, FnvHash, Q>
+    TableBuilder<HeaplessKeyedTable<K, A, N>, A, (), Q>
 {
     crate::sync::const_fn_unless_loom! {
         /// The empty table (`const`, for a `static`).

@@ -39,7 +39,7 @@ use std::vec::Vec;
 use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
 use super::{
     exceeded, reset_after, untracked_peek, AtomicSweepHint, KeyQuota, KeyedPath, KeyedTable,
-    OverflowPolicy, RandomSeed, SameQuota, SweepHint, TableBuilder,
+    OverflowPolicy, RandomSeed, SweepHint, TableBuilder,
 };
 use crate::error::ConfigError;
 use crate::gcra::Gcra;
@@ -252,7 +252,7 @@ impl Shard {
 /// assert_eq!(table.len(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct LockFreeGcraTable<K, S = RandomSeed, Q = SameQuota> {
+pub struct LockFreeGcraTable<K, S = RandomSeed, Q = ()> {
     /// Serialises whole reconfigurations (shards, then the shared bucket).
     reconfiguring: Mutex<()>,
     shards: Vec<Shard>,

@@ -188,7 +188,7 @@ mod lock_free;
 #[cfg(feature = "std")]
 mod sharded;
 
-pub use builder::{FnvHash, TableBuilder, DEFAULT_MAX_KEYS};
+pub use builder::{TableBuilder, DEFAULT_MAX_KEYS};
 #[cfg(feature = "std")]
 pub use compact::{CompactKeyedTable, GROUP_SLOTS, INSERT_STRIPES};
 pub use hash::{RandomSeed, SeededHasher};
@@ -398,7 +398,8 @@ impl KeyedPath {
 
 /// Gives each key its algorithm (its quota): the per-key quota function.
 ///
-/// Implemented by [`SameQuota`] (every key uses the table's default) and by
+/// Implemented by `()` (no per-key quota: every key uses the table's
+/// default; the tables' default `Q`) and by
 /// every closure or `fn` `Fn(&K) -> A`. The function is called on every
 /// check of the key and must be deterministic (the same key always gets the
 /// same algorithm), cheap, and must not call into the same table.
@@ -407,11 +408,7 @@ pub trait KeyQuota<K: ?Sized, A> {
     fn algorithm_for(&self, key: &K) -> Option<A>;
 }
 
-/// Every key uses the table's default algorithm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct SameQuota;
-
-impl<K: ?Sized, A> KeyQuota<K, A> for SameQuota {
+impl<K: ?Sized, A> KeyQuota<K, A> for () {
     #[inline(always)]
     fn algorithm_for(&self, _key: &K) -> Option<A> {
         None

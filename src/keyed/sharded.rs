@@ -26,7 +26,7 @@ use std::vec::Vec;
 use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
 use super::{
     exceeded, overflow, untracked_peek, with_algorithm, AtomicSweepHint, KeyQuota, KeyedTable,
-    OverflowPolicy, RandomSeed, SameQuota, TableBuilder,
+    OverflowPolicy, RandomSeed, TableBuilder,
 };
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Grant, Limiter};
@@ -240,7 +240,7 @@ impl<K: Eq, A: Algorithm> Shard<K, A> {
 /// assert!(table.contains(&3));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct ShardedKeyedTable<K, A: Algorithm, S = RandomSeed, Q = SameQuota> {
+pub struct ShardedKeyedTable<K, A: Algorithm, S = RandomSeed, Q = ()> {
     shards: Vec<ShardLock<K, A>>,
     shard_shift: u32,
     per_shard: usize,
