@@ -18,7 +18,7 @@ use super::layer::Permit;
 /// permits are spent at once): every other response carries one empty
 /// pointer, which keeps the layer's future and body small.
 ///
-/// (`pub` in this private module only so that the sealed [`LayerBody`]
+/// (`pub` in this private module only so that the sealed [`BodyMode`]
 /// can name it; nothing outside the crate can.)
 #[derive(Debug, Default)]
 pub struct Held(Option<Box<Leases>>);
@@ -130,21 +130,19 @@ mod sealed {
 /// [`RateLimitService`](super::RateLimitService). Sealed: [`Wrapped`] (the
 /// default: any body, in a [`RateLimitBody`]) or [`AxumBody`] (axum's own
 /// `Body`; feature `axum`).
-pub trait BodyMode<R>: sealed::Sealed {
+pub trait BodyMode<R>: sealed::Sealed + Send + Sync + 'static {
     /// The body of the layer's responses when the inner service answers
     /// with bodies of type `R`.
-    type Body: LayerBody<R>;
-}
+    type Body: Send + 'static;
 
-/// A body type the layer answers with (sealed; see [`BodyMode`]).
-pub trait LayerBody<R>: sealed::Sealed + Send + Sized + 'static {
     /// An admitted response's body: the inner service's, holding `held`'s
     /// in-flight permits until it ends.
     #[doc(hidden)]
-    fn admitted(body: R, held: Held) -> Self;
+    fn admitted(body: R, held: Held) -> Self::Body;
+
     /// A body built by the layer (a refusal): `data`, or nothing if empty.
     #[doc(hidden)]
-    fn built(data: Bytes) -> Self;
+    fn built(data: Bytes) -> Self::Body;
 }
 
 /// The default [`BodyMode`]: responses carry a [`RateLimitBody`] around
@@ -153,20 +151,17 @@ pub trait LayerBody<R>: sealed::Sealed + Send + Sized + 'static {
 pub struct Wrapped;
 
 impl sealed::Sealed for Wrapped {}
-impl<R> sealed::Sealed for RateLimitBody<R> {}
 
 impl<R: Send + 'static> BodyMode<R> for Wrapped {
     type Body = RateLimitBody<R>;
-}
 
-impl<R: Send + 'static> LayerBody<R> for RateLimitBody<R> {
     #[inline]
-    fn admitted(body: R, held: Held) -> Self {
-        Self::holding(body, held)
+    fn admitted(body: R, held: Held) -> Self::Body {
+        RateLimitBody::holding(body, held)
     }
 
-    fn built(data: Bytes) -> Self {
-        Self::full(data)
+    fn built(data: Bytes) -> Self::Body {
+        RateLimitBody::full(data)
     }
 }
 
@@ -184,30 +179,25 @@ pub struct AxumBody;
 
 #[cfg(feature = "axum")]
 impl sealed::Sealed for AxumBody {}
-#[cfg(feature = "axum")]
-impl sealed::Sealed for axum_core::body::Body {}
 
 #[cfg(feature = "axum")]
 impl BodyMode<axum_core::body::Body> for AxumBody {
     type Body = axum_core::body::Body;
-}
 
-#[cfg(feature = "axum")]
-impl LayerBody<axum_core::body::Body> for axum_core::body::Body {
     #[inline]
-    fn admitted(body: Self, held: Held) -> Self {
+    fn admitted(body: Self::Body, held: Held) -> Self::Body {
         if held.is_empty() {
             body
         } else {
-            Self::new(RateLimitBody::holding(body, held))
+            axum_core::body::Body::new(RateLimitBody::holding(body, held))
         }
     }
 
-    fn built(data: Bytes) -> Self {
+    fn built(data: Bytes) -> Self::Body {
         if data.is_empty() {
-            Self::empty()
+            axum_core::body::Body::empty()
         } else {
-            Self::from(data)
+            axum_core::body::Body::from(data)
         }
     }
 }

@@ -20,7 +20,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::backend::StoreUnavailable;
-use super::body::{BodyMode, Held, LayerBody, Wrapped};
+use super::body::{BodyMode, Held, Wrapped};
 use super::headers::{self, Precomputed, RATELIMIT, RATELIMIT_POLICY};
 use super::key::{
     self, BackendKey, Extracted, IpNet, KeyDigest, PeerAddrFn, RequestHead, TableKey,
@@ -440,42 +440,49 @@ impl SuccessHeaders {
 type BoxedResponse<O, E> = Pin<Box<dyn Future<Output = Result<Response<O>, E>> + Send>>;
 
 pin_project! {
-    /// The future of [`RateLimitService`]: the inner service's future `F`,
-    /// answering with bodies of type `O` (the [`BodyMode`]'s body).
-    pub struct ResponseFuture<F, O, E> {
+    /// The future of [`RateLimitService`]: the inner service's future `F`
+    /// (answering with bodies of type `R`), answering with the
+    /// [`BodyMode`] `M`'s bodies.
+    pub struct ResponseFuture<F, R, M, E>
+    where
+        M: BodyMode<R>,
+    {
         #[pin]
-        kind: Kind<F, O, E>,
+        kind: Kind<F, R, M, E>,
     }
 }
 
 pin_project! {
     #[project = KindProj]
-    enum Kind<F, O, E> {
+    enum Kind<F, R, M, E>
+    where
+        M: BodyMode<R>,
+    {
         // Admitted: the inner service's future, then headers to add and
         // in-flight permits to hand to the body.
         // (Headers are boxed: they are rare, and the future stays small.)
         Inner { #[pin] fut: F, headers: Option<Box<SuccessHeaders>>, held: Option<Held> },
         // Refused (or no key): the response is ready (boxed: a response
         // is large, and every request's future would be as large).
-        Ready { response: Option<Box<Response<O>>> },
+        Ready { response: Option<Box<Response<M::Body>>> },
         // Waiting its turn (a queueing policy) or a remote backend's
         // decision, then the inner service.
-        Boxed { fut: BoxedResponse<O, E> },
+        Boxed { fut: BoxedResponse<M::Body, E> },
     }
 }
 
-impl<F, O, E> core::fmt::Debug for ResponseFuture<F, O, E> {
+impl<F, R, M: BodyMode<R>, E> core::fmt::Debug for ResponseFuture<F, R, M, E> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("ResponseFuture")
     }
 }
 
-impl<F, R, O, E> Future for ResponseFuture<F, O, E>
+impl<F, R, M, E> Future for ResponseFuture<F, R, M, E>
 where
     F: Future<Output = Result<Response<R>, E>>,
-    O: LayerBody<R>,
+    M: BodyMode<R>,
 {
-    type Output = Result<Response<O>, E>;
+    type Output = Result<Response<M::Body>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
@@ -485,7 +492,7 @@ where
                     h.add_to(&mut res);
                 }
                 let held = held.take().unwrap_or_default();
-                Poll::Ready(Ok(res.map(|b| O::admitted(b, held))))
+                Poll::Ready(Ok(res.map(|b| M::admitted(b, held))))
             }
             KindProj::Ready { response } => match response.take() {
                 Some(r) => Poll::Ready(Ok(*r)),
@@ -686,7 +693,11 @@ impl Shared {
             .copied())
     }
 
-    fn decide<B, R, O: LayerBody<R>>(&self, req: &Request<B>, only: Option<&str>) -> Verdict<O> {
+    fn decide<B, R, M: BodyMode<R>>(
+        &self,
+        req: &Request<B>,
+        only: Option<&str>,
+    ) -> Verdict<M::Body> {
         let Ok(route) = self.route_of(req, only) else {
             return Verdict::Pass(None, Held::default());
         };
@@ -708,10 +719,10 @@ impl Shared {
                 Charge::Admitted(a) => global_adm = a,
                 Charge::Refused(wait) => {
                     metrics.global_limiter.increment(1);
-                    return Verdict::Respond(Box::new(self.reject::<O, R>(g, true, wait)));
+                    return Verdict::Respond(Box::new(self.reject::<M, R>(g, true, wait)));
                 }
                 Charge::NoKey(status) => {
-                    return Verdict::Respond(Box::new(super::rejection::status_only::<O, R>(
+                    return Verdict::Respond(Box::new(super::rejection::status_only::<M, R>(
                         status,
                     )))
                 }
@@ -725,7 +736,7 @@ impl Shared {
                 }
             }
         }
-        self.decide_route(&head, route, global, global_adm, now)
+        self.decide_route::<R, M>(&head, route, global, global_adm, now)
     }
 
     /// Gives the global limiter's admission back (a later policy refused).
@@ -738,14 +749,14 @@ impl Shared {
 
     /// The route policy's part of [`Shared::decide`], after the global
     /// limiter admitted (`global_adm`, if it charged anything).
-    fn decide_route<R, O: LayerBody<R>>(
+    fn decide_route<R, M: BodyMode<R>>(
         &self,
         head: &RequestHead<'_>,
         route: Option<usize>,
         global: Option<&Compiled>,
         global_adm: Option<Admitted>,
         now: Timestamp,
-    ) -> Verdict<O> {
+    ) -> Verdict<M::Body> {
         let route_c = route.map(|i| &self.policies[i]);
         let metrics = self.metrics_of(route);
         let mut route_adm = None;
@@ -778,11 +789,11 @@ impl Shared {
                 Charge::Refused(wait) => {
                     self.give_back_global(global_adm, now);
                     metrics.endpoint_limiter.increment(1);
-                    return Verdict::Respond(Box::new(self.reject::<O, R>(c, false, wait)));
+                    return Verdict::Respond(Box::new(self.reject::<M, R>(c, false, wait)));
                 }
                 Charge::NoKey(status) => {
                     self.give_back_global(global_adm, now);
-                    return Verdict::Respond(Box::new(super::rejection::status_only::<O, R>(
+                    return Verdict::Respond(Box::new(super::rejection::status_only::<M, R>(
                         status,
                     )));
                 }
@@ -873,7 +884,7 @@ where
 {
     type Response = Response<M::Body>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future, M::Body, S::Error>;
+    type Future = ResponseFuture<S::Future, R, M, S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -881,7 +892,7 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let current = self.cell.load();
-        let kind = match current.decide::<B, R, M::Body>(&req, self.only.as_deref()) {
+        let kind = match current.decide::<B, R, M>(&req, self.only.as_deref()) {
             // built in the return slot: the admitted path copies no future
             Verdict::Pass(headers, held) => {
                 return ResponseFuture {
@@ -898,9 +909,7 @@ where
                 let inner = core::mem::replace(&mut self.inner, clone);
                 let shared = Arc::clone(&current);
                 Kind::Boxed {
-                    fut: Box::pin(serve_remote::<S, B, R, M::Body>(
-                        shared, *remote, inner, req,
-                    )),
+                    fut: Box::pin(serve_remote::<S, B, R, M>(shared, *remote, inner, req)),
                 }
             }
             Verdict::Line(line) => {
@@ -908,7 +917,7 @@ where
                 let inner = core::mem::replace(&mut self.inner, clone);
                 let shared = Arc::clone(&current);
                 Kind::Boxed {
-                    fut: Box::pin(in_line::serve_in_line::<S, B, R, M::Body>(
+                    fut: Box::pin(in_line::serve_in_line::<S, B, R, M>(
                         shared, *line, inner, req,
                     )),
                 }
@@ -920,15 +929,15 @@ where
 
 /// Asks route policy `remote.policy`'s backend, then serves `req` with
 /// `inner` or answers the refusal.
-async fn serve_remote<S, B, R, O>(
+async fn serve_remote<S, B, R, M>(
     shared: Arc<Shared>,
     remote: Remote,
     mut inner: S,
     req: Request<B>,
-) -> Result<Response<O>, S::Error>
+) -> Result<Response<M::Body>, S::Error>
 where
     S: Service<Request<B>, Response = Response<R>>,
-    O: LayerBody<R>,
+    M: BodyMode<R>,
 {
     let Remote {
         policy,
@@ -981,12 +990,12 @@ where
             if let Some(h) = headers {
                 h.add_to(&mut res);
             }
-            res.map(|b| O::admitted(b, held))
+            res.map(|b| M::admitted(b, held))
         }
         Err(wait) => {
             pending.cancel();
             c.metrics.endpoint_limiter.increment(1);
-            shared.reject::<O, R>(c, false, wait.max(Duration::from_nanos(1)))
+            shared.reject::<M, R>(c, false, wait.max(Duration::from_nanos(1)))
         }
     };
     if unavailable {

@@ -370,7 +370,7 @@ pub(crate) mod routing;
 pub use backend::StoreUnavailable;
 #[cfg(feature = "axum")]
 pub use body::AxumBody;
-pub use body::{BodyMode, LayerBody, RateLimitBody, Wrapped};
+pub use body::{BodyMode, RateLimitBody, Wrapped};
 pub use builder::RateLimitLayerBuilder;
 #[cfg(feature = "config")]
 pub use config::LayerConfig;

@@ -7,7 +7,7 @@ use core::time::Duration;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 
-use super::body::LayerBody;
+use super::body::BodyMode;
 use super::headers::{self, StackText, RATELIMIT, RATELIMIT_POLICY};
 use super::layer::{Compiled, Shared, SuccessHeaders};
 use crate::refusal::Refusal;
@@ -55,12 +55,12 @@ impl Shared {
     /// an empty body with `status`. A route policy's handler never answers
     /// for the global limiter. The standard headers the handler did not set
     /// are added (none of `RateLimit*` for an in-flight limit).
-    pub(crate) fn reject<O: LayerBody<R>, R>(
+    pub(crate) fn reject<M: BodyMode<R>, R>(
         &self,
         refusing: &Compiled,
         global: bool,
         wait: Duration,
-    ) -> Response<O> {
+    ) -> Response<M::Body> {
         let wait_nanos = duration_to_nanos(wait);
         #[cfg(feature = "tracing")]
         tracing::debug!(policy = %refusing.name, global, retry_after_ms = wait_nanos / 1_000_000, "request rate limited");
@@ -77,9 +77,9 @@ impl Shared {
                 let refusal = Refusal::from_nanos(wait_nanos, snapshot)
                     .by(limiter, &refusing.name)
                     .later_by(stage);
-                h(&refusal, self.status).map(|text| O::built(Bytes::from(text)))
+                h(&refusal, self.status).map(|text| M::built(Bytes::from(text)))
             }
-            None => status_only(self.status),
+            None => status_only::<M, R>(self.status),
         };
         let map = res.headers_mut();
         if !map.contains_key(http::header::RETRY_AFTER) {
@@ -107,8 +107,8 @@ impl Shared {
 }
 
 /// An empty response with `status`.
-pub(crate) fn status_only<O: LayerBody<R>, R>(status: StatusCode) -> Response<O> {
-    let mut r = Response::new(O::built(Bytes::new()));
+pub(crate) fn status_only<M: BodyMode<R>, R>(status: StatusCode) -> Response<M::Body> {
+    let mut r = Response::new(M::built(Bytes::new()));
     *r.status_mut() = status;
     r
 }

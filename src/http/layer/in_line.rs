@@ -23,7 +23,7 @@ use super::{
 };
 use crate::clock::Clock;
 use crate::concurrency::DEFAULT_RETRY_HINT;
-use crate::http::body::LayerBody;
+use crate::http::body::BodyMode;
 use crate::http::key::TableKey;
 use core::time::Duration;
 
@@ -47,15 +47,15 @@ async fn wait_in_line(shared: &Shared, c: &Compiled, key: TableKey) -> Result<Ad
 
 /// Serves a request that waits in a policy's line (see the [module
 /// documentation](self)).
-pub(super) async fn serve_in_line<S, B, R, O>(
+pub(super) async fn serve_in_line<S, B, R, M>(
     shared: Arc<Shared>,
     line: InLine,
     mut inner: S,
     req: Request<B>,
-) -> Result<Response<O>, S::Error>
+) -> Result<Response<M::Body>, S::Error>
 where
     S: Service<Request<B>, Response = Response<R>>,
-    O: LayerBody<R>,
+    M: BodyMode<R>,
 {
     let InLine {
         global_line,
@@ -80,14 +80,14 @@ where
     if global_line {
         let Some(g) = shared.global.as_ref() else {
             leave(&mut pending);
-            return Ok(super::super::rejection::status_only::<O, R>(shared.status));
+            return Ok(super::super::rejection::status_only::<M, R>(shared.status));
         };
         match wait_in_line(&shared, g, key).await {
             Ok(a) => pending.global = Some(a),
             Err(wait) => {
                 leave(&mut pending);
                 m.global_limiter.increment(1);
-                return Ok(shared.reject::<O, R>(g, true, wait));
+                return Ok(shared.reject::<M, R>(g, true, wait));
             }
         }
         // then the route policy, as for a request the global limiter
@@ -108,7 +108,7 @@ where
                         m.queued.decrement(1.0);
                         m.time_in_queue.record(elapsed().as_secs_f64());
                         drop(pending);
-                        return serve_remote::<S, B, R, O>(shared, remote, inner, req).await;
+                        return serve_remote::<S, B, R, M>(shared, remote, inner, req).await;
                     }
                     Err(NoKey::Allow) => Charge::Admitted(None),
                     Err(NoKey::Reject(status)) => Charge::NoKey(status),
@@ -122,11 +122,11 @@ where
                 Charge::Refused(wait) => {
                     leave(&mut pending);
                     m.endpoint_limiter.increment(1);
-                    return Ok(shared.reject::<O, R>(c, false, wait));
+                    return Ok(shared.reject::<M, R>(c, false, wait));
                 }
                 Charge::NoKey(status) => {
                     leave(&mut pending);
-                    return Ok(super::super::rejection::status_only::<O, R>(status));
+                    return Ok(super::super::rejection::status_only::<M, R>(status));
                 }
             }
         }
@@ -138,7 +138,7 @@ where
             Err(wait) => {
                 leave(&mut pending);
                 m.endpoint_limiter.increment(1);
-                return Ok(shared.reject::<O, R>(c, false, wait));
+                return Ok(shared.reject::<M, R>(c, false, wait));
             }
         }
     }
@@ -166,5 +166,5 @@ where
     if let Some(h) = headers {
         h.add_to(&mut res);
     }
-    Ok(res.map(|b| O::admitted(b, held)))
+    Ok(res.map(|b| M::admitted(b, held)))
 }
