@@ -126,7 +126,10 @@ use crate::error::ConfigError as QuotaError;
 use crate::quota::Quota;
 use crate::window::FixedWindow;
 
-/// A parsed configuration document (see the [module docs](self)).
+/// A parsed configuration document (see the [module docs](self) for its
+/// fields). It is read, then built: to build rules in code, use
+/// [`Policy`] and [`RateLimitLayer::builder`], the API this document is
+/// turned into.
 ///
 /// ```
 /// use tollgate::http::LayerConfig;
@@ -155,89 +158,90 @@ use crate::window::FixedWindow;
 pub struct LayerConfig {
     /// Refusal status (default 429).
     #[serde(default)]
-    pub status: Option<u16>,
+    pub(crate) status: Option<u16>,
     /// Send RateLimit headers on admitted responses too.
     #[serde(default)]
-    pub headers_on_success: bool,
+    pub(crate) headers_on_success: bool,
     /// Networks of trusted reverse proxies.
     #[serde(default)]
-    pub trusted_proxies: Vec<String>,
+    pub(crate) trusted_proxies: Vec<String>,
     /// Exempt path prefixes.
     #[serde(default)]
-    pub exempt: Vec<String>,
+    pub(crate) exempt: Vec<String>,
     /// `"reject"` (default) or `"allow"`.
     #[serde(default)]
-    pub missing_key: Option<String>,
+    pub(crate) missing_key: Option<String>,
     /// Status when rejecting a request without a key (default 500).
     #[serde(default)]
-    pub missing_key_status: Option<u16>,
+    pub(crate) missing_key_status: Option<u16>,
     /// The global limiter.
     #[serde(default)]
-    pub global: Option<RuleConfig>,
+    pub(crate) global: Option<RuleConfig>,
     /// Route policies.
     #[serde(default)]
-    pub rules: Vec<RuleConfig>,
+    pub(crate) rules: Vec<RuleConfig>,
 }
 
-/// One rule (or the global limiter).
+/// One rule (or the global limiter): the document's schema, read only
+/// by [`LayerConfig`].
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-pub struct RuleConfig {
+pub(crate) struct RuleConfig {
     /// Policy name (default `"global"` for the global limiter).
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// Path prefix (required for rules).
-    pub prefix: Option<String>,
+    pub(crate) prefix: Option<String>,
     /// Only these methods.
-    pub methods: Option<Vec<String>>,
+    pub(crate) methods: Option<Vec<String>>,
     /// `"token_bucket"` (default), `"leaky_bucket"`, `"fixed_window"`,
     /// `"sliding_window"` or `"concurrency"`.
-    pub algorithm: Option<String>,
+    pub(crate) algorithm: Option<String>,
     /// Permits per period (buckets and windows).
-    pub rate: Option<u64>,
+    pub(crate) rate: Option<u64>,
     /// Period (`"1s"` default).
-    pub period: Option<String>,
+    pub(crate) period: Option<String>,
     /// Burst (default: `rate`; buckets only).
-    pub burst: Option<u64>,
+    pub(crate) burst: Option<u64>,
     /// Requests in flight at once per key (`algorithm = "concurrency"`
     /// only).
-    pub limit: Option<u64>,
+    pub(crate) limit: Option<u64>,
     /// Partition key.
-    pub key: Option<String>,
+    pub(crate) key: Option<String>,
     /// Header name for `key = "header"`.
-    pub header: Option<String>,
+    pub(crate) header: Option<String>,
     /// Most keys tracked (keyed rules only).
-    pub max_keys: Option<usize>,
+    pub(crate) max_keys: Option<usize>,
     /// Bits of a client's IPv6 address that make its key (default 64; IP
     /// keys only).
-    pub ipv6_prefix: Option<u64>,
+    pub(crate) ipv6_prefix: Option<u64>,
     /// Shadow mode.
     #[serde(default)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Queueing mode.
-    pub queue: Option<QueueConfig>,
+    pub(crate) queue: Option<QueueConfig>,
     /// Where the buckets live: `"local"` (default, in this process) or
     /// `"redis"` (shared by every replica; needs feature `redis`).
-    pub backend: Option<String>,
+    pub(crate) backend: Option<String>,
     /// With `backend = "redis"`: the server, `"redis://host:6379/"`.
-    pub redis_url: Option<String>,
+    pub(crate) redis_url: Option<String>,
     /// With `backend = "redis"`: key prefix (default
     /// `"tollgate:<rule name>:"`).
-    pub redis_prefix: Option<String>,
+    pub(crate) redis_prefix: Option<String>,
     /// With `backend = "redis"`: per-call timeout (default `"50ms"`).
-    pub redis_timeout: Option<String>,
+    pub(crate) redis_timeout: Option<String>,
     /// With `backend = "redis"`: `"open"` (default: admit while Redis is
     /// unavailable) or `"closed"` (refuse with `Retry-After: 1`).
-    pub redis_failure: Option<String>,
+    pub(crate) redis_failure: Option<String>,
 }
 
 /// `queue = { max_wait = "2s", limit = 10 }`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct QueueConfig {
+pub(crate) struct QueueConfig {
     /// Longest wait.
-    pub max_wait: String,
+    pub(crate) max_wait: String,
     /// Most requests waiting per key (default 100).
-    pub limit: Option<u64>,
+    pub(crate) limit: Option<u64>,
 }
 
 impl LayerConfig {

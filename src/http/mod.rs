@@ -378,7 +378,7 @@ pub use headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use key::{ForwardedHeader, IpNet, KeySource, PartitionKey, RequestHead, DEFAULT_IPV6_PREFIX};
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
 pub use policy::{
-    ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, QueueMode, DEFAULT_MAX_KEYS,
+    ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, DEFAULT_MAX_KEYS,
     SLIDING_WINDOW_SEGMENTS,
 };
 pub use reload::ReloadReport;

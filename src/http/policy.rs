@@ -43,11 +43,11 @@ pub(crate) type RejectionHandler =
 
 /// Queueing mode: wait up to `max_wait` instead of refusing at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QueueMode {
+pub(crate) struct QueueMode {
     /// Longest a request may wait.
-    pub max_wait: Duration,
+    pub(crate) max_wait: Duration,
     /// Most requests waiting at once per key (each counts one permit).
-    pub queue_limit: u64,
+    pub(crate) queue_limit: u64,
 }
 
 /// Segments of a [`Policy::sliding_window`]: the window slides in steps
