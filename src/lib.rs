@@ -634,7 +634,7 @@
 //! | `tracing` | no | `tracing` events: the HTTP layer's refusals (debug), dry-run decisions (info) and missing keys (warn), the Redis store's circuit breaker (warn) (implies `std`) |
 //! | `metrics` | no | `metrics` counters, gauge and histogram of the HTTP layer, named in `http::metrics` (implies `std`) |
 //! | `redis` | no | `redis::RedisStore`: distributed GCRA and fixed window on Redis/Valkey, with tokio (implies `std`) |
-//! | `rtic` | no | `rtic::RticClock`: any `rtic_time::Monotonic` (rtic-time 3) as a [`Clock`], exact tick conversion; `rtic::RticCounter`: a wrapping RTIC timebase for [`WrappingClock`] (`no_std`) |
+//! | `rtic` | no | `rtic::RticClock`: any `rtic_time::Monotonic` (rtic-time 3) as a [`Clock`], exact tick conversion; `RticClock::wrapping`: a wrapping RTIC timebase as a [`WrappingClock`] (`no_std`) |
 //!
 //! Without default features the crate is `no_std` and allocation-free;
 //! [On a microcontroller](#on-a-microcontroller) says what a chip without

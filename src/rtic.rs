@@ -16,13 +16,14 @@
 //!   [`RticClock::instant_at`] goes back (rounded up to a tick: a wake-up
 //!   for `M::delay_until` is never early), and [`RticClock::duration`] /
 //!   [`RticClock::fugit_duration`] convert durations both ways.
-//! - [`RticCounter<M>`] is for a timebase whose instants *wrap*
-//!   (`fugit::WrappingTimerInstantU32<HZ>`, not a `Monotonic`): it is a
-//!   [`WrappingCounter`], and [`RticCounter::clock`] extends it to a
-//!   [`WrappingClock`], with that clock's read rule.
+//! - For a timebase whose instants *wrap*
+//!   (`fugit::WrappingTimerInstantU32<HZ>`, not a `Monotonic`),
+//!   `RticClock<M>` is a [`WrappingCounter`], and [`RticClock::wrapping`]
+//!   extends it to a [`WrappingClock`], with that clock's read rule.
 //!
 //! Conversions go through the [`TickCount`] trait, implemented for
-//! fugit's monotonic instants and its durations (`u32` and `u64` ticks);
+//! fugit's monotonic and wrapping instants and its durations (`u32` and
+//! `u64` ticks);
 //! implement it for a monotonic with instant types of its own.
 //!
 //! ```
@@ -75,7 +76,8 @@ use crate::wrapping_clock::{WrappingClock, WrappingCounter};
 /// An instant or duration that counts ticks of `NOM / DENOM` seconds: what
 /// [`RticClock`] converts.
 ///
-/// Implemented for `fugit::Instant<u32 | u64, NOM, DENOM, Monotonic>` and
+/// Implemented for `fugit::Instant<u32 | u64, NOM, DENOM, Monotonic>`,
+/// `fugit::Instant<u32, NOM, DENOM, Wrapping>` and
 /// `fugit::Duration<u32 | u64, NOM, DENOM>`.
 ///
 /// ```
@@ -157,7 +159,9 @@ const fn ratio_of<T: TickCount>() -> Ratio {
 }
 
 /// An RTIC [`Monotonic`] as a tollgate [`Clock`]: the time since the
-/// monotonic's tick 0. See the [module documentation](self).
+/// monotonic's tick 0; or a timebase whose instants wrap as a
+/// [`WrappingCounter`] (see [`RticClock::wrapping`]). See the
+/// [module documentation](self).
 ///
 /// It holds nothing (the monotonic is a type with a global driver), so it
 /// is free to copy and `const` to build.
@@ -254,38 +258,29 @@ impl<M> fmt::Debug for RticClock<M> {
     }
 }
 
-/// A wrapping instant of 32-bit ticks of `NOM / DENOM` seconds: what
-/// [`RticCounter`] reads. Implemented for `fugit::Instant<u32, NOM, DENOM,
-/// Wrapping>` (`fugit::WrappingTimerInstantU32<HZ>`).
-pub trait WrappingTicks: Copy {
-    /// A tick lasts `NOM / DENOM` seconds: numerator.
-    const NOM: u64;
-    /// A tick lasts `NOM / DENOM` seconds: denominator.
-    const DENOM: u64;
-
-    /// The raw 32-bit tick count.
-    fn raw_ticks(self) -> u32;
-}
-
-impl<const NOM: u64, const DENOM: u64> WrappingTicks
+impl<const NOM: u64, const DENOM: u64> TickCount
     for fugit::Instant<u32, NOM, DENOM, fugit::kind::Wrapping>
 {
     const NOM: u64 = NOM;
     const DENOM: u64 = DENOM;
     #[inline]
-    fn raw_ticks(self) -> u32 {
-        self.as_ticks()
+    fn ticks(self) -> u64 {
+        u64::from(self.as_ticks())
+    }
+    fn from_ticks_saturating(ticks: u64) -> Self {
+        Self::from_ticks(u32::try_from(ticks).unwrap_or(u32::MAX))
     }
 }
 
-/// An RTIC [`Timebase`] with wrapping 32-bit instants as a
-/// [`WrappingCounter`]: [`RticCounter::clock`] extends it to a
-/// [`WrappingClock`] (lock-free, interrupt-safe; read it at least once
-/// per 15/16 of the timer's wrap period, see the
-/// [read rule](crate::wrapping_clock#the-read-rule)).
+/// A timebase whose instants *wrap* (`fugit::WrappingTimerInstantU32<HZ>`,
+/// not a [`Monotonic`]) is not a [`Clock`] by itself: its `RticClock` is a
+/// [`WrappingCounter`] (the low 32 bits of its ticks), and
+/// [`RticClock::wrapping`] extends it to a [`WrappingClock`] (lock-free,
+/// interrupt-safe; read it at least once per 15/16 of the timer's wrap
+/// period, see the [read rule](crate::wrapping_clock#the-read-rule)).
 ///
 /// ```
-/// use tollgate::rtic::RticCounter;
+/// use tollgate::rtic::RticClock;
 /// use tollgate::{Clock, Timestamp};
 /// # use tollgate::rtic::rtic_time::{fugit, Timebase, TimeoutError};
 /// # use core::sync::atomic::{AtomicU64, Ordering};
@@ -303,7 +298,7 @@ impl<const NOM: u64, const DENOM: u64> WrappingTicks
 /// # }
 ///
 /// // `Timer32` is a 32-bit RTIC timebase at 1 MHz: it wraps every 71.6 minutes.
-/// static CLOCK: tollgate::WrappingClock<RticCounter<Timer32>> = RticCounter::clock();
+/// static CLOCK: tollgate::WrappingClock<RticClock<Timer32>> = RticClock::wrapping();
 /// assert_eq!(CLOCK.max_read_gap().as_secs(), 4_026);
 /// # let mut t = 0;
 /// for _ in 0..5 {
@@ -313,75 +308,38 @@ impl<const NOM: u64, const DENOM: u64> WrappingTicks
 /// }
 /// assert_eq!(CLOCK.now(), Timestamp::from_secs(20_000));
 /// ```
-pub struct RticCounter<M> {
-    timebase: PhantomData<fn() -> M>,
-}
-
-impl<M: Timebase> RticCounter<M>
+impl<M: Timebase> WrappingCounter for RticClock<M>
 where
-    M::Instant: WrappingTicks,
-{
-    /// The counter of timebase `M`.
-    #[must_use]
-    pub const fn new() -> Self {
-        Self {
-            timebase: PhantomData,
-        }
-    }
-
-    /// A [`WrappingClock`] on `M`'s ticks, converted exactly at `M`'s tick
-    /// length.
-    #[cfg(not(loom))]
-    #[must_use]
-    pub const fn clock() -> WrappingClock<Self> {
-        WrappingClock::with_ratio(
-            Self::new(),
-            Ratio::from_seconds_per_tick(
-                <M::Instant as WrappingTicks>::NOM,
-                <M::Instant as WrappingTicks>::DENOM,
-            ),
-        )
-    }
-
-    /// A [`WrappingClock`] on `M`'s ticks, converted exactly at `M`'s tick
-    /// length.
-    #[cfg(loom)]
-    #[must_use]
-    pub fn clock() -> WrappingClock<Self> {
-        WrappingClock::with_ratio(
-            Self::new(),
-            Ratio::from_seconds_per_tick(
-                <M::Instant as WrappingTicks>::NOM,
-                <M::Instant as WrappingTicks>::DENOM,
-            ),
-        )
-    }
-}
-
-impl<M: Timebase> WrappingCounter for RticCounter<M>
-where
-    M::Instant: WrappingTicks,
+    M::Instant: TickCount,
 {
     type Ticks = u32;
 
     #[inline]
     fn read(&self) -> u32 {
-        M::now().raw_ticks()
+        // the low 32 bits: exact for a 32-bit wrapping instant, and a
+        // wrapping counter of any wider one
+        M::now().ticks() as u32
     }
 }
 
-impl<M: Timebase> Default for RticCounter<M>
+impl<M: Timebase> RticClock<M>
 where
-    M::Instant: WrappingTicks,
+    M::Instant: TickCount,
 {
-    fn default() -> Self {
-        Self::new()
+    /// A [`WrappingClock`] on `M`'s ticks (a timebase whose instants
+    /// wrap), converted exactly at `M`'s tick length. See the
+    /// [`WrappingCounter`] impl above.
+    #[cfg(not(loom))]
+    #[must_use]
+    pub const fn wrapping() -> WrappingClock<Self> {
+        WrappingClock::with_ratio(Self::new(), ratio_of::<M::Instant>())
     }
-}
 
-impl<M> fmt::Debug for RticCounter<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RticCounter<{}>", core::any::type_name::<M>())
+    /// A [`WrappingClock`] on `M`'s ticks (see above).
+    #[cfg(loom)]
+    #[must_use]
+    pub fn wrapping() -> WrappingClock<Self> {
+        WrappingClock::with_ratio(Self::new(), ratio_of::<M::Instant>())
     }
 }
 
@@ -530,7 +488,7 @@ mod tests {
 
     #[test]
     fn a_wrapping_timebase_goes_through_the_wrapping_clock() {
-        let clock = RticCounter::<Wrap32>::clock();
+        let clock = RticClock::<Wrap32>::wrapping();
         let text = std::format!("{:?}", clock.counter());
         assert!(text.contains("Wrap32"), "{text}");
         assert_eq!(clock.resolution(), Duration::from_millis(1));
