@@ -10,7 +10,7 @@ use std::vec::Vec;
 
 use http::{HeaderMap, Method, Request};
 
-use crate::http::{ForwardedHeader, IpNet, KeySource, LayerConfig, Policy, RateLimitLayer};
+use crate::http::{IpNet, KeySource, LayerConfig, Policy, RateLimitLayer};
 use crate::quota::Quota;
 use crate::redis::{RemoteAlgorithm, StoreError, StoreReply};
 
@@ -23,9 +23,9 @@ pub fn client_ip(peer: IpAddr, headers: &HeaderMap, forwarded: bool, trusted: &[
         .map(|n| crate::http::key::canonical_net(*n))
         .collect();
     let which = if forwarded {
-        ForwardedHeader::Forwarded
+        crate::http::key::ForwardedHeader::Forwarded
     } else {
-        ForwardedHeader::XForwardedFor
+        crate::http::key::ForwardedHeader::XForwardedFor
     };
     crate::http::key::client_ip(crate::http::key::canonical(peer), headers, which, &nets)
 }

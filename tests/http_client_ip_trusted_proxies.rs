@@ -7,13 +7,13 @@
 mod support;
 
 use support::http::{connect_info, hello, send, serve, Req, Server};
-use tollgate::http::{ForwardedHeader, KeySource, Policy, RateLimitLayer};
+use tollgate::http::{KeySource, Policy, RateLimitLayer};
 use tollgate::Quota;
 
 const PROXY: [u8; 4] = [127, 0, 0, 2];
 const STRANGER: [u8; 4] = [127, 0, 0, 3];
 
-async fn server(which: ForwardedHeader) -> Server {
+async fn server(key: KeySource) -> Server {
     let layer = RateLimitLayer::builder()
         .peer_addr(connect_info)
         .trusted_proxies([
@@ -23,7 +23,7 @@ async fn server(which: ForwardedHeader) -> Server {
         .policy(
             Policy::token_bucket("api", Quota::per_hour(1).unwrap())
                 .prefix("/")
-                .key(KeySource::ClientIp(which)),
+                .key(key),
         )
         .build()
         .unwrap();
@@ -32,7 +32,7 @@ async fn server(which: ForwardedHeader) -> Server {
 
 #[tokio::test]
 async fn spoofed_xff_from_untrusted_peer_does_not_change_the_key() {
-    let s = server(ForwardedHeader::XForwardedFor).await;
+    let s = server(KeySource::ClientIp).await;
     let first = send(
         s.addr,
         Req::get("/")
@@ -62,7 +62,7 @@ async fn spoofed_xff_from_untrusted_peer_does_not_change_the_key() {
 
 #[tokio::test]
 async fn behind_trusted_proxies_the_right_most_untrusted_address_is_the_key() {
-    let s = server(ForwardedHeader::XForwardedFor).await;
+    let s = server(KeySource::ClientIp).await;
     let r = send(
         s.addr,
         Req::get("/")
@@ -106,7 +106,7 @@ async fn behind_trusted_proxies_the_right_most_untrusted_address_is_the_key() {
 
 #[tokio::test]
 async fn forwarded_header_rfc7239() {
-    let s = server(ForwardedHeader::Forwarded).await;
+    let s = server(KeySource::ForwardedClientIp).await;
     let fwd = "for=6.6.6.6, for=\"[2001:db8::7]:4711\";proto=https, for=10.0.0.1";
     assert_eq!(
         send(s.addr, Req::get("/").from(PROXY).header("forwarded", fwd))
@@ -134,12 +134,11 @@ async fn forwarded_header_rfc7239() {
 
 #[tokio::test]
 async fn malformed_headers_never_panic_and_never_bypass() {
-    for which in [ForwardedHeader::XForwardedFor, ForwardedHeader::Forwarded] {
-        let s = server(which).await;
-        let name = match which {
-            ForwardedHeader::XForwardedFor => "x-forwarded-for",
-            _ => "forwarded",
-        };
+    for (key, name) in [
+        (KeySource::ClientIp, "x-forwarded-for"),
+        (KeySource::ForwardedClientIp, "forwarded"),
+    ] {
+        let s = server(key).await;
         let long = "1.".repeat(4000);
         let malformed = [
             "garbage",

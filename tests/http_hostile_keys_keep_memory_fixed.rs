@@ -33,7 +33,7 @@ use std::time::Instant;
 
 use axum::serve::ListenerExt;
 use support::http::{hello, send, Req, Server};
-use tollgate::http::{ForwardedHeader, KeySource, Policy, RateLimitLayer};
+use tollgate::http::{KeySource, Policy, RateLimitLayer};
 use tollgate::Quota;
 
 /// The most the resident set may grow over the whole flood.
@@ -82,7 +82,7 @@ fn layer() -> RateLimitLayer {
         .policy(
             Policy::token_bucket("v6", quota)
                 .prefix("/v6")
-                .key(KeySource::ClientIp(ForwardedHeader::XForwardedFor)),
+                .key(KeySource::ClientIp),
         )
         .build()
         .unwrap()

@@ -150,7 +150,7 @@ async fn a_client_that_disconnects_frees_its_place_in_its_line() {
             .policy(
                 Policy::token_bucket("slow", Quota::new(1, refill).unwrap())
                     .prefix("/")
-                    .key(KeySource::ClientIp(Default::default()))
+                    .key(KeySource::ClientIp)
                     .queue(Duration::from_secs(5), 1),
             )
             .build()

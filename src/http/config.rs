@@ -116,7 +116,7 @@ use std::vec::Vec;
 use http::{HeaderName, Method, StatusCode};
 use serde::Deserialize;
 
-use super::key::{parse_net, ForwardedHeader, KeySource};
+use super::key::{parse_net, KeySource};
 use super::layer::RateLimitLayer;
 use super::policy::{
     window_error, ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, Sliding,
@@ -555,8 +555,8 @@ fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigErro
     let key = match r.key.as_deref() {
         None | Some("global") => KeySource::Global,
         Some("peer_ip") => KeySource::PeerIp,
-        Some("client_ip") => KeySource::ClientIp(ForwardedHeader::XForwardedFor),
-        Some("forwarded_client_ip") => KeySource::ClientIp(ForwardedHeader::Forwarded),
+        Some("client_ip") => KeySource::ClientIp,
+        Some("forwarded_client_ip") => KeySource::ForwardedClientIp,
         Some("header") => {
             let h = r.header.as_deref().ok_or_else(|| ConfigError::invalid(at("header"), "is required with key = \"header\""))?;
             let name = HeaderName::from_bytes(trimmed(&at("header"), h)?.as_bytes()).map_err(|_| ConfigError::invalid(at("header"), "must be a header name"))?;
@@ -575,7 +575,10 @@ fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigErro
             "only applies with key = \"header\" (without it, every request shares one key)",
         ));
     }
-    let ip_key = matches!(key, KeySource::PeerIp | KeySource::ClientIp(_));
+    let ip_key = matches!(
+        key,
+        KeySource::PeerIp | KeySource::ClientIp | KeySource::ForwardedClientIp
+    );
     if let Some(bits) = r.ipv6_prefix {
         if !ip_key {
             return Err(ConfigError::invalid(

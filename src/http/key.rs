@@ -60,7 +60,11 @@ pub enum KeySource {
     /// address when the peer itself is not trusted (forwarding headers from
     /// untrusted peers are ignored). See
     /// [`RateLimitLayerBuilder::trusted_proxies`](crate::http::RateLimitLayerBuilder::trusted_proxies).
-    ClientIp(ForwardedHeader),
+    /// The chain is read from `X-Forwarded-For: client, proxy1, proxy2`.
+    ClientIp,
+    /// As [`ClientIp`](Self::ClientIp), the chain read from RFC 7239
+    /// `Forwarded: for=client, for="[2001:db8::1]:80"` instead.
+    ForwardedClientIp,
     /// The value of a request header (an API key). A request without it has
     /// no key. The table stores the value's 128-bit keyed digest, not the
     /// value: a key costs the same memory whatever its length.
@@ -74,7 +78,8 @@ impl fmt::Debug for KeySource {
         match self {
             Self::Global => f.write_str("Global"),
             Self::PeerIp => f.write_str("PeerIp"),
-            Self::ClientIp(h) => f.debug_tuple("ClientIp").field(h).finish(),
+            Self::ClientIp => f.write_str("ClientIp"),
+            Self::ForwardedClientIp => f.write_str("ForwardedClientIp"),
             Self::Header(h) => f.debug_tuple("Header").field(h).finish(),
             Self::Custom(_) => f.write_str("Custom(..)"),
         }
@@ -92,11 +97,9 @@ impl KeySource {
 }
 
 /// Which forwarding header carries the client chain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum ForwardedHeader {
-    /// `X-Forwarded-For: client, proxy1, proxy2` (the default).
-    #[default]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2`.
     XForwardedFor,
     /// RFC 7239 `Forwarded: for=client, for="[2001:db8::1]:80"`.
     Forwarded,
@@ -320,12 +323,17 @@ pub(crate) fn extract<'a>(
         KeySource::PeerIp => peer(head.extensions)
             .map(|a| Extracted::Ip(canonical(a.ip())))
             .ok_or(KeyError::NoPeerAddr),
-        KeySource::ClientIp(which) => {
+        KeySource::ClientIp | KeySource::ForwardedClientIp => {
+            let which = if matches!(source, KeySource::ClientIp) {
+                ForwardedHeader::XForwardedFor
+            } else {
+                ForwardedHeader::Forwarded
+            };
             let peer = peer(head.extensions).ok_or(KeyError::NoPeerAddr)?;
             Ok(Extracted::Ip(client_ip(
                 canonical(peer.ip()),
                 head.headers,
-                *which,
+                which,
                 trusted,
             )))
         }

@@ -144,7 +144,7 @@
 //! SHA-256 instead (no secret can be shared across a fleet).
 //!
 //! **Client IP behind proxies.** Forwarding headers (`X-Forwarded-For`, or
-//! RFC 7239 `Forwarded` with [`ForwardedHeader::Forwarded`]) are read only
+//! RFC 7239 `Forwarded` with [`KeySource::ForwardedClientIp`]) are read only
 //! when the TCP peer is in [`RateLimitLayerBuilder::trusted_proxies`]; then
 //! the chain is walked from the right and the first address that is not a
 //! trusted proxy is the key (never the left-most entry, which the client
@@ -302,7 +302,7 @@
 //! | methods | `.methods([Method::POST])` | all |
 //! | key: shared | `.key(KeySource::Global)` | yes |
 //! | key: peer IP | `.key(KeySource::PeerIp)` | |
-//! | key: client IP behind proxies | `.key(KeySource::ClientIp(ForwardedHeader::XForwardedFor))` | |
+//! | key: client IP behind proxies | `.key(KeySource::ClientIp)` | |
 //! | key: header | `.key(KeySource::Header(HeaderName::from_static("x-api-key")))` | |
 //! | key: closure | `.key(KeySource::custom(\|h\| Some(PartitionKey::Bytes(h.uri.path().as_bytes().into()))))` | |
 //! | keys tracked | `.max_keys(50_000)` | 10 000 |
@@ -375,10 +375,9 @@ pub use builder::RateLimitLayerBuilder;
 #[cfg(feature = "config")]
 pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
-pub use key::{ForwardedHeader, IpNet, KeySource, PartitionKey, RequestHead, DEFAULT_IPV6_PREFIX};
+pub use key::{IpNet, KeySource, PartitionKey, RequestHead, DEFAULT_IPV6_PREFIX};
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
 pub use policy::{
-    ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, DEFAULT_MAX_KEYS,
-    SLIDING_WINDOW_SEGMENTS,
+    ConfigError, ConfigErrorKind, MissingKey, Policy, DEFAULT_MAX_KEYS, SLIDING_WINDOW_SEGMENTS,
 };
 pub use reload::ReloadReport;

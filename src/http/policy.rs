@@ -60,8 +60,7 @@ pub(crate) type Sliding = SlidingWindow<SLIDING_WINDOW_SEGMENTS>;
 
 /// What a policy enforces per key (see the constructors of [`Policy`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum PolicyAlgorithm {
+pub(crate) enum PolicyAlgorithm {
     /// A token bucket: bursts of `quota.burst()`, refilled at the rate.
     TokenBucket(Quota),
     /// A strict-pacing leaky bucket at the quota's rate.
@@ -217,7 +216,7 @@ impl Policy {
     /// A policy named `name` enforcing `algorithm`: no prefix, one shared
     /// limiter ([`KeySource::Global`]). Its parameters are checked when the
     /// layer is built (errors name `policies[i].limit`, `.window`, …).
-    pub fn from_algorithm(name: impl Into<String>, algorithm: PolicyAlgorithm) -> Self {
+    pub(crate) fn from_algorithm(name: impl Into<String>, algorithm: PolicyAlgorithm) -> Self {
         Self {
             name: name.into(),
             algorithm,
@@ -309,7 +308,7 @@ impl Policy {
     /// address of one /64 shares a bucket, since a client usually holds a
     /// whole /64 (RFC 6177) and could otherwise take a fresh key per
     /// request. 128 keys each address; IPv4 addresses are always keyed
-    /// whole. For IP keys ([`KeySource::PeerIp`], [`KeySource::ClientIp`],
+    /// whole. For IP keys ([`KeySource::PeerIp`], [`KeySource::ClientIp`], [`KeySource::ForwardedClientIp`],
     /// and custom keys returning [`PartitionKey::Ip`](super::PartitionKey::Ip));
     /// checked when the layer is built (1 to 128).
     #[must_use]
@@ -429,7 +428,7 @@ impl Policy {
     }
 
     /// What the policy enforces.
-    pub fn algorithm(&self) -> &PolicyAlgorithm {
+    pub(crate) fn algorithm(&self) -> &PolicyAlgorithm {
         &self.algorithm
     }
 

@@ -38,8 +38,10 @@ pub struct ReloadReport {
 /// Whether two policies partition requests the same way.
 fn same_key(a: &KeySource, b: &KeySource) -> bool {
     match (a, b) {
-        (KeySource::Global, KeySource::Global) | (KeySource::PeerIp, KeySource::PeerIp) => true,
-        (KeySource::ClientIp(x), KeySource::ClientIp(y)) => x == y,
+        (KeySource::Global, KeySource::Global)
+        | (KeySource::PeerIp, KeySource::PeerIp)
+        | (KeySource::ClientIp, KeySource::ClientIp)
+        | (KeySource::ForwardedClientIp, KeySource::ForwardedClientIp) => true,
         (KeySource::Header(x), KeySource::Header(y)) => x == y,
         (KeySource::Custom(x), KeySource::Custom(y)) => Arc::ptr_eq(x, y),
         _ => false,
