@@ -3,8 +3,8 @@
 //! Keys often come from the network, so a table whose hash function is
 //! known lets an attacker craft keys that all land in the same probe run.
 //! [`RandomSeed`] draws two secret 64-bit words per table (from the
-//! operating system's randomness through `std`) and [`SeededHasher`] mixes
-//! every input word with them by a folded 64×64→128-bit multiply, so an
+//! operating system's randomness through `std`) and the hashers it builds
+//! (copies of itself) mix every input word with them by a folded 64×64→128-bit multiply, so an
 //! attacker who does not know the seed cannot predict where keys land.
 //!
 //! It is a fast, non-cryptographic keyed hash (the same class as the one
@@ -24,7 +24,8 @@ const fn fold_mul(a: u64, b: u64) -> u64 {
     (product as u64) ^ ((product >> 64) as u64)
 }
 
-/// Builds [`SeededHasher`]s with one secret seed: the default hasher of
+/// A secret seed that builds the hashers of a table (copies of itself, see
+/// its `BuildHasher` impl): the default hasher of
 /// [`ShardedKeyedTable`](super::ShardedKeyedTable).
 ///
 /// ```
@@ -81,33 +82,20 @@ impl core::fmt::Debug for RandomSeed {
     }
 }
 
+/// A seed builds hashers that are copies of itself: the seed's two words
+/// are the hasher's starting state, so there is no second type to learn.
 impl BuildHasher for RandomSeed {
-    type Hasher = SeededHasher;
+    type Hasher = RandomSeed;
 
     #[inline]
-    fn build_hasher(&self) -> SeededHasher {
-        SeededHasher {
-            acc: self.start,
-            multiplier: self.multiplier,
-        }
+    fn build_hasher(&self) -> RandomSeed {
+        self.clone()
     }
 }
 
-/// The hasher built by [`RandomSeed`]: a folded-multiply mix of every
-/// input word with the secret seed.
-#[derive(Clone)]
-pub struct SeededHasher {
-    acc: u64,
-    multiplier: u64,
-}
-
-impl core::fmt::Debug for SeededHasher {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str("SeededHasher { .. }")
-    }
-}
-
-impl Hasher for SeededHasher {
+/// The hashing itself: a folded-multiply mix of every input word with the
+/// secret seed (`start` is the running state of a hasher built from it).
+impl Hasher for RandomSeed {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
         let mut chunks = bytes.chunks_exact(8);
@@ -143,7 +131,7 @@ impl Hasher for SeededHasher {
 
     #[inline]
     fn write_u64(&mut self, i: u64) {
-        self.acc = fold_mul(self.acc ^ i, self.multiplier);
+        self.start = fold_mul(self.start ^ i, self.multiplier);
     }
 
     #[inline]
@@ -160,7 +148,7 @@ impl Hasher for SeededHasher {
     #[inline]
     fn finish(&self) -> u64 {
         // one more round so the last word is spread over every output bit
-        let x = fold_mul(self.acc ^ MIX_B, self.multiplier ^ MIX_A);
+        let x = fold_mul(self.start ^ MIX_B, self.multiplier ^ MIX_A);
         x ^ x.rotate_right(29)
     }
 }

@@ -191,7 +191,7 @@ mod sharded;
 pub use builder::{TableBuilder, DEFAULT_MAX_KEYS};
 #[cfg(feature = "std")]
 pub use compact::{CompactKeyedTable, GROUP_SLOTS, INSERT_STRIPES};
-pub use hash::{RandomSeed, SeededHasher};
+pub use hash::RandomSeed;
 pub use heapless_table::HeaplessKeyedTable;
 #[cfg(feature = "std")]
 pub use lock_free::{LockFreeGcraTable, WordKey};
