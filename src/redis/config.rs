@@ -99,21 +99,19 @@ impl Default for FailurePolicy {
 ///
 /// Without a breaker, a server that refuses connections costs every call
 /// the whole timeout.
-#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CircuitBreaker {
+pub(crate) struct CircuitBreaker {
     /// Consecutive failed calls that open the breaker (at least 1).
-    pub failures: u32,
+    pub(crate) failures: u32,
     /// Time between two probes while the breaker is open (positive): the
     /// longest the store stays open after the server is back.
-    pub probe_interval: Duration,
+    pub(crate) probe_interval: Duration,
 }
 
 impl CircuitBreaker {
     /// A breaker opening after `failures` consecutive failed calls and
     /// probing every `probe_interval`.
-    #[must_use]
-    pub const fn new(failures: u32, probe_interval: Duration) -> Self {
+    pub(crate) const fn new(failures: u32, probe_interval: Duration) -> Self {
         Self {
             failures,
             probe_interval,
@@ -258,12 +256,23 @@ impl RedisConfig {
         self
     }
 
-    /// The circuit breaker (default [`CircuitBreaker::default`]: opens
-    /// after 3 consecutive failures, probes every 200 ms); `None` asks the
-    /// server on every call, each failing call waiting up to the timeout.
+    /// The circuit breaker (see the [module docs](super)): after
+    /// `failures` consecutive calls that could not reach the server
+    /// (at least 1), every call is answered by the [`FailurePolicy`] at
+    /// once while a `PING` probes the server every `probe_interval`
+    /// (positive); the first answer closes it. Default: 3 failures (one
+    /// slow answer does not open it), a probe every 200 ms.
     #[must_use]
-    pub fn circuit_breaker(mut self, breaker: Option<CircuitBreaker>) -> Self {
-        self.breaker = breaker;
+    pub fn circuit_breaker(mut self, failures: u32, probe_interval: Duration) -> Self {
+        self.breaker = Some(CircuitBreaker::new(failures, probe_interval));
+        self
+    }
+
+    /// No circuit breaker: the server is asked on every call, each failing
+    /// call waiting up to the timeout.
+    #[must_use]
+    pub fn no_circuit_breaker(mut self) -> Self {
+        self.breaker = None;
         self
     }
 
@@ -496,8 +505,7 @@ mod tests {
         assert_ne!(c.redis_key(b"k"), c.redis_key(b"k "));
         let c = c.hash_tag(b"t");
         assert!(c.redis_key(b"k").starts_with(b"p:{t}"));
-        let zero = RedisConfig::token_bucket(q)
-            .circuit_breaker(Some(CircuitBreaker::new(0, Duration::from_millis(1))));
+        let zero = RedisConfig::token_bucket(q).circuit_breaker(0, Duration::from_millis(1));
         assert!(matches!(
             zero.validate(),
             Err(ConfigError::InvalidCircuitBreaker)

@@ -43,7 +43,7 @@
 //!   the server (refused, dropped, timed out), the breaker opens: the
 //!   failure policy answers every call at once, without waiting the
 //!   timeout, while a background task pings the server every 200 ms; its
-//!   first answer closes the breaker (see [`CircuitBreaker`]).
+//!   first answer closes the breaker (see [`RedisConfig::circuit_breaker`]).
 //! - **Refusal cache.** A refused key is refused locally until its
 //!   `retry_after` passes, without asking the store (on by default, fixed
 //!   memory).
@@ -135,7 +135,5 @@ mod config;
 pub mod script;
 pub(crate) mod store;
 
-pub use config::{
-    CircuitBreaker, ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm, KEY_DIGEST_LEN,
-};
+pub use config::{ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm, KEY_DIGEST_LEN};
 pub use store::{RedisStore, StoreError, StorePermit, StoreReply};

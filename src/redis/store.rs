@@ -175,7 +175,7 @@ pub struct RedisStore {
     breaker: std::sync::Arc<BreakerState>,
 }
 
-/// A circuit breaker's state: see [`CircuitBreaker`].
+/// A circuit breaker's state: see [`RedisConfig::circuit_breaker`].
 #[derive(Debug, Default)]
 struct BreakerState {
     /// Consecutive calls that could not reach the server.
@@ -464,7 +464,7 @@ impl RedisStore {
     }
 
     /// True while the circuit breaker is open: calls are answered by the
-    /// failure policy at once (see [`CircuitBreaker`]).
+    /// failure policy at once (see [`RedisConfig::circuit_breaker`]).
     #[must_use]
     pub fn circuit_open(&self) -> bool {
         self.breaker.is_open()
