@@ -548,6 +548,8 @@
 //! answers for keys already refused until their `retry_after` passes.
 //!
 //! ```no_run
+//! # #[cfg(feature = "redis")]
+//! # mod demo {
 //! use tollgate::redis::{FailurePolicy, RedisConfig, RedisStore};
 //! use tollgate::Quota;
 //!
@@ -567,6 +569,7 @@
 //!     Err(refused) => println!("429, Retry-After: {}", refused.retry_after_secs_ceil()),
 //! }
 //! # Ok(()) }
+//! # }
 //! ```
 //!
 //! The answer has the shape of every acquire: a permit (here the bucket's
