@@ -755,7 +755,7 @@ impl crate::limiter::Algorithm for InFlight {
         &self,
         _next: &Self,
         _state: &InFlightState,
-        _how: crate::live::Inheritance,
+        _how: crate::limiter::Inheritance,
         _now: crate::time::Timestamp,
     ) {
     }

@@ -87,8 +87,7 @@
 use core::num::NonZeroU32;
 use core::time::Duration;
 
-use crate::limiter::{Algorithm, Bucket};
-use crate::live::Inheritance;
+use crate::limiter::{Algorithm, Bucket, Inheritance};
 use crate::quota::Quota;
 use crate::refusal::Refusal;
 use crate::snapshot::{units_to_nanos_ceil, Snapshot};

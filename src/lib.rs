@@ -119,7 +119,6 @@
 #[cfg(feature = "std")]
 extern crate std;
 
-pub mod chain;
 pub mod clock;
 pub mod concurrency;
 pub mod duty_cycle;
@@ -135,6 +134,7 @@ pub mod guide;
 pub mod http;
 pub mod keyed;
 pub mod limiter;
+pub use limiter::chain;
 pub mod live;
 pub mod lock_freedom;
 #[cfg(feature = "std")]

@@ -85,19 +85,9 @@ use crate::snapshot::Snapshot;
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::Timestamp;
 
-/// What a reconfigured limiter keeps of the permits already used. See the
-/// [module documentation](self).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum Inheritance {
-    /// The same number of permits stays used (capped at the new capacity).
-    #[default]
-    UsedAmount,
-    /// The same fraction of the capacity stays used.
-    UsedFraction,
-    /// Nothing stays used: the limiter starts full.
-    Reset,
-}
+/// The carry-over rule of a reconfiguration, defined beside the
+/// [`Algorithm`] trait whose `carry_over` takes it.
+pub use crate::limiter::Inheritance;
 
 /// A [`Gcra`] configuration in atomics, for readers that do not lock: six
 /// words (the last packs the kind, the capacity and the unit of time the

@@ -36,7 +36,6 @@
 use core::fmt;
 use core::time::Duration;
 
-use crate::keyed::KeyedPath;
 use crate::snapshot::{nanos_to_secs_ceil, Snapshot};
 use crate::time::duration_to_nanos;
 
@@ -317,6 +316,42 @@ impl fmt::Display for Refusal<'_> {
 }
 
 impl core::error::Error for Refusal<'_> {}
+
+/// Which state a keyed table used to answer a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyedPath {
+    /// The key's own state (already tracked, newly inserted, or, for a peek
+    /// of an untracked key, the fresh state it would get).
+    Own,
+    /// The table was full: answered by the shared overflow state
+    /// ([`OverflowPolicy::SharedBucket`](crate::keyed::OverflowPolicy::SharedBucket)).
+    SharedOverflow,
+    /// The table was full: refused ([`OverflowPolicy::Deny`](crate::keyed::OverflowPolicy::Deny)).
+    OverflowDenied,
+    /// The table was full: admitted as a fresh key ([`OverflowPolicy::Allow`](crate::keyed::OverflowPolicy::Allow)).
+    OverflowAllowed,
+    /// A table kept elsewhere (the Redis store) was not asked: a local
+    /// cache of its recent refusals answered, with the time still left.
+    Cached,
+    /// A table kept elsewhere could not be asked (an error, a timeout, an
+    /// open circuit breaker): its failure policy answered.
+    Fallback,
+}
+
+impl KeyedPath {
+    /// True when the table was full of busy keys and the key got no slot
+    /// ([`SharedOverflow`](Self::SharedOverflow),
+    /// [`OverflowDenied`](Self::OverflowDenied),
+    /// [`OverflowAllowed`](Self::OverflowAllowed)).
+    #[must_use]
+    pub const fn is_overflow(&self) -> bool {
+        matches!(
+            self,
+            Self::SharedOverflow | Self::OverflowDenied | Self::OverflowAllowed
+        )
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -149,8 +149,7 @@ use core::time::Duration;
 
 use crate::error::ConfigError;
 use crate::gcra::BucketKind;
-use crate::limiter::{Algorithm, Bucket, BucketRef};
-use crate::live::Inheritance;
+use crate::limiter::{Algorithm, Bucket, BucketRef, Inheritance};
 use crate::quota::Quota;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;

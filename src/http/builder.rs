@@ -20,8 +20,8 @@ use super::routing::PathPrefix;
 use crate::clock::Clock;
 use crate::error::check_clock;
 use crate::keyed::ShardedKeyedTable;
-use crate::limiter::Algorithm;
-use crate::live::{Inheritance, LiveBucket};
+use crate::limiter::{Algorithm, Inheritance};
+use crate::live::LiveBucket;
 use crate::partitioned::{Partitioned, PolicyStore};
 
 /// Builds a [`RateLimitLayer`]; see the [module docs](super).

@@ -11,7 +11,7 @@ use super::layer::{Compiled, Gate, HttpStore, RateLimitLayer, Shared};
 use super::policy::{ConfigError, Plan, Policy, StoreAlg};
 use crate::clock::Clock;
 use crate::concurrency::InFlight;
-use crate::live::Inheritance;
+use crate::limiter::Inheritance;
 use crate::queue::Queue;
 
 /// What a [`RateLimitLayer::reload`] did with each rule, by name.

@@ -42,7 +42,7 @@ pub struct TableBuilder<T, A, S, Q = ()> {
     pub(super) overflow: OverflowPolicy,
     pub(super) hasher: S,
     pub(super) per_key: Q,
-    table: PhantomData<fn() -> T>,
+    pub(super) table: PhantomData<fn() -> T>,
 }
 
 impl<T, A: fmt::Debug, S, Q> fmt::Debug for TableBuilder<T, A, S, Q> {
@@ -74,29 +74,6 @@ impl<T, A, S> TableBuilder<T, A, S, ()> {
     }
 }
 
-impl<K, A: Copy + crate::limiter::Algorithm, const N: usize>
-    TableBuilder<super::HeaplessKeyedTable<K, A, N>, A, (), ()>
-{
-    /// A per-key quota: each key's algorithm (see [`KeyQuota`](super::KeyQuota)),
-    /// `const` for a `static` table: a `fn(&K) -> A`, or a closure that
-    /// captures only `Copy` values. The default algorithm still runs the
-    /// keys it returns nothing for, and the shared overflow state.
-    pub const fn per_key<Q: Copy>(
-        self,
-        quota: Q,
-    ) -> TableBuilder<super::HeaplessKeyedTable<K, A, N>, A, (), Q> {
-        TableBuilder {
-            default: self.default,
-            max_keys: self.max_keys,
-            shards: self.shards,
-            overflow: self.overflow,
-            hasher: (),
-            per_key: quota,
-            table: PhantomData,
-        }
-    }
-}
-
 impl<T: RuntimeSized, A, S: BuildHasher> TableBuilder<T, A, S, ()> {
     /// A per-key quota: each key's algorithm (see [`KeyQuota`](super::KeyQuota)),
     /// for example a closure `|key: &K| -> Option<A>`-like function. The
@@ -112,18 +89,6 @@ impl<T: RuntimeSized, A, S: BuildHasher> TableBuilder<T, A, S, ()> {
             per_key: quota,
             table: PhantomData,
         }
-    }
-}
-
-impl<K, A: Copy + crate::limiter::Algorithm, const N: usize, Q: Copy>
-    TableBuilder<super::HeaplessKeyedTable<K, A, N>, A, (), Q>
-{
-    /// What to do with a new key when the table is full of busy keys
-    /// (default [`OverflowPolicy::SharedBucket`]). `const`, for a `static`
-    /// table.
-    pub const fn overflow(mut self, policy: OverflowPolicy) -> Self {
-        self.overflow = policy;
-        self
     }
 }
 

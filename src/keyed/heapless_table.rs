@@ -12,8 +12,7 @@ use super::{
     check_tracked, exceeded, overflow, untracked_peek, with_algorithm, KeyQuota, KeyedTable,
     OverflowPolicy, SweepHint, TableBuilder,
 };
-use crate::limiter::{Algorithm, Grant, Limiter};
-use crate::live::Inheritance;
+use crate::limiter::{Algorithm, Grant, Inheritance, Limiter};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
@@ -398,5 +397,38 @@ where
             }
             slots.hint.reset();
         });
+    }
+}
+
+impl<K, A: Copy + Algorithm, const N: usize> TableBuilder<HeaplessKeyedTable<K, A, N>, A, (), ()> {
+    /// A per-key quota: each key's algorithm (see [`KeyQuota`]),
+    /// `const` for a `static` table: a `fn(&K) -> A`, or a closure that
+    /// captures only `Copy` values. The default algorithm still runs the
+    /// keys it returns nothing for, and the shared overflow state.
+    pub const fn per_key<Q: Copy>(
+        self,
+        quota: Q,
+    ) -> TableBuilder<HeaplessKeyedTable<K, A, N>, A, (), Q> {
+        TableBuilder {
+            default: self.default,
+            max_keys: self.max_keys,
+            shards: self.shards,
+            overflow: self.overflow,
+            hasher: (),
+            per_key: quota,
+            table: core::marker::PhantomData,
+        }
+    }
+}
+
+impl<K, A: Copy + Algorithm, const N: usize, Q: Copy>
+    TableBuilder<HeaplessKeyedTable<K, A, N>, A, (), Q>
+{
+    /// What to do with a new key when the table is full of busy keys
+    /// (default [`OverflowPolicy::SharedBucket`]). `const`, for a `static`
+    /// table.
+    pub const fn overflow(mut self, policy: OverflowPolicy) -> Self {
+        self.overflow = policy;
+        self
     }
 }

@@ -43,8 +43,8 @@ use super::{
 };
 use crate::error::ConfigError;
 use crate::gcra::Gcra;
-use crate::limiter::{Algorithm, Grant, Limiter};
-use crate::live::{GcraCell, Inheritance, LiveBucket};
+use crate::limiter::{Algorithm, Grant, Inheritance, Limiter};
+use crate::live::{GcraCell, LiveBucket};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};

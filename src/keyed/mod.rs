@@ -170,8 +170,7 @@
 //! [`KeyedTable::update_key_quota`] does the same for one key whose
 //! per-key quota changes. See [`crate::live`].
 
-use crate::limiter::{Algorithm, Grant, Limiter};
-use crate::live::Inheritance;
+use crate::limiter::{Algorithm, Grant, Inheritance, Limiter};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 #[cfg(feature = "std")]
@@ -360,41 +359,9 @@ pub enum OverflowPolicy {
     Allow,
 }
 
-/// Which state a keyed table used to answer a check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum KeyedPath {
-    /// The key's own state (already tracked, newly inserted, or, for a peek
-    /// of an untracked key, the fresh state it would get).
-    Own,
-    /// The table was full: answered by the shared overflow state
-    /// ([`OverflowPolicy::SharedBucket`]).
-    SharedOverflow,
-    /// The table was full: refused ([`OverflowPolicy::Deny`]).
-    OverflowDenied,
-    /// The table was full: admitted as a fresh key ([`OverflowPolicy::Allow`]).
-    OverflowAllowed,
-    /// A table kept elsewhere (the Redis store) was not asked: a local
-    /// cache of its recent refusals answered, with the time still left.
-    Cached,
-    /// A table kept elsewhere could not be asked (an error, a timeout, an
-    /// open circuit breaker): its failure policy answered.
-    Fallback,
-}
-
-impl KeyedPath {
-    /// True when the table was full of busy keys and the key got no slot
-    /// ([`SharedOverflow`](Self::SharedOverflow),
-    /// [`OverflowDenied`](Self::OverflowDenied),
-    /// [`OverflowAllowed`](Self::OverflowAllowed)).
-    #[must_use]
-    pub const fn is_overflow(&self) -> bool {
-        matches!(
-            self,
-            Self::SharedOverflow | Self::OverflowDenied | Self::OverflowAllowed
-        )
-    }
-}
+/// Which state answered: defined beside the [`Refusal`]
+/// that reports it.
+pub use crate::refusal::KeyedPath;
 
 /// Gives each key its algorithm (its quota): the per-key quota function.
 ///

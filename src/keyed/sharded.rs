@@ -29,8 +29,7 @@ use super::{
     OverflowPolicy, RandomSeed, TableBuilder,
 };
 use crate::error::ConfigError;
-use crate::limiter::{Algorithm, Grant, Limiter};
-use crate::live::Inheritance;
+use crate::limiter::{Algorithm, Grant, Inheritance, Limiter};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 use crate::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};

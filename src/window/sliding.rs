@@ -5,8 +5,7 @@ use core::time::Duration;
 
 use super::{wait_until, DEFAULT_HEAL_THRESHOLD_NANOS};
 use crate::error::ConfigError;
-use crate::limiter::{Algorithm, Bucket};
-use crate::live::Inheritance;
+use crate::limiter::{Algorithm, Bucket, Inheritance};
 use crate::quota::Quota;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;

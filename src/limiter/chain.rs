@@ -56,8 +56,7 @@
 
 use core::time::Duration;
 
-use crate::limiter::{Algorithm, BucketRef, Limiter};
-use crate::live::Inheritance;
+use super::{Algorithm, Bucket, BucketRef, Inheritance, Limiter};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 use crate::time::{duration_to_nanos, Timestamp};
@@ -298,6 +297,24 @@ impl<A: Algorithm, B: Algorithm> Algorithm for Chain<A, B> {
     fn carry_over(&self, next: &Self, state: &Self::State, how: Inheritance, now: Timestamp) {
         self.first.carry_over(&next.first, &state.0, how, now);
         self.second.carry_over(&next.second, &state.1, how, now);
+    }
+}
+
+impl<A: Algorithm> Bucket<A> {
+    /// This bucket, then `next`: both must admit, all or nothing
+    /// ([`Limiter::and`], callable without the trait in scope).
+    #[inline]
+    pub fn and<B: Limiter>(self, next: B) -> Chain<Self, B> {
+        Chain::new(self, next)
+    }
+}
+
+impl<A: Algorithm> BucketRef<'_, A> {
+    /// This bucket, then `next`: both must admit, all or nothing
+    /// ([`Limiter::and`], callable without the trait in scope).
+    #[inline]
+    pub fn and<B: Limiter>(self, next: B) -> Chain<Self, B> {
+        Chain::new(self, next)
     }
 }
 
