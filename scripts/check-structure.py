@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""The crate's structure rules, checked the way CI checks them:
+
+1. no source file over 600 lines (split by concept, not into "utils");
+2. no import circle between source files: a file that uses another
+   (`use crate::a::b`, `super::x`, a `crate::` path in code) while that
+   one, directly or through others, uses it back. A module's own file and
+   the files of its submodules are one family (a parent re-exports its
+   children, a child names its parent's items): edges inside a family are
+   not counted.
+
+Today's exceptions are written in scripts/structure-baseline.txt: a file
+listed there may not grow past the length written beside it, and a circle
+listed there may not gain members. Anything new over a rule fails, and so
+does a baseline entry that no longer applies (delete it: the rule then
+holds for that file or circle for good).
+
+    python3 scripts/check-structure.py            # check
+    python3 scripts/check-structure.py --report   # print the figures
+"""
+
+import os
+import re
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+SRC = os.path.join(ROOT, "src")
+BASELINE = os.path.join(ROOT, "scripts", "structure-baseline.txt")
+MAX_LINES = 600
+
+
+def module_of(path):
+    """src/a/b.rs -> ('a', 'b'); src/a/mod.rs -> ('a',); src/lib.rs -> ()."""
+    rel = os.path.relpath(path, SRC)[:-3].split(os.sep)
+    if rel[-1] in ("mod", "lib"):
+        rel = rel[:-1]
+    return tuple(rel)
+
+
+def source_files():
+    out = []
+    for d, _, files in os.walk(SRC):
+        for f in files:
+            if f.endswith(".rs"):
+                out.append(os.path.join(d, f))
+    return sorted(out)
+
+
+def code_of(text):
+    """The text without comments (line and block), string literals and
+    inline unit-test modules (`#[cfg(test)] mod tests { .. }`: what a test
+    uses is not what the module depends on)."""
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+    out, pos = [], 0
+    for m in re.finditer(r"#\[cfg\((?:all\()?test\b[^\]]*\]\s*mod\s+\w+\s*\{", text):
+        if m.start() < pos:
+            continue
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        out.append(text[pos : m.start()])
+        pos = i
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def absolute(path, here):
+    """A `use` path made absolute: `crate::a`, `super::a`, `self::a`, or a
+    child module `a` of `here` (an external crate's path resolves to no
+    source file later)."""
+    segs = path.split("::")
+    if segs[0] == "crate":
+        return tuple(segs[1:])
+    mod = list(here)
+    if segs[0] == "self":
+        segs = segs[1:]
+    while segs and segs[0] == "super":
+        mod = mod[:-1]
+        segs = segs[1:]
+    return tuple(mod) + tuple(segs)
+
+
+def paths_used(code, here):
+    """Module paths a file names: `crate::a::b::C`, `super::x`, and the
+    items of `use crate::a::{b, c::d}` groups."""
+    found = []
+    # expand `use` groups one level: use crate::a::{b, c::D} -> crate::a::b, crate::a::c::D
+    for m in re.finditer(r"\b(crate|super(?:::super)*|self)((?:::\w+)*)::\{([^;]*?)\}", code):
+        base = m.group(1) + m.group(2)
+        for part in re.split(r",", m.group(3)):
+            part = part.strip().split(" as ")[0].strip()
+            part = re.sub(r"\{.*", "", part).strip(": ")
+            if part and part != "self":
+                found.append(base + "::" + part)
+            elif part == "self":
+                found.append(base)
+    for m in re.finditer(r"\b(crate|super(?:::super)*)((?:::\w+)+)", code):
+        found.append(m.group(1) + m.group(2))
+    return [absolute(p, here) for p in found]
+
+
+def reexports_of(code, here):
+    """What a module re-exports (`pub use a::b::C;`, `pub use a::{b, c::D as E};`):
+    name -> the absolute path it stands for."""
+    out = {}
+    for m in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);", code):
+        spec = " ".join(m.group(1).split())
+        g = re.match(r"^(.*?)::\{(.*)\}$", spec)
+        if g:
+            items = [g.group(1) + "::" + part.strip() for part in g.group(2).split(",") if part.strip()]
+        else:
+            items = [spec]
+        for item in items:
+            path, _, alias = item.partition(" as ")
+            path = path.replace(" ", "")
+            target = absolute(path, here)
+            if target:
+                out[alias.strip() or target[-1]] = target
+    return out
+
+
+def resolve(path, modules, reexports, depth=0):
+    """The source file that defines what `path` names: the longest prefix
+    that is a module, followed through that module's re-exports."""
+    for n in range(len(path), -1, -1):
+        if path[:n] in modules:
+            mod = path[:n]
+            if depth < 8 and n < len(path):
+                target = reexports.get(mod, {}).get(path[n])
+                if target is not None and target[:-1] != mod:
+                    found = resolve(target + path[n + 1 :], modules, reexports, depth + 1)
+                    if found is not None:
+                        return found
+            return mod
+    return None
+
+
+def family(a, b):
+    return a[: len(b)] == b or b[: len(a)] == a
+
+
+def circles(graph):
+    """Strongly connected components of more than one file (Tarjan)."""
+    index, low, on, stack, out = {}, {}, set(), [], []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def name(mod):
+    return "::".join(mod) or "crate"
+
+
+def main():
+    report = "--report" in sys.argv
+    files = source_files()
+    modules = {module_of(f): f for f in files}
+    lengths = {}
+    graph = {}
+    codes = {}
+    reexports = {}
+    for f in files:
+        text = open(f, encoding="utf-8").read()
+        lengths[os.path.relpath(f, ROOT)] = text.count("\n")
+        codes[f] = code_of(text)
+        reexports[module_of(f)] = reexports_of(codes[f], module_of(f))
+    for f in files:
+        here = module_of(f)
+        edges = set()
+        for p in paths_used(codes[f], here):
+            target = resolve(p, modules, reexports)
+            if target is None or family(target, here):
+                continue
+            edges.add(target)
+        graph[here] = edges
+    found = circles(graph)
+
+    allowed_len, allowed_circles = {}, []
+    if os.path.exists(BASELINE):
+        for line in open(BASELINE, encoding="utf-8"):
+            line = line.split("#")[0].strip()
+            if not line:
+                continue
+            kind, rest = line.split(None, 1)
+            if kind == "long":
+                path, n = rest.rsplit(None, 1)
+                allowed_len[path] = int(n)
+            elif kind == "circle":
+                allowed_circles.append(sorted(rest.split()))
+
+    errors = []
+    long_files = {p: n for p, n in lengths.items() if n > MAX_LINES}
+    for p, n in sorted(long_files.items()):
+        if p not in allowed_len:
+            errors.append(f"{p}: {n} lines, over {MAX_LINES}: split it by concept")
+        elif n > allowed_len[p]:
+            errors.append(f"{p}: {n} lines, grew past its baseline of {allowed_len[p]}")
+    for p, n in sorted(allowed_len.items()):
+        if p not in long_files:
+            errors.append(
+                f"{p}: in the baseline but now {lengths.get(p, 0)} lines: "
+                "delete its line from scripts/structure-baseline.txt"
+            )
+    named = [[name(m) for m in c] for c in found]
+    for c in named:
+        if not any(set(c) <= set(a) for a in allowed_circles):
+            errors.append("import circle: " + ", ".join(c) + " use one another in a circle")
+    for a in allowed_circles:
+        if not any(set(a) == set(c) for c in named):
+            errors.append(
+                "circle " + " ".join(a) + " in the baseline no longer exists as written: "
+                "update scripts/structure-baseline.txt"
+            )
+
+    if report or errors:
+        print(f"files over {MAX_LINES} lines: {len(long_files)}")
+        for p, n in sorted(long_files.items(), key=lambda x: -x[1]):
+            print(f"  {n:5}  {p}")
+        print(f"import circles: {len(named)}")
+        for c in named:
+            print("  " + " <-> ".join(c))
+    if errors:
+        for e in errors:
+            print("check-structure: " + e, file=sys.stderr)
+        sys.exit(1)
+    print(
+        f"check-structure: {len(long_files)} files over {MAX_LINES} lines and "
+        f"{len(named)} import circles, none beyond the baseline"
+    )
+
+
+if __name__ == "__main__":
+    main()
