@@ -12,9 +12,9 @@ cd "$(dirname "$0")/.."
 
 UPPER='http|redis|tokio|axum|config|metrics|tracing'
 CORE_FILES=(
-  src/gcra.rs src/live.rs src/limiter.rs src/snapshot.rs src/refusal.rs
+  src/gcra.rs src/live.rs src/limiter/*.rs src/snapshot.rs src/refusal.rs
   src/keyed/*.rs src/partitioned.rs src/window.rs src/window/*.rs
-  src/tick.rs src/concurrency.rs src/chain.rs src/stats.rs src/clock.rs
+  src/tick.rs src/concurrency.rs src/stats.rs src/clock.rs
   src/lock_freedom.rs src/rate_limiter.rs
 )
 
