@@ -8,6 +8,7 @@ use core::pin::Pin;
 use std::boxed::Box;
 use std::string::String;
 
+use super::key::{canonical, Extracted, PartitionKey};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 
@@ -138,6 +139,22 @@ impl BackendKey {
 
     pub(crate) fn as_bytes(&self) -> &[u8] {
         self.buf.get(..self.len).unwrap_or(&[])
+    }
+}
+
+/// The key an extracted request key is charged to on a remote backend.
+impl Extracted<'_> {
+    /// The key sent to a remote backend: fixed size, the same on every
+    /// replica (see [`BackendKey`]).
+    pub(crate) fn backend_key(&self, v6_prefix: u8) -> BackendKey {
+        match self {
+            Self::Global | Self::Custom(PartitionKey::Global) => BackendKey::global(),
+            Self::Ip(ip) | Self::Custom(PartitionKey::Ip(ip)) => {
+                BackendKey::ip(canonical(*ip), v6_prefix)
+            }
+            Self::Bytes(b) => BackendKey::bytes(b),
+            Self::Custom(PartitionKey::Bytes(b)) => BackendKey::bytes(b),
+        }
     }
 }
 

@@ -1,4 +1,7 @@
-//! [`RateLimitLayerBuilder`]: policies and layer-wide settings, validated.
+//! [`RateLimitLayerBuilder`]: policies and layer-wide settings, validated;
+//! built fresh, or over a running layer (a reload).
+
+mod reload;
 
 use core::time::Duration;
 use std::format;
@@ -15,7 +18,6 @@ use super::layer::{HttpStore, LayerClock, LayerSettings, RateLimitLayer, Rule, S
 use super::policy::{
     ConfigError, ConfigErrorKind, MissingKey, Plan, Policy, RejectionHandler, StoreAlg,
 };
-use super::reload::{Carrier, ReloadReport};
 use super::routing::PathPrefix;
 use crate::clock::Clock;
 use crate::error::check_clock;
@@ -23,6 +25,8 @@ use crate::keyed::ShardedKeyedTable;
 use crate::limiter::{Algorithm, Inheritance};
 use crate::live::LiveBucket;
 use crate::partitioned::{Partitioned, PolicyStore};
+use reload::Carrier;
+pub use reload::ReloadReport;
 
 /// Builds a [`RateLimitLayer`]; see the [module docs](super).
 pub struct RateLimitLayerBuilder {
@@ -564,35 +568,4 @@ fn check_routes(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::gcra::Gcra;
-    use crate::quota::Quota;
-
-    fn plan(alg: StoreAlg) -> Plan {
-        Plan { alg }
-    }
-
-    #[test]
-    fn a_quota_finer_than_the_clock_is_refused() {
-        let ms = Duration::from_millis(1);
-        // 1000 per second: one permit per millisecond, as fine as the clock
-        let ok = plan(StoreAlg::Gcra(Gcra::token_bucket(
-            Quota::per_second(1000).unwrap(),
-        )));
-        assert_eq!(check_resolution("global", &ok, ms), Ok(()));
-        // 2000 per second: a 500 µs interval a 1 ms clock cannot see
-        let fine = plan(StoreAlg::Gcra(Gcra::token_bucket(
-            Quota::per_second(2000).unwrap(),
-        )));
-        let e = check_resolution("policies[0]", &fine, ms).unwrap_err();
-        assert_eq!(e.location(), "policies[0].rate");
-        // in-flight limits have no time step
-        assert_eq!(
-            check_resolution("x", &plan(StoreAlg::InFlight(3)), ms),
-            Ok(())
-        );
-        // the layer's default clock resolves a nanosecond: any quota fits
-        assert_eq!(LayerClock::default().resolution(), Duration::from_nanos(1));
-    }
-}
+mod tests;

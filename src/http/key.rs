@@ -201,22 +201,7 @@ impl Extracted<'_> {
             Self::Custom(PartitionKey::Bytes(b)) => TableKey::Digest(digest.digest(b)),
         }
     }
-
-    /// The key sent to a remote backend: fixed size, the same on every
-    /// replica (see [`backend_key`](super::backend::backend_key)).
-    pub(crate) fn backend_key(&self, v6_prefix: u8) -> BackendKey {
-        match self {
-            Self::Global | Self::Custom(PartitionKey::Global) => BackendKey::global(),
-            Self::Ip(ip) | Self::Custom(PartitionKey::Ip(ip)) => {
-                BackendKey::ip(canonical(*ip), v6_prefix)
-            }
-            Self::Bytes(b) => BackendKey::bytes(b),
-            Self::Custom(PartitionKey::Bytes(b)) => BackendKey::bytes(b),
-        }
-    }
 }
-
-pub(crate) use super::backend::BackendKey;
 
 /// The key of a policy's in-process table: fixed size (at most 17 bytes
 /// of payload) whatever the client sent.

@@ -1,6 +1,8 @@
 //! The tower [`Layer`] and [`Service`]: global limiter + per-route policies.
 
+pub(crate) mod body;
 mod in_line;
+mod rejection;
 
 use core::future::Future;
 use core::marker::PhantomData;
@@ -19,12 +21,9 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::backend::StoreUnavailable;
-use super::body::{BodyMode, Held, Wrapped};
+use super::backend::{BackendKey, StoreUnavailable};
 use super::headers::{self, Precomputed, RATELIMIT, RATELIMIT_POLICY};
-use super::key::{
-    self, BackendKey, Extracted, IpNet, KeyDigest, PeerAddrFn, RequestHead, TableKey,
-};
+use super::key::{self, Extracted, IpNet, KeyDigest, PeerAddrFn, RequestHead, TableKey};
 use super::metrics::PolicyMetrics;
 use super::policy::{MissingKey, Plan, Policy, RejectionHandler};
 use super::routing::{PathPrefix, PrefixTree};
@@ -35,6 +34,7 @@ use crate::partitioned::{Lease, PolicyStore};
 use crate::queue::{Queue, QueuePermit, WaitError};
 use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
+use body::{BodyMode, Held, Wrapped};
 
 /// A policy's store: a limiter over the layer's fixed-size [`TableKey`]s.
 pub(crate) type HttpStore = PolicyStore<TableKey>;
@@ -722,9 +722,7 @@ impl Shared {
                     return Verdict::Respond(Box::new(self.reject::<M, R>(g, true, wait)));
                 }
                 Charge::NoKey(status) => {
-                    return Verdict::Respond(Box::new(super::rejection::status_only::<M, R>(
-                        status,
-                    )))
+                    return Verdict::Respond(Box::new(rejection::status_only::<M, R>(status)))
                 }
                 Charge::Line(key) => {
                     return Verdict::Line(Box::new(InLine {
@@ -793,9 +791,7 @@ impl Shared {
                 }
                 Charge::NoKey(status) => {
                     self.give_back_global(global_adm, now);
-                    return Verdict::Respond(Box::new(super::rejection::status_only::<M, R>(
-                        status,
-                    )));
+                    return Verdict::Respond(Box::new(rejection::status_only::<M, R>(status)));
                 }
             }
         }

@@ -354,7 +354,6 @@
 //! permit.
 
 mod backend;
-mod body;
 mod builder;
 #[cfg(feature = "config")]
 pub mod config;
@@ -363,21 +362,19 @@ pub(crate) mod key;
 mod layer;
 pub mod metrics;
 mod policy;
-mod rejection;
-mod reload;
 pub(crate) mod routing;
 
 pub use backend::StoreUnavailable;
-#[cfg(feature = "axum")]
-pub use body::AxumBody;
-pub use body::{BodyMode, RateLimitBody, Wrapped};
 pub use builder::RateLimitLayerBuilder;
+pub use builder::ReloadReport;
 #[cfg(feature = "config")]
 pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use key::{IpNet, KeySource, PartitionKey, RequestHead, DEFAULT_IPV6_PREFIX};
+#[cfg(feature = "axum")]
+pub use layer::body::AxumBody;
+pub use layer::body::{BodyMode, RateLimitBody, Wrapped};
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
 pub use policy::{
     ConfigError, ConfigErrorKind, MissingKey, Policy, DEFAULT_MAX_KEYS, SLIDING_WINDOW_SEGMENTS,
 };
-pub use reload::ReloadReport;

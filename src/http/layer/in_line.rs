@@ -17,13 +17,13 @@ use std::sync::Arc;
 use http::{Request, Response};
 use tower_service::Service;
 
+use super::body::BodyMode;
 use super::{
     serve_remote, wait_of, Admitted, Charge, Compiled, Gate, InLine, NoKey, Pending, Permit,
     Remote, Shared,
 };
 use crate::clock::Clock;
 use crate::concurrency::DEFAULT_RETRY_HINT;
-use crate::http::body::BodyMode;
 use crate::http::key::TableKey;
 use core::time::Duration;
 
@@ -80,7 +80,7 @@ where
     if global_line {
         let Some(g) = shared.global.as_ref() else {
             leave(&mut pending);
-            return Ok(super::super::rejection::status_only::<M, R>(shared.status));
+            return Ok(super::rejection::status_only::<M, R>(shared.status));
         };
         match wait_in_line(&shared, g, key).await {
             Ok(a) => pending.global = Some(a),
@@ -126,7 +126,7 @@ where
                 }
                 Charge::NoKey(status) => {
                     leave(&mut pending);
-                    return Ok(super::super::rejection::status_only::<M, R>(status));
+                    return Ok(super::rejection::status_only::<M, R>(status));
                 }
             }
         }

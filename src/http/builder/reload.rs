@@ -5,12 +5,12 @@ use std::string::String;
 use std::sync::Arc;
 use std::vec::Vec;
 
-use super::builder::RateLimitLayerBuilder;
-use super::key::KeySource;
-use super::layer::{Compiled, Gate, HttpStore, RateLimitLayer, Shared};
-use super::policy::{ConfigError, Plan, Policy, StoreAlg};
+use super::RateLimitLayerBuilder;
 use crate::clock::Clock;
 use crate::concurrency::InFlight;
+use crate::http::key::KeySource;
+use crate::http::layer::{Compiled, Gate, HttpStore, RateLimitLayer, Shared};
+use crate::http::policy::{ConfigError, Plan, Policy, StoreAlg};
 use crate::limiter::Inheritance;
 use crate::queue::Queue;
 

@@ -8,8 +8,8 @@ use bytes::Bytes;
 use http::{Response, StatusCode};
 
 use super::body::BodyMode;
-use super::headers::{self, StackText, RATELIMIT, RATELIMIT_POLICY};
-use super::layer::{Compiled, Shared, SuccessHeaders};
+use super::{Compiled, Shared, SuccessHeaders};
+use crate::http::headers::{self, StackText, RATELIMIT, RATELIMIT_POLICY};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 use crate::time::duration_to_nanos;
