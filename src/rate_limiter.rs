@@ -129,7 +129,7 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     /// can never be granted); nothing was taken.
     #[inline(always)]
     pub fn try_acquire_n(&self, n: u32) -> Result<L::Permit, Refusal<'static>> {
-        self.limiter.try_acquire_n(&(), n, self.clock.now())
+        self.try_acquire_key_n(&(), n)
     }
 
     /// How long until `n` permits would be granted, without taking any.
@@ -138,23 +138,24 @@ impl<C: Clock, L: Limiter> RateLimiter<C, L> {
     /// A refusal that [`is_never`](Refusal::is_never) if `n` can never be
     /// granted.
     pub fn time_until_ready(&self, n: u32) -> Result<Duration, Refusal<'static>> {
-        self.limiter.time_until_ready(&(), n, self.clock.now())
+        self.time_until_key_ready(&(), n)
     }
 
     /// Gives back `n` permits of an earlier admission.
     pub fn refund(&self, n: u32) {
-        self.limiter.refund(&(), n, self.clock.now());
+        self.refund_key(&(), n);
     }
 
     /// The limiter's state now.
     #[must_use]
     pub fn snapshot(&self) -> Snapshot {
-        self.limiter.snapshot(&(), self.clock.now())
+        self.snapshot_key(&())
     }
 }
 
 /// Over a keyed limiter (a table, a partitioned limiter, a chain of them):
-/// the same calls for one key.
+/// the same calls for one key. The direct calls above are these at the key
+/// `&()`.
 impl<C: Clock, L> RateLimiter<C, L> {
     /// Tries to take one permit for `key` now.
     ///
@@ -166,7 +167,7 @@ impl<C: Clock, L> RateLimiter<C, L> {
     where
         L: Limiter<K>,
     {
-        self.limiter.try_acquire_n(key, 1, self.clock.now())
+        self.try_acquire_key_n(key, 1)
     }
 
     /// Tries to take `n` permits for `key` now; `n = 0` is a peek.
@@ -174,7 +175,7 @@ impl<C: Clock, L> RateLimiter<C, L> {
     /// # Errors
     /// The [`Refusal`] (one that [`is_never`](Refusal::is_never) if `n`
     /// can never be granted to `key`); nothing was taken.
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire_key_n<K: ?Sized>(
         &self,
         key: &K,
