@@ -76,8 +76,8 @@ use crate::wrapping_clock::{WrappingClock, WrappingCounter};
 /// An instant or duration that counts ticks of `NOM / DENOM` seconds: what
 /// [`RticClock`] converts.
 ///
-/// Implemented for `fugit::Instant<u32 | u64, NOM, DENOM, Monotonic>`,
-/// `fugit::Instant<u32, NOM, DENOM, Wrapping>` and
+/// Implemented for `fugit::Instant<u32 | u64, NOM, DENOM, K>` (monotonic
+/// or wrapping) and
 /// `fugit::Duration<u32 | u64, NOM, DENOM>`.
 ///
 /// ```
@@ -101,8 +101,9 @@ pub trait TickCount: Copy {
     fn from_ticks_saturating(ticks: u64) -> Self;
 }
 
-impl<const NOM: u64, const DENOM: u64> TickCount
-    for fugit::Instant<u64, NOM, DENOM, fugit::kind::Monotonic>
+/// Monotonic and wrapping instants alike (fugit's `Kind`).
+impl<const NOM: u64, const DENOM: u64, K: fugit::kind::Kind> TickCount
+    for fugit::Instant<u64, NOM, DENOM, K>
 {
     const NOM: u64 = NOM;
     const DENOM: u64 = DENOM;
@@ -115,8 +116,9 @@ impl<const NOM: u64, const DENOM: u64> TickCount
     }
 }
 
-impl<const NOM: u64, const DENOM: u64> TickCount
-    for fugit::Instant<u32, NOM, DENOM, fugit::kind::Monotonic>
+/// Monotonic and wrapping instants alike (fugit's `Kind`).
+impl<const NOM: u64, const DENOM: u64, K: fugit::kind::Kind> TickCount
+    for fugit::Instant<u32, NOM, DENOM, K>
 {
     const NOM: u64 = NOM;
     const DENOM: u64 = DENOM;
@@ -258,20 +260,6 @@ impl<M> fmt::Debug for RticClock<M> {
     }
 }
 
-impl<const NOM: u64, const DENOM: u64> TickCount
-    for fugit::Instant<u32, NOM, DENOM, fugit::kind::Wrapping>
-{
-    const NOM: u64 = NOM;
-    const DENOM: u64 = DENOM;
-    #[inline]
-    fn ticks(self) -> u64 {
-        u64::from(self.as_ticks())
-    }
-    fn from_ticks_saturating(ticks: u64) -> Self {
-        Self::from_ticks(u32::try_from(ticks).unwrap_or(u32::MAX))
-    }
-}
-
 /// A timebase whose instants *wrap* (`fugit::WrappingTimerInstantU32<HZ>`,
 /// not a [`Monotonic`]) is not a [`Clock`] by itself: its `RticClock` is a
 /// [`WrappingCounter`] (the low 32 bits of its ticks), and
@@ -326,20 +314,14 @@ impl<M: Timebase> RticClock<M>
 where
     M::Instant: TickCount,
 {
-    /// A [`WrappingClock`] on `M`'s ticks (a timebase whose instants
-    /// wrap), converted exactly at `M`'s tick length. See the
-    /// [`WrappingCounter`] impl above.
-    #[cfg(not(loom))]
-    #[must_use]
-    pub const fn wrapping() -> WrappingClock<Self> {
-        WrappingClock::with_ratio(Self::new(), ratio_of::<M::Instant>())
-    }
-
-    /// A [`WrappingClock`] on `M`'s ticks (see above).
-    #[cfg(loom)]
-    #[must_use]
-    pub fn wrapping() -> WrappingClock<Self> {
-        WrappingClock::with_ratio(Self::new(), ratio_of::<M::Instant>())
+    crate::sync::const_fn_unless_loom! {
+        /// A [`WrappingClock`] on `M`'s ticks (a timebase whose instants
+        /// wrap), converted exactly at `M`'s tick length. See the
+        /// [`WrappingCounter`] impl above.
+        #[must_use]
+        pub fn wrapping() -> WrappingClock<Self> {
+            WrappingClock::with_ratio(Self::new(), ratio_of::<M::Instant>())
+        }
     }
 }
 
