@@ -83,23 +83,32 @@ def absolute(path, here):
     return tuple(mod) + tuple(segs)
 
 
+def use_items(spec):
+    """The paths a `use` names, with their aliases: `a::{b, c::D as E}` ->
+    [("a::b", ""), ("a::c::D", "E")] (one level of braces; a nested group
+    counts as its module)."""
+    spec = " ".join(spec.split())
+    group = re.match(r"^(.*?)::\{(.*)\}$", spec)
+    if group:
+        parts = [group.group(1) + "::" + part for part in group.group(2).split(",")]
+    else:
+        parts = [spec]
+    items = []
+    for part in parts:
+        path, _, alias = part.partition(" as ")
+        path = re.sub(r"::\{.*|[{} ]", "", path).removesuffix("::self")
+        if path:
+            items.append((path, alias.strip()))
+    return items
+
+
 def paths_used(code, here):
-    """Module paths a file names: `crate::a::b::C`, `super::x`, and the
-    items of `use crate::a::{b, c::d}` groups."""
-    found = []
-    # expand `use` groups one level: use crate::a::{b, c::D} -> crate::a::b, crate::a::c::D
-    for m in re.finditer(r"\b(crate|super(?:::super)*|self)((?:::\w+)*)::\{([^;]*?)\}", code):
-        base = m.group(1) + m.group(2)
-        for part in re.split(r",", m.group(3)):
-            part = part.strip().split(" as ")[0].strip()
-            part = re.sub(r"\{.*", "", part).strip(": ")
-            if part and part != "self":
-                found.append(base + "::" + part)
-            elif part == "self":
-                found.append(base)
-    for m in re.finditer(r"\b(crate|super(?:::super)*)((?:::\w+)+)", code):
-        found.append(m.group(1) + m.group(2))
-    return [absolute(p, here) for p in found]
+    """Module paths a file names: the items of its `use` declarations and
+    every `crate::a::b::C` or `super::x` path in its code."""
+    found = [path for m in re.finditer(r"\buse\s+([^;]+);", code) for path, _ in use_items(m.group(1))]
+    found += [m.group(0) for m in re.finditer(r"\b(crate|super(?:::super)*)(::\w+)+", code)]
+    local = ("crate", "super", "self")
+    return [absolute(p, here) for p in found if p.split("::")[0] in local]
 
 
 def reexports_of(code, here):
@@ -107,18 +116,10 @@ def reexports_of(code, here):
     name -> the absolute path it stands for."""
     out = {}
     for m in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);", code):
-        spec = " ".join(m.group(1).split())
-        g = re.match(r"^(.*?)::\{(.*)\}$", spec)
-        if g:
-            items = [g.group(1) + "::" + part.strip() for part in g.group(2).split(",") if part.strip()]
-        else:
-            items = [spec]
-        for item in items:
-            path, _, alias = item.partition(" as ")
-            path = path.replace(" ", "")
+        for path, alias in use_items(m.group(1)):
             target = absolute(path, here)
             if target:
-                out[alias.strip() or target[-1]] = target
+                out[alias or target[-1]] = target
     return out
 
 
