@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
-"""The crate's structure rules, checked the way CI checks them:
+"""The workspace's structure rules, checked the way CI checks them, in
+every crate (the `tollgate` crate at the root and each crate under
+`crates/`):
 
 1. no source file over 600 lines (split by concept, not into "utils");
-2. no import circle between source files: a file that uses another
-   (`use crate::a::b`, `super::x`, a `crate::` path in code) while that
-   one, directly or through others, uses it back. A module's own file and
-   the files of its submodules are one family (a parent re-exports its
+2. no import circle between source files of a crate: a file that uses
+   another (`use crate::a::b`, `super::x`, a `crate::` path in code) while
+   that one, directly or through others, uses it back. A module's own file
+   and the files of its submodules are one family (a parent re-exports its
    children, a child names its parent's items): edges inside a family are
-   not counted.
+   not counted;
+3. a crate's code names only its own features (`cfg(feature = "...")`): a
+   lower crate never knows which upper layer is turned on;
+4. no crate uses another crate's `#[doc(hidden)]` public items: layers
+   meet only through documented APIs. (Import circles between crates are
+   impossible: Cargo refuses them.)
 
 Today's exceptions are written in scripts/structure-baseline.txt: a file
 listed there may not grow past the length written beside it, and a circle
@@ -23,23 +30,39 @@ import os
 import re
 import sys
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-SRC = os.path.join(ROOT, "src")
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 BASELINE = os.path.join(ROOT, "scripts", "structure-baseline.txt")
 MAX_LINES = 600
 
 
-def module_of(path):
+def crates():
+    """(name, src directory, features) of every crate of the workspace."""
+    out = []
+    dirs = [ROOT] + sorted(
+        os.path.join(ROOT, "crates", d) for d in os.listdir(os.path.join(ROOT, "crates"))
+    )
+    for d in dirs:
+        manifest = open(os.path.join(d, "Cargo.toml"), encoding="utf-8").read()
+        crate = re.search(r'^name = "([^"]+)"', manifest, re.M).group(1)
+        features = re.search(r"^\[features\]\n(.*?)(?:^\[|\Z)", manifest, re.M | re.S)
+        names = set(re.findall(r"^([\w-]+)\s*=", features.group(1), re.M)) if features else set()
+        # optional dependencies are features too
+        names |= set(re.findall(r"^([\w-]+)\s*=\s*\{[^}]*optional\s*=\s*true", manifest, re.M))
+        out.append((crate, os.path.join(d, "src"), names))
+    return out
+
+
+def module_of(path, src):
     """src/a/b.rs -> ('a', 'b'); src/a/mod.rs -> ('a',); src/lib.rs -> ()."""
-    rel = os.path.relpath(path, SRC)[:-3].split(os.sep)
+    rel = os.path.relpath(path, src)[:-3].split(os.sep)
     if rel[-1] in ("mod", "lib"):
         rel = rel[:-1]
     return tuple(rel)
 
 
-def source_files():
+def source_files(src):
     out = []
-    for d, _, files in os.walk(SRC):
+    for d, _, files in os.walk(src):
         for f in files:
             if f.endswith(".rs"):
                 out.append(os.path.join(d, f))
@@ -181,29 +204,70 @@ def name(mod):
     return "::".join(mod) or "crate"
 
 
+def without_comments(text):
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+HIDDEN = re.compile(
+    r"#\[doc\(hidden\)\]\s*(?:#\[[^\]]*\]\s*)*pub\s+(?:const\s+|async\s+|unsafe\s+)*"
+    r"(?:fn|struct|enum|trait|mod|const|static|type|macro_rules!)\s+(\w+)"
+)
+
+
 def main():
     report = "--report" in sys.argv
-    files = source_files()
-    modules = {module_of(f): f for f in files}
-    lengths = {}
-    graph = {}
-    codes = {}
-    reexports = {}
-    for f in files:
-        text = open(f, encoding="utf-8").read()
-        lengths[os.path.relpath(f, ROOT)] = text.count("\n")
-        codes[f] = code_of(text)
-        reexports[module_of(f)] = reexports_of(codes[f], module_of(f))
-    for f in files:
-        here = module_of(f)
-        edges = set()
-        for p in paths_used(codes[f], here):
-            target = resolve(p, modules, reexports)
-            if target is None or family(target, here):
+    lengths, named, errors = {}, [], []
+    hidden, texts = {}, {}
+    for crate, src, features in crates():
+        files = source_files(src)
+        modules = {module_of(f, src): f for f in files}
+        graph, codes, reexports = {}, {}, {}
+        texts[crate] = []
+        hidden[crate] = set()
+        for f in files:
+            text = open(f, encoding="utf-8").read()
+            rel = os.path.relpath(f, ROOT)
+            lengths[rel] = text.count("\n")
+            codes[f] = code_of(text)
+            reexports[module_of(f, src)] = reexports_of(codes[f], module_of(f, src))
+            bare = without_comments(text)
+            texts[crate].append((rel, bare))
+            hidden[crate] |= set(HIDDEN.findall(bare))
+            for m in re.finditer(r'\bfeature\s*=\s*"([\w-]+)"', bare):
+                if m.group(1) not in features:
+                    line = bare.count("\n", 0, m.start()) + 1
+                    errors.append(
+                        f"{rel}:{line}: feature \"{m.group(1)}\" is not a feature of {crate}: "
+                        "a crate may not know which upper layer is on (give the layer a public seam)"
+                    )
+        for f in files:
+            here = module_of(f, src)
+            edges = set()
+            for p in paths_used(codes[f], here):
+                target = resolve(p, modules, reexports)
+                if target is None or family(target, here):
+                    continue
+                edges.add(target)
+            graph[here] = edges
+        named += [[f"{crate}::{name(m)}" for m in c] for c in circles(graph)]
+
+    # a crate's hidden items, named by another crate's code
+    for owner, items in hidden.items():
+        lib = owner.replace("-", "_")
+        for crate, files in texts.items():
+            if crate == owner:
                 continue
-            edges.add(target)
-        graph[here] = edges
-    found = circles(graph)
+            for rel, bare in files:
+                uses_owner = re.search(rf"\b{lib}\b", bare) or crate == "tollgate"
+                for item in sorted(items):
+                    m = re.search(rf"(?:::|\.)\s*{item}\b", bare)
+                    if uses_owner and m:
+                        line = bare.count("\n", 0, m.start()) + 1
+                        errors.append(
+                            f"{rel}:{line}: uses `{item}`, a #[doc(hidden)] item of {owner}: "
+                            "layers meet only through documented APIs"
+                        )
 
     allowed_len, allowed_circles = {}, []
     if os.path.exists(BASELINE):
@@ -218,7 +282,6 @@ def main():
             elif kind == "circle":
                 allowed_circles.append(sorted(rest.split()))
 
-    errors = []
     long_files = {p: n for p, n in lengths.items() if n > MAX_LINES}
     for p, n in sorted(long_files.items()):
         if p not in allowed_len:
@@ -231,7 +294,6 @@ def main():
                 f"{p}: in the baseline but now {lengths.get(p, 0)} lines: "
                 "delete its line from scripts/structure-baseline.txt"
             )
-    named = [[name(m) for m in c] for c in found]
     for c in named:
         if not any(set(c) <= set(a) for a in allowed_circles):
             errors.append("import circle: " + ", ".join(c) + " use one another in a circle")
@@ -255,7 +317,8 @@ def main():
         sys.exit(1)
     print(
         f"check-structure: {len(long_files)} files over {MAX_LINES} lines and "
-        f"{len(named)} import circles, none beyond the baseline"
+        f"{len(named)} import circles, none beyond the baseline; every crate names only its "
+        "own features and no other crate's hidden items"
     )
 
 

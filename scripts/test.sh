@@ -15,8 +15,9 @@
 #   1. cargo test --workspace --all-features: unit, integration, property,
 #      HTTP over real TCP, Redis against a real server, doctests, and the
 #      workspace crates embassy-tests and loom-tests' reference models;
-#   2. cargo test -p tollgate --no-default-features --lib --tests: the core
-#      without std (test files that need std or a feature are gated on it).
+#   2. cargo test -p tollgate-core -p tollgate --no-default-features --lib
+#      --tests: the core without std (test files that need std or a feature
+#      are gated on it).
 #
 # The loom model checks (loom-tests/run.sh) and the firmware under QEMU
 # (examples/firmware/run-qemu.sh) have their own scripts; CI runs them too.
@@ -69,8 +70,8 @@ rc=0
 say "1/2 cargo test --workspace --all-features"
 cargo test --workspace --all-features --no-fail-fast 2>&1 | tee -a "$log" || rc=1
 
-say "2/2 cargo test -p tollgate --no-default-features --lib --tests (the core without std)"
-cargo test -p tollgate --no-default-features --lib --tests --no-fail-fast 2>&1 | tee -a "$log" || rc=1
+say "2/2 cargo test -p tollgate-core -p tollgate --no-default-features --lib --tests (the core without std)"
+cargo test -p tollgate-core -p tollgate --no-default-features --lib --tests --no-fail-fast 2>&1 | tee -a "$log" || rc=1
 
 # Every test binary and doctest run prints one "test result:" line.
 summary=$(awk '/^test result:/ {

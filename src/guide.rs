@@ -399,7 +399,12 @@
 //! direct (`&()` as the key) or per key. A waiter sleeps on `embassy_time::Timer`
 //! until the refusal's `retry_after`, rounded up to the next tick, then
 //! checks again; `n` above the burst is an error at once, and
-//! `.with_timeout(..)` / `.with_deadline(..)` bound the wait:
+//! `.with_timeout(..)` / `.with_deadline(..)` bound the wait (a deadline
+//! is a [`Timestamp`]: `EmbassyClock::timestamp(instant)`). The wait is
+//! the crate's one [`Wait`](wait::Wait) future: `EmbassyClock` implements
+//! [`Sleep`](wait::Sleep), and any clock of yours that can sleep (another
+//! runtime's timer) waits the same way, with
+//! [`RateLimiter::acquire`] on a limiter bundled with it:
 //!
 //! ```
 //! # #[cfg(feature = "embassy")] {

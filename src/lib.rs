@@ -61,6 +61,7 @@
 //! | [`stats`] | [`WithStats`]: opt-in admitted / refused / refunded counters |
 //! | [`keyed`] | fixed-capacity tables, each a [`Limiter<K>`](Limiter) and a [`KeyedTable`]: [`keyed::HeaplessKeyedTable`] (`no_std`), [`keyed::ShardedKeyedTable`] and [`keyed::LockFreeGcraTable`] (`std`) |
 //! | [`live`] | changing a running limiter's quota: [`LiveBucket`], [`Inheritance`] |
+//! | [`wait`] | [`Sleep`](wait::Sleep): a clock that can sleep; then [`RateLimiter::acquire`] awaits any limiter |
 //! | `queue` (feature `tokio`) | `Queue`: ordered, bounded async waiting in front of any limiter |
 //! | `http` (feature `http`) | `RateLimitLayer`: tower middleware for axum/hyper/tonic |
 //! | `redis` (feature `redis`) | `RedisStore`: the same GCRA for a fleet |
@@ -68,6 +69,11 @@
 //! | [`wrapping_clock`] | [`WrappingClock`]: a 16- or 32-bit hardware counter that wraps, extended to a `Timestamp` (lock-free, interrupt-safe, with a documented read rule) |
 //! | [`duty_cycle`] | [`DutyCycleLimiter`](duty_cycle::DutyCycleLimiter): radio airtime per sub-band (ETSI EN 300 220, the EU868 table), saved and restored across resets |
 //! | `rtic` (feature `rtic`) | `RticClock`: an RTIC monotonic as a `Clock` |
+//!
+//! Every module of this table but the layers (`queue`, `http`, `redis`, `embassy`,
+//! `duty_cycle`, `rtic`, `partitioned`) comes from the `no_std` crate
+//! `tollgate-core`, re-exported here under the same paths; the layers are
+//! built on its public API only. Add `tollgate`, not the core.
 //!
 //! ## The guide
 //!
@@ -119,74 +125,49 @@
 #[cfg(feature = "std")]
 extern crate std;
 
-pub mod clock;
-pub mod concurrency;
+#[doc(inline)]
+pub use tollgate_core::{
+    chain, clock, concurrency, error, gcra, keyed, limiter, live, lock_freedom, quota,
+    rate_limiter, refusal, snapshot, stats, tick, time, valid, wait, window, wrapping_clock,
+};
+
 pub mod duty_cycle;
 #[cfg(feature = "embassy")]
 pub mod embassy;
-pub mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod gcra;
 pub mod guide;
 #[cfg(feature = "http")]
 pub mod http;
-pub mod keyed;
-pub mod limiter;
-pub use limiter::chain;
-pub mod live;
-pub mod lock_freedom;
 #[cfg(feature = "std")]
 pub mod partitioned;
 #[cfg(feature = "tokio")]
 pub mod queue;
-pub mod quota;
-pub mod rate_limiter;
 #[cfg(feature = "redis")]
 pub mod redis;
-pub mod refusal;
 #[cfg(feature = "rtic")]
 pub mod rtic;
-pub mod snapshot;
-pub mod stats;
-pub mod tick;
-pub mod time;
-pub mod window;
-pub mod wrapping_clock;
 
-#[cfg(loom)]
-#[doc(hidden)]
-pub mod sync;
-#[cfg(not(loom))]
-mod sync;
-mod ticks;
-mod wakers;
+/// The atomics and locks of the layers (loom's under `--cfg loom`).
+use tollgate_core::sync;
 
-pub use chain::Chain;
-#[cfg(feature = "quanta")]
-pub use clock::QuantaClock;
-pub use clock::{Clock, ManualClock};
-#[cfg(feature = "std")]
-pub use clock::{CoarseClock, StdClock};
-pub use concurrency::{ConcurrencyLimiter, ConcurrencyPermit};
-pub use error::ConfigError;
-pub use gcra::{BucketKind, Gcra, GcraState};
-pub use keyed::KeyedTable;
-pub use limiter::{Algorithm, Bucket, BucketRef, Grant, Limiter};
-pub use live::{Inheritance, LiveBucket};
-pub use lock_freedom::LockFreedom;
 #[cfg(feature = "tokio")]
 pub use queue::TokioClock;
-pub use quota::Quota;
-pub use rate_limiter::RateLimiter;
-pub use refusal::Refusal;
-pub use snapshot::Snapshot;
-pub use stats::{Statistics, WithStats};
-pub use tick::{TickGcra, TickState};
-pub use time::Timestamp;
-pub use window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState};
-pub use wrapping_clock::WrappingClock;
+#[cfg(feature = "quanta")]
+#[doc(inline)]
+pub use tollgate_core::QuantaClock;
+#[doc(inline)]
+pub use tollgate_core::{
+    Algorithm, Bucket, BucketKind, BucketRef, Chain, Clock, ConcurrencyLimiter, ConcurrencyPermit,
+    ConfigError, FixedWindow, FixedWindowState, Gcra, GcraState, Grant, Inheritance, KeyedTable,
+    Limiter, LiveBucket, LockFreedom, ManualClock, Quota, RateLimiter, Refusal, SlidingWindow,
+    SlidingWindowState, Snapshot, Statistics, TickGcra, TickState, Timestamp, WithStats,
+    WrappingClock,
+};
+#[cfg(feature = "std")]
+#[doc(inline)]
+pub use tollgate_core::{CoarseClock, StdClock};
 
 /// The README's Rust examples, compiled and run as doctests so they stay true
 /// (they need the features their sections name).

@@ -69,7 +69,7 @@ use rtic_time::fugit;
 use rtic_time::{Monotonic, Timebase};
 
 use crate::clock::Clock;
-use crate::ticks::Ratio;
+use crate::clock::TickRate;
 use crate::time::{duration_to_nanos, Timestamp};
 use crate::wrapping_clock::{WrappingClock, WrappingCounter};
 
@@ -156,8 +156,8 @@ impl<const NOM: u64, const DENOM: u64> TickCount for fugit::Duration<u32, NOM, D
 }
 
 /// The tick length of `T` as nanoseconds per tick, in `const`.
-const fn ratio_of<T: TickCount>() -> Ratio {
-    Ratio::from_seconds_per_tick(T::NOM, T::DENOM)
+const fn ratio_of<T: TickCount>() -> TickRate {
+    TickRate::from_seconds_per_tick(T::NOM, T::DENOM)
 }
 
 /// An RTIC [`Monotonic`] as a tollgate [`Clock`]: the time since the
@@ -185,7 +185,7 @@ impl<M: Monotonic> RticClock<M>
 where
     M::Instant: TickCount,
 {
-    const RATIO: Ratio = ratio_of::<M::Instant>();
+    const RATIO: TickRate = ratio_of::<M::Instant>();
 
     /// One tick of `M`, rounded up to whole nanoseconds: what
     /// [`Clock::resolution`] reports, usable in `const` quota checks
@@ -314,13 +314,13 @@ impl<M: Timebase> RticClock<M>
 where
     M::Instant: TickCount,
 {
-    crate::sync::const_fn_unless_loom! {
+    tollgate_core::const_fn_unless_loom! {
         /// A [`WrappingClock`] on `M`'s ticks (a timebase whose instants
         /// wrap), converted exactly at `M`'s tick length. See the
         /// [`WrappingCounter`] impl above.
         #[must_use]
         pub fn wrapping() -> WrappingClock<Self> {
-            WrappingClock::with_ratio(Self::new(), ratio_of::<M::Instant>())
+            WrappingClock::with_rate(Self::new(), ratio_of::<M::Instant>())
         }
     }
 }

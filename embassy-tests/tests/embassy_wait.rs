@@ -19,6 +19,11 @@ use tollgate::{Bucket, Clock, ConfigError, Gcra, Quota, RateLimiter, Timestamp};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// The time of embassy's millisecond `ms` on the waiters' clock.
+fn at_ms(ms: u64) -> Timestamp {
+    EmbassyClock::timestamp(Instant::from_millis(ms))
+}
+
 /// Serialises the tests and resets the global mock clock to tick 0.
 fn fresh_time() -> MutexGuard<'static, ()> {
     let guard = SERIAL
@@ -185,11 +190,11 @@ fn timeout_too_short_fails_at_once_and_takes_nothing() {
     let p = Poller::new();
     assert!(p.poll(&mut embassy::acquire(&bucket, &(), 1)).is_ready());
 
-    let mut late = embassy::acquire(&bucket, &(), 1).with_timeout(Duration::from_millis(50));
+    let mut late = embassy::acquire(&bucket, &(), 1).with_timeout(StdDuration::from_millis(50));
     match p.poll(&mut late) {
         Poll::Ready(Err(WaitError::Timeout { ready_at, deadline })) => {
-            assert_eq!(ready_at, Instant::from_millis(100));
-            assert_eq!(deadline, Instant::from_millis(50));
+            assert_eq!(ready_at, at_ms(100));
+            assert_eq!(deadline, at_ms(50));
         }
         other => panic!("expected a timeout, got {other:?}"),
     }
@@ -207,7 +212,7 @@ fn deadline_met_exactly_is_granted() {
     let p = Poller::new();
     assert!(p.poll(&mut embassy::acquire(&bucket, &(), 1)).is_ready());
 
-    let mut on_time = embassy::acquire(&bucket, &(), 1).with_deadline(Instant::from_millis(100));
+    let mut on_time = embassy::acquire(&bucket, &(), 1).with_deadline(at_ms(100));
     assert!(p.poll(&mut on_time).is_pending());
     advance_ticks(100_000);
     assert!(matches!(p.poll(&mut on_time), Poll::Ready(Ok(_))));
@@ -221,15 +226,15 @@ fn deadline_expires_when_another_task_takes_the_permit_first() {
     assert!(p.poll(&mut embassy::acquire(&bucket, &(), 1)).is_ready());
 
     // Due at 100 ms, deadline 150 ms.
-    let mut waiter = embassy::acquire(&bucket, &(), 1).with_deadline(Instant::from_millis(150));
+    let mut waiter = embassy::acquire(&bucket, &(), 1).with_deadline(at_ms(150));
     assert!(p.poll(&mut waiter).is_pending());
     advance_ticks(100_000);
     // Someone else checks first at 100 ms and takes the permit.
     assert!(bucket.check(EmbassyClock.now()).is_ok());
     match p.poll(&mut waiter) {
         Poll::Ready(Err(WaitError::Timeout { ready_at, deadline })) => {
-            assert_eq!(ready_at, Instant::from_millis(200));
-            assert_eq!(deadline, Instant::from_millis(150));
+            assert_eq!(ready_at, at_ms(200));
+            assert_eq!(deadline, at_ms(150));
         }
         other => panic!("expected a timeout, got {other:?}"),
     }
@@ -243,7 +248,8 @@ fn request_above_burst_is_an_error_not_a_wait() {
     let p = Poller::new();
     for (limiter, n, capacity) in [(&token, 4, 3), (&leaky, 3, 2)] {
         // Even with a deadline far away, and on the first poll.
-        let mut never = embassy::acquire(limiter, &(), n).with_timeout(Duration::from_secs(3600));
+        let mut never =
+            embassy::acquire(limiter, &(), n).with_timeout(StdDuration::from_secs(3600));
         match p.poll(&mut never) {
             Poll::Ready(Err(WaitError::CapacityExceeded(e))) => {
                 assert!(e.is_never(), "{e:?}");
@@ -358,7 +364,7 @@ fn embassy_clock_reads_driver_ticks_as_nanoseconds() {
         Instant::from_ticks(1_235)
     );
     // the same conversions through the embassy instant
-    assert_eq!(Timestamp::from(Instant::now()), clock.now());
+    assert_eq!(EmbassyClock::timestamp(Instant::now()), clock.now());
     assert_eq!(
         EmbassyClock::timestamp(Instant::from_ticks(7)),
         Timestamp::from_nanos(7_000)

@@ -3,7 +3,7 @@
 //!
 //! `LockFreeGcraTable` keeps each key and its TAT in one 128-bit atomic
 //! word. Loom has no 128-bit atomic, so under loom the table's slots are a
-//! shim (`tollgate::sync::AtomicU128`, a loom mutex per slot) that makes
+//! shim (`tollgate_core::sync::AtomicU128`, a loom mutex per slot) that makes
 //! every slot operation one sequentially consistent step: the models of the
 //! real table (`keyed_*.rs`, `live_reconfiguration_is_atomic.rs`) check
 //! its algorithm, but not the `Acquire`/`Release` orderings its sequence

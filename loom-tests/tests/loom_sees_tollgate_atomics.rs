@@ -1,10 +1,10 @@
 //! Guard: under `--cfg loom`, the atomics tollgate uses are loom's.
 //!
 //! Loom can only explore interleavings of operations it sees. If
-//! `tollgate::sync` ever named portable-atomic (or core) types under loom,
+//! `tollgate_core::sync` ever named portable-atomic (or core) types under loom,
 //! every model in this crate would pass on racy code: a false green. This
 //! test writes a deliberately racy load-then-store counter against
-//! `tollgate::sync`'s types and requires loom to catch the lost update; a
+//! `tollgate_core::sync`'s types and requires loom to catch the lost update; a
 //! correct `fetch_add` counter, the control, must pass. The same goes for
 //! the keyed tables' 128-bit slot type (a loom shim) and their locks.
 //!
@@ -16,7 +16,7 @@ use std::panic::{self, AssertUnwindSafe};
 
 use loom::sync::Arc;
 use loom_tests::model;
-use tollgate::sync::{AtomicU128, AtomicU32, AtomicU64, Mutex, Ordering, RwLock};
+use tollgate_core::sync::{AtomicU128, AtomicU32, AtomicU64, Mutex, Ordering, RwLock};
 
 /// Two threads each add one to a shared counter; `racy` does it with a
 /// separate load and store (a lost-update race), otherwise with `fetch_add`.
@@ -114,7 +114,7 @@ fn loom_catches_a_racy_counter_on_tollgate_sync_types() {
     for (ty, caught) in [("AtomicU64", u64_racy), ("AtomicU32", u32_racy)] {
         let message = caught.unwrap_or_else(|| {
             panic!(
-                "loom did not catch a lost update on tollgate::sync::{ty}: \
+                "loom did not catch a lost update on tollgate_core::sync::{ty}: \
                  the loom alias in src/sync.rs is not in effect"
             )
         });
@@ -135,7 +135,7 @@ fn loom_catches_a_racy_counter_on_tollgate_sync_types() {
         let message = panic_message(|| model::check(keyed_counter_model(kind, true)))
             .unwrap_or_else(|| {
                 panic!(
-                    "loom did not catch a lost update on tollgate::sync::{kind}: \
+                    "loom did not catch a lost update on tollgate_core::sync::{kind}: \
                      the loom alias in src/sync.rs is not in effect"
                 )
             });

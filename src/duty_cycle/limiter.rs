@@ -74,7 +74,7 @@ pub struct DutyCycleLimiter<const N: usize> {
 }
 
 impl DutyCycleLimiter<6> {
-    crate::sync::const_fn_unless_loom! {
+    tollgate_core::const_fn_unless_loom! {
         /// The six EU868 sub-bands ([`eu868::SUB_BANDS`]), indexed by
         /// [`eu868::Eu868`], with no obligations.
         #[must_use]

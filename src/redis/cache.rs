@@ -136,7 +136,7 @@ mod tests {
     use crate::snapshot::Snapshot;
 
     fn denied(retry: u64) -> Refusal<'static> {
-        Refusal::from_nanos(retry, Snapshot::exact(5, 0, retry))
+        Refusal::from_nanos(retry, Snapshot::from_nanos(5, 0, retry))
     }
 
     #[test]

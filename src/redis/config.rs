@@ -474,7 +474,7 @@ mod tests {
             RedisConfig::token_bucket(q).hash_tag(b"a}b").validate(),
             Err(ConfigError::InvalidHashTag)
         ));
-        let fine = Quota::from_period_nanos(1, 500).unwrap();
+        let fine = Quota::new(1, Duration::from_nanos(500)).unwrap();
         assert!(matches!(
             RedisConfig::token_bucket(fine).validate(),
             Err(ConfigError::BelowServerResolution(_))
@@ -484,7 +484,7 @@ mod tests {
             RedisConfig::token_bucket(long).validate(),
             Err(ConfigError::LeadTooLong { .. })
         ));
-        let odd = Quota::from_period_nanos(5, 1_500).unwrap();
+        let odd = Quota::new(5, Duration::from_nanos(1_500)).unwrap();
         assert!(matches!(
             RedisConfig::fixed_window(odd).validate(),
             Err(ConfigError::WindowNotWholeMicroseconds { .. })

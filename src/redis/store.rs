@@ -541,7 +541,7 @@ impl RedisStore {
                 let retry = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
                 Err(Refusal::from_nanos(
                     retry,
-                    Snapshot::exact(self.capacity, 0, retry),
+                    Snapshot::from_nanos(self.capacity, 0, retry),
                 ))
             }
             FailurePolicy::FailOpen { .. } => match &self.ceiling {
@@ -550,7 +550,7 @@ impl RedisStore {
                     let now = self.clock.now();
                     bucket.check_n(n, now).map(|()| bucket.snapshot(now))
                 }
-                None => Ok(Snapshot::exact(self.capacity, self.capacity, 0)),
+                None => Ok(Snapshot::from_nanos(self.capacity, self.capacity, 0)),
             },
         };
         decision
@@ -687,7 +687,7 @@ pub(crate) fn reply_to_decision(
             // as in-process: a window with nothing taken is already full
             let reset = if count == 0 { 0 } else { until_end };
             let remaining = capacity.saturating_sub(count);
-            let snapshot = Snapshot::exact(capacity, remaining, reset);
+            let snapshot = Snapshot::from_nanos(capacity, remaining, reset);
             if allowed == 1 {
                 Ok(snapshot)
             } else {

@@ -17,8 +17,10 @@
 //! to the quota, but which of several simultaneous waiters gets the next
 //! permit is up to the executor's wake order.
 
+use core::time::Duration;
+
 use embassy_executor::Spawner;
-use embassy_time::{Duration, Instant, Timer};
+use embassy_time::{Instant, Timer};
 use tollgate::embassy::{EmbassyClock, WaitError};
 use tollgate::{Quota, RateLimiter};
 
@@ -70,7 +72,10 @@ async fn impatient(uplink: &'static Uplink, start: Instant) {
         Err(WaitError::Timeout { ready_at, .. }) => println!(
             "{:>8.1} ms  impatient: gave up at once, next permit only at {:.1} ms",
             elapsed_ms(start),
-            ready_at.duration_since(start).as_micros() as f64 / 1000.0
+            EmbassyClock::instant_at(ready_at)
+                .duration_since(start)
+                .as_micros() as f64
+                / 1000.0
         ),
         other => println!("{:>8.1} ms  impatient: {other:?}", elapsed_ms(start)),
     }

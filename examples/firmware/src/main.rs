@@ -347,15 +347,15 @@ async fn check_errors() -> bool {
     let start_instant = Instant::now();
     let start = start_instant.as_ticks();
     let wait = TELEMETRY
-        .time_until_ready(&(), 1, Timestamp::from(start_instant))
+        .time_until_ready(&(), 1, EmbassyClock::timestamp(start_instant))
         .unwrap_or(core::time::Duration::MAX);
-    let due = EmbassyClock::instant_at(Timestamp::from(start_instant) + wait).as_ticks();
+    let due = EmbassyClock::instant_at(EmbassyClock::timestamp(start_instant) + wait).as_ticks();
     // A deadline one tick before the permit is due: Timeout, at once.
     let short = embassy::acquire(&TELEMETRY, &(), 1)
-        .with_deadline(Instant::from_ticks(due - 1))
+        .with_deadline(EmbassyClock::timestamp(Instant::from_ticks(due - 1)))
         .await;
     // It gave up without sleeping until the permit was due.
-    let timed_out = matches!(short, Err(WaitError::Timeout { ready_at, .. }) if ready_at.as_ticks() == due)
+    let timed_out = matches!(short, Err(WaitError::Timeout { ready_at, .. }) if EmbassyClock::instant_at(ready_at).as_ticks() == due)
         && Instant::now().as_ticks() < due;
     if !timed_out {
         hprintln!(
@@ -368,7 +368,7 @@ async fn check_errors() -> bool {
     }
     // A deadline exactly when it is due: served at that tick.
     let long = embassy::acquire(&TELEMETRY, &(), 1)
-        .with_deadline(Instant::from_ticks(due))
+        .with_deadline(EmbassyClock::timestamp(Instant::from_ticks(due)))
         .await;
     let served_at = Instant::now().as_ticks();
     let served = long.is_ok() && served_at == due;

@@ -7,7 +7,6 @@ use std::vec::Vec;
 
 use super::RateLimitLayerBuilder;
 use crate::clock::Clock;
-use crate::concurrency::InFlight;
 use crate::http::key::KeySource;
 use crate::http::layer::{Compiled, Gate, HttpStore, RateLimitLayer, Shared};
 use crate::http::policy::{ConfigError, Plan, Policy, StoreAlg};
@@ -136,9 +135,7 @@ impl<'a> Carrier<'a> {
                 StoreAlg::Gcra(a) => store.reconfigure(a, self.how, now).is_ok(),
                 StoreAlg::Fixed(a) => store.reconfigure(a, self.how, now).is_ok(),
                 StoreAlg::Sliding(a) => store.reconfigure(a, self.how, now).is_ok(),
-                StoreAlg::InFlight(limit) => store
-                    .reconfigure(InFlight::with_limit(limit), self.how, now)
-                    .is_ok(),
+                StoreAlg::InFlight(limit) => store.reconfigure_in_flight(limit).is_ok(),
             };
             if !done {
                 // cannot happen (same family); start afresh rather than lie

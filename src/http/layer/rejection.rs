@@ -72,7 +72,7 @@ impl Shared {
         let mut res = match handler {
             Some(h) => {
                 let limit = refusing.plan.alg.limit();
-                let snapshot = Snapshot::exact(limit, 0, wait_nanos);
+                let snapshot = Snapshot::from_nanos(limit, 0, wait_nanos);
                 let (limiter, stage) = if global { ("global", 0) } else { ("routes", 1) };
                 let refusal = Refusal::from_nanos(wait_nanos, snapshot)
                     .by(limiter, &refusing.name)

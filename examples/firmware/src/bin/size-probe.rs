@@ -31,9 +31,10 @@ use tollgate_firmware as board;
 ))]
 mod limiter {
     use embassy_time::Instant;
+    use tollgate::embassy::EmbassyClock;
     #[cfg(feature = "probe-acquire")]
     use tollgate::{embassy, BucketRef};
-    use tollgate::{valid, Algorithm, Gcra, GcraState, Quota, Timestamp};
+    use tollgate::{valid, Algorithm, Gcra, GcraState, Quota};
 
     const QUOTA: Quota = valid!(valid!(Quota::per_second(100)).with_burst(3));
     static CONFIG: Gcra = Gcra::token_bucket(QUOTA); // flash
@@ -50,7 +51,11 @@ mod limiter {
     #[cfg_attr(feature = "probe-acquire", allow(dead_code))]
     pub fn admit(ticks: u64) -> bool {
         CONFIG
-            .check_n(&STATE, 1, Timestamp::from(Instant::from_ticks(ticks)))
+            .check_n(
+                &STATE,
+                1,
+                EmbassyClock::timestamp(Instant::from_ticks(ticks)),
+            )
             .is_ok()
     }
 }
@@ -58,8 +63,9 @@ mod limiter {
 #[cfg(all(feature = "probe-keyed", not(feature = "noop-limiter")))]
 mod limiter {
     use embassy_time::Instant;
+    use tollgate::embassy::EmbassyClock;
     use tollgate::keyed::HeaplessKeyedTable;
-    use tollgate::{valid, Gcra, Limiter, Quota, Timestamp};
+    use tollgate::{valid, Gcra, Limiter, Quota};
 
     const QUOTA: Quota = valid!(valid!(Quota::per_second(100)).with_burst(3));
     /// Eight keys; the table (its map, configuration and overflow bucket)
@@ -71,7 +77,7 @@ mod limiter {
     pub fn admit(ticks: u64) -> bool {
         let peer = (ticks % 16) as u8;
         TABLE
-            .try_acquire(&peer, Timestamp::from(Instant::from_ticks(ticks)))
+            .try_acquire(&peer, EmbassyClock::timestamp(Instant::from_ticks(ticks)))
             .is_ok()
     }
 }

@@ -1,7 +1,7 @@
-//! Exact conversion between tick counts and nanoseconds for any tick rate,
-//! shared by the tick-based clocks ([`WrappingClock`](crate::WrappingClock),
-//! and with features `embassy` and `rtic`, `EmbassyClock` and
-//! `tollgate::rtic`).
+//! Exact conversion between tick counts and nanoseconds for any tick rate:
+//! [`TickRate`], shared by the tick-based clocks
+//! ([`WrappingClock`](crate::WrappingClock), and the embassy and RTIC
+//! clocks built on this crate).
 //!
 //! The rate becomes a reduced
 //! fraction `num / den` of nanoseconds per tick, computed once (in `const`
@@ -22,26 +22,43 @@ const fn gcd_u128(mut a: u128, mut b: u128) -> u128 {
     a
 }
 
-/// Nanoseconds per tick as a reduced fraction: `den` ticks last `num`
-/// nanoseconds.
+/// A timer's tick rate, for exact conversions between its ticks and
+/// nanoseconds: what a [`Clock`](crate::Clock) over a hardware counter or an
+/// async runtime's timebase needs.
+///
+/// Kept as nanoseconds per tick in a reduced fraction (`den` ticks last
+/// `num` nanoseconds), so that no rate loses precision and none overflows.
+/// Ticks to nanoseconds round down (a clock never reads ahead of the
+/// hardware); nanoseconds to ticks round up (a wake-up is never early).
+///
+/// ```
+/// use tollgate::clock::TickRate;
+///
+/// // a 32.768 kHz RTC: 1 s is 32,768 ticks, and one tick is 30,517.578125 ns
+/// const RTC: TickRate = TickRate::from_hz(32_768);
+/// assert_eq!(RTC.ticks_to_nanos(32_768), 1_000_000_000);
+/// assert_eq!(RTC.ticks_to_nanos(1), 30_517); // rounded down
+/// assert_eq!(RTC.nanos_to_ticks_ceil(30_518), 2); // rounded up
+/// assert_eq!(RTC.resolution_nanos(), 30_518);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Ratio {
+pub struct TickRate {
     num: u64,
     den: u64,
 }
 
-impl Ratio {
-    /// The ratio of a counter running at `hz` ticks per second (`0` is
-    /// taken as 1 Hz; callers pass a `NonZero`).
-    pub(crate) const fn from_hz(hz: u64) -> Self {
+impl TickRate {
+    /// The rate of a counter running at `hz` ticks per second (`0` is
+    /// taken as 1 Hz).
+    pub const fn from_hz(hz: u64) -> Self {
         Self::from_seconds_per_tick(1, hz)
     }
 
-    /// The ratio of a counter whose tick lasts `nom / denom` seconds (the
+    /// The rate of a counter whose tick lasts `nom / denom` seconds (the
     /// `fugit` convention). Zeros are taken as 1. A tick longer than `u64::MAX`
     /// nanoseconds (584 years) saturates: every tick but zero then reads as
     /// the end of time.
-    pub(crate) const fn from_seconds_per_tick(nom: u64, denom: u64) -> Self {
+    pub const fn from_seconds_per_tick(nom: u64, denom: u64) -> Self {
         let nom = if nom == 0 { 1 } else { nom };
         let denom = if denom == 0 { 1 } else { denom };
         let num = nom as u128 * NANOS_PER_SEC as u128;
@@ -63,7 +80,7 @@ impl Ratio {
 
     /// `ticks · num / den`, rounded down, saturating at `u64::MAX`.
     #[inline]
-    pub(crate) const fn ticks_to_nanos(self, ticks: u64) -> u64 {
+    pub const fn ticks_to_nanos(self, ticks: u64) -> u64 {
         let Self { num, den } = self;
         let whole = match (ticks / den).checked_mul(num) {
             Some(w) => w,
@@ -80,7 +97,7 @@ impl Ratio {
     /// The smallest tick count `t` with `ticks_to_nanos(t) >= nanos`, i.e.
     /// `⌈nanos · den / num⌉`, saturating at `u64::MAX`.
     #[inline]
-    pub(crate) const fn nanos_to_ticks_ceil(self, nanos: u64) -> u64 {
+    pub const fn nanos_to_ticks_ceil(self, nanos: u64) -> u64 {
         let Self { num, den } = self;
         let whole = match (nanos / num).checked_mul(den) {
             Some(w) => w,
@@ -96,7 +113,7 @@ impl Ratio {
 
     /// One tick in nanoseconds, rounded up (at least 1): a clock's honest
     /// resolution.
-    pub(crate) const fn resolution_nanos(self) -> u64 {
+    pub const fn resolution_nanos(self) -> u64 {
         let r = self.num.div_ceil(self.den);
         if r == 0 {
             1
@@ -138,29 +155,29 @@ mod tests {
 
     #[test]
     fn common_rates_convert_exactly() {
-        let khz32 = Ratio::from_hz(32_768);
+        let khz32 = TickRate::from_hz(32_768);
         assert_eq!(khz32.ticks_to_nanos(1), 30_517); // 30 517.578 ns
         assert_eq!(khz32.ticks_to_nanos(32_768), 1_000_000_000);
         assert_eq!(khz32.nanos_to_ticks_ceil(30_517), 1);
         assert_eq!(khz32.nanos_to_ticks_ceil(30_518), 2);
         assert_eq!(khz32.resolution_nanos(), 30_518);
-        let mhz = Ratio::from_hz(1_000_000);
+        let mhz = TickRate::from_hz(1_000_000);
         assert_eq!(mhz.ticks_to_nanos(1), 1_000);
         assert_eq!(mhz.resolution_nanos(), 1_000);
         assert_eq!(mhz.ticks_to_nanos(u64::MAX), u64::MAX);
-        assert_eq!(Ratio::from_hz(5_000_000_000).resolution_nanos(), 1);
-        assert_eq!(Ratio::from_hz(0), Ratio::from_hz(1));
+        assert_eq!(TickRate::from_hz(5_000_000_000).resolution_nanos(), 1);
+        assert_eq!(TickRate::from_hz(0), TickRate::from_hz(1));
         // fugit's `Instant<_, 1, 1_000>` is a millisecond tick
         assert_eq!(
-            Ratio::from_seconds_per_tick(1, 1_000),
-            Ratio::from_hz(1_000)
+            TickRate::from_seconds_per_tick(1, 1_000),
+            TickRate::from_hz(1_000)
         );
         assert_eq!(
-            Ratio::from_seconds_per_tick(60, 1).ticks_to_nanos(2),
+            TickRate::from_seconds_per_tick(60, 1).ticks_to_nanos(2),
             120_000_000_000
         );
         // a tick longer than 584 years saturates instead of overflowing
-        let huge = Ratio::from_seconds_per_tick(u64::MAX, 1);
+        let huge = TickRate::from_seconds_per_tick(u64::MAX, 1);
         assert_eq!(huge.ticks_to_nanos(0), 0);
         assert_eq!(huge.ticks_to_nanos(1), u64::MAX);
         assert_eq!(huge.nanos_to_ticks_ceil(1), 1);
@@ -169,7 +186,7 @@ mod tests {
     proptest! {
         #[test]
         fn ticks_to_nanos_matches_u128_reference(ticks in any::<u64>(), hz in any_hz()) {
-            prop_assert_eq!(Ratio::from_hz(hz).ticks_to_nanos(ticks), ref_ticks_to_nanos(ticks, 1, hz));
+            prop_assert_eq!(TickRate::from_hz(hz).ticks_to_nanos(ticks), ref_ticks_to_nanos(ticks, 1, hz));
         }
 
         #[test]
@@ -178,20 +195,20 @@ mod tests {
             nom in 1u64..=1_000_000,
             denom in 1u64..=u64::MAX,
         ) {
-            let r = Ratio::from_seconds_per_tick(nom, denom);
+            let r = TickRate::from_seconds_per_tick(nom, denom);
             prop_assert_eq!(r.ticks_to_nanos(ticks), ref_ticks_to_nanos(ticks, nom, denom));
         }
 
         #[test]
         fn nanos_to_ticks_ceil_matches_u128_reference(nanos in any::<u64>(), hz in any_hz()) {
-            prop_assert_eq!(Ratio::from_hz(hz).nanos_to_ticks_ceil(nanos), ref_nanos_to_ticks_ceil(nanos, 1, hz));
+            prop_assert_eq!(TickRate::from_hz(hz).nanos_to_ticks_ceil(nanos), ref_nanos_to_ticks_ceil(nanos, 1, hz));
         }
 
         /// The ceiling tick is the first tick at which the clock has
         /// reached the time: never a tick early, never a tick late.
         #[test]
         fn ceil_tick_is_first_tick_at_or_after(nanos in 0u64..=u64::MAX / 4, hz in 1u64..=2_000_000_000) {
-            let r = Ratio::from_hz(hz);
+            let r = TickRate::from_hz(hz);
             let t = r.nanos_to_ticks_ceil(nanos);
             prop_assert!(r.ticks_to_nanos(t) >= nanos);
             if t > 0 {
@@ -201,7 +218,7 @@ mod tests {
 
         #[test]
         fn resolution_is_at_least_one_tick(hz in 1u64..=u64::MAX) {
-            let r = Ratio::from_hz(hz).resolution_nanos();
+            let r = TickRate::from_hz(hz).resolution_nanos();
             prop_assert!(r >= 1);
             prop_assert!(u128::from(r) * u128::from(hz) >= 1_000_000_000);
         }

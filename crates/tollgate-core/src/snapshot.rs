@@ -28,7 +28,7 @@ impl Snapshot {
     /// full again after `reset_after`.
     #[must_use]
     pub const fn new(limit: u32, remaining: u32, reset_after: Duration) -> Self {
-        Self::exact(
+        Self::from_nanos(
             limit,
             remaining,
             crate::time::duration_to_nanos(reset_after),
@@ -36,8 +36,16 @@ impl Snapshot {
     }
 
     /// [`Snapshot::new`] with `reset_after` in nanoseconds.
+    ///
+    /// ```
+    /// use tollgate::Snapshot;
+    ///
+    /// let s = Snapshot::from_nanos(10, 3, 1_500_000_000);
+    /// assert_eq!((s.limit(), s.remaining(), s.reset_after_secs_ceil()), (10, 3, 2));
+    /// ```
     #[inline]
-    pub(crate) const fn exact(limit: u32, remaining: u32, reset_after_nanos: u64) -> Self {
+    #[must_use]
+    pub const fn from_nanos(limit: u32, remaining: u32, reset_after_nanos: u64) -> Self {
         Self {
             limit,
             scale: 1,

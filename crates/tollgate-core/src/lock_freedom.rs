@@ -262,14 +262,6 @@ impl<K, S, Q> LockFreedom for crate::keyed::LockFreeGcraTable<K, S, Q> {
     }
 }
 
-/// A partitioned limiter holds its policies' tables as trait objects (any
-/// keyed table, lock-based ones included): conservatively, neither.
-#[cfg(feature = "std")]
-impl<R, K> LockFreedom for crate::partitioned::Partitioned<R, K> {
-    const IS_LOCK_FREE: bool = false;
-    const IS_INTERRUPT_SAFE: bool = false;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -365,7 +365,7 @@ impl ConcurrencyLimiter {
 
     fn snapshot_of(&self, in_flight: u32, limit: u32) -> Snapshot {
         let reset = if in_flight == 0 { 0 } else { self.retry_hint };
-        Snapshot::exact(limit, limit.saturating_sub(in_flight), reset)
+        Snapshot::from_nanos(limit, limit.saturating_sub(in_flight), reset)
     }
 
     /// Changes the limit of the running limiter (see the [module
@@ -631,141 +631,11 @@ impl<H: Deref<Target = ConcurrencyLimiter>> Drop for Acquire<H> {
     }
 }
 
-/// The concurrency limit as an [`Algorithm`](crate::Algorithm), for the
-/// per-key in-flight limits of a [`Partitioned`](crate::partitioned::Partitioned)
-/// limiter: `check_n` takes permits and `refund` releases them. Crate-private
-/// on purpose: outside a lease that releases on drop it would leak permits.
-#[cfg(feature = "std")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct InFlight {
-    pub(crate) limit: u32,
-    pub(crate) retry_hint: u64,
-}
-
-/// Permits in flight for one key.
-#[cfg(feature = "std")]
-#[derive(Debug, Default)]
-pub(crate) struct InFlightState(AtomicU32);
-
-#[cfg(feature = "std")]
-impl InFlight {
-    /// At most `limit` in flight, with the default retry hint.
-    pub(crate) const fn with_limit(limit: u32) -> Self {
-        Self {
-            limit,
-            retry_hint: duration_to_nanos(DEFAULT_RETRY_HINT),
-        }
-    }
-
-    fn snapshot_of(&self, in_flight: u32) -> Snapshot {
-        let reset = if in_flight == 0 { 0 } else { self.retry_hint };
-        Snapshot::exact(self.limit, self.limit.saturating_sub(in_flight), reset)
-    }
-}
-
-#[cfg(feature = "std")]
-impl crate::limiter::Algorithm for InFlight {
-    type State = InFlightState;
-
-    #[cfg(not(loom))]
-    #[allow(clippy::declare_interior_mutable_const)]
-    const FRESH_STATE: InFlightState = InFlightState(AtomicU32::new(0));
-
-    fn new_state(&self) -> InFlightState {
-        InFlightState(AtomicU32::new(0))
-    }
-
-    /// An in-flight limit's permits come back at their release.
-    fn frees_on_release(&self) -> bool {
-        true
-    }
-
-    fn capacity(&self) -> u32 {
-        self.limit
-    }
-
-    fn check_n(
-        &self,
-        state: &InFlightState,
-        n: u32,
-        now: crate::time::Timestamp,
-    ) -> Result<crate::time::Timestamp, Refusal<'static>> {
-        if n > self.limit {
-            return Err(Refusal::never(n, self.snapshot_of(0)));
-        }
-        let mut v = state.0.load(Ordering::Relaxed);
-        loop {
-            if u64::from(v) + u64::from(n) > u64::from(self.limit) {
-                return Err(
-                    Refusal::from_nanos(self.retry_hint, self.snapshot_of(v)).until_release()
-                );
-            }
-            if n == 0 {
-                return Ok(self.snapshot_of(v).full_at(now.as_nanos()));
-            }
-            match state
-                .0
-                .compare_exchange_weak(v, v + n, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => return Ok(self.snapshot_of(v + n).full_at(now.as_nanos())),
-                Err(current) => v = current,
-            }
-        }
-    }
-
-    fn refund(&self, state: &InFlightState, n: u32, _now: crate::time::Timestamp) {
-        let _ = state
-            .0
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                (v != 0 && n != 0).then(|| v - core::cmp::min(v, n))
-            });
-    }
-
-    fn snapshot(&self, state: &InFlightState, _now: crate::time::Timestamp) -> Snapshot {
-        self.snapshot_of(state.0.load(Ordering::Relaxed))
-    }
-
-    fn time_until_ready(
-        &self,
-        state: &InFlightState,
-        n: u32,
-        _now: crate::time::Timestamp,
-    ) -> Result<Duration, Refusal<'static>> {
-        if n > self.limit {
-            return Err(Refusal::never(n, self.snapshot_of(0)));
-        }
-        let v = state.0.load(Ordering::Relaxed);
-        Ok(if u64::from(v) + u64::from(n) > u64::from(self.limit) {
-            Duration::from_nanos(self.retry_hint)
-        } else {
-            Duration::ZERO
-        })
-    }
-
-    fn is_idle(&self, state: &InFlightState, _now: crate::time::Timestamp) -> bool {
-        state.0.load(Ordering::Relaxed) == 0
-    }
-
-    fn required_resolution(&self) -> Duration {
-        Duration::ZERO
-    }
-
-    /// Permits in flight are not a function of the limit: nothing to carry.
-    fn carry_over(
-        &self,
-        _next: &Self,
-        _state: &InFlightState,
-        _how: crate::limiter::Inheritance,
-        _now: crate::time::Timestamp,
-    ) {
-    }
-}
-
 /// A concurrency limiter is a [`Limiter`] through a reference: its permit
 /// is the guard, which gives its permits
 /// back when it drops, so it chains with rate limiters (all or nothing: a
 /// refused chain drops the guard it took), and a
-/// [`Queue`](crate::queue::Queue) over it (or over a chain holding it)
+/// `tollgate::queue::Queue` over it (or over a chain holding it)
 /// wakes its waiters at the release.
 ///
 /// ```
@@ -903,68 +773,4 @@ mod owned {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn zero_limit_is_an_error() {
-        assert_eq!(
-            ConcurrencyLimiter::with_limit(0).map(|_| ()),
-            Err(ConfigError::ZeroLimit)
-        );
-    }
-
-    #[test]
-    fn permits_return_on_drop_and_release_some() {
-        let l = ConcurrencyLimiter::with_limit(5).unwrap();
-        let mut p = l.try_acquire(4).unwrap();
-        assert_eq!(l.available(), 1);
-        assert!(matches!(l.try_acquire(2), Err(r) if !r.is_never()));
-        p.release_some(3);
-        assert_eq!((p.permits(), l.in_flight()), (1, 1));
-        drop(p);
-        assert_eq!(l.in_flight(), 0);
-        let never = l.try_acquire(6).unwrap_err();
-        assert!(never.is_never());
-        assert_eq!((never.requested(), never.limit()), (6, 5));
-    }
-
-    #[test]
-    fn into_raw_detaches_until_release() {
-        let l = ConcurrencyLimiter::with_limit(2).unwrap();
-        let n = l.try_acquire(2).unwrap().into_raw();
-        assert_eq!(l.in_flight(), 2);
-        l.release(n);
-        assert_eq!(l.in_flight(), 0);
-        l.release(10); // never below zero
-        assert_eq!(l.in_flight(), 0);
-    }
-
-    #[test]
-    fn refusal_reports_the_retry_hint() {
-        let l = ConcurrencyLimiter::with_limit(1)
-            .unwrap()
-            .with_retry_hint(Duration::from_micros(5));
-        let held = l.try_acquire(1).unwrap();
-        let Err(d) = l.try_acquire(1) else {
-            panic!("expected a refusal")
-        };
-        assert!(!d.is_never());
-        assert_eq!(d.retry_after(), Duration::from_micros(5));
-        assert_eq!(l.snapshot().reset_after(), Duration::from_micros(5));
-        drop(held);
-        assert_eq!(l.snapshot().reset_after(), Duration::ZERO);
-    }
-
-    #[test]
-    fn lowering_the_limit_refuses_until_enough_are_released() {
-        let l = ConcurrencyLimiter::with_limit(3).unwrap();
-        let a = l.try_acquire(2).unwrap();
-        l.set_limit(1).unwrap();
-        assert!(l.try_acquire(1).is_err()); // 2 in flight > 1
-        drop(a);
-        assert!(l.try_acquire(1).is_ok());
-        assert_eq!(l.set_limit(0), Err(ConfigError::ZeroLimit));
-        assert_eq!(l.limit(), 1);
-    }
-}
+mod tests;

@@ -18,6 +18,7 @@
 //! Clocks that go backwards (VM migration, suspend, a non-monotonic driver)
 //! never make a limiter admit extra: see the heal rule in [`crate::gcra`].
 
+pub use crate::ticks::TickRate;
 use core::time::Duration;
 
 use crate::sync::{AtomicU64, Ordering};
@@ -209,7 +210,8 @@ mod std_clock {
     /// macOS and Windows' QueryPerformanceCounter-based clock).
     ///
     /// ```
-    /// use tollgate::{Bucket, Clock, Quota, StdClock};
+    /// use tollgate::clock::StdClock;
+    /// use tollgate::{Bucket, Clock, Quota};
     ///
     /// let bucket = Bucket::token_bucket(Quota::per_second(1_000)?.with_burst(1)?);
     /// assert!(bucket.check(StdClock::new().now()).is_ok());
@@ -292,7 +294,8 @@ mod coarse {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::{Clock, CoarseClock};
+    /// use tollgate::clock::CoarseClock;
+    /// use tollgate::Clock;
     ///
     /// let clock = CoarseClock::start(Duration::from_millis(1))?;
     /// assert_eq!(clock.resolution(), Duration::from_millis(1));
@@ -438,7 +441,8 @@ mod tsc {
     /// ```
     ///
     /// ```
-    /// use tollgate::{Clock, QuantaClock, StdClock};
+    /// use tollgate::clock::{QuantaClock, StdClock};
+    /// use tollgate::Clock;
     ///
     /// let tsc = QuantaClock::new();
     /// let os = StdClock::new();

@@ -180,7 +180,7 @@ impl FixedWindow {
         } else {
             wait_until(index.saturating_mul(self.window), self.window, now)
         };
-        Snapshot::exact(self.limit, remaining, reset)
+        Snapshot::from_nanos(self.limit, remaining, reset)
     }
 
     #[inline]

@@ -7,7 +7,7 @@
 //! limiters that admitted: dotnet/runtime#113314). Chains nest to any
 //! length: `a.and(b).and(c)` is `Chain<Chain<A, B>, C>`. Any two limiters
 //! over the same key chain — direct buckets (`K = ()`), keyed tables, a
-//! [`Partitioned`](crate::partitioned::Partitioned) limiter (ASP.NET
+//! `tollgate::partitioned::Partitioned` limiter (ASP.NET
 //! Core's global limiter and endpoint policy), or one you write.
 //!
 //! The chain's answer:

@@ -232,9 +232,18 @@ impl fmt::Display for Timestamp {
 }
 
 /// A [`Duration`] in nanoseconds, saturating at `u64::MAX` (about 584
-/// years) instead of wrapping.
+/// years) instead of wrapping: the unit of every limiter's arithmetic.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::time::duration_to_nanos;
+///
+/// assert_eq!(duration_to_nanos(Duration::from_millis(1500)), 1_500_000_000);
+/// assert_eq!(duration_to_nanos(Duration::MAX), u64::MAX);
+/// ```
 #[inline]
-pub(crate) const fn duration_to_nanos(d: Duration) -> u64 {
+#[must_use]
+pub const fn duration_to_nanos(d: Duration) -> u64 {
     let ns = d.as_secs().saturating_mul(NANOS_PER_SEC);
     ns.saturating_add(d.subsec_nanos() as u64)
 }

@@ -102,14 +102,16 @@ use std::string::String;
 use std::sync::Arc;
 use std::vec::Vec;
 
-use crate::concurrency::InFlight;
 use crate::gcra::Gcra;
-use crate::keyed::{KeyedTable, ShardedKeyedTable, TableBuilder};
+
+mod in_flight;
+use crate::keyed::KeyedTable;
 use crate::limiter::{Algorithm, Grant, Inheritance, Limiter};
 use crate::live::LiveBucket;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
+pub use in_flight::InFlightTable;
 
 /// A policy's keyed store, with its type erased: what a [`Partitioned`]
 /// charges.
@@ -593,6 +595,13 @@ pub struct Partitioned<R, K> {
     default: Option<(&'static str, PolicyStore<K>)>,
 }
 
+/// A partitioned limiter holds its policies' tables as trait objects (any
+/// keyed table, lock-based ones included): conservatively, neither.
+impl<R, K> crate::LockFreedom for Partitioned<R, K> {
+    const IS_LOCK_FREE: bool = false;
+    const IS_INTERRUPT_SAFE: bool = false;
+}
+
 impl<R, K> fmt::Debug for Partitioned<R, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Partitioned")
@@ -730,38 +739,6 @@ impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> PartitionedBui
     }
 }
 
-/// A keyed table of in-flight limits, for [`PartitionedBuilder::concurrency`]
-/// and [`PolicyStore::in_flight`].
-#[derive(Debug)]
-pub struct InFlightTable<K>(ShardedKeyedTable<K, InFlight>);
-
-impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> Partitioned<R, K> {
-    /// A table of at most `limit` in flight per key, for up to `max_keys`
-    /// keys (a full table of busy keys refuses new keys: their
-    /// permits could not be counted).
-    ///
-    /// # Errors
-    /// [`ConfigError::ZeroLimit`](crate::ConfigError::ZeroLimit) or a table
-    /// size error.
-    pub fn in_flight_table(
-        limit: u32,
-        max_keys: usize,
-    ) -> Result<InFlightTable<K>, crate::ConfigError> {
-        if limit == 0 {
-            return Err(crate::ConfigError::ZeroLimit);
-        }
-        let alg = InFlight::with_limit(limit);
-        let table: TableBuilder<ShardedKeyedTable<K, InFlight>, InFlight, _> =
-            ShardedKeyedTable::builder(alg);
-        Ok(InFlightTable(
-            table
-                .max_keys(max_keys)
-                .overflow(crate::keyed::OverflowPolicy::Deny)
-                .build()?,
-        ))
-    }
-}
-
 /// A request admitted by a partitioned limiter. See the [module
 /// documentation](self).
 #[must_use = "dropping a lease releases its in-flight permits at once"]
@@ -838,7 +815,7 @@ impl<K> Drop for Lease<K> {
 }
 
 /// The snapshot of an admission that charged nothing.
-const UNLIMITED_SNAPSHOT: Snapshot = Snapshot::exact(u32::MAX, u32::MAX, 0);
+const UNLIMITED_SNAPSHOT: Snapshot = Snapshot::from_nanos(u32::MAX, u32::MAX, 0);
 
 /// The refusal of a store asked without a key (never: every policy has
 /// one).

@@ -175,8 +175,24 @@ impl fmt::Display for ConfigError {
 impl core::error::Error for ConfigError {}
 
 /// Checks that a clock of `resolution` can enforce a limiter whose finest
-/// step is `step`.
-pub(crate) const fn check_clock(step: Duration, resolution: Duration) -> Result<(), ConfigError> {
+/// step is `step` ([`Limiter::required_resolution`](crate::Limiter::required_resolution)):
+/// what a front that pairs a limiter with a clock checks before the first
+/// decision. A zero step works on any clock.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::error::check_clock;
+/// use tollgate::ConfigError;
+///
+/// // 1 ms steps on a 1 ms clock: fine; on a 10 ms clock: refused
+/// assert!(check_clock(Duration::from_millis(1), Duration::from_millis(1)).is_ok());
+/// let coarse = check_clock(Duration::from_millis(1), Duration::from_millis(10));
+/// assert!(matches!(coarse, Err(ConfigError::ClockTooCoarse { .. })));
+/// ```
+///
+/// # Errors
+/// [`ConfigError::ClockTooCoarse`] when `step` is shorter than `resolution`.
+pub const fn check_clock(step: Duration, resolution: Duration) -> Result<(), ConfigError> {
     // a limiter without a time step (zero) works on any clock
     if !step.is_zero() && step.as_nanos() < resolution.as_nanos() {
         return Err(ConfigError::ClockTooCoarse { step, resolution });

@@ -260,7 +260,7 @@ where
                 }
             })
         })
-        .unwrap_or_else(|| Snapshot::exact(0, 0, 0))
+        .unwrap_or_else(|| Snapshot::from_nanos(0, 0, 0))
     }
 
     fn time_until_ready(
@@ -337,7 +337,7 @@ where
 
     fn shared_snapshot(&self, now: Timestamp) -> Snapshot {
         self.with_slots(|slots| slots.default.snapshot(&self.shared, now))
-            .unwrap_or_else(|| Snapshot::exact(0, 0, 0))
+            .unwrap_or_else(|| Snapshot::from_nanos(0, 0, 0))
     }
 
     fn for_each_snapshot(&self, now: Timestamp, visit: &mut dyn FnMut(&K, Snapshot)) {

@@ -355,7 +355,7 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
             },
             OverflowPolicy::Deny => Err(Refusal::from_nanos(
                 wait,
-                Snapshot::exact(alg.capacity(), 0, wait),
+                Snapshot::from_nanos(alg.capacity(), 0, wait),
             )
             .on_path(KeyedPath::OverflowDenied)),
             OverflowPolicy::Allow => alg

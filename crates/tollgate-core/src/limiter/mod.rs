@@ -9,7 +9,7 @@
 //! [`Limiter<K>`](Limiter) is the one acquisition model: a limiter over keys
 //! of type `K` — `()` for a self-contained limiter such as a [`Bucket`], a
 //! key for a keyed table, a resource for a
-//! [`Partitioned`](crate::partitioned::Partitioned) limiter — that answers
+//! `tollgate::partitioned::Partitioned` limiter — that answers
 //! with a permit or a [`Refusal`]. Chains, statistics, waiters and
 //! middleware work with any `Limiter`.
 //!
@@ -25,11 +25,11 @@
 //! back when the work ends, is the
 //! [`ConcurrencyLimiter`](crate::ConcurrencyLimiter), which hands out its
 //! permits only through guards, or a partitioned limiter's in-flight
-//! policy, whose [`Lease`](crate::partitioned::Lease) gives them back when
+//! policy, whose `Lease` gives them back when
 //! it drops.
 //!
 //! Waiting for a limiter is not part of the trait: a
-//! [`Queue`](crate::queue::Queue) (feature `tokio`) waits in front of any
+//! `tollgate::queue::Queue` (feature `tokio`) waits in front of any
 //! `Limiter`, keyed or not, woken by a timer for a rate and by the release
 //! for an in-flight limit. `Limiter` is dyn-compatible: a
 //! `Box<dyn Limiter<K, Permit = Grant>>` holds any rate limiter over `K`.
@@ -176,7 +176,7 @@ pub trait Algorithm {
 /// A non-blocking acquire of `n` permits for a key at `now` returns either
 /// a [`Permit`](Limiter::Permit) or a [`Refusal`]. Buckets and windows are
 /// `Limiter<()>` (the default); keyed tables are `Limiter<K>`, a limiter per
-/// key; a [`Partitioned`](crate::partitioned::Partitioned) limiter is a
+/// key; a `tollgate::partitioned::Partitioned` limiter is a
 /// `Limiter<R>` over any resource; [`Chain`] (from [`and`](Limiter::and)),
 /// [`WithStats`](crate::WithStats) and pointers (`&L`, `Arc<L>`, `Box<L>`)
 /// are limiters over the same key as what they wrap.

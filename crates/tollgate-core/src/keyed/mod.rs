@@ -599,7 +599,7 @@ pub(crate) fn reset_after(verdict: &Result<Timestamp, Refusal<'_>>, now: Timesta
 pub(crate) fn refusal() -> Result<Timestamp, Refusal<'static>> {
     Err(Refusal::from_nanos(
         u64::MAX,
-        Snapshot::exact(0, 0, u64::MAX),
+        Snapshot::from_nanos(0, 0, u64::MAX),
     ))
 }
 
@@ -634,7 +634,7 @@ pub(crate) fn overflow<A: Algorithm>(
             )),
         },
         OverflowPolicy::Deny => {
-            let snapshot = Snapshot::exact(alg.capacity(), 0, wait);
+            let snapshot = Snapshot::from_nanos(alg.capacity(), 0, wait);
             Err(until_slot(
                 Refusal::from_nanos(wait, snapshot).on_path(KeyedPath::OverflowDenied),
             ))

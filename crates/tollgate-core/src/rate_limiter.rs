@@ -39,7 +39,8 @@ use crate::snapshot::Snapshot;
 ///
 /// ```
 /// use std::net::IpAddr;
-/// use tollgate::{Quota, RateLimiter, StdClock};
+/// use tollgate::clock::StdClock;
+/// use tollgate::{Quota, RateLimiter};
 ///
 /// // 10 per second and bursts of 10 per client, 10,000 clients tracked.
 /// let limiter = RateLimiter::keyed(Quota::per_second(10)?, StdClock::new())?;

@@ -15,7 +15,7 @@
 //! - **the quota**: the refusing limiter's [`Snapshot`] (its limit, what
 //!   remains, when it is full again);
 //! - **who refused**: for a named limiter (a
-//!   [`Partitioned`](crate::partitioned::Partitioned) one), the
+//!   `tollgate::partitioned::Partitioned` one), the
 //!   [`limiter`](Refusal::limiter) and [`policy`](Refusal::policy) names,
 //!   the [`stage`](Refusal::stage) of a chain, and the keyed table's
 //!   [`path`](Refusal::path). A bare bucket's names are empty.
@@ -115,14 +115,29 @@ impl Refusal<'static> {
     /// A request for `requested` permits from a limiter that never holds
     /// more than `limit` at once: [`Refusal::never`], its snapshot carrying
     /// only the limit.
+    ///
+    /// ```
+    /// use tollgate::Refusal;
+    ///
+    /// let r = Refusal::above(8, 5);
+    /// assert!(r.is_never());
+    /// assert_eq!(r.snapshot().limit(), 5);
+    /// ```
     #[cold]
-    pub(crate) const fn above(requested: u32, limit: u32) -> Self {
-        Self::never(requested, Snapshot::exact(limit, 0, 0))
+    pub const fn above(requested: u32, limit: u32) -> Self {
+        Self::never(requested, Snapshot::from_nanos(limit, 0, 0))
     }
 
     /// [`Refusal::new`] with the wait in nanoseconds.
+    ///
+    /// ```
+    /// use tollgate::{Refusal, Snapshot};
+    ///
+    /// let r = Refusal::from_nanos(250_000_000, Snapshot::from_nanos(4, 0, 250_000_000));
+    /// assert_eq!(r.retry_after_secs_ceil(), 1);
+    /// ```
     #[inline(always)]
-    pub(crate) const fn from_nanos(retry_after_nanos: u64, snapshot: Snapshot) -> Self {
+    pub const fn from_nanos(retry_after_nanos: u64, snapshot: Snapshot) -> Self {
         Self {
             retry_after: finite(retry_after_nanos),
             snapshot,
@@ -154,7 +169,7 @@ impl<'a> Refusal<'a> {
     /// This refusal, of a limiter whose capacity comes back when a holder
     /// releases it (drops its permit) rather than with time: an in-flight
     /// limit. `retry_after` stays what it was, a hint for a client; a
-    /// [`Queue`](crate::queue::Queue) wakes such a waiter at the release,
+    /// `tollgate::queue::Queue` wakes such a waiter at the release,
     /// and arms no timer for it.
     ///
     /// ```
@@ -177,17 +192,37 @@ impl<'a> Refusal<'a> {
         self.until_release
     }
 
-    /// This refusal, answered by `path` of a keyed table.
+    /// This refusal, answered by `path` of a keyed table: for a table or a
+    /// shared store of your own that reports its
+    /// [`KeyedPath`] as tollgate's tables do.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::keyed::KeyedPath;
+    /// use tollgate::{Refusal, Snapshot};
+    ///
+    /// let r = Refusal::new(Duration::from_secs(1), Snapshot::new(5, 0, Duration::from_secs(1)))
+    ///     .on_path(KeyedPath::Fallback);
+    /// assert_eq!(r.path(), KeyedPath::Fallback);
+    /// ```
     #[inline]
-    pub(crate) const fn on_path(mut self, path: KeyedPath) -> Self {
+    pub const fn on_path(mut self, path: KeyedPath) -> Self {
         self.path = path;
         self
     }
 
-    /// This refusal, made by the member `stage` places further down a
-    /// chain.
-    #[cfg_attr(not(feature = "std"), allow(dead_code))]
-    pub(crate) const fn later_by(mut self, stages: usize) -> Self {
+    /// This refusal, made by the member `stages` places further down a
+    /// chain: for a chain of your own, whose refusal's
+    /// [`stage`](Self::stage) counts the members before the refusing one.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Refusal, Snapshot};
+    ///
+    /// let r = Refusal::new(Duration::from_secs(1), Snapshot::new(5, 0, Duration::from_secs(1)));
+    /// assert_eq!(r.later_by(2).stage(), 2);
+    /// ```
+    pub const fn later_by(mut self, stages: usize) -> Self {
         self.stage = self.stage.saturating_add(stages as u32);
         self
     }

@@ -10,7 +10,7 @@
 //! picks `critical-section` or `unsafe-assume-single-core`, never this crate).
 //!
 //! The 32-bit tick buckets ([`crate::tick`]) keep their state in an
-//! [`RmwU32`]: native compare-and-swap on this module's `AtomicU32` where
+//! `RmwU32`: native compare-and-swap on this module's `AtomicU32` where
 //! the target has it (`cfg(target_has_atomic = "32")`), a
 //! `critical_section::with` around a plain cell where it does not
 //! (thumbv6m, riscv32imc), never portable-atomic's emulation. The
@@ -353,7 +353,28 @@ mod loom_u128 {
 }
 
 /// Declares a function that is `const fn` in normal builds and a plain `fn`
-/// under `cfg(loom)`, where atomic constructors are not `const`.
+/// under `cfg(loom)`, where atomic constructors are not `const`: for a type
+/// built on [`sync`](crate::sync)'s atomics that wants a `const`
+/// constructor (a `static`) and loom models alike.
+///
+/// ```
+/// use tollgate_core::sync::{AtomicU32, Ordering};
+///
+/// pub struct Counter(AtomicU32);
+///
+/// impl Counter {
+///     tollgate_core::const_fn_unless_loom! {
+///         /// A counter at zero.
+///         pub fn new() -> Self {
+///             Self(AtomicU32::new(0))
+///         }
+///     }
+/// }
+///
+/// static HITS: Counter = Counter::new();
+/// assert_eq!(HITS.0.fetch_add(1, Ordering::Relaxed), 0);
+/// ```
+#[macro_export]
 macro_rules! const_fn_unless_loom {
     ($(#[$attr:meta])* $vis:vis fn $($rest:tt)*) => {
         #[cfg(not(loom))]
@@ -364,4 +385,4 @@ macro_rules! const_fn_unless_loom {
         $vis fn $($rest)*
     };
 }
-pub(crate) use const_fn_unless_loom;
+pub(crate) use crate::const_fn_unless_loom;
