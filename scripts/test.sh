@@ -83,6 +83,8 @@ summary=$(awk '/^test result:/ {
     n++
   }
   END { printf "%d passed, %d failed, %d ignored in %d test runs", p, f, g, n }' "$log")
+say "per crate (both passes):"
+if command -v python3 >/dev/null; then python3 scripts/test-summary.py "$log" || true; else echo "(python3 is not installed: no per-crate table)"; fi
 if [ "$rc" -ne 0 ]; then
   say "FAILED: $summary, $((SECONDS - start)) s (the failing tests are listed above under 'failures:')"
   exit 1

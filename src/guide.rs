@@ -396,15 +396,11 @@
 //! finer than a tick is refused), and `embassy::acquire(&limiter, &key,
 //! n).await` (wait, then take) and `embassy::until_ready(..).await` (wait,
 //! take nothing) wait on any limiter whose permits are spent when granted,
-//! direct (`&()` as the key) or per key. A waiter sleeps on `embassy_time::Timer`
-//! until the refusal's `retry_after`, rounded up to the next tick, then
-//! checks again; `n` above the burst is an error at once, and
-//! `.with_timeout(..)` / `.with_deadline(..)` bound the wait (a deadline
-//! is a [`Timestamp`]: `EmbassyClock::timestamp(instant)`). The wait is
-//! the crate's one [`Wait`](wait::Wait) future: `EmbassyClock` implements
-//! [`Sleep`](wait::Sleep), and any clock of yours that can sleep (another
-//! runtime's timer) waits the same way, with
-//! [`RateLimiter::acquire`] on a limiter bundled with it:
+//! direct (`&()` as the key) or per key: the one [`Wait`](wait::Wait)
+//! future, over `EmbassyClock`'s [`Sleep`](wait::Sleep) (any clock that can
+//! sleep waits the same way). It sleeps until the refusal's `retry_after`,
+//! rounded up to the next tick, then checks again; `n` above the burst is
+//! an error at once; `.with_timeout(..)` / `.with_deadline(..)` bound it:
 //!
 //! ```
 //! # #[cfg(feature = "embassy")] {
@@ -422,9 +418,8 @@
 //! # }
 //! ```
 //!
-//! The library picks no time driver and no tick rate; the firmware does.
-//! `examples/firmware` runs token and leaky buckets on three Cortex-M
-//! machines under QEMU and checks the admissions from inside the firmware.
+//! The firmware picks the time driver and tick rate. `examples/firmware` runs
+//! the buckets on three Cortex-M machines under QEMU, checking each admission.
 //!
 //! ## Queued acquisition on tokio (feature `tokio`)
 //!

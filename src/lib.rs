@@ -131,9 +131,11 @@ pub use tollgate_core::{
     rate_limiter, refusal, snapshot, stats, tick, time, valid, wait, window, wrapping_clock,
 };
 
-pub mod duty_cycle;
+#[doc(inline)]
+pub use tollgate_duty_cycle as duty_cycle;
 #[cfg(feature = "embassy")]
-pub mod embassy;
+#[doc(inline)]
+pub use tollgate_embassy as embassy;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -147,7 +149,8 @@ pub mod queue;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(feature = "rtic")]
-pub mod rtic;
+#[doc(inline)]
+pub use tollgate_rtic as rtic;
 
 /// The atomics and locks of the layers (loom's under `--cfg loom`).
 use tollgate_core::sync;

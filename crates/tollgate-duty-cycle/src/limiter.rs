@@ -4,8 +4,8 @@ use core::fmt;
 use core::time::Duration;
 
 use super::{eu868, Downtime, SavedState, SubBand, TransmitError, OBSERVATION_PERIOD};
-use crate::sync::{AtomicU64, Ordering};
-use crate::time::{duration_to_nanos, Timestamp};
+use tollgate_core::sync::{AtomicU64, Ordering};
+use tollgate_core::time::{duration_to_nanos, Timestamp};
 
 /// What [`DutyCycleLimiter::try_transmit`] decided.
 #[must_use]

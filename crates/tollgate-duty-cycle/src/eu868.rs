@@ -25,7 +25,7 @@
 //! some bands) are not modelled: this is airtime accounting only.
 
 use super::{DutyCycle, SubBand};
-use crate::valid;
+use tollgate_core::valid;
 
 /// 863.0–865.0 MHz, 0.1 %.
 pub const K: SubBand = valid!(SubBand::new(

@@ -4,7 +4,7 @@ use core::fmt;
 use core::time::Duration;
 
 use super::ConfigError;
-use crate::time::duration_to_nanos;
+use tollgate_core::time::duration_to_nanos;
 
 /// The observation period of ETSI EN 300 220: one hour.
 pub const OBSERVATION_PERIOD: Duration = Duration::from_secs(3_600);

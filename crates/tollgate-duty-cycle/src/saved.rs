@@ -3,7 +3,7 @@
 use core::time::Duration;
 
 use super::{RestoreError, OBSERVATION_PERIOD};
-use crate::time::Timestamp;
+use tollgate_core::time::Timestamp;
 
 /// How much time passed between a [`save`](super::DutyCycleLimiter::save) and a
 /// [`restore`](super::DutyCycleLimiter::restore), as far as the caller can vouch.

@@ -1,5 +1,9 @@
+//! # tollgate-duty-cycle
+//!
 //! Radio duty-cycle limits: airtime per sub-band, as ETSI EN 300 220
-//! regulates the 863–870 MHz band in Europe (LoRaWAN's EU868).
+//! regulates the 863–870 MHz band in Europe (LoRaWAN's EU868). `no_std`,
+//! no allocation, one `static` per radio. Use it as `tollgate::duty_cycle`
+//! (the `tollgate` crate re-exports it; add `tollgate`, not this crate).
 //!
 //! A licence-exempt transmitter in a sub-band with duty cycle `d` may be on
 //! the air for at most a fraction `d` of the observation period, which is
@@ -126,9 +130,17 @@
 //! so a `static` limiter can be shared by tasks and threads (the same
 //! caveat as a bucket's: on a Cortex-M3/M4 with portable-atomic's default
 //! fallback, a 64-bit atomic is a spin lock that interrupt handlers must
-//! not take). `now` is a [`Timestamp`](crate::Timestamp) on the caller's monotonic clock; a
+//! not take). `now` is a [`Timestamp`](tollgate_core::Timestamp) on the caller's monotonic clock; a
 //! clock that goes back keeps a sub-band silent until it catches up (it
 //! never allows a frame early).
+
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations)]
+#![doc(test(attr(deny(unused_imports))))]
+
+#[cfg(test)]
+extern crate std;
 
 mod band;
 mod error;

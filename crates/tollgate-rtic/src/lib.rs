@@ -1,5 +1,8 @@
-//! RTIC integration (feature `rtic`): any RTIC monotonic as a tollgate
-//! [`Clock`].
+//! # tollgate-rtic
+//!
+//! RTIC integration: any RTIC monotonic as a tollgate [`Clock`]. `no_std`.
+//! Use it as `tollgate::rtic` with feature `rtic` of `tollgate` (which
+//! re-exports this crate; add `tollgate`, not this crate).
 //!
 //! RTIC's timers implement [`rtic_time::Timebase`]; those whose instants
 //! form a total order are [`rtic_time::Monotonic`]s (rtic-time 3). Their
@@ -12,7 +15,7 @@
 //!   of `EmbassyClock`, for any tick length, without overflow). Its
 //!   [`resolution`](Clock::resolution) is one tick rounded up, so a
 //!   limiter finer than a tick is refused wherever it meets the clock
-//!   ([`ConfigError::ClockTooCoarse`](crate::ConfigError::ClockTooCoarse)).
+//!   ([`ConfigError::ClockTooCoarse`](tollgate_core::ConfigError::ClockTooCoarse)).
 //!   [`RticClock::instant_at`] goes back (rounded up to a tick: a wake-up
 //!   for `M::delay_until` is never early), and [`RticClock::duration`] /
 //!   [`RticClock::fugit_duration`] convert durations both ways.
@@ -60,6 +63,11 @@
 //! # Ok::<(), tollgate::ConfigError>(())
 //! ```
 
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations)]
+#![doc(test(attr(deny(unused_imports))))]
+
 use core::fmt;
 use core::marker::PhantomData;
 use core::time::Duration;
@@ -68,10 +76,10 @@ pub use rtic_time;
 use rtic_time::fugit;
 use rtic_time::{Monotonic, Timebase};
 
-use crate::clock::Clock;
-use crate::clock::TickRate;
-use crate::time::{duration_to_nanos, Timestamp};
-use crate::wrapping_clock::{WrappingClock, WrappingCounter};
+use tollgate_core::clock::Clock;
+use tollgate_core::clock::TickRate;
+use tollgate_core::time::{duration_to_nanos, Timestamp};
+use tollgate_core::wrapping_clock::{WrappingClock, WrappingCounter};
 
 /// An instant or duration that counts ticks of `NOM / DENOM` seconds: what
 /// [`RticClock`] converts.
@@ -189,7 +197,7 @@ where
 
     /// One tick of `M`, rounded up to whole nanoseconds: what
     /// [`Clock::resolution`] reports, usable in `const` quota checks
-    /// ([`Quota::check_resolution`](crate::Quota::check_resolution)).
+    /// ([`Quota::check_resolution`](tollgate_core::Quota::check_resolution)).
     pub const RESOLUTION: Duration = Duration::from_nanos(Self::RATIO.resolution_nanos());
 
     /// The timestamp of an instant of `M` (its ticks, rounded down to the
@@ -265,7 +273,7 @@ impl<M> fmt::Debug for RticClock<M> {
 /// [`WrappingCounter`] (the low 32 bits of its ticks), and
 /// [`RticClock::wrapping`] extends it to a [`WrappingClock`] (lock-free,
 /// interrupt-safe; read it at least once per 15/16 of the timer's wrap
-/// period, see the [read rule](crate::wrapping_clock#the-read-rule)).
+/// period, see the [read rule](tollgate_core::wrapping_clock#the-read-rule)).
 ///
 /// ```
 /// use tollgate::rtic::RticClock;
@@ -330,11 +338,11 @@ mod tests {
     extern crate std;
 
     use super::*;
-    use crate::{ConfigError, Quota, RateLimiter};
     use core::future::Future;
     use core::sync::atomic::{AtomicU64, Ordering};
     use proptest::prelude::*;
     use rtic_time::TimeoutError;
+    use tollgate_core::{ConfigError, Quota, RateLimiter};
 
     /// A host implementation of RTIC's time traits: `now()` reads a
     /// static tick count the test sets.

@@ -7,12 +7,12 @@ use super::eu868::Eu868;
 use super::limiter::saved_micros;
 use super::saved::crc16;
 use super::*;
-use crate::clock::{Clock, ManualClock};
-use crate::time::Timestamp;
 use core::time::Duration;
 use proptest::prelude::*;
 use std::string::ToString;
 use std::vec::Vec;
+use tollgate_core::clock::{Clock, ManualClock};
+use tollgate_core::time::Timestamp;
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)

@@ -1,19 +1,23 @@
+//! # tollgate-embassy
+//!
 //! Embassy integration: a [`Clock`] on `embassy-time` and async waiting on
-//! any [`Limiter`] (feature `embassy`).
+//! any [`Limiter`]. `no_std`, no allocation. Use it as `tollgate::embassy`
+//! with feature `embassy` of `tollgate` (which re-exports this crate; add
+//! `tollgate`, not this crate).
 //!
 //! - [`EmbassyClock`] reads [`embassy_time::Instant::now`] and converts its
 //!   ticks to a [`Timestamp`] exactly (floor) for any `TICK_HZ`, without
 //!   overflow ([`EmbassyClock::timestamp`] does the same for any instant).
 //!   Its [`resolution`](Clock::resolution) is one tick
 //!   rounded up to whole nanoseconds, so a limiter finer than a tick is
-//!   refused wherever it meets this clock: [`ConfigError::ClockTooCoarse`](crate::ConfigError::ClockTooCoarse)
-//!   from [`RateLimiter::new`](crate::RateLimiter::new), and
+//!   refused wherever it meets this clock: [`ConfigError::ClockTooCoarse`](tollgate_core::ConfigError::ClockTooCoarse)
+//!   from [`RateLimiter::new`](tollgate_core::RateLimiter::new), and
 //!   [`WaitError::ClockTooCoarse`] from `acquire` on a `static` bucket.
 //! - [`acquire`]`(&limiter, &key, n)` waits until `n` permits are granted
 //!   and takes them; [`until_ready`] waits until they *could* be taken,
 //!   without taking them (`&()` is the key of a direct limiter; a keyed
 //!   table waits per key); a `RateLimiter<EmbassyClock, _>` has the same as
-//!   [`acquire(n)`](crate::RateLimiter::acquire). All are the crate's one
+//!   [`acquire(n)`](tollgate_core::RateLimiter::acquire). All are the crate's one
 //!   [`Wait`] future over [`EmbassyClock`]'s [`Sleep`]: they sleep on
 //!   [`embassy_time::Timer::at`] (no polling loop, no allocation): check;
 //!   on a refusal sleep until the refusal's `retry_after`, rounded **up**
@@ -73,13 +77,18 @@
 //! # embassy_futures::block_on(send_frame()).unwrap();
 //! ```
 
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations)]
+#![doc(test(attr(deny(unused_imports))))]
+
 use embassy_time::{Instant, Timer, TICK_HZ};
 
-use crate::clock::{Clock, TickRate};
-use crate::limiter::Limiter;
-use crate::time::Timestamp;
-use crate::wait::Sleep;
-pub use crate::wait::{Wait, WaitError};
+use tollgate_core::clock::{Clock, TickRate};
+use tollgate_core::limiter::Limiter;
+use tollgate_core::time::Timestamp;
+use tollgate_core::wait::Sleep;
+pub use tollgate_core::wait::{Wait, WaitError};
 
 /// The application's tick rate as a reduced fraction of nanoseconds per
 /// tick, computed at compile time (the conversions are shared with the other
@@ -119,7 +128,7 @@ pub struct EmbassyClock;
 impl EmbassyClock {
     /// One tick of the application's `TICK_HZ`, rounded up to whole
     /// nanoseconds: what [`Clock::resolution`] reports, usable in `const`
-    /// quota checks ([`Quota::check_resolution`](crate::Quota::check_resolution)).
+    /// quota checks ([`Quota::check_resolution`](tollgate_core::Quota::check_resolution)).
     pub const RESOLUTION: core::time::Duration =
         core::time::Duration::from_nanos(TICK_RATIO.resolution_nanos());
 
@@ -170,7 +179,7 @@ impl Sleep for EmbassyClock {
 /// admission. `n = 0` resolves at once. Sleeps on embassy timers; time is
 /// read from [`EmbassyClock`]. Any [`Limiter`] whose permits are spent
 /// when granted (`Copy`): a bucket, a window, a chain of them, a keyed
-/// table — a limiter per key. (A [`ConcurrencyLimiter`](crate::ConcurrencyLimiter)
+/// table — a limiter per key. (A [`ConcurrencyLimiter`](tollgate_core::ConcurrencyLimiter)
 /// waits with its own `acquire(n)`, woken by the release.)
 ///
 /// ```

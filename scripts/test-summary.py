@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Sums up a `cargo test` log per crate: tests passed, failed and ignored,
+test runs (binaries and doctest sets), and the time the tests took to run
+(the "finished in" of each run; compile time is not included).
+
+    python3 scripts/test-summary.py LOG
+
+A run is attributed to its crate by cargo's header line: `Running
+unittests src/lib.rs (.../deps/<crate>-<hash>)`, `Doc-tests <crate>`, or
+`Running tests/<file>.rs`, looked up in the `tests/` directory of each
+workspace member.
+"""
+import collections
+import os
+import re
+import sys
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def members():
+    manifest = open(os.path.join(ROOT, "Cargo.toml"), encoding="utf-8").read()
+    listed = re.search(r"members\s*=\s*\[(.*?)\]", manifest, re.S).group(1)
+    out = {}
+    for d in re.findall(r'"([^"]+)"', listed):
+        path = os.path.join(ROOT, d)
+        name = re.search(r'^name = "([^"]+)"', open(os.path.join(path, "Cargo.toml")).read(), re.M)
+        out[name.group(1)] = path
+    return out
+
+
+def main():
+    crates = members()
+    owner = {}
+    for crate, path in crates.items():
+        tests = os.path.join(path, "tests")
+        if os.path.isdir(tests):
+            for f in os.listdir(tests):
+                if f.endswith(".rs"):
+                    owner["tests/" + f] = crate
+    by_lib = {c.replace("-", "_"): c for c in crates}
+    rows = collections.defaultdict(lambda: [0, 0, 0, 0, 0.0])
+    current = "?"
+    for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
+        m = re.match(r"\s+Running unittests \S+ \(.*/deps/(\w+)-[0-9a-f]+\)", line)
+        if m:
+            current = by_lib.get(m.group(1), m.group(1))
+            continue
+        m = re.match(r"\s+Running (tests/\S+\.rs) ", line)
+        if m:
+            current = owner.get(m.group(1), "?")
+            continue
+        m = re.match(r"\s+Doc-tests (\w+)", line)
+        if m:
+            current = by_lib.get(m.group(1), m.group(1))
+            continue
+        m = re.match(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored;.*finished in ([\d.]+)s", line)
+        if m:
+            row = rows[current]
+            for i in range(3):
+                row[i] += int(m.group(i + 1))
+            row[3] += 1
+            row[4] += float(m.group(4))
+    print(f"{'crate':28} {'passed':>7} {'failed':>7} {'ignored':>8} {'runs':>5} {'seconds':>8}")
+    for crate in sorted(rows):
+        p, f, g, n, t = rows[crate]
+        print(f"{crate:28} {p:7} {f:7} {g:8} {n:5} {t:8.1f}")
+
+
+if __name__ == "__main__":
+    main()
