@@ -15,7 +15,8 @@
 #   1. cargo test --workspace --all-features: unit, integration, property,
 #      HTTP over real TCP, Redis against a real server, doctests, and the
 #      workspace crates embassy-tests and loom-tests' reference models;
-#   2. cargo test -p tollgate-core -p tollgate --no-default-features --lib
+#   2. cargo test -p tollgate-core -p tollgate-duty-cycle -p tollgate-rtic
+#      -p tollgate-embassy -p tollgate --no-default-features --lib
 #      --tests: the core without std (test files that need std or a feature
 #      are gated on it).
 #
@@ -70,8 +71,8 @@ rc=0
 say "1/2 cargo test --workspace --all-features"
 cargo test --workspace --all-features --no-fail-fast 2>&1 | tee -a "$log" || rc=1
 
-say "2/2 cargo test -p tollgate-core -p tollgate --no-default-features --lib --tests (the core without std)"
-cargo test -p tollgate-core -p tollgate --no-default-features --lib --tests --no-fail-fast 2>&1 | tee -a "$log" || rc=1
+say "2/2 cargo test -p tollgate-core -p tollgate-duty-cycle -p tollgate-rtic -p tollgate-embassy -p tollgate --no-default-features --lib --tests (the core without std)"
+cargo test -p tollgate-core -p tollgate-duty-cycle -p tollgate-rtic -p tollgate-embassy -p tollgate --no-default-features --lib --tests --no-fail-fast 2>&1 | tee -a "$log" || rc=1
 
 # Every test binary and doctest run prints one "test result:" line.
 summary=$(awk '/^test result:/ {

@@ -152,9 +152,6 @@ pub mod redis;
 #[doc(inline)]
 pub use tollgate_rtic as rtic;
 
-/// The atomics and locks of the layers (loom's under `--cfg loom`).
-use tollgate_core::sync;
-
 #[cfg(feature = "tokio")]
 pub use queue::TokioClock;
 #[cfg(feature = "quanta")]

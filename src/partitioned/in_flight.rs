@@ -8,8 +8,8 @@ use crate::keyed::{ShardedKeyedTable, TableBuilder};
 use crate::limiter::Inheritance;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
-use crate::sync::{AtomicU32, Ordering};
 use crate::time::{duration_to_nanos, Timestamp};
+use tollgate_core::sync::{AtomicU32, Ordering};
 
 use super::{Partitioned, PolicyStore};
 

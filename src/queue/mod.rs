@@ -221,7 +221,7 @@ use std::time::Instant;
 use tokio::time::Instant;
 
 use crate::limiter::Limiter;
-use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
+use tollgate_core::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 
 use acquire::Acquire;
 pub use acquire::QueuePermit;

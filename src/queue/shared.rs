@@ -15,8 +15,8 @@ use super::error::WaitError;
 use super::waiters::{Outcome, Waiters};
 use super::{QueueOrder, TokioClock};
 use crate::limiter::Limiter;
-use crate::sync::{fence, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::time::{duration_to_nanos, Timestamp};
+use tollgate_core::sync::{fence, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// Bit 0 of `gate`: closed. The rest: waiting requests × 2.
 pub(super) const CLOSED: u64 = 1;

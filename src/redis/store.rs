@@ -21,7 +21,7 @@ use crate::keyed::KeyedPath;
 use crate::limiter::{Algorithm, Bucket, Limiter};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
-use crate::sync::{AtomicU64, Ordering};
+use tollgate_core::sync::{AtomicU64, Ordering};
 
 /// The fixed window's heal threshold (as the in-process window's default):
 /// a stored window starting more than this after the server's `now` is
