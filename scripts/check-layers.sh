@@ -11,9 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 UPPER='http|redis|tokio|axum|config|metrics|tracing'
-# the core crate, and the partitioned limiters (not yet a crate of their own)
+# every crate below tollgate: the core and the layers split from it
 shopt -s globstar nullglob
-CORE_FILES=(crates/tollgate-core/src/**/*.rs src/partitioned/*.rs)
+CORE_FILES=(crates/*/src/**/*.rs)
 
 status=0
 for f in "${CORE_FILES[@]}"; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The workspace's structure rules, checked the way CI checks them, in
-every crate (the `tollgate` crate at the root and each crate under
-`crates/`):
+every member of the workspace (the `tollgate` crate at the root, each
+crate under `crates/`, and the test crates):
 
 1. no source file over 600 lines (split by concept, not into "utils");
 2. no import circle between source files of a crate: a file that uses
@@ -36,11 +36,11 @@ MAX_LINES = 600
 
 
 def crates():
-    """(name, src directory, features) of every crate of the workspace."""
+    """(name, src directory, features) of every member of the workspace."""
     out = []
-    dirs = [ROOT] + sorted(
-        os.path.join(ROOT, "crates", d) for d in os.listdir(os.path.join(ROOT, "crates"))
-    )
+    root = open(os.path.join(ROOT, "Cargo.toml"), encoding="utf-8").read()
+    listed = re.search(r"members\s*=\s*\[(.*?)\]", root, re.S).group(1)
+    dirs = [os.path.normpath(os.path.join(ROOT, d)) for d in re.findall(r'"([^"]+)"', listed)]
     for d in dirs:
         manifest = open(os.path.join(d, "Cargo.toml"), encoding="utf-8").read()
         crate = re.search(r'^name = "([^"]+)"', manifest, re.M).group(1)

@@ -143,7 +143,8 @@ pub mod guide;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "std")]
-pub mod partitioned;
+#[doc(inline)]
+pub use tollgate_partitioned as partitioned;
 #[cfg(feature = "tokio")]
 pub mod queue;
 #[cfg(feature = "redis")]

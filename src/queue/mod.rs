@@ -299,7 +299,6 @@ impl<
     /// tokio's (the model moves it and fires the queue's timer with
     /// [`Queue::model_fire_timer`]).
     #[cfg(loom)]
-    #[doc(hidden)]
     pub fn model_clock(mut self, clock: Arc<crate::clock::ManualClock>) -> Self {
         self.model_clock = Some(clock);
         self
@@ -568,7 +567,6 @@ impl<
     /// Loom models only: where the timer of the line of `key` is armed (ns
     /// on the model clock), if it is.
     #[cfg(loom)]
-    #[doc(hidden)]
     #[must_use]
     pub fn model_timer(&self, key: &K) -> Option<u64> {
         let inner = lock(&self.shared.inner);
@@ -580,7 +578,6 @@ impl<
     /// timer driver makes it do at the armed instant (its waker runs the
     /// admission loop).
     #[cfg(loom)]
-    #[doc(hidden)]
     pub fn model_fire_timer(&self, key: &K) {
         let waker = {
             let inner = lock(&self.shared.inner);

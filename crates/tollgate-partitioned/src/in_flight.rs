@@ -2,18 +2,20 @@
 //! algorithm, behind [`PartitionedBuilder::concurrency`](super::PartitionedBuilder::concurrency).
 
 use core::time::Duration;
+use std::sync::Arc;
 
-use crate::concurrency::DEFAULT_RETRY_HINT;
-use crate::keyed::{ShardedKeyedTable, TableBuilder};
-use crate::limiter::Inheritance;
-use crate::refusal::Refusal;
-use crate::snapshot::Snapshot;
-use crate::time::{duration_to_nanos, Timestamp};
+use tollgate_core::concurrency::DEFAULT_RETRY_HINT;
+use tollgate_core::keyed::{ShardedKeyedTable, TableBuilder};
+use tollgate_core::limiter::Inheritance;
+use tollgate_core::refusal::Refusal;
+use tollgate_core::snapshot::Snapshot;
 use tollgate_core::sync::{AtomicU32, Ordering};
+use tollgate_core::time::{duration_to_nanos, Timestamp};
 
+use super::store::Keyed;
 use super::{Partitioned, PolicyStore};
 
-/// The concurrency limit as an [`Algorithm`](crate::Algorithm), for the
+/// The concurrency limit as an [`Algorithm`](tollgate_core::Algorithm), for the
 /// per-key in-flight limits of a [`Partitioned`](super::Partitioned)
 /// limiter: `check_n` takes permits and `refund` releases them. Private
 /// on purpose: outside a lease that releases on drop it would leak permits.
@@ -42,7 +44,7 @@ impl InFlight {
     }
 }
 
-impl crate::limiter::Algorithm for InFlight {
+impl tollgate_core::limiter::Algorithm for InFlight {
     type State = InFlightState;
 
     #[cfg(not(loom))]
@@ -66,8 +68,8 @@ impl crate::limiter::Algorithm for InFlight {
         &self,
         state: &InFlightState,
         n: u32,
-        now: crate::time::Timestamp,
-    ) -> Result<crate::time::Timestamp, Refusal<'static>> {
+        now: tollgate_core::time::Timestamp,
+    ) -> Result<tollgate_core::time::Timestamp, Refusal<'static>> {
         if n > self.limit {
             return Err(Refusal::never(n, self.snapshot_of(0)));
         }
@@ -91,7 +93,7 @@ impl crate::limiter::Algorithm for InFlight {
         }
     }
 
-    fn refund(&self, state: &InFlightState, n: u32, _now: crate::time::Timestamp) {
+    fn refund(&self, state: &InFlightState, n: u32, _now: tollgate_core::time::Timestamp) {
         let _ = state
             .0
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
@@ -99,7 +101,7 @@ impl crate::limiter::Algorithm for InFlight {
             });
     }
 
-    fn snapshot(&self, state: &InFlightState, _now: crate::time::Timestamp) -> Snapshot {
+    fn snapshot(&self, state: &InFlightState, _now: tollgate_core::time::Timestamp) -> Snapshot {
         self.snapshot_of(state.0.load(Ordering::Relaxed))
     }
 
@@ -107,7 +109,7 @@ impl crate::limiter::Algorithm for InFlight {
         &self,
         state: &InFlightState,
         n: u32,
-        _now: crate::time::Timestamp,
+        _now: tollgate_core::time::Timestamp,
     ) -> Result<Duration, Refusal<'static>> {
         if n > self.limit {
             return Err(Refusal::never(n, self.snapshot_of(0)));
@@ -120,7 +122,7 @@ impl crate::limiter::Algorithm for InFlight {
         })
     }
 
-    fn is_idle(&self, state: &InFlightState, _now: crate::time::Timestamp) -> bool {
+    fn is_idle(&self, state: &InFlightState, _now: tollgate_core::time::Timestamp) -> bool {
         state.0.load(Ordering::Relaxed) == 0
     }
 
@@ -133,8 +135,8 @@ impl crate::limiter::Algorithm for InFlight {
         &self,
         _next: &Self,
         _state: &InFlightState,
-        _how: crate::limiter::Inheritance,
-        _now: crate::time::Timestamp,
+        _how: tollgate_core::limiter::Inheritance,
+        _now: tollgate_core::time::Timestamp,
     ) {
     }
 }
@@ -150,14 +152,14 @@ impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> Partitioned<R,
     /// permits could not be counted).
     ///
     /// # Errors
-    /// [`ConfigError::ZeroLimit`](crate::ConfigError::ZeroLimit) or a table
+    /// [`ConfigError::ZeroLimit`](tollgate_core::ConfigError::ZeroLimit) or a table
     /// size error.
     pub fn in_flight_table(
         limit: u32,
         max_keys: usize,
-    ) -> Result<InFlightTable<K>, crate::ConfigError> {
+    ) -> Result<InFlightTable<K>, tollgate_core::ConfigError> {
         if limit == 0 {
-            return Err(crate::ConfigError::ZeroLimit);
+            return Err(tollgate_core::ConfigError::ZeroLimit);
         }
         let alg = InFlight::with_limit(limit);
         let table: TableBuilder<ShardedKeyedTable<K, InFlight>, InFlight, _> =
@@ -165,13 +167,26 @@ impl<R, K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> Partitioned<R,
         Ok(InFlightTable(
             table
                 .max_keys(max_keys)
-                .overflow(crate::keyed::OverflowPolicy::Deny)
+                .overflow(tollgate_core::keyed::OverflowPolicy::Deny)
                 .build()?,
         ))
     }
 }
 
 impl<K> PolicyStore<K> {
+    /// An in-flight limit per key (nginx `limit_conn`): a lease holds its
+    /// permits until it drops. Build `table` with
+    /// [`Partitioned::in_flight_table`].
+    pub fn in_flight(table: InFlightTable<K>) -> Self
+    where
+        K: core::hash::Hash + Eq + Clone + Send + Sync + 'static,
+    {
+        Self {
+            store: Arc::new(Keyed(table.0)),
+            releases: true,
+        }
+    }
+
     /// Changes an in-flight store's limit to `limit` per key: the
     /// [`reconfigure`](Self::reconfigure) of the tables of
     /// [`PartitionedBuilder::concurrency`](super::PartitionedBuilder::concurrency).
