@@ -1,5 +1,5 @@
 //! A sequential reference model of the GCRA, written from the design
-//! contract (the `gcra` module docs) rather than from the code in `src/gcra.rs`.
+//! contract (the `gcra` module docs) rather than from the code in `crates/tollgate-core/src/gcra.rs`.
 //!
 //! The state is the theoretical arrival time `tat`, held as a `u128` so the
 //! model needs no saturation: the models use small numbers and any

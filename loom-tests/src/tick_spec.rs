@@ -1,6 +1,6 @@
 //! A sequential reference model of the 32-bit tick bucket, written from its
 //! contract (the `tollgate::tick` module documentation), not from
-//! `src/tick.rs`: the TAT is a `u32` on the circle of ticks modulo 2³², and
+//! `crates/tollgate-core/src/tick.rs`: the TAT is a `u32` on the circle of ticks modulo 2³², and
 //! every `now` is read modulo 2³². With interval `T`, capacity `c`,
 //! `max_lead = c·T` and `H = max_lead + heal threshold`:
 //!

@@ -12,7 +12,7 @@
 //! least `k` in flight: a permit returned twice (by anyone) makes that fail.
 //!
 //! The async side, `acquire(n).await`, is woken by releases (the line
-//! protocol of `src/concurrency.rs`: a waiter counts itself, then looks
+//! protocol of `crates/tollgate-core/src/concurrency.rs`: a waiter counts itself, then looks
 //! again before it joins the line; a release frees the permit, then hands
 //! it to the front of the line and wakes that waiter; modelled in detail in
 //! `concurrency_line_protocol.rs`): a waiter racing the release of the only

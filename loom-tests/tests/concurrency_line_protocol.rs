@@ -1,5 +1,5 @@
-//! The line protocol of `ConcurrencyLimiter::acquire` (`src/concurrency.rs`,
-//! the line in `src/wakers.rs`): a release gives its permits back, then a
+//! The line protocol of `ConcurrencyLimiter::acquire` (`crates/tollgate-core/src/concurrency.rs`,
+//! the line in `crates/tollgate-core/src/wakers.rs`): a release gives its permits back, then a
 //! `SeqCst` fence, then reads the count of waiters and, if any, takes the
 //! permits of the front waiters that fit on their behalf under the line's
 //! lock and wakes exactly those; a waiter refused as a newcomer counts

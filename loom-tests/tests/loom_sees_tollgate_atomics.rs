@@ -115,7 +115,7 @@ fn loom_catches_a_racy_counter_on_tollgate_sync_types() {
         let message = caught.unwrap_or_else(|| {
             panic!(
                 "loom did not catch a lost update on tollgate_core::sync::{ty}: \
-                 the loom alias in src/sync.rs is not in effect"
+                 the loom alias in crates/tollgate-core/src/sync.rs is not in effect"
             )
         });
         assert!(
@@ -136,7 +136,7 @@ fn loom_catches_a_racy_counter_on_tollgate_sync_types() {
             .unwrap_or_else(|| {
                 panic!(
                     "loom did not catch a lost update on tollgate_core::sync::{kind}: \
-                     the loom alias in src/sync.rs is not in effect"
+                     the loom alias in crates/tollgate-core/src/sync.rs is not in effect"
                 )
             });
         assert!(

@@ -5,7 +5,7 @@
 //! racing each other.
 //!
 //! Under `cfg(loom)` the queue's mutex and atomics are loom's (through
-//! `src/sync.rs`), its clock is a `ManualClock` the model moves, and its
+//! `crates/tollgate-core/src/sync.rs`), its clock is a `ManualClock` the model moves, and its
 //! timer only records where it is armed: the model fires it with
 //! `Queue::model_fire_timer`, which is what tokio's timer driver does (see
 //! `src/queue/timer.rs`). Every other line is the queue's own code, driven
