@@ -48,7 +48,8 @@ def public_types(docs, crate):
                 return item_id
         return None
 
-    def visit(crate, item_id, path, top=False):
+    def visit(crate, item_id, path, top=False, name=None):
+        item_id = str(item_id)
         doc = docs[crate]
         item = doc["index"].get(str(item_id))
         if item is None:
@@ -59,14 +60,14 @@ def public_types(docs, crate):
             other = summary["path"][0]
             target = by_path(other, summary["path"])
             if target is not None:
-                visit(other, target, path, top=True)
+                visit(other, target, path, top=True, name=name)
             return
         if not top and item.get("visibility") != "public":
             return
         kind, inner = next(iter(item["inner"].items()))
         if kind == "module":
             for child in inner["items"]:
-                visit(crate, child, path + [item["name"] or crate])
+                visit(crate, child, path + [name or item["name"] or crate])
         elif kind == "use":
             if inner.get("id") is None:
                 return  # a re-export of a foreign crate's item
@@ -76,9 +77,9 @@ def public_types(docs, crate):
                     for child in target["inner"]["module"]["items"]:
                         visit(crate, child, path)
             else:
-                visit(crate, inner["id"], path)
+                visit(crate, inner["id"], path, name=inner["name"])
         elif kind in KINDS and item["crate_id"] == 0 and (crate, item_id) not in found:
-            found[(crate, item_id)] = (kind, "::".join(path + [item["name"]]))
+            found[(crate, item_id)] = (kind, "::".join(path + [name or item["name"]]))
 
     visit(crate, docs[crate]["root"], [], top=True)
     return found
