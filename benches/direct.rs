@@ -40,11 +40,11 @@
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, BenchmarkGroup, Criterion};
+use criterion::{BenchmarkGroup, Criterion, criterion_group};
 use governor::clock::{
     Clock as GovClock, FakeRelativeClock, MonotonicClock, QuantaClock as GovQuanta,
 };

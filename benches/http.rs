@@ -37,17 +37,17 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
-use axum::Router;
 use criterion::Criterion;
 use http::{Request, StatusCode};
-use tollgate::http::{KeySource, Policy, RateLimitLayer};
 use tollgate::Quota;
+use tollgate::http::{KeySource, Policy, RateLimitLayer};
+use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::key_extractor::{GlobalKeyExtractor, PeerIpKeyExtractor};
-use tower_governor::GovernorLayer;
 use tower_service::Service;
 
 fn router() -> Router {

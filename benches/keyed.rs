@@ -25,7 +25,7 @@
 //!
 //! `cargo bench --bench keyed` (about 5 minutes).
 
-use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
+use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use governor::clock::FakeRelativeClock;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hash::Hash;
@@ -324,7 +324,9 @@ fn flood_cost() {
     let l = time(&|k| lock_free.try_acquire(&k, now).is_ok());
     let c = time(&|k| compact.try_acquire(&k, now).is_ok());
     for (name, v) in [("sharded", s), ("lock_free", l), ("compact", c)] {
-        println!("FIGURE keyed_flood_ns_per_request_{name} {v:.1} ns new key into a full table (Deny), best of 3 timed loops");
+        println!(
+            "FIGURE keyed_flood_ns_per_request_{name} {v:.1} ns new key into a full table (Deny), best of 3 timed loops"
+        );
     }
 }
 

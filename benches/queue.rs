@@ -16,7 +16,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{Criterion, criterion_group, criterion_main};
 use tollgate::queue::Queue;
 use tollgate::{Bucket, Clock, Quota, StdClock, TokioClock};
 

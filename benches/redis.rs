@@ -17,9 +17,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use redis::aio::ConnectionManager;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use redis::Script;
+use redis::aio::ConnectionManager;
 use support::RedisServer;
 use tokio::runtime::Runtime;
 use tollgate::keyed::KeyedPath;
@@ -241,8 +241,14 @@ fn bench(c: &mut Criterion) {
     );
     tg.sort_by(f64::total_cmp);
     tb.sort_by(f64::total_cmp);
-    println!("FIGURE redis_decisions_per_sec_tollgate {:.0} decisions/s 64 tasks, one redis-server, loopback", tg[2]);
-    println!("FIGURE redis_decisions_per_sec_textbook {:.0} decisions/s redis_rate-style Lua baseline, same run", tb[2]);
+    println!(
+        "FIGURE redis_decisions_per_sec_tollgate {:.0} decisions/s 64 tasks, one redis-server, loopback",
+        tg[2]
+    );
+    println!(
+        "FIGURE redis_decisions_per_sec_textbook {:.0} decisions/s redis_rate-style Lua baseline, same run",
+        tb[2]
+    );
     println!(
         "FIGURE redis_tollgate_vs_textbook {:.3} ratio >1 means tollgate faster",
         tg[2] / tb[2]

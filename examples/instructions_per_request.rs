@@ -21,16 +21,16 @@ use std::process::ExitCode;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
-use axum::Router;
 use http::{Request, StatusCode};
-use tollgate::http::{KeySource, Policy, RateLimitLayer};
 use tollgate::Quota;
+use tollgate::http::{KeySource, Policy, RateLimitLayer};
+use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::key_extractor::{GlobalKeyExtractor, PeerIpKeyExtractor};
-use tower_governor::GovernorLayer;
 use tower_service::Service;
 
 const USAGE: &str =

@@ -19,11 +19,11 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
-use axum::Router;
-use tollgate::http::{KeySource, Policy, RateLimitLayer};
 use tollgate::Quota;
+use tollgate::http::{KeySource, Policy, RateLimitLayer};
 
 fn peer(ext: &http::Extensions) -> Option<SocketAddr> {
     ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)

@@ -18,19 +18,19 @@
 
 use std::net::SocketAddr;
 
+use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::response::Response;
 use axum::routing::{get, post};
-use axum::Router;
 use tollgate::http::{LayerConfig, RateLimitLayer, StoreUnavailable};
 
 /// Copies the layer's `StoreUnavailable` extension into a header.
 async fn expose_store_unavailable(mut res: Response) -> Response {
-    if let Some(flag) = res.extensions().get::<StoreUnavailable>().cloned() {
-        if let Ok(value) = flag.policy.parse() {
-            res.headers_mut()
-                .insert("x-tollgate-store-unavailable", value);
-        }
+    if let Some(flag) = res.extensions().get::<StoreUnavailable>().cloned()
+        && let Ok(value) = flag.policy.parse()
+    {
+        res.headers_mut()
+            .insert("x-tollgate-store-unavailable", value);
     }
     res
 }

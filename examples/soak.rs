@@ -682,10 +682,10 @@ fn main() {
         Some(d) if d > args.recovery => fail(format!("recovered only {d:?} after the restart")),
         Some(_) => {}
     }
-    if let Some(d) = flagged_until {
-        if d > args.recovery {
-            fail(format!("still flagged {d:?} after the restart"));
-        }
+    if let Some(d) = flagged_until
+        && d > args.recovery
+    {
+        fail(format!("still flagged {d:?} after the restart"));
     }
 
     let failed = failures.load(Ordering::Relaxed);

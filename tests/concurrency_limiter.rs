@@ -10,10 +10,10 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::pin;
+use std::sync::Arc;
 #[cfg(feature = "std")]
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -265,7 +265,7 @@ fn a_chain_of_a_rate_and_an_in_flight_limit_holds_the_guard() {
     assert_eq!(refused.stage(), 1);
     assert_eq!(limiter.first().snapshot(now).remaining(), 9);
     assert_eq!(limiter.snapshot(&(), now).remaining(), 0); // the tighter member
-                                                           // the work ends: the guard the chain handed out releases
+    // the work ends: the guard the chain handed out releases
     drop(running);
     assert_eq!(jobs.in_flight(), 0);
     let again = limiter.try_acquire(&(), now).unwrap();
@@ -631,17 +631,21 @@ fn a_dropped_pending_acquire_leaves_nothing_registered() {
         assert!(registered(c0));
         let (c1, w1) = &cancelled[1];
         let mut owned = pin!(limiter.acquire_owned(1));
-        assert!(owned
-            .as_mut()
-            .poll(&mut Context::from_waker(w1))
-            .is_pending());
+        assert!(
+            owned
+                .as_mut()
+                .poll(&mut Context::from_waker(w1))
+                .is_pending()
+        );
         assert!(registered(c1));
         let (c2, w2) = &cancelled[2];
         let mut again = pin!(limiter.acquire(1));
-        assert!(again
-            .as_mut()
-            .poll(&mut Context::from_waker(w2))
-            .is_pending());
+        assert!(
+            again
+                .as_mut()
+                .poll(&mut Context::from_waker(w2))
+                .is_pending()
+        );
         assert!(registered(c2));
     } // all three dropped while pending
     for (c, _) in &cancelled {
@@ -774,7 +778,7 @@ fn ten_waiters_are_admitted_in_arrival_order_each_woken_at_most_twice() {
     let mut counts = [0; 10];
     while admitted.len() < 10 {
         drop(held.take()); // one release
-                           // the executor polls the woken tasks, last arrived first
+        // the executor polls the woken tasks, last arrived first
         for i in (0..10).rev() {
             let Some(w) = waiters[i].as_mut() else {
                 continue;
@@ -850,10 +854,12 @@ fn a_granted_then_dropped_waiter_hands_its_permit_to_the_next() {
     assert!(poll.is_pending());
     let (owned_count, owned_waker) = counter();
     let mut owned = Box::pin(limiter.acquire_owned(1));
-    assert!(owned
-        .as_mut()
-        .poll(&mut Context::from_waker(&owned_waker))
-        .is_pending());
+    assert!(
+        owned
+            .as_mut()
+            .poll(&mut Context::from_waker(&owned_waker))
+            .is_pending()
+    );
     let (mut last, poll) = Waiter::new(&limiter, 1);
     assert!(poll.is_pending());
 

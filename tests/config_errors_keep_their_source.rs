@@ -82,9 +82,10 @@ fn a_duration_that_does_not_parse_keeps_the_humantime_error_as_its_source() {
         "{API}queue = {{ max_wait = \"2 secs and a bit\", limit = 1 }}\n"
     ));
     assert_eq!(err.location(), "rules[0].queue.max_wait");
-    assert!(err
-        .source()
-        .is_some_and(|s| s.is::<humantime::DurationError>()));
+    assert!(
+        err.source()
+            .is_some_and(|s| s.is::<humantime::DurationError>())
+    );
 
     // nothing underneath a duration refused by tollgate's own rule (a bare
     // number, a zero)

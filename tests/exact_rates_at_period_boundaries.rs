@@ -420,9 +420,9 @@ async fn queued_waiters_are_admitted_at_their_turns_to_the_nanosecond() {
     use core::future::Future;
     use core::pin::Pin;
     use core::task::{Context, Poll};
+    use tollgate::Clock;
     use tollgate::partitioned::Partitioned;
     use tollgate::queue::{Queue, WaitError};
-    use tollgate::Clock;
 
     /// The future's answer now, without waiting.
     async fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {

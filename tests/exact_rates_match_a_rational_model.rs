@@ -360,11 +360,7 @@ const TIME_LIMIT: u64 = 1 << 62;
 fn step_time(op: &Op, now: u64, interval: u64, model: &Rational, backwards: bool) -> Option<u64> {
     let fwd = |dt: u64| {
         let next = now.saturating_add(dt);
-        if next > TIME_LIMIT {
-            now
-        } else {
-            next
-        }
+        if next > TIME_LIMIT { now } else { next }
     };
     let back = |dt: u64| {
         if backwards {

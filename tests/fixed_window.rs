@@ -5,7 +5,7 @@ use core::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::{
-    valid, Algorithm, Bucket, Clock, ConfigError, FixedWindow, ManualClock, Quota, Timestamp,
+    Algorithm, Bucket, Clock, ConfigError, FixedWindow, ManualClock, Quota, Timestamp, valid,
 };
 
 fn t(ns: u64) -> Timestamp {
@@ -270,8 +270,8 @@ fn a_static_fixed_window() {
 
 #[test]
 fn concurrent_checks_admit_exactly_the_limit_per_window() {
-    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Barrier;
+    use std::sync::atomic::{AtomicU64, Ordering};
     const THREADS: u64 = 4;
     let limiter = Bucket::new(fixed(100, 1_000).unwrap());
     let per_window = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];

@@ -70,9 +70,11 @@ fn keyed_tables_admit_at_most_the_burst_per_key_at_the_end_of_time() {
     for q in quotas() {
         let table = HeaplessKeyedTable::<u8, Gcra, 8>::builder(Gcra::token_bucket(q)).build();
         for key in 0..4u8 {
-            assert!(table
-                .try_acquire(&key, Timestamp::from_nanos(1 << 48))
-                .is_ok());
+            assert!(
+                table
+                    .try_acquire(&key, Timestamp::from_nanos(1 << 48))
+                    .is_ok()
+            );
             let got = admitted(|| table.try_acquire(&key, Timestamp::MAX).is_ok(), 10);
             assert!(got <= q.burst(), "{q:?} key {key}: {got} admitted");
         }

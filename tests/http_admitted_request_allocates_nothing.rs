@@ -6,15 +6,15 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::future::{ready, Future, Ready};
+use std::future::{Future, Ready, ready};
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
-use tollgate::http::{KeySource, Policy, RateLimitLayer};
 use tollgate::Quota;
+use tollgate::http::{KeySource, Policy, RateLimitLayer};
 use tower_layer::Layer;
 use tower_service::Service;
 

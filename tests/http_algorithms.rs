@@ -10,9 +10,9 @@ mod support;
 
 use std::time::Duration;
 
-use support::http::{connect_info, hello, now, paused_clock, send, send_paused, serve, Req};
-use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer};
+use support::http::{Req, connect_info, hello, now, paused_clock, send, send_paused, serve};
 use tollgate::Quota;
+use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer};
 
 async fn statuses(addr: std::net::SocketAddr, req: Req<'_>, n: usize) -> Vec<u16> {
     let mut out = Vec::new();
@@ -38,11 +38,7 @@ async fn to_a_window_start(lens: &[Duration]) {
 }
 
 fn gcd(a: u128, b: u128) -> u128 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 #[tokio::test(start_paused = true)]

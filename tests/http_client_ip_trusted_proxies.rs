@@ -6,9 +6,9 @@
 
 mod support;
 
-use support::http::{connect_info, hello, send, serve, Req, Server};
-use tollgate::http::{KeySource, Policy, RateLimitLayer};
+use support::http::{Req, Server, connect_info, hello, send, serve};
 use tollgate::Quota;
+use tollgate::http::{KeySource, Policy, RateLimitLayer};
 
 const PROXY: [u8; 4] = [127, 0, 0, 2];
 const STRANGER: [u8; 4] = [127, 0, 0, 3];

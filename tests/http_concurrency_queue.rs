@@ -14,12 +14,12 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
-use axum::Router;
-use support::http::{connect, connect_info, request_bytes, send, serve, start_stream, Req};
-use support::recorder::MemoryRecorder;
 use support::CountPolls;
+use support::http::{Req, connect, connect_info, request_bytes, send, serve, start_stream};
+use support::recorder::MemoryRecorder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer};

@@ -8,10 +8,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
-use axum::Router;
-use support::http::{connect, connect_info, request_bytes, send, serve, start_stream, Req, Ticks};
+use support::http::{Req, Ticks, connect, connect_info, request_bytes, send, serve, start_stream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer};
 

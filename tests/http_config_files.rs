@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::http::{connect_info, hello, send, serve, Req};
+use support::http::{Req, connect_info, hello, send, serve};
 use tollgate::http::{ConfigErrorKind, LayerConfig};
 
 const EXAMPLE: &str = include_str!("../examples/tollgate.toml");
@@ -132,7 +132,9 @@ fn each_kind_of_bad_document_names_rule_and_field() {
             "rules[2].max_keys: must be at least 1",
         ),
         (
-            third("algorithm = \"concurrency\"\nlimit = 2\nqueue = { max_wait = \"1s\", limit = 0 }\n"),
+            third(
+                "algorithm = \"concurrency\"\nlimit = 2\nqueue = { max_wait = \"1s\", limit = 0 }\n",
+            ),
             "rules[2].queue.limit: must be at least 1",
         ),
         (

@@ -43,8 +43,7 @@ fn prefixes_equal_after_normalisation_are_a_conflict() {
         .and_then(LayerConfig::build)
         .expect("disjoint methods build");
     // overlapping methods do not
-    let doc =
-        "[[rules]]\nname = \"r\"\nprefix = \"/api\"\nrate = 10\nmethods = [\"GET\", \"POST\"]\n\
+    let doc = "[[rules]]\nname = \"r\"\nprefix = \"/api\"\nrate = 10\nmethods = [\"GET\", \"POST\"]\n\
                [[rules]]\nname = \"w\"\nprefix = \"/api\"\nrate = 1\nmethods = [\"post\"]\n";
     names(
         &err_toml(doc),

@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
-use support::http::{connect_info, hello, now, paused_clock, send_paused, serve, Req};
+use support::http::{Req, connect_info, hello, now, paused_clock, send_paused, serve};
+use tollgate::Quota;
 use tollgate::http::metrics::REQUESTS;
 use tollgate::http::{Policy, RateLimitLayer};
-use tollgate::Quota;
 
 /// Keeps the requests counters by labels.
 #[derive(Default, Clone)]

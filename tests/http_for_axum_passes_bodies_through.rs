@@ -16,15 +16,15 @@ use std::net::SocketAddr;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
-use axum::Router;
 use http::{Request, StatusCode};
-use support::http::{connect_info, send, serve, start_stream, Req, Ticks};
+use support::http::{Req, Ticks, connect_info, send, serve, start_stream};
 use tokio::io::AsyncReadExt;
-use tollgate::http::{KeySource, MissingKey, Policy, RateLimitLayer};
 use tollgate::Quota;
+use tollgate::http::{KeySource, MissingKey, Policy, RateLimitLayer};
 use tower_service::Service;
 
 /// Counts the allocations made on the current thread while counting.

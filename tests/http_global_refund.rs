@@ -4,9 +4,9 @@
 
 mod support;
 
-use support::http::{connect_info, hello, send, serve, Req};
-use tollgate::http::{Policy, RateLimitLayer};
+use support::http::{Req, connect_info, hello, send, serve};
 use tollgate::Quota;
+use tollgate::http::{Policy, RateLimitLayer};
 
 #[tokio::test]
 async fn both_charged_and_global_refunded_on_route_refusal() {

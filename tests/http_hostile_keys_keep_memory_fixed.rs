@@ -32,9 +32,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Instant;
 
 use axum::serve::ListenerExt;
-use support::http::{hello, send, Req, Server};
-use tollgate::http::{KeySource, Policy, RateLimitLayer};
+use support::http::{Req, Server, hello, send};
 use tollgate::Quota;
+use tollgate::http::{KeySource, Policy, RateLimitLayer};
 
 /// The most the resident set may grow over the whole flood.
 const RSS_GROWTH_BOUND: u64 = 8 << 20;

@@ -7,9 +7,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::http::{connect_info, hello, serve, Conn};
-use tollgate::http::{Policy, RateLimitLayer};
+use support::http::{Conn, connect_info, hello, serve};
 use tollgate::Quota;
+use tollgate::http::{Policy, RateLimitLayer};
 
 const BURST: u32 = 50;
 

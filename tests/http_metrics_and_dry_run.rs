@@ -10,13 +10,13 @@ mod support;
 use std::time::Duration;
 
 use support::http::{
-    connect, connect_info, hello, paused_clock, request_bytes, send_paused, serve, Req,
+    Req, connect, connect_info, hello, paused_clock, request_bytes, send_paused, serve,
 };
 use support::recorder::MemoryRecorder;
 use tokio::io::AsyncWriteExt;
+use tollgate::Quota;
 use tollgate::http::metrics::TIME_IN_QUEUE;
 use tollgate::http::{Policy, RateLimitLayer};
-use tollgate::Quota;
 
 #[tokio::test(start_paused = true)]
 async fn counters_by_result_and_policy_and_a_shadow_policy() {

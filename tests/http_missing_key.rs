@@ -6,9 +6,9 @@
 mod support;
 
 use http::StatusCode;
-use support::http::{connect_info, hello, send, serve, Req};
-use tollgate::http::{KeySource, MissingKey, PartitionKey, Policy, RateLimitLayer};
+use support::http::{Req, connect_info, hello, send, serve};
 use tollgate::Quota;
+use tollgate::http::{KeySource, MissingKey, PartitionKey, Policy, RateLimitLayer};
 
 #[tokio::test]
 async fn no_peer_address_is_a_500_by_default() {

@@ -9,10 +9,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::http::{connect_info, hello, hello_marked, paused_clock, send_paused, serve, Req};
+use support::http::{Req, connect_info, hello, hello_marked, paused_clock, send_paused, serve};
 use support::recorder::MemoryRecorder;
-use tollgate::http::{Policy, RateLimitLayer};
 use tollgate::Quota;
+use tollgate::http::{Policy, RateLimitLayer};
 
 /// The point of an injectable clock: a 1-per-minute policy refuses, says
 /// when to retry, and admits once tokio's time has moved a minute, in a
@@ -150,8 +150,10 @@ fn a_quota_finer_than_the_given_clock_is_refused() {
         .unwrap_err();
     assert_eq!(err.location(), "policies[0].rate");
     // and the default clock takes any quota
-    assert!(RateLimitLayer::builder()
-        .policy(per_second(1000))
-        .build()
-        .is_ok());
+    assert!(
+        RateLimitLayer::builder()
+            .policy(per_second(1000))
+            .build()
+            .is_ok()
+    );
 }

@@ -7,9 +7,9 @@
 mod support;
 
 use http::Method;
-use support::http::{connect_info, hello, send, serve, Req};
-use tollgate::http::{Policy, RateLimitLayer};
+use support::http::{Req, connect_info, hello, send, serve};
 use tollgate::Quota;
+use tollgate::http::{Policy, RateLimitLayer};
 
 fn roomy(name: &str, prefix: &str) -> Policy {
     Policy::token_bucket(name, Quota::per_hour(1000).unwrap()).prefix(prefix)

@@ -14,15 +14,15 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::Router;
 use axum::http::HeaderMap;
 use axum::routing::any;
-use axum::Router;
-use support::http::{connect, connect_info, paused_clock, request_bytes, send_paused, serve, Req};
+use support::http::{Req, connect, connect_info, paused_clock, request_bytes, send_paused, serve};
 use support::recorder::MemoryRecorder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
-use tollgate::http::{KeySource, Policy, RateLimitLayer};
 use tollgate::Quota;
+use tollgate::http::{KeySource, Policy, RateLimitLayer};
 
 /// The policy's interval (10 per second) and burst.
 const T: Duration = Duration::from_millis(100);

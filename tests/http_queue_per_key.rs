@@ -12,12 +12,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use support::http::{
-    connect, connect_info, hello_marked, now, paused_clock, request_bytes, send_paused, serve, Req,
+    Req, connect, connect_info, hello_marked, now, paused_clock, request_bytes, send_paused, serve,
 };
 use support::recorder::MemoryRecorder;
 use tokio::io::AsyncWriteExt;
-use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer};
 use tollgate::Quota;
+use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer};
 
 /// One response of a [`burst`].
 #[derive(Debug, Clone, Copy)]

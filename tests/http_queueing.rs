@@ -10,12 +10,12 @@ mod support;
 use std::time::Duration;
 
 use support::http::{
-    connect, connect_info, hello_marked, now, paused_clock, request_bytes, send_paused, serve, Req,
+    Req, connect, connect_info, hello_marked, now, paused_clock, request_bytes, send_paused, serve,
 };
 use support::recorder::MemoryRecorder;
 use tokio::io::AsyncWriteExt;
-use tollgate::http::{Policy, RateLimitLayer};
 use tollgate::Quota;
+use tollgate::http::{Policy, RateLimitLayer};
 
 #[tokio::test(start_paused = true)]
 async fn a_burst_is_served_paced_instead_of_refused() {

@@ -11,13 +11,13 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::response::Response;
 use axum::Router;
-use support::http::{connect_info, hello, send, serve, Req};
+use axum::response::Response;
 use support::RedisServer;
+use support::http::{Req, connect_info, hello, send, serve};
+use tollgate::Quota;
 use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer, StoreUnavailable};
 use tollgate::redis::{RedisConfig, RedisStore};
-use tollgate::Quota;
 
 /// Copies the layer's `StoreUnavailable` extension into a header, so the
 /// client on the other side of the socket can see it.
@@ -181,15 +181,21 @@ async fn redis_config_errors_name_the_rule_and_field() {
         "rules[0].redis_url: is required with backend = \"redis\""
     );
     assert_eq!(
-        err("[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nbackend = \"redis\"\nredis_url = \"nope://x\""),
+        err(
+            "[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nbackend = \"redis\"\nredis_url = \"nope://x\""
+        ),
         "rules[0].redis_url: must be a redis:// URL"
     );
     assert_eq!(
-        err("[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nredis_url = \"redis://127.0.0.1/\""),
+        err(
+            "[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nredis_url = \"redis://127.0.0.1/\""
+        ),
         "rules[0].redis_url: only applies with backend = \"redis\""
     );
     assert_eq!(
-        err("[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1/\"\nredis_failure = \"maybe\""),
+        err(
+            "[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1/\"\nredis_failure = \"maybe\""
+        ),
         "rules[0].redis_failure: must be \"open\" or \"closed\""
     );
     assert_eq!(

@@ -11,9 +11,9 @@ mod support;
 use std::time::Duration;
 
 use http::{Response, StatusCode};
-use support::http::{connect_info, hello, paused_clock, send_paused, serve, Req};
-use tollgate::http::{Policy, RateLimitLayer};
+use support::http::{Req, connect_info, hello, paused_clock, send_paused, serve};
 use tollgate::Quota;
+use tollgate::http::{Policy, RateLimitLayer};
 
 fn params(list: &[(String, Vec<(String, i64)>)], name: &str) -> Vec<(String, i64)> {
     list.iter()

@@ -8,9 +8,9 @@
 mod support;
 
 use http::{HeaderName, Response, StatusCode};
-use support::http::{connect_info, hello, send, serve, Resp, Server};
-use tollgate::http::{KeySource, Policy, RateLimitLayer};
+use support::http::{Resp, Server, connect_info, hello, send, serve};
 use tollgate::Quota;
+use tollgate::http::{KeySource, Policy, RateLimitLayer};
 
 fn header_key(name: &'static str) -> KeySource {
     KeySource::Header(HeaderName::from_static(name))

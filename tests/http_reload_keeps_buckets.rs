@@ -12,7 +12,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::http::{connect_info, hello, paused_clock, send_paused, serve, Req};
+use support::http::{Req, connect_info, hello, paused_clock, send_paused, serve};
 use tollgate::http::{KeySource, LayerConfig, Policy, RateLimitLayer, RateLimitLayerBuilder};
 use tollgate::{Inheritance, Quota};
 

@@ -4,11 +4,11 @@
 
 mod support;
 
-use axum::routing::{get, post};
 use axum::Router;
-use support::http::{connect_info, send, serve, Req};
-use tollgate::http::{Policy, RateLimitLayer};
+use axum::routing::{get, post};
+use support::http::{Req, connect_info, send, serve};
 use tollgate::Quota;
+use tollgate::http::{Policy, RateLimitLayer};
 
 #[tokio::test]
 async fn named_policy_on_axum_routes() {

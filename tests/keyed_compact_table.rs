@@ -321,8 +321,10 @@ fn two_threads_on_one_key_keep_the_bound() {
 
 #[test]
 fn builder_errors() {
-    assert!(CompactKeyedTable::<u64>::builder(alg())
-        .max_keys(0)
-        .build()
-        .is_err());
+    assert!(
+        CompactKeyedTable::<u64>::builder(alg())
+            .max_keys(0)
+            .build()
+            .is_err()
+    );
 }

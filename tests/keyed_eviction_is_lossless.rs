@@ -9,7 +9,7 @@ mod keyed_support;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use keyed_support::{t, Quotas, Spec};
+use keyed_support::{Quotas, Spec, t};
 use proptest::prelude::*;
 use tollgate::keyed::{KeyedPath, KeyedTable, OverflowPolicy};
 use tollgate::{Algorithm, Gcra, GcraState, Quota, Refusal, Snapshot, Timestamp};

@@ -9,7 +9,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::ops::Deref;
 
-use keyed_support::{t, Spec};
+use keyed_support::{Spec, t};
 use tollgate::keyed::{KeyedPath, KeyedTable, OverflowPolicy};
 use tollgate::{Gcra, Limiter, Quota};
 

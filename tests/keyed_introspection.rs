@@ -5,11 +5,11 @@
 
 mod keyed_support;
 
-use keyed_support::{per_second, snapshots, t, Spec, MS};
+use keyed_support::{MS, Spec, per_second, snapshots, t};
 use tollgate::keyed::{
-    HeaplessKeyedTable, KeyedTable, LockFreeGcraTable, ShardedKeyedTable, DEFAULT_MAX_KEYS,
+    DEFAULT_MAX_KEYS, HeaplessKeyedTable, KeyedTable, LockFreeGcraTable, ShardedKeyedTable,
 };
-use tollgate::{valid, ConfigError, Gcra, Limiter, Quota};
+use tollgate::{ConfigError, Gcra, Limiter, Quota, valid};
 
 /// 10 per second (T = 100 ms), burst 3.
 fn algorithm() -> Gcra {

@@ -6,11 +6,11 @@ mod keyed_support;
 
 use std::time::Duration;
 
-use keyed_support::{per_second, t, Spec, SECOND};
+use keyed_support::{SECOND, Spec, per_second, t};
+use tollgate::Gcra;
 use tollgate::keyed::{
     HeaplessKeyedTable, KeyedPath, KeyedTable, LockFreeGcraTable, OverflowPolicy, ShardedKeyedTable,
 };
-use tollgate::Gcra;
 
 /// 1 per second, burst 2.
 fn algorithm() -> Gcra {

@@ -17,7 +17,7 @@
 #![cfg(feature = "std")]
 
 use std::hash::{BuildHasher, Hasher};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tollgate::keyed::{KeyQuota, KeyedPath, KeyedTable, LockFreeGcraTable, ShardedKeyedTable};

@@ -6,9 +6,9 @@ mod keyed_support;
 
 use std::time::Duration;
 
-use keyed_support::{per_second, t, Quotas, Spec, SECOND};
+use keyed_support::{Quotas, SECOND, Spec, per_second, t};
 use tollgate::keyed::{HeaplessKeyedTable, KeyedPath, KeyedTable, ShardedKeyedTable};
-use tollgate::{valid, Gcra, Limiter, Quota};
+use tollgate::{Gcra, Limiter, Quota, valid};
 
 /// API keys starting with "premium-" get burst 10, others burst 2.
 #[allow(clippy::ptr_arg)] // a per-key quota receives &K, here &String
@@ -49,15 +49,19 @@ fn sharded_closure_gives_each_key_its_quota() {
         Duration::from_secs(1)
     );
     // the can-never-succeed error follows the key's own quota
-    assert!(table
-        .try_acquire_n(&free, 5, t(SECOND))
-        .unwrap_err()
-        .is_never());
+    assert!(
+        table
+            .try_acquire_n(&free, 5, t(SECOND))
+            .unwrap_err()
+            .is_never()
+    );
     assert!(table.try_acquire_n(&premium, 5, t(SECOND)).is_ok());
-    assert!(table
-        .time_until_ready(&free, 5, t(SECOND))
-        .unwrap_err()
-        .is_never());
+    assert!(
+        table
+            .time_until_ready(&free, 5, t(SECOND))
+            .unwrap_err()
+            .is_never()
+    );
 }
 
 #[test]
@@ -107,10 +111,12 @@ fn static_heapless_table_built_const_gives_each_key_its_quota_and_overflows_to_t
     // they took from the shared state (full again 1, 2, 3 s later at the
     // default's 1 per second, where the key's own 100 per second would
     // give 10, 20, 30 ms), which is spent
-    assert!(third
-        .iter()
-        .filter_map(|d| d.err())
-        .all(|r| r.path() == KeyedPath::SharedOverflow));
+    assert!(
+        third
+            .iter()
+            .filter_map(|d| d.err())
+            .all(|r| r.path() == KeyedPath::SharedOverflow)
+    );
     assert_eq!(third.iter().filter(|d| d.is_ok()).count(), 3);
     assert_eq!(
         third[..3]
@@ -151,10 +157,12 @@ fn overflow_of_a_per_key_table_uses_the_default_quota<T: KeyedTable<u64, Algorit
     // they took from the shared state (full again 1, 2, 3 s later at the
     // default's 1 per second, where the key's own 10 per second would
     // give 100, 200, 300 ms), which is spent, and key 1 has no slot
-    assert!(overflowing
-        .iter()
-        .filter_map(|d| d.err())
-        .all(|r| r.path() == KeyedPath::SharedOverflow));
+    assert!(
+        overflowing
+            .iter()
+            .filter_map(|d| d.err())
+            .all(|r| r.path() == KeyedPath::SharedOverflow)
+    );
     assert_eq!(overflowing.iter().filter(|d| d.is_ok()).count(), 3);
     assert_eq!(
         overflowing[..3]

@@ -9,7 +9,7 @@ mod keyed_support;
 use std::cell::Cell;
 use std::time::Duration;
 
-use keyed_support::{per_second, t, QuotaMap, Quotas, Spec, MS, SECOND};
+use keyed_support::{MS, QuotaMap, Quotas, SECOND, Spec, per_second, t};
 use tollgate::keyed::{KeyedPath, KeyedTable};
 use tollgate::{BucketKind, Gcra, Inheritance, Quota};
 

@@ -39,7 +39,7 @@ mod keyed_support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use keyed_support::{t, QuotaMap, Quotas, Spec};
+use keyed_support::{QuotaMap, Quotas, Spec, t};
 use proptest::prelude::*;
 use tollgate::keyed::{KeyedPath, KeyedTable, OverflowPolicy};
 use tollgate::{BucketKind, Gcra, Grant, Inheritance, Quota, Refusal, Snapshot, Timestamp};
@@ -119,19 +119,11 @@ impl Ratio {
     }
 
     fn max(self, x: Self) -> Self {
-        if self.le(x) {
-            x
-        } else {
-            self
-        }
+        if self.le(x) { x } else { self }
     }
 
     fn min(self, x: Self) -> Self {
-        if self.le(x) {
-            self
-        } else {
-            x
-        }
+        if self.le(x) { self } else { x }
     }
 
     fn floor(self) -> i128 {
@@ -207,11 +199,7 @@ impl Rule {
     /// reset_after in ns rounded up).
     fn snapshot(&self, lead: Ratio) -> (u32, u32, u64) {
         let remaining = if self.leaky {
-            if lead.is_zero() {
-                self.burst
-            } else {
-                0
-            }
+            if lead.is_zero() { self.burst } else { 0 }
         } else {
             self.max_lead()
                 .sub(lead)
@@ -678,10 +666,10 @@ fn matches_model<T: KeyedTable<u64, Algorithm = Gcra>>(
                     None => model.per_key.remove(&key),
                 };
                 let new = model.algorithm(key).rule;
-                if let Some(bucket) = model.tracked.get_mut(&key) {
-                    if bucket.convert(old, new, how, now) {
-                        model.relaxed += 1;
-                    }
+                if let Some(bucket) = model.tracked.get_mut(&key)
+                    && bucket.convert(old, new, how, now)
+                {
+                    model.relaxed += 1;
                 }
             }
         }

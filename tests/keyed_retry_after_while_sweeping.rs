@@ -18,7 +18,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use keyed_support::{t, Spec};
+use keyed_support::{Spec, t};
 use tollgate::keyed::{KeyedPath, KeyedTable, LockFreeGcraTable, OverflowPolicy};
 use tollgate::{Gcra, Quota};
 

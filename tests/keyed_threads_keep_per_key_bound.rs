@@ -5,11 +5,11 @@
 
 mod keyed_support;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use keyed_support::{t, Quotas, Spec};
+use keyed_support::{Quotas, Spec, t};
 use tollgate::keyed::{KeyedPath, KeyedTable, OverflowPolicy};
 use tollgate::{Clock, Gcra, Quota, StdClock};
 

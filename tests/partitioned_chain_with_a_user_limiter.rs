@@ -265,7 +265,7 @@ fn a_chain_reports_the_member_with_the_fewest_permits_left_when_asked() {
     assert!(chain.try_acquire(&job, NOW).is_ok());
     assert_eq!(chain.snapshot(&job, NOW).remaining(), 1);
     assert_eq!(chain.first().balance(7), Some(9)); // asking took nothing
-                                                   // the credits run low: now they are the tighter member
+    // the credits run low: now they are the tighter member
     let poor = Credits::with(&[(7, 1)]).and(per_tenant());
     let s = poor.snapshot(&job, NOW);
     assert_eq!((s.limit(), s.remaining()), (u32::MAX, 1));

@@ -286,8 +286,8 @@ fn a_per_key_factory_gives_keys_different_kinds_of_limiter() {
 
 #[test]
 fn a_policy_store_carries_into_a_new_limiter_reconfigured() {
-    use tollgate::partitioned::PolicyStore;
     use tollgate::Inheritance;
+    use tollgate::partitioned::PolicyStore;
 
     let user = |m: &Msg| Some(m.user);
     let old = Partitioned::<Msg, u64>::builder("old")
@@ -314,9 +314,11 @@ fn a_policy_store_carries_into_a_new_limiter_reconfigured() {
     );
     // a bucket of 4: the 2 used stay used
     let four = Gcra::token_bucket(Quota::per_second(1).unwrap().with_burst(4).unwrap());
-    assert!(store
-        .reconfigure(four, Inheritance::UsedAmount, t(0))
-        .is_ok());
+    assert!(
+        store
+            .reconfigure(four, Inheritance::UsedAmount, t(0))
+            .is_ok()
+    );
     let new = Partitioned::<Msg, u64>::builder("new")
         .store("per_user", user, store.clone())
         .build();
@@ -346,10 +348,11 @@ fn a_policy_store_carries_into_a_new_limiter_reconfigured() {
         "jobs"
     );
     drop(held);
-    assert!(next
-        .try_acquire(&msg("job", 1), t(0))
-        .unwrap()
-        .holds_in_flight());
+    assert!(
+        next.try_acquire(&msg("job", 1), t(0))
+            .unwrap()
+            .holds_in_flight()
+    );
     // a store's algorithm kind is fixed: an in-flight store, or a window
     // store, takes no bucket (was: neither could be shaped)
     assert_eq!(jobs.reconfigure(four, Inheritance::Reset, t(0)), Err(four));

@@ -213,11 +213,13 @@ async fn burst_with_nodelay_admits_the_burst_at_once() {
     let answers = run(&ours, &[0; 10]).await;
     let admitted = answers.iter().filter(|a| a.is_ok()).count();
     assert_eq!(admitted, 6); // 1 + burst
-                             // all at once, the rest refused at once: none waited
+    // all at once, the rest refused at once: none waited
     assert!(answers[..6].iter().all(|a| *a == Ok(Duration::ZERO)));
-    assert!(answers[6..]
-        .iter()
-        .all(|a| matches!(a, Err(WaitError::QueueFull { .. }))));
+    assert!(
+        answers[6..]
+            .iter()
+            .all(|a| matches!(a, Err(WaitError::QueueFull { .. })))
+    );
     assert_eq!(start.elapsed(), Duration::ZERO);
     assert_eq!(ours.stats().queued_requests, 0);
 }

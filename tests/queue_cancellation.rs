@@ -37,7 +37,7 @@ async fn dropping_a_waiting_future_serves_the_next_as_if_it_had_never_queued() {
     let queue = Arc::new(Queue::new(bucket()));
     let start = Instant::now();
     queue.acquire(&(), 1).await.unwrap().forget(); // empty at t = 0
-                                                   // The first waiter gives up after 50 ms (a timeout around acquire).
+    // The first waiter gives up after 50 ms (a timeout around acquire).
     let q = queue.clone();
     let quitter = tokio::spawn(async move {
         tokio::time::timeout(Duration::from_millis(50), q.acquire(&(), 1))

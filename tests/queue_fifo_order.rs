@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tollgate::queue::Queue;
 use tollgate::{Bucket, Gcra, Quota};
 
-use support::{until, CountPolls};
+use support::{CountPolls, until};
 
 fn bucket(per_second: u32, burst: u32) -> Bucket<Gcra> {
     Bucket::token_bucket(

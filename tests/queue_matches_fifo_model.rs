@@ -5,8 +5,8 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tollgate::queue::Queue;
 use tollgate::{Bucket, Quota};
 
-use support::{until, CountPolls};
+use support::{CountPolls, until};
 
 #[derive(Debug, Clone, Copy)]
 struct Arrival {

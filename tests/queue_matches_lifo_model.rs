@@ -6,8 +6,8 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tollgate::queue::{Queue, QueueOrder, WaitError};
 use tollgate::{Bucket, Quota};
 
-use support::{until, CountPolls};
+use support::{CountPolls, until};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fate {

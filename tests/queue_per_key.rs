@@ -6,8 +6,8 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -15,7 +15,7 @@ use tollgate::keyed::ShardedKeyedTable;
 use tollgate::queue::{Queue, WaitError};
 use tollgate::{Bucket, ConcurrencyLimiter, Gcra, Limiter, Quota, Refusal, Snapshot, Timestamp};
 
-use support::{poll_once, CountPolls};
+use support::{CountPolls, poll_once};
 
 fn leak(limit: u32) -> &'static ConcurrencyLimiter {
     Box::leak(Box::new(support::concurrency(limit)))

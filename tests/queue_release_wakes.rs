@@ -9,14 +9,14 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tollgate::queue::Queue;
 
-use support::{concurrency, until, CountPolls, InFlight};
+use support::{CountPolls, InFlight, concurrency, until};
 
 /// tollgate's `ConcurrencyLimiter` of `limit`, leaked: the queue takes it
 /// as a `&'static` (its permits borrow it).

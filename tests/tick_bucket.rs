@@ -8,10 +8,10 @@ use core::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::keyed::{HeaplessKeyedTable, KeyedPath, KeyedTable};
-use tollgate::tick::{TickGcra, TickState, MAX_SPAN_TICKS};
+use tollgate::tick::{MAX_SPAN_TICKS, TickGcra, TickState};
 use tollgate::{
-    valid, Algorithm, Bucket, BucketKind, Chain, ConfigError, Gcra, GcraState, Inheritance,
-    Limiter, LockFreedom, Quota, Refusal, Snapshot, Timestamp, WithStats,
+    Algorithm, Bucket, BucketKind, Chain, ConfigError, Gcra, GcraState, Inheritance, Limiter,
+    LockFreedom, Quota, Refusal, Snapshot, Timestamp, WithStats, valid,
 };
 
 const GHZ: u32 = 1_000_000_000;

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use tollgate::{
-    valid, Algorithm, Bucket, Clock, ConfigError, Gcra, GcraState, ManualClock, Quota, RateLimiter,
-    Timestamp,
+    Algorithm, Bucket, Clock, ConfigError, Gcra, GcraState, ManualClock, Quota, RateLimiter,
+    Timestamp, valid,
 };
 
 const MS: u64 = 1_000_000;

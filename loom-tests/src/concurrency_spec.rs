@@ -133,7 +133,7 @@ mod tests {
     use proptest::prelude::*;
     use tollgate::ConcurrencyLimiter;
 
-    use super::{apply_guarded, SpecConcurrency};
+    use super::{SpecConcurrency, apply_guarded};
     use crate::ops::{Op, Outcome};
     use crate::orders::SpecLimiter;
 

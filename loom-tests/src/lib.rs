@@ -50,13 +50,13 @@ pub mod lock_free_protocol;
 #[cfg(loom)]
 pub mod model;
 
-pub use concurrency_spec::{apply_guarded, SpecConcurrency};
-pub use live_spec::{live_admitted, live_check, live_runs, LiveOp, LiveRun};
+pub use concurrency_spec::{SpecConcurrency, apply_guarded};
+pub use live_spec::{LiveOp, LiveRun, live_admitted, live_check, live_runs};
 pub use ops::{
-    admitted, admitted_and_refunded_since, admitted_by_all, apply, apply_all, clock_bound, drain,
-    refunded, Op, Outcome,
+    Op, Outcome, admitted, admitted_and_refunded_since, admitted_by_all, apply, apply_all,
+    clock_bound, drain, refunded,
 };
-pub use orders::{interleavings, sequential_outcomes, sequential_runs, Observed, Run, SpecLimiter};
+pub use orders::{Observed, Run, SpecLimiter, interleavings, sequential_outcomes, sequential_runs};
 pub use spec::SpecBucket;
 pub use tick_spec::SpecTick;
 pub use window_spec::{SpecFixedWindow, SpecSlidingWindow};

@@ -172,7 +172,7 @@ mod tests {
     use tollgate::live::{Inheritance, LiveBucket};
     use tollgate::{Gcra, Quota};
 
-    use super::{apply_live, LiveOp};
+    use super::{LiveOp, apply_live};
     use crate::ops::Outcome;
     use crate::spec::SpecBucket;
     use crate::t;

@@ -30,8 +30,8 @@
 //! Keep it in step with `crates/tollgate-core/src/keyed/lock_free.rs`: a change of the table's
 //! protocol or orderings must be made here too (the function names match).
 
-use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Mutex;
+use loom::sync::atomic::{AtomicU64, Ordering};
 
 /// The memory ordering of every atomic access site of the protocol.
 #[derive(Debug, Clone, Copy)]
@@ -190,11 +190,7 @@ impl ModelTable {
     }
 
     fn next(&self, i: usize) -> usize {
-        if i + 1 == self.slots.len() {
-            0
-        } else {
-            i + 1
-        }
+        if i + 1 == self.slots.len() { 0 } else { i + 1 }
     }
 
     fn load(&self, i: usize) -> u64 {

@@ -3,8 +3,8 @@
 use loom::sync::Arc;
 use tollgate::{Algorithm, Gcra, GcraState};
 
-use crate::ops::{admitted_and_refunded_since, apply_all, drain, Op, Outcome};
-use crate::orders::{sequential_outcomes, sequential_runs, Observed, Run, SpecLimiter};
+use crate::ops::{Op, Outcome, admitted_and_refunded_since, apply_all, drain};
+use crate::orders::{Observed, Run, SpecLimiter, sequential_outcomes, sequential_runs};
 use crate::spec::SpecBucket;
 
 /// Preemption bound used when `LOOM_MAX_PREEMPTIONS` is not set, so that a

@@ -140,11 +140,7 @@ impl SpecBucket {
     pub fn snapshot(&self, now: u64) -> (u32, u64) {
         let lead = self.tat.saturating_sub(u128::from(now));
         let room = if self.leaky {
-            if lead == 0 {
-                self.capacity
-            } else {
-                0
-            }
+            if lead == 0 { self.capacity } else { 0 }
         } else {
             let slack = (u128::from(self.capacity) * self.interval).saturating_sub(lead);
             u32::try_from(slack / self.interval.max(1)).unwrap_or(u32::MAX)
@@ -221,7 +217,7 @@ mod tests {
     use tollgate::{Algorithm, Gcra, Quota};
 
     use super::SpecBucket;
-    use crate::ops::{apply, Op, Outcome};
+    use crate::ops::{Op, Outcome, apply};
 
     fn gcra() -> impl Strategy<Value = Gcra> {
         (1u32..=4, 1u64..=50, 1u32..=4, any::<bool>(), 0u64..=200).prop_map(

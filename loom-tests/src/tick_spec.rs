@@ -132,11 +132,7 @@ impl SpecLimiter for SpecTick {
     fn snapshot(&self, now: u64) -> (u32, u64) {
         let lead = self.lead(now);
         let room = if self.leaky {
-            if lead == 0 {
-                self.capacity
-            } else {
-                0
-            }
+            if lead == 0 { self.capacity } else { 0 }
         } else {
             self.max_lead().saturating_sub(lead) / self.interval
         };
@@ -156,7 +152,7 @@ mod tests {
     use tollgate::{Algorithm, BucketKind, Timestamp};
 
     use super::SpecTick;
-    use crate::ops::{apply, Op, Outcome};
+    use crate::ops::{Op, Outcome, apply};
     use crate::orders::SpecLimiter;
 
     fn op() -> impl Strategy<Value = (u8, u32, u64)> {

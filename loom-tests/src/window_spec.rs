@@ -273,7 +273,7 @@ mod tests {
     use tollgate::{Algorithm, FixedWindow, SlidingWindow, Timestamp};
 
     use super::{SpecFixedWindow, SpecSlidingWindow};
-    use crate::ops::{apply, Op, Outcome};
+    use crate::ops::{Op, Outcome, apply};
     use crate::orders::SpecLimiter;
 
     fn op(limit: u32, horizon: u64) -> impl Strategy<Value = Op> {

@@ -24,11 +24,11 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Wake, Waker};
 
-use loom::sync::atomic::{AtomicU32 as Held, Ordering};
 use loom::sync::Arc;
+use loom::sync::atomic::{AtomicU32 as Held, Ordering};
 use loom_tests::{
-    apply_guarded, check, model, refund, refund_if_allowed, sequential_runs, Op, Run,
-    SpecConcurrency,
+    Op, Run, SpecConcurrency, apply_guarded, check, model, refund, refund_if_allowed,
+    sequential_runs,
 };
 use tollgate::ConcurrencyLimiter;
 

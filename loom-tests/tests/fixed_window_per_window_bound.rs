@@ -7,7 +7,7 @@
 #![cfg(loom)]
 
 use core::time::Duration;
-use loom_tests::{check, model, refund, refund_if_allowed, Op, SpecFixedWindow};
+use loom_tests::{Op, SpecFixedWindow, check, model, refund, refund_if_allowed};
 
 use tollgate::FixedWindow;
 

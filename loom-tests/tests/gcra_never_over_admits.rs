@@ -8,7 +8,7 @@
 use core::time::Duration;
 
 use loom::sync::Arc;
-use loom_tests::{admitted_by_all, check, clock_bound, leaky_bucket, model, t, token_bucket, Op};
+use loom_tests::{Op, admitted_by_all, check, clock_bound, leaky_bucket, model, t, token_bucket};
 use tollgate::{Algorithm, Clock, Gcra, ManualClock, Quota, RateLimiter};
 
 /// Model-checks `threads` on a fresh `gcra` bucket: linearizable, and

@@ -5,8 +5,8 @@
 #![cfg(loom)]
 
 use loom_tests::{
-    admitted_by_all, check, clock_bound, drain, leaky_bucket, model, refund, refund_if_allowed,
-    refunded, token_bucket, Op,
+    Op, admitted_by_all, check, clock_bound, drain, leaky_bucket, model, refund, refund_if_allowed,
+    refunded, token_bucket,
 };
 use tollgate::{Algorithm, Gcra};
 

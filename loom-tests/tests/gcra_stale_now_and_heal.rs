@@ -10,7 +10,7 @@
 
 use core::time::Duration;
 
-use loom_tests::{admitted_by_all, check, leaky_bucket, model, token_bucket, Op};
+use loom_tests::{Op, admitted_by_all, check, leaky_bucket, model, token_bucket};
 use tollgate::{Algorithm, Gcra};
 
 /// The bucket is made empty at `fresh` by the setup; threads with stale

@@ -30,7 +30,7 @@ use core::time::Duration;
 
 use loom::sync::Arc;
 use loom_tests::keyed_model::{self as km, KeyedOp, KeyedOutcome, KeyedTable};
-use loom_tests::{clock_bound, model, Op};
+use loom_tests::{Op, clock_bound, model};
 use tollgate::keyed::{KeyedPath, OverflowPolicy};
 use tollgate::{Gcra, Quota};
 

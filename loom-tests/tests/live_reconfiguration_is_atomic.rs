@@ -28,7 +28,7 @@ use core::time::Duration;
 
 use loom::sync::Arc;
 use loom_tests::keyed_model::{self as km, KeyedOp, KeyedOutcome, KeyedTable};
-use loom_tests::{live_admitted, live_check, live_runs, model, t, LiveOp, Outcome};
+use loom_tests::{LiveOp, Outcome, live_admitted, live_check, live_runs, model, t};
 use tollgate::keyed::OverflowPolicy;
 use tollgate::live::{Inheritance, LiveBucket};
 use tollgate::{Gcra, Quota};

@@ -39,8 +39,8 @@
 //! table's stronger choices there are harmless.
 #![cfg(loom)]
 
-use loom::sync::atomic::Ordering::{Acquire, Relaxed};
 use loom::sync::Arc;
+use loom::sync::atomic::Ordering::{Acquire, Relaxed};
 use loom_tests::lock_free_protocol::{Checked, Config, ModelTable, Orders};
 use loom_tests::model;
 

@@ -16,7 +16,7 @@ use std::panic::{self, AssertUnwindSafe};
 
 use loom::sync::Arc;
 use loom_tests::model;
-use tollgate_core::sync::{AtomicU128, AtomicU32, AtomicU64, Mutex, Ordering, RwLock};
+use tollgate_core::sync::{AtomicU32, AtomicU64, AtomicU128, Mutex, Ordering, RwLock};
 
 /// Two threads each add one to a shared counter; `racy` does it with a
 /// separate load and store (a lost-update race), otherwise with `fetch_add`.

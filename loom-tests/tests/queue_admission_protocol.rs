@@ -39,11 +39,11 @@ use std::pin::Pin;
 use std::sync::Arc as StdArc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use loom::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use loom::sync::Arc;
+use loom::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use loom_tests::model;
-use tollgate::queue::{Queue, QueuePermit, WaitError};
 use tollgate::ConcurrencyLimiter;
+use tollgate::queue::{Queue, QueuePermit, WaitError};
 use tollgate::{Bucket, Gcra, ManualClock, Quota, Timestamp};
 
 /// Counts the wake-ups of one waiter.

@@ -20,7 +20,7 @@
 use core::time::Duration;
 
 use loom::sync::Arc;
-use loom_tests::{check, model, refund, refund_if_allowed, t, Op, SpecSlidingWindow};
+use loom_tests::{Op, SpecSlidingWindow, check, model, refund, refund_if_allowed, t};
 use tollgate::{Algorithm, SlidingWindow};
 
 /// Segment length: windows of 2 segments are 100 ns.

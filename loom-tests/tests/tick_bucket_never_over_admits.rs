@@ -16,8 +16,8 @@
 
 use loom::sync::Arc;
 use loom_tests::{
-    admitted_by_all, check, clock_bound, drain, model, refund, refund_if_allowed, refunded, Op,
-    SpecTick,
+    Op, SpecTick, admitted_by_all, check, clock_bound, drain, model, refund, refund_if_allowed,
+    refunded,
 };
 use tollgate::tick::{TickGcra, TickState};
 use tollgate::{Algorithm, BucketKind};

@@ -13,11 +13,11 @@
 
 use core::num::NonZeroU64;
 
-use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
+use loom::sync::atomic::{AtomicU64, Ordering};
 use loom_tests::model;
-use tollgate::wrapping_clock::WrappingCounter;
 use tollgate::WrappingClock;
+use tollgate::wrapping_clock::WrappingCounter;
 
 /// The simulated hardware: the true tick count, read truncated to 16 bits.
 struct Counter(Arc<AtomicU64>);

@@ -8,7 +8,7 @@ use core::pin::Pin;
 use std::boxed::Box;
 use std::string::String;
 
-use super::key::{canonical, Extracted, PartitionKey};
+use super::key::{Extracted, PartitionKey, canonical};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 

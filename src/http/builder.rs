@@ -12,7 +12,7 @@ use http::{Response, StatusCode};
 
 use super::headers::valid_policy_name;
 use super::key::{
-    canonical_net, socket_addr_extension, IpNet, KeyDigest, KeySource, PeerAddrFn, TableKey,
+    IpNet, KeyDigest, KeySource, PeerAddrFn, TableKey, canonical_net, socket_addr_extension,
 };
 use super::layer::{HttpStore, LayerClock, LayerSettings, RateLimitLayer, Rule, Shared};
 use super::policy::{
@@ -290,13 +290,13 @@ impl RateLimitLayerBuilder {
         if let MissingKey::Reject(status) = self.missing_key {
             error_status("missing_key", status)?;
         }
-        if let Some((loc, p)) = &self.global {
-            if p.backend.is_some() {
-                return Err(ConfigError::invalid(
-                    format!("{loc}.backend"),
-                    "the global limiter runs in process; give a route policy the backend",
-                ));
-            }
+        if let Some((loc, p)) = &self.global
+            && p.backend.is_some()
+        {
+            return Err(ConfigError::invalid(
+                format!("{loc}.backend"),
+                "the global limiter runs in process; give a route policy the backend",
+            ));
         }
         let mut plans = Vec::new();
         for (loc, p) in self.global.iter().chain(self.policies.iter()) {

@@ -116,12 +116,12 @@ use std::vec::Vec;
 use http::{HeaderName, Method, StatusCode};
 use serde::Deserialize;
 
-use super::key::{parse_net, KeySource};
+use super::RateLimitLayerBuilder;
+use super::key::{KeySource, parse_net};
 use super::layer::RateLimitLayer;
 use super::policy::{
-    window_error, ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, Sliding,
+    ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, Sliding, window_error,
 };
-use super::RateLimitLayerBuilder;
 use crate::error::ConfigError as QuotaError;
 use crate::quota::Quota;
 use crate::window::FixedWindow;
@@ -301,14 +301,14 @@ impl LayerConfig {
                 return Err(ConfigError::invalid(
                     "missing_key_status",
                     "does nothing with missing_key = \"allow\" (nothing is refused)",
-                ))
+                ));
             }
             Some("allow") => MissingKey::Allow,
             Some(_) => {
                 return Err(ConfigError::invalid(
                     "missing_key",
                     "must be \"reject\" or \"allow\"",
-                ))
+                ));
             }
         });
         if let Some(g) = self.global {
@@ -522,7 +522,7 @@ fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigErro
             return Err(ConfigError::invalid(
                 at("prefix"),
                 "the global limiter applies to every path",
-            ))
+            ));
         }
         (None, true) => {}
     }
@@ -558,15 +558,18 @@ fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigErro
         Some("client_ip") => KeySource::ClientIp,
         Some("forwarded_client_ip") => KeySource::ForwardedClientIp,
         Some("header") => {
-            let h = r.header.as_deref().ok_or_else(|| ConfigError::invalid(at("header"), "is required with key = \"header\""))?;
-            let name = HeaderName::from_bytes(trimmed(&at("header"), h)?.as_bytes()).map_err(|_| ConfigError::invalid(at("header"), "must be a header name"))?;
+            let h = r.header.as_deref().ok_or_else(|| {
+                ConfigError::invalid(at("header"), "is required with key = \"header\"")
+            })?;
+            let name = HeaderName::from_bytes(trimmed(&at("header"), h)?.as_bytes())
+                .map_err(|_| ConfigError::invalid(at("header"), "must be a header name"))?;
             KeySource::Header(name)
         }
         Some(_) => {
             return Err(ConfigError::invalid(
                 at("key"),
                 "must be one of \"global\", \"peer_ip\", \"client_ip\", \"forwarded_client_ip\", \"header\"",
-            ))
+            ));
         }
     };
     if r.header.is_some() && !matches!(key, KeySource::Header(_)) {
@@ -648,14 +651,14 @@ fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy, ConfigErro
             return Err(ConfigError::invalid(
                 at("backend"),
                 "the global limiter runs in process; give a rule the backend",
-            ))
+            ));
         }
         Some("redis") => p = redis_backend(loc, p, &r)?,
         Some(_) => {
             return Err(ConfigError::invalid(
                 at("backend"),
                 "must be \"local\" or \"redis\"",
-            ))
+            ));
         }
     }
     Ok(p)
@@ -704,10 +707,12 @@ fn redis_backend(loc: &str, p: Policy, r: &RuleConfig) -> Result<Policy, ConfigE
         PolicyAlgorithm::FixedWindow { limit, window } => {
             RedisConfig::fixed_window(Quota::new(limit, window).map_err(|e| quota_error(loc, e))?)
         }
-        _ => return Err(ConfigError::invalid(
-            at("backend"),
-            "\"redis\" supports algorithm = \"token_bucket\", \"leaky_bucket\" or \"fixed_window\"",
-        )),
+        _ => {
+            return Err(ConfigError::invalid(
+                at("backend"),
+                "\"redis\" supports algorithm = \"token_bucket\", \"leaky_bucket\" or \"fixed_window\"",
+            ));
+        }
     };
     let prefix = match &r.redis_prefix {
         Some(prefix) => prefix.as_bytes().to_vec(),
@@ -735,7 +740,7 @@ fn redis_backend(loc: &str, p: Policy, r: &RuleConfig) -> Result<Policy, ConfigE
             return Err(ConfigError::invalid(
                 at("redis_failure"),
                 "must be \"open\" or \"closed\"",
-            ))
+            ));
         }
     });
     let store = RedisStore::connect_lazy(url, config).map_err(|e| redis_error(loc, e))?;

@@ -5,8 +5,8 @@
 use core::fmt::{self, Write};
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
 use http::HeaderMap;
+use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
 use std::sync::OnceLock;
 use std::vec::Vec;
 
@@ -176,10 +176,10 @@ pub(crate) fn set_retry_after(headers: &mut HeaderMap, retry_after_nanos: u64) {
         return;
     }
     let mut t = StackText::new();
-    if write!(t, "{secs}").is_ok() {
-        if let Some(v) = t.header_value() {
-            headers.insert(RETRY_AFTER, v);
-        }
+    if write!(t, "{secs}").is_ok()
+        && let Some(v) = t.header_value()
+    {
+        headers.insert(RETRY_AFTER, v);
     }
 }
 

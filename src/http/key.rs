@@ -5,7 +5,7 @@ use core::net::{IpAddr, SocketAddr};
 use std::boxed::Box;
 use std::sync::Arc;
 
-use http::header::{HeaderName, FORWARDED};
+use http::header::{FORWARDED, HeaderName};
 use http::{Extensions, HeaderMap, Method, Uri};
 
 /// The key a request is charged to inside a policy's keyed table, as a
@@ -122,15 +122,14 @@ pub use ipnet::IpNet;
 /// `net` with an IPv4-mapped IPv6 network (`::ffff:10.0.0.0/104`) turned
 /// into its IPv4 network, as addresses are compared as IPv4.
 pub(crate) fn canonical_net(net: IpNet) -> IpNet {
-    if let IpNet::V6(v6) = net {
-        if let (Some(v4), Some(len)) = (
+    if let IpNet::V6(v6) = net
+        && let (Some(v4), Some(len)) = (
             v6.network().to_ipv4_mapped(),
             v6.prefix_len().checked_sub(96),
-        ) {
-            if let Ok(n) = ipnet::Ipv4Net::new(v4, len) {
-                return IpNet::V4(n);
-            }
-        }
+        )
+        && let Ok(n) = ipnet::Ipv4Net::new(v4, len)
+    {
+        return IpNet::V4(n);
     }
     net
 }

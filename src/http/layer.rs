@@ -722,7 +722,7 @@ impl Shared {
                     return Verdict::Respond(Box::new(self.reject::<M, R>(g, true, wait)));
                 }
                 Charge::NoKey(status) => {
-                    return Verdict::Respond(Box::new(rejection::status_only::<M, R>(status)))
+                    return Verdict::Respond(Box::new(rejection::status_only::<M, R>(status)));
                 }
                 Charge::Line(key) => {
                     return Verdict::Line(Box::new(InLine {
@@ -730,7 +730,7 @@ impl Shared {
                         key,
                         route,
                         global: None,
-                    }))
+                    }));
                 }
             }
         }
@@ -766,7 +766,7 @@ impl Shared {
                             policy: i,
                             key: k.backend_key(c.policy.ipv6_prefix),
                             global: global_adm,
-                        }))
+                        }));
                     }
                     Err(NoKey::Allow) => Charge::Admitted(None),
                     Err(NoKey::Reject(status)) => Charge::NoKey(status),
@@ -782,7 +782,7 @@ impl Shared {
                         key,
                         route,
                         global: global_adm,
-                    }))
+                    }));
                 }
                 Charge::Refused(wait) => {
                     self.give_back_global(global_adm, now);
@@ -897,7 +897,7 @@ where
                         headers,
                         held: Some(held),
                     },
-                }
+                };
             }
             Verdict::Respond(r) => Kind::Ready { response: Some(r) },
             Verdict::Remote(remote) => {

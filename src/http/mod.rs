@@ -370,11 +370,11 @@ pub use builder::ReloadReport;
 #[cfg(feature = "config")]
 pub use config::LayerConfig;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
-pub use key::{IpNet, KeySource, PartitionKey, RequestHead, DEFAULT_IPV6_PREFIX};
+pub use key::{DEFAULT_IPV6_PREFIX, IpNet, KeySource, PartitionKey, RequestHead};
 #[cfg(feature = "axum")]
 pub use layer::body::AxumBody;
 pub use layer::body::{BodyMode, RateLimitBody, Wrapped};
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
 pub use policy::{
-    ConfigError, ConfigErrorKind, MissingKey, Policy, DEFAULT_MAX_KEYS, SLIDING_WINDOW_SEGMENTS,
+    ConfigError, ConfigErrorKind, DEFAULT_MAX_KEYS, MissingKey, Policy, SLIDING_WINDOW_SEGMENTS,
 };

@@ -25,7 +25,9 @@ impl PrefixError {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::NoLeadingSlash => "must start with '/'",
-            Self::NotAPath => "must be a path: visible ASCII without spaces, '?' or '#' (percent-encode other characters), or it would never match",
+            Self::NotAPath => {
+                "must be a path: visible ASCII without spaces, '?' or '#' (percent-encode other characters), or it would never match"
+            }
         }
     }
 }

@@ -151,12 +151,12 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Acquire<L, K> {
         let Some((shared, _)) = self.handle.as_ref() else {
             return Poll::Ready(Err(WaitError::Closed));
         };
-        if let Some((timer, kind)) = &mut self.expiry {
-            if timer.poll_passed(cx, shared.now()) {
-                let error = kind.error();
-                let result = shared.expire(slot, line, self.n, cx.waker(), error);
-                return self.finish(result);
-            }
+        if let Some((timer, kind)) = &mut self.expiry
+            && timer.poll_passed(cx, shared.now())
+        {
+            let error = kind.error();
+            let result = shared.expire(slot, line, self.n, cx.waker(), error);
+            return self.finish(result);
         }
         Poll::Pending
     }

@@ -226,7 +226,7 @@ use tollgate_core::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
 use acquire::Acquire;
 pub use acquire::QueuePermit;
 pub use error::WaitError;
-use shared::{lock, Counters, Inner, Shared, WakeList, CLOSED};
+use shared::{CLOSED, Counters, Inner, Shared, WakeList, lock};
 pub use tokio_clock::TokioClock;
 use waiters::{Outcome, Waiters};
 
@@ -291,9 +291,9 @@ pub struct QueueBuilder<L, K = ()> {
 }
 
 impl<
-        L: Limiter<K, Permit: Send + 'static> + Send + Sync + 'static,
-        K: Hash + Eq + Clone + Send + Sync + 'static,
-    > QueueBuilder<L, K>
+    L: Limiter<K, Permit: Send + 'static> + Send + Sync + 'static,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+> QueueBuilder<L, K>
 {
     /// Loom models only: the manual clock the queue reads instead of
     /// tokio's (the model moves it and fires the queue's timer with
@@ -415,9 +415,9 @@ impl<L: Limiter<K>, K> Clone for Queue<L, K> {
 }
 
 impl<
-        L: Limiter<K, Permit: Send + 'static> + Send + Sync + 'static,
-        K: Hash + Eq + Clone + Send + Sync + 'static,
-    > Queue<L, K>
+    L: Limiter<K, Permit: Send + 'static> + Send + Sync + 'static,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+> Queue<L, K>
 {
     /// A queue with the defaults: oldest first, unbounded, no `max_wait`,
     /// permits spent on drop.

@@ -15,8 +15,8 @@ use super::error::WaitError;
 use super::waiters::{Outcome, Waiters};
 use super::{QueueOrder, TokioClock};
 use crate::limiter::Limiter;
-use crate::time::{duration_to_nanos, Timestamp};
-use tollgate_core::sync::{fence, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::time::{Timestamp, duration_to_nanos};
+use tollgate_core::sync::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering, fence};
 
 /// Bit 0 of `gate`: closed. The rest: waiting requests × 2.
 pub(super) const CLOSED: u64 = 1;
@@ -363,11 +363,11 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
                     if let Some(l) = inner.waiters.line_mut(line) {
                         l.for_release = wake.is_none();
                         l.turn = wake;
-                        if let Some(at) = wake {
-                            if l.timer.arm(&self.clock, at, &l.timer_waker) {
-                                // already past: look again
-                                self.list(line);
-                            }
+                        if let Some(at) = wake
+                            && l.timer.arm(&self.clock, at, &l.timer_waker)
+                        {
+                            // already past: look again
+                            self.list(line);
                         }
                     }
                     return;
@@ -697,18 +697,18 @@ impl<L: Bounds<K>, K: Hash + Eq + Clone + Send + Sync + 'static> Shared<L, K> {
         let estimate = self
             .estimate(&inner, key, line, n, now)
             .or_else(|| refused.and_then(|e| wake_at(&e, self.release_on_drop, 0)));
-        if let (Some(max_wait), Some(wait)) = (self.max_wait, estimate) {
-            if wait > duration_to_nanos(max_wait) {
-                return Begin::Refused(WaitError::MaxWaitExceeded {
-                    estimated_wait: Some(Duration::from_nanos(wait)),
-                    max_wait,
-                });
-            }
+        if let (Some(max_wait), Some(wait)) = (self.max_wait, estimate)
+            && wait > duration_to_nanos(max_wait)
+        {
+            return Begin::Refused(WaitError::MaxWaitExceeded {
+                estimated_wait: Some(Duration::from_nanos(wait)),
+                max_wait,
+            });
         }
-        if let (Some(deadline), Some(wait)) = (deadline, estimate) {
-            if now.saturating_add(wait) > deadline {
-                return Begin::Refused(WaitError::DeadlineExceeded);
-            }
+        if let (Some(deadline), Some(wait)) = (deadline, estimate)
+            && now.saturating_add(wait) > deadline
+        {
+            return Begin::Refused(WaitError::DeadlineExceeded);
         }
         let mut wakers = WakeList::default();
         let queued = line.map_or(0, |l| inner.waiters.line_permits(l));

@@ -10,7 +10,7 @@ use std::time::Instant;
 use tokio::time::Instant;
 
 use crate::clock::Clock;
-use crate::time::{duration_to_nanos, Timestamp};
+use crate::time::{Timestamp, duration_to_nanos};
 
 /// tokio's monotonic clock (`tokio::time::Instant`), counted in nanoseconds
 /// from the process origin every std clock shares (see

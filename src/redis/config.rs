@@ -324,15 +324,15 @@ impl RedisConfig {
         if self.timeout.is_zero() {
             return Err(ConfigError::ZeroTimeout);
         }
-        if let Some(b) = self.breaker {
-            if b.failures == 0 || b.probe_interval.is_zero() {
-                return Err(ConfigError::InvalidCircuitBreaker);
-            }
+        if let Some(b) = self.breaker
+            && (b.failures == 0 || b.probe_interval.is_zero())
+        {
+            return Err(ConfigError::InvalidCircuitBreaker);
         }
-        if let Some(tag) = &self.hash_tag {
-            if tag.is_empty() || tag.iter().any(|&b| b == b'{' || b == b'}') {
-                return Err(ConfigError::InvalidHashTag);
-            }
+        if let Some(tag) = &self.hash_tag
+            && (tag.is_empty() || tag.iter().any(|&b| b == b'{' || b == b'}'))
+        {
+            return Err(ConfigError::InvalidHashTag);
         }
         match self.algorithm {
             RemoteAlgorithm::Gcra(gcra) => {

@@ -135,5 +135,5 @@ mod config;
 pub mod script;
 pub(crate) mod store;
 
-pub use config::{ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm, KEY_DIGEST_LEN};
+pub use config::{ConfigError, FailurePolicy, KEY_DIGEST_LEN, RedisConfig, RemoteAlgorithm};
 pub use store::{RedisStore, StoreError, StorePermit, StoreReply};

@@ -12,7 +12,7 @@ use ::redis::{Client, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisError,
 
 use super::cache::RefusalCache;
 use super::config::{
-    gcra_max_lead, CircuitBreaker, ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm,
+    CircuitBreaker, ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm, gcra_max_lead,
 };
 use super::script::{FIXED_WINDOW_LUA, GCRA_LUA};
 use crate::clock::{Clock, StdClock};
@@ -427,12 +427,11 @@ impl RedisStore {
         if n > self.capacity {
             return Err(self.exceeded(n));
         }
-        if n > 0 {
-            if let Some(cache) = &self.cache {
-                if let Some(denied) = cache.lookup(key, n, self.clock.now().as_nanos()) {
-                    return Err(denied.on_path(KeyedPath::Cached));
-                }
-            }
+        if n > 0
+            && let Some(cache) = &self.cache
+            && let Some(denied) = cache.lookup(key, n, self.clock.now().as_nanos())
+        {
+            return Err(denied.on_path(KeyedPath::Cached));
         }
         match self.try_check_n(key, n).await {
             Ok(reply) => {
@@ -734,7 +733,9 @@ pub(crate) fn wait_from_peek(
 
 fn tracing_breaker_opened() {
     #[cfg(feature = "tracing")]
-    tracing::warn!("rate-limit store unreachable: circuit breaker open, the failure policy answers until a probe succeeds");
+    tracing::warn!(
+        "rate-limit store unreachable: circuit breaker open, the failure policy answers until a probe succeeds"
+    );
 }
 
 fn non_negative(v: i64) -> Result<u64, StoreError> {

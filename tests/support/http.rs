@@ -9,9 +9,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::routing::any;
-use axum::Router;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::task::JoinHandle;

@@ -22,7 +22,7 @@ pub use crate::ticks::TickRate;
 use core::time::Duration;
 
 use crate::sync::{AtomicU64, Ordering};
-use crate::time::{duration_to_nanos, Timestamp};
+use crate::time::{Timestamp, duration_to_nanos};
 
 /// A source of monotonic time.
 ///
@@ -146,7 +146,7 @@ mod std_clock {
     use std::time::Instant;
 
     use super::Clock;
-    use crate::time::{duration_to_nanos, Timestamp};
+    use crate::time::{Timestamp, duration_to_nanos};
 
     impl<C: Clock + ?Sized> Clock for Arc<C> {
         #[inline]
@@ -275,7 +275,7 @@ mod coarse {
 
     use super::{Clock, StdClock};
     use crate::sync::{AtomicU64, Ordering};
-    use crate::time::{duration_to_nanos, Timestamp};
+    use crate::time::{Timestamp, duration_to_nanos};
 
     /// A cached timestamp refreshed by a background thread every `period`:
     /// reading it is one relaxed atomic load, for callers that trade

@@ -147,8 +147,8 @@ use crate::error::ConfigError;
 use crate::limiter::Limiter;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
-use crate::sync::{fence, AtomicU32, Ordering};
-use crate::time::{duration_to_nanos, Timestamp};
+use crate::sync::{AtomicU32, Ordering, fence};
+use crate::time::{Timestamp, duration_to_nanos};
 use crate::wakers::{Line, State, Ticket, Woken};
 
 /// Default `retry_after` of a refusal: 1 ms (see the

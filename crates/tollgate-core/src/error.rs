@@ -157,7 +157,10 @@ impl fmt::Display for ConfigError {
             ),
             Self::ZeroKeys => f.write_str("keyed table must hold at least 1 key"),
             Self::TooManyKeys { requested, max } => {
-                write!(f, "keyed table of {requested} keys exceeds the maximum {max}")
+                write!(
+                    f,
+                    "keyed table of {requested} keys exceeds the maximum {max}"
+                )
             }
             Self::InvalidShards { requested, max } => write!(
                 f,

@@ -90,9 +90,9 @@ use core::time::Duration;
 use crate::limiter::{Algorithm, Bucket, Inheritance};
 use crate::quota::Quota;
 use crate::refusal::Refusal;
-use crate::snapshot::{units_to_nanos_ceil, Snapshot};
+use crate::snapshot::{Snapshot, units_to_nanos_ceil};
 use crate::sync::{AtomicU64, Ordering};
-use crate::time::{duration_to_nanos, Timestamp};
+use crate::time::{Timestamp, duration_to_nanos};
 
 /// Default heal threshold: 1 second.
 pub const DEFAULT_HEAL_THRESHOLD: Duration = Duration::from_secs(1);
@@ -355,22 +355,14 @@ impl Gcra {
     #[inline(always)]
     const fn clamped(&self, now: u64) -> u64 {
         let horizon = self.horizon;
-        if now < horizon {
-            now
-        } else {
-            horizon
-        }
+        if now < horizon { now } else { horizon }
     }
 
     #[inline]
     const fn scaled(&self, now: u64) -> u64 {
         let horizon = self.horizon;
         let units = now.saturating_mul(self.scale as u64);
-        if units < horizon {
-            units
-        } else {
-            horizon
-        }
+        if units < horizon { units } else { horizon }
     }
 
     /// `units` of the bucket in whole nanoseconds, rounded up.

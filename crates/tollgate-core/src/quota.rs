@@ -443,10 +443,12 @@ mod tests {
                 resolution: us
             })
         );
-        assert!(Quota::per_second(1000)
-            .unwrap()
-            .check_resolution(us)
-            .is_ok());
+        assert!(
+            Quota::per_second(1000)
+                .unwrap()
+                .check_resolution(us)
+                .is_ok()
+        );
     }
 
     #[test]

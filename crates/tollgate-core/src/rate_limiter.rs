@@ -5,7 +5,7 @@
 use core::time::Duration;
 
 use crate::clock::Clock;
-use crate::error::{check_clock, ConfigError};
+use crate::error::{ConfigError, check_clock};
 use crate::gcra::{BucketKind, Gcra};
 #[cfg(feature = "std")]
 use crate::keyed::ShardedKeyedTable;

@@ -36,7 +36,7 @@
 use core::fmt;
 use core::time::Duration;
 
-use crate::snapshot::{nanos_to_secs_ceil, Snapshot};
+use crate::snapshot::{Snapshot, nanos_to_secs_ceil};
 use crate::time::duration_to_nanos;
 
 /// `retry_after` of a request that can never be admitted.
@@ -44,11 +44,7 @@ const NEVER: u64 = u64::MAX;
 
 /// A wait of `nanos`, never taken for the [`NEVER`] marker.
 const fn finite(nanos: u64) -> u64 {
-    if nanos == NEVER {
-        NEVER - 1
-    } else {
-        nanos
-    }
+    if nanos == NEVER { NEVER - 1 } else { nanos }
 }
 
 /// A refused acquisition: when to retry, the quota, and who refused. See

@@ -175,11 +175,7 @@ const FULL: u32 = 0;
 /// ticks; never more room).
 #[inline(always)]
 const fn busy_tat(tat: u32) -> u32 {
-    if tat == FULL {
-        1
-    } else {
-        tat
-    }
+    if tat == FULL { 1 } else { tat }
 }
 
 const fn gcd(mut a: u64, mut b: u64) -> u64 {

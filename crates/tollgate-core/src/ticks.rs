@@ -115,11 +115,7 @@ impl TickRate {
     /// resolution.
     pub const fn resolution_nanos(self) -> u64 {
         let r = self.num.div_ceil(self.den);
-        if r == 0 {
-            1
-        } else {
-            r
-        }
+        if r == 0 { 1 } else { r }
     }
 }
 

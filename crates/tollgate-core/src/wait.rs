@@ -58,7 +58,7 @@ use crate::limiter::Limiter;
 use crate::rate_limiter::RateLimiter;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
-use crate::time::{duration_to_nanos, Timestamp};
+use crate::time::{Timestamp, duration_to_nanos};
 
 /// A [`Clock`] whose runtime can sleep until a time on it: all an async
 /// wait needs beyond reading the time.
@@ -265,10 +265,10 @@ where
                         .saturating_add(duration_to_nanos(resolution).max(1)),
                 ),
             );
-            if let Some(deadline) = this.deadline {
-                if ready_at > deadline {
-                    return Poll::Ready(Err(WaitError::Timeout { ready_at, deadline }));
-                }
+            if let Some(deadline) = this.deadline
+                && ready_at > deadline
+            {
+                return Poll::Ready(Err(WaitError::Timeout { ready_at, deadline }));
             }
             // Polling a fresh timer registers the waker and returns Pending.
             this.timer = Some(this.clock.sleep_until(wake));

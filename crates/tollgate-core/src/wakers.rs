@@ -285,8 +285,8 @@ impl Woken {
 #[cfg(all(test, feature = "std", not(loom)))]
 mod tests {
     extern crate std;
-    use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
     use std::task::Wake;
 
     use super::*;

@@ -80,11 +80,7 @@ const fn wait_until(start: u64, len: u64, now: u64) -> u64 {
     } else {
         len.saturating_sub(now - start)
     };
-    if wait == 0 {
-        1
-    } else {
-        wait
-    }
+    if wait == 0 { 1 } else { wait }
 }
 
 #[cfg(test)]

@@ -132,7 +132,7 @@ use core::num::NonZeroU64;
 use core::time::Duration;
 
 use crate::clock::Clock;
-use crate::sync::{fence, spin_loop, AtomicU32, Ordering};
+use crate::sync::{AtomicU32, Ordering, fence, spin_loop};
 use crate::ticks::TickRate;
 use crate::time::Timestamp;
 
@@ -223,11 +223,7 @@ const ENDED: u32 = u32::MAX;
 /// `s`: the state counts units of `2^s` ticks, leaving the top `W − s`
 /// bits of the counter to tell a fresh reading from a stale one.
 const fn unit_shift(bits: u32) -> u32 {
-    if bits <= 16 {
-        14
-    } else {
-        28
-    }
+    if bits <= 16 { 14 } else { 28 }
 }
 
 /// A [`Clock`] that extends a 16- or 32-bit wrapping counter to a

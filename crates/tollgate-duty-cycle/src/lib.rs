@@ -150,7 +150,7 @@ mod saved;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-pub use band::{DutyCycle, SubBand, OBSERVATION_PERIOD};
+pub use band::{DutyCycle, OBSERVATION_PERIOD, SubBand};
 pub use error::{ConfigError, RestoreError, TransmitError};
 pub use limiter::{DutyCycleLimiter, Transmit};
 pub use saved::{Downtime, SavedState};

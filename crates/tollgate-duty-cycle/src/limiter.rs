@@ -3,9 +3,9 @@
 use core::fmt;
 use core::time::Duration;
 
-use super::{eu868, Downtime, SavedState, SubBand, TransmitError, OBSERVATION_PERIOD};
+use super::{Downtime, OBSERVATION_PERIOD, SavedState, SubBand, TransmitError, eu868};
 use tollgate_core::sync::{AtomicU64, Ordering};
-use tollgate_core::time::{duration_to_nanos, Timestamp};
+use tollgate_core::time::{Timestamp, duration_to_nanos};
 
 /// What [`DutyCycleLimiter::try_transmit`] decided.
 #[must_use]
@@ -200,7 +200,7 @@ impl<const N: usize> DutyCycleLimiter<N> {
                 Ok(_) => {
                     return Ok(Transmit::Allowed {
                         free_at: Timestamp::from_nanos(next),
-                    })
+                    });
                 }
                 Err(seen) => current = seen,
             }

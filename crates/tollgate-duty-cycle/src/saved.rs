@@ -2,7 +2,7 @@
 
 use core::time::Duration;
 
-use super::{RestoreError, OBSERVATION_PERIOD};
+use super::{OBSERVATION_PERIOD, RestoreError};
 use tollgate_core::time::Timestamp;
 
 /// How much time passed between a [`save`](super::DutyCycleLimiter::save) and a

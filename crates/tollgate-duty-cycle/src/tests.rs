@@ -116,14 +116,18 @@ fn sub_bands_keep_separate_accounts() {
     let radio = DutyCycleLimiter::eu868();
     let t = Timestamp::ZERO;
     for band in [Eu868::K, Eu868::L, Eu868::M, Eu868::N, Eu868::P, Eu868::Q] {
-        assert!(radio
-            .try_transmit(band.index(), ms(100), t)
-            .unwrap()
-            .is_allowed());
-        assert!(!radio
-            .try_transmit(band.index(), ms(100), t)
-            .unwrap()
-            .is_allowed());
+        assert!(
+            radio
+                .try_transmit(band.index(), ms(100), t)
+                .unwrap()
+                .is_allowed()
+        );
+        assert!(
+            !radio
+                .try_transmit(band.index(), ms(100), t)
+                .unwrap()
+                .is_allowed()
+        );
     }
     let waits: Vec<_> = (0..6)
         .map(|b| radio.time_until_allowed(b, ms(100), t).unwrap())
@@ -172,10 +176,12 @@ fn bad_input_is_a_typed_error_never_a_panic() {
     assert_eq!(radio.time_until_allowed(m, secs(1), late), Ok(secs(3_600)));
     // zero airtime records nothing
     let p = Eu868::P.index();
-    assert!(radio
-        .try_transmit(p, Duration::ZERO, Timestamp::ZERO)
-        .unwrap()
-        .is_allowed());
+    assert!(
+        radio
+            .try_transmit(p, Duration::ZERO, Timestamp::ZERO)
+            .unwrap()
+            .is_allowed()
+    );
     assert_eq!(radio.free_at(p), Ok(Timestamp::ZERO));
     // configuration
     assert_eq!(
@@ -247,15 +253,19 @@ fn errors_name_the_problem() {
     for (e, text) in cases {
         assert!(e.to_string().contains(text), "{e}: {text}");
     }
-    assert!(RestoreError::BufferTooSmall { len: 3, needed: 36 }
+    assert!(
+        RestoreError::BufferTooSmall { len: 3, needed: 36 }
+            .to_string()
+            .contains("3 bytes")
+    );
+    assert!(
+        RestoreError::BandCount {
+            saved: 5,
+            expected: 6
+        }
         .to_string()
-        .contains("3 bytes"));
-    assert!(RestoreError::BandCount {
-        saved: 5,
-        expected: 6
-    }
-    .to_string()
-    .contains("5 sub-bands"));
+        .contains("5 sub-bands")
+    );
     assert_eq!(DutyCycle::PERCENT_1.to_string(), "1%");
     assert_eq!(DutyCycle::PERMILLE_1.to_string(), "0.1%");
     assert_eq!(DutyCycle::PERCENT_10.to_string(), "10%");
@@ -337,10 +347,12 @@ fn save_reset_restore_keeps_the_obligations() {
     let (m, n, p) = (Eu868::M.index(), Eu868::N.index(), Eu868::P.index());
     assert!(radio.try_transmit(m, secs(2), t0).unwrap().is_allowed()); // free at +200 s
     assert!(radio.try_transmit(n, ms(1_500), t0).unwrap().is_allowed()); // +1500 s
-    assert!(radio
-        .try_transmit(p, Duration::from_nanos(1_234_567), t0)
-        .unwrap()
-        .is_allowed()); // +12 345 670 ns
+    assert!(
+        radio
+            .try_transmit(p, Duration::from_nanos(1_234_567), t0)
+            .unwrap()
+            .is_allowed()
+    ); // +12 345 670 ns
     let save_at = t0 + secs(50);
     let saved = radio.save(save_at);
     assert_eq!(saved.saved_at(), save_at);
@@ -365,14 +377,18 @@ fn save_reset_restore_keeps_the_obligations() {
     assert_eq!(restored.time_until_allowed(m, secs(1), z), Ok(secs(150)));
     assert_eq!(restored.time_until_allowed(n, secs(1), z), Ok(secs(1_450)));
     assert!(restored.try_transmit(p, secs(1), z).unwrap().is_allowed());
-    assert!(!restored
-        .try_transmit(m, secs(1), z + secs(149))
-        .unwrap()
-        .is_allowed());
-    assert!(restored
-        .try_transmit(m, secs(1), z + secs(150))
-        .unwrap()
-        .is_allowed());
+    assert!(
+        !restored
+            .try_transmit(m, secs(1), z + secs(149))
+            .unwrap()
+            .is_allowed()
+    );
+    assert!(
+        restored
+            .try_transmit(m, secs(1), z + secs(150))
+            .unwrap()
+            .is_allowed()
+    );
 
     // a downtime the caller can vouch for is credited, no more
     let rtc = DutyCycleLimiter::restore(
@@ -407,10 +423,12 @@ fn save_reset_restore_keeps_the_obligations() {
 fn remaining_time_off_is_saved_rounded_up() {
     let radio = DutyCycleLimiter::eu868();
     let p = Eu868::P.index();
-    assert!(radio
-        .try_transmit(p, Duration::from_nanos(1), Timestamp::ZERO)
-        .unwrap()
-        .is_allowed()); // free at 10 ns
+    assert!(
+        radio
+            .try_transmit(p, Duration::from_nanos(1), Timestamp::ZERO)
+            .unwrap()
+            .is_allowed()
+    ); // free at 10 ns
     assert_eq!(
         radio.save(Timestamp::ZERO).remaining(p),
         Some(Duration::from_micros(1))
@@ -420,10 +438,12 @@ fn remaining_time_off_is_saved_rounded_up() {
     // obligation is at most an hour, which is what is saved
     assert_eq!(saved_micros(secs(10_000)), 3_600_000_000);
     let radio = DutyCycleLimiter::eu868();
-    assert!(radio
-        .try_transmit(p, secs(1), Timestamp::from_secs(5_000))
-        .unwrap()
-        .is_allowed());
+    assert!(
+        radio
+            .try_transmit(p, secs(1), Timestamp::from_secs(5_000))
+            .unwrap()
+            .is_allowed()
+    );
     let saved = radio.save(Timestamp::ZERO);
     assert_eq!(saved.remaining(p), Some(OBSERVATION_PERIOD));
     let mut bytes = [0u8; 36];
@@ -440,10 +460,12 @@ fn no_state_after_a_reset_means_an_hour_of_silence() {
             radio.time_until_allowed(band, ms(1), t),
             Ok(OBSERVATION_PERIOD)
         );
-        assert!(radio
-            .try_transmit(band, ms(1), t + OBSERVATION_PERIOD)
-            .unwrap()
-            .is_allowed());
+        assert!(
+            radio
+                .try_transmit(band, ms(1), t + OBSERVATION_PERIOD)
+                .unwrap()
+                .is_allowed()
+        );
     }
 }
 

@@ -82,7 +82,7 @@
 #![warn(missing_debug_implementations)]
 #![doc(test(attr(deny(unused_imports))))]
 
-use embassy_time::{Instant, Timer, TICK_HZ};
+use embassy_time::{Instant, TICK_HZ, Timer};
 
 use tollgate_core::clock::{Clock, TickRate};
 use tollgate_core::limiter::Limiter;

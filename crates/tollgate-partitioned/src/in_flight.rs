@@ -10,7 +10,7 @@ use tollgate_core::limiter::Inheritance;
 use tollgate_core::refusal::Refusal;
 use tollgate_core::snapshot::Snapshot;
 use tollgate_core::sync::{AtomicU32, Ordering};
-use tollgate_core::time::{duration_to_nanos, Timestamp};
+use tollgate_core::time::{Timestamp, duration_to_nanos};
 
 use super::store::Keyed;
 use super::{Partitioned, PolicyStore};

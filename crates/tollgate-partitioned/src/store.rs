@@ -15,7 +15,7 @@ use tollgate_core::time::Timestamp;
 
 use tollgate_core::gcra::Gcra;
 
-use super::{give_back, no_key, Lease, DEFAULT, UNLIMITED_SNAPSHOT};
+use super::{DEFAULT, Lease, UNLIMITED_SNAPSHOT, give_back, no_key};
 
 /// A policy's keyed store, with its type erased: what a [`Partitioned`](super::Partitioned)
 /// charges.

@@ -78,7 +78,7 @@ use rtic_time::{Monotonic, Timebase};
 
 use tollgate_core::clock::Clock;
 use tollgate_core::clock::TickRate;
-use tollgate_core::time::{duration_to_nanos, Timestamp};
+use tollgate_core::time::{Timestamp, duration_to_nanos};
 use tollgate_core::wrapping_clock::{WrappingClock, WrappingCounter};
 
 /// An instant or duration that counts ticks of `NOM / DENOM` seconds: what

@@ -19,8 +19,8 @@ use tower_service::Service;
 
 use super::body::BodyMode;
 use super::{
-    serve_remote, wait_of, Admitted, Charge, Compiled, Gate, InLine, NoKey, Pending, Permit,
-    Remote, Shared,
+    Admitted, Charge, Compiled, Gate, InLine, NoKey, Pending, Permit, Remote, Shared, serve_remote,
+    wait_of,
 };
 use crate::clock::Clock;
 use crate::concurrency::DEFAULT_RETRY_HINT;

@@ -9,7 +9,7 @@ use http::{Response, StatusCode};
 
 use super::body::BodyMode;
 use super::{Compiled, Shared, SuccessHeaders};
-use crate::http::headers::{self, StackText, RATELIMIT, RATELIMIT_POLICY};
+use crate::http::headers::{self, RATELIMIT, RATELIMIT_POLICY, StackText};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 use crate::time::duration_to_nanos;
@@ -95,10 +95,10 @@ impl Shared {
                     return res;
                 }
                 let mut t = StackText::new();
-                if headers::write_state_item(&mut t, &refusing.name, 0, wait_nanos).is_ok() {
-                    if let Some(v) = t.header_value() {
-                        map.insert(RATELIMIT, v);
-                    }
+                if headers::write_state_item(&mut t, &refusing.name, 0, wait_nanos).is_ok()
+                    && let Some(v) = t.header_value()
+                {
+                    map.insert(RATELIMIT, v);
                 }
             }
         }

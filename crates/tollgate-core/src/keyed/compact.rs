@@ -7,8 +7,8 @@ use core::time::Duration;
 use std::boxed::Box;
 use std::vec::Vec;
 
-use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
-use super::{overflow, untracked_peek, KeyedTable, OverflowPolicy, RandomSeed, TableBuilder};
+use super::builder::{DEFAULT_MAX_KEYS, RuntimeSized};
+use super::{KeyedTable, OverflowPolicy, RandomSeed, TableBuilder, overflow, untracked_peek};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Grant, Inheritance, Limiter};
 use crate::refusal::Refusal;
@@ -375,19 +375,19 @@ impl<K: Hash + ?Sized, S: BuildHasher> CompactKeyedTable<K, S> {
             if !self.unchanged(epoch) {
                 return None;
             }
-            if let Some(tat) = store {
-                if let Err(current) = self.groups[group].0[i].compare_exchange_weak(
+            if let Some(tat) = store
+                && let Err(current) = self.groups[group].0[i].compare_exchange_weak(
                     word,
                     pack(tag, tat),
                     Ordering::AcqRel,
                     Ordering::Acquire,
-                ) {
-                    if tag_of(current) != tag {
-                        return None;
-                    }
-                    word = current;
-                    continue;
+                )
+            {
+                if tag_of(current) != tag {
+                    return None;
                 }
+                word = current;
+                continue;
             }
             return Some(alg.decision_of(step, ns));
         }

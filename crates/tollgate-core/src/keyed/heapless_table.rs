@@ -9,8 +9,8 @@ use critical_section::Mutex;
 use heapless::index_map::FnvIndexMap;
 
 use super::{
-    check_tracked, exceeded, overflow, untracked_peek, with_algorithm, KeyQuota, KeyedTable,
-    OverflowPolicy, SweepHint, TableBuilder,
+    KeyQuota, KeyedTable, OverflowPolicy, SweepHint, TableBuilder, check_tracked, exceeded,
+    overflow, untracked_peek, with_algorithm,
 };
 use crate::limiter::{Algorithm, Grant, Inheritance, Limiter};
 use crate::refusal::Refusal;

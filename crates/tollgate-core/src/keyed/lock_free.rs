@@ -36,10 +36,10 @@ use core::marker::PhantomData;
 use core::time::Duration;
 use std::vec::Vec;
 
-use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
+use super::builder::{DEFAULT_MAX_KEYS, RuntimeSized};
 use super::{
-    exceeded, reset_after, untracked_peek, AtomicSweepHint, KeyQuota, KeyedPath, KeyedTable,
-    OverflowPolicy, RandomSeed, SweepHint, TableBuilder,
+    AtomicSweepHint, KeyQuota, KeyedPath, KeyedTable, OverflowPolicy, RandomSeed, SweepHint,
+    TableBuilder, exceeded, reset_after, untracked_peek,
 };
 use crate::error::ConfigError;
 use crate::gcra::Gcra;
@@ -47,7 +47,7 @@ use crate::limiter::{Algorithm, Grant, Inheritance, Limiter};
 use crate::live::{GcraCell, LiveBucket};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
-use crate::sync::{AtomicU128, AtomicU64, Ordering};
+use crate::sync::{AtomicU64, AtomicU128, Ordering};
 use crate::sync::{Mutex, MutexGuard};
 use crate::time::Timestamp;
 
@@ -166,11 +166,7 @@ impl Shard {
 
     #[inline]
     fn next(&self, i: usize) -> usize {
-        if i + 1 == self.slots.len() {
-            0
-        } else {
-            i + 1
-        }
+        if i + 1 == self.slots.len() { 0 } else { i + 1 }
     }
 
     #[inline]
@@ -648,24 +644,24 @@ impl<K: WordKey, S: BuildHasher, Q: KeyQuota<K, Gcra>> LockFreeGcraTable<K, S, Q
         carry: impl Fn(K, u64) -> u64,
     ) {
         shard.reconfig.fetch_add(1, Ordering::AcqRel); // odd
-                                                       // `select`, `change` and `carry` may run the caller's code (per-key
-                                                       // quotas, the update): if one panics, the guard unfreezes the slots
-                                                       // not yet converted (with the TAT they had) and makes the counter
-                                                       // even again, so no key stays frozen out of the lock-free path.
+        // `select`, `change` and `carry` may run the caller's code (per-key
+        // quotas, the update): if one panics, the guard unfreezes the slots
+        // not yet converted (with the TAT they had) and makes the counter
+        // even again, so no key stays frozen out of the lock-free path.
         let mut end = ConvertEnd {
             shard,
             frozen: Vec::new(),
             stored: 0,
         };
         for i in 0..shard.slots.len() {
-            if let Slot::Live(key, _) = unpack(shard.load(i)) {
-                if select(K::from_word(key)) {
-                    // the TAT as it is when frozen (readers may move it
-                    // until then)
-                    let word = freeze(shard, i);
-                    if let Slot::Live(key, tat) = unpack(word) {
-                        end.frozen.push((i, key, tat));
-                    }
+            if let Slot::Live(key, _) = unpack(shard.load(i))
+                && select(K::from_word(key))
+            {
+                // the TAT as it is when frozen (readers may move it
+                // until then)
+                let word = freeze(shard, i);
+                if let Slot::Live(key, tat) = unpack(word) {
+                    end.frozen.push((i, key, tat));
                 }
             }
         }

@@ -187,7 +187,7 @@ mod lock_free;
 #[cfg(feature = "std")]
 mod sharded;
 
-pub use builder::{TableBuilder, DEFAULT_MAX_KEYS};
+pub use builder::{DEFAULT_MAX_KEYS, TableBuilder};
 #[cfg(feature = "std")]
 pub use compact::{CompactKeyedTable, GROUP_SLOTS, INSERT_STRIPES};
 pub use hash::RandomSeed;
@@ -195,7 +195,7 @@ pub use heapless_table::HeaplessKeyedTable;
 #[cfg(feature = "std")]
 pub use lock_free::{LockFreeGcraTable, WordKey};
 #[cfg(feature = "std")]
-pub use sharded::{ShardedKeyedTable, MAX_KEYS};
+pub use sharded::{MAX_KEYS, ShardedKeyedTable};
 
 /// A table of fixed capacity with one limiter state per key: what every
 /// keyed table implements beside [`Limiter<K>`](Limiter) (see the [module

@@ -23,10 +23,10 @@ use core::hash::{BuildHasher, Hash};
 use core::time::Duration;
 use std::vec::Vec;
 
-use super::builder::{RuntimeSized, DEFAULT_MAX_KEYS};
+use super::builder::{DEFAULT_MAX_KEYS, RuntimeSized};
 use super::{
-    exceeded, overflow, untracked_peek, with_algorithm, AtomicSweepHint, KeyQuota, KeyedTable,
-    OverflowPolicy, RandomSeed, TableBuilder,
+    AtomicSweepHint, KeyQuota, KeyedTable, OverflowPolicy, RandomSeed, TableBuilder, exceeded,
+    overflow, untracked_peek, with_algorithm,
 };
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Grant, Inheritance, Limiter};
@@ -312,7 +312,7 @@ pub(super) fn shard_layout(
             return Err(ConfigError::InvalidShards {
                 requested: s,
                 max: MAX_SHARDS,
-            })
+            });
         }
         Some(s) => s,
         None => default_shards(max_keys),

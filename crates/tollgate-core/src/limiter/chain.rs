@@ -59,7 +59,7 @@ use core::time::Duration;
 use super::{Algorithm, Bucket, BucketRef, Inheritance, Limiter};
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
-use crate::time::{duration_to_nanos, Timestamp};
+use crate::time::{Timestamp, duration_to_nanos};
 
 /// Two limiters that must both allow; nest for more. See the
 /// [module documentation](self).
@@ -130,7 +130,7 @@ impl<K: ?Sized, A: Limiter<K>, B: Limiter<K>> Limiter<K> for Chain<A, B> {
                 return match self.second.time_until_ready(key, n, now) {
                     Ok(wait) => Err(r.waiting_at_least(duration_to_nanos(wait))),
                     Err(never) => Err(never.later_by(self.first.stages())),
-                }
+                };
             }
         };
         match self.second.try_acquire_n(key, n, now) {

@@ -2,14 +2,14 @@
 
 use core::time::Duration;
 
-use super::{wait_until, DEFAULT_HEAL_THRESHOLD_NANOS};
+use super::{DEFAULT_HEAL_THRESHOLD_NANOS, wait_until};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Bucket, Inheritance};
 use crate::quota::Quota;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
 use crate::sync::{AtomicU64, Ordering};
-use crate::time::{duration_to_nanos, Timestamp};
+use crate::time::{Timestamp, duration_to_nanos};
 
 /// At most `limit` permits per aligned window `[k·w, (k+1)·w)`.
 ///

@@ -3,14 +3,14 @@
 
 use core::time::Duration;
 
-use super::{wait_until, DEFAULT_HEAL_THRESHOLD_NANOS};
+use super::{DEFAULT_HEAL_THRESHOLD_NANOS, wait_until};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Bucket, Inheritance};
 use crate::quota::Quota;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
-use crate::sync::{spin_loop, AtomicU32, AtomicU64, Ordering};
-use crate::time::{duration_to_nanos, Timestamp};
+use crate::sync::{AtomicU32, AtomicU64, Ordering, spin_loop};
+use crate::time::{Timestamp, duration_to_nanos};
 
 /// At most `limit` permits in any `SEGMENTS` consecutive segments of length
 /// `w / SEGMENTS`: .NET's sliding window with `SegmentsPerWindow`.

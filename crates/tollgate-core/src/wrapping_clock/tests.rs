@@ -2,8 +2,8 @@ extern crate std;
 
 use super::*;
 use proptest::prelude::*;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as StdOrdering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as StdOrdering};
 use std::vec::Vec;
 
 /// A simulated counter: the true tick count, read truncated.
