@@ -70,10 +70,11 @@
 //! | [`duty_cycle`] | [`DutyCycleLimiter`](duty_cycle::DutyCycleLimiter): radio airtime per sub-band (ETSI EN 300 220, the EU868 table), saved and restored across resets |
 //! | `rtic` (feature `rtic`) | `RticClock`: an RTIC monotonic as a `Clock` |
 //!
-//! Every module of this table but the layers (`queue`, `http`, `redis`, `embassy`,
-//! `duty_cycle`, `rtic`, `partitioned`) comes from the `no_std` crate
-//! `tollgate-core`, re-exported here under the same paths; the layers are
-//! built on its public API only. Add `tollgate`, not the core.
+//! The core's modules come from the `no_std` crate `tollgate-core`;
+//! `duty_cycle`, `rtic`, `embassy`, `partitioned` and `queue` from crates of
+//! their own (`tollgate-duty-cycle`, ...), each built on the core's public
+//! API only; `http` and `redis` live here. All are re-exported under these
+//! paths: add `tollgate`, not the crates behind it.
 //!
 //! ## The guide
 //!
@@ -146,7 +147,8 @@ pub mod http;
 #[doc(inline)]
 pub use tollgate_partitioned as partitioned;
 #[cfg(feature = "tokio")]
-pub mod queue;
+#[doc(inline)]
+pub use tollgate_queue as queue;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(feature = "rtic")]

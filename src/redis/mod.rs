@@ -130,6 +130,7 @@
 //! PATH (`scripts/test.sh` installs it). Figures: `cargo bench --bench
 //! redis`, collected in the repository's BENCHMARKS.md.
 
+mod breaker;
 mod cache;
 mod config;
 pub mod script;

@@ -10,6 +10,7 @@ use ::redis::cluster::{ClusterClient, ClusterConfig};
 use ::redis::cluster_async::ClusterConnection;
 use ::redis::{Client, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisError, Script, Value};
 
+use super::breaker::BreakerState;
 use super::cache::RefusalCache;
 use super::config::{
     CircuitBreaker, ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm, gcra_max_lead,
@@ -173,40 +174,6 @@ pub struct RedisStore {
     failures: AtomicU64,
     /// The circuit breaker's state (shared with its probe task).
     breaker: std::sync::Arc<BreakerState>,
-}
-
-/// A circuit breaker's state: see [`RedisConfig::circuit_breaker`].
-#[derive(Debug, Default)]
-struct BreakerState {
-    /// Consecutive calls that could not reach the server.
-    consecutive: AtomicU64,
-    /// Open: calls are answered without asking the server.
-    open: std::sync::atomic::AtomicBool,
-    /// Times the breaker opened (for metrics and tests).
-    opened: AtomicU64,
-}
-
-impl BreakerState {
-    fn is_open(&self) -> bool {
-        self.open.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    fn close(&self) {
-        self.consecutive.store(0, Ordering::Relaxed);
-        self.open.store(false, std::sync::atomic::Ordering::Release);
-    }
-
-    /// Counts a failed call; true if this one opened the breaker.
-    fn fail(&self, threshold: u32) -> bool {
-        let n = self
-            .consecutive
-            .fetch_add(1, Ordering::Relaxed)
-            .saturating_add(1);
-        n >= u64::from(threshold) && !self.open.swap(true, std::sync::atomic::Ordering::AcqRel) && {
-            self.opened.fetch_add(1, Ordering::Relaxed);
-            true
-        }
-    }
 }
 
 /// True when `e` means the server could not be reached (connection

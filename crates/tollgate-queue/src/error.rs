@@ -3,12 +3,12 @@
 use core::fmt;
 use core::time::Duration;
 
-use crate::refusal::Refusal;
+use tollgate_core::refusal::Refusal;
 #[cfg(test)]
-use crate::snapshot::Snapshot;
+use tollgate_core::snapshot::Snapshot;
 
-/// Why [`Queue::acquire`](crate::queue::Queue::acquire) or
-/// [`Queue::try_acquire`](crate::queue::Queue::try_acquire) did not grant
+/// Why [`Queue::acquire`](crate::Queue::acquire) or
+/// [`Queue::try_acquire`](crate::Queue::try_acquire) did not grant
 /// the permits. Nothing is taken from the limiter when an error is
 /// returned.
 ///
@@ -30,7 +30,7 @@ pub enum WaitError {
         /// for this request to fit.
         retry_after: Option<Duration>,
     },
-    /// Under [`QueueOrder::NewestFirst`](crate::queue::QueueOrder), this
+    /// Under [`QueueOrder::NewestFirst`](crate::QueueOrder), this
     /// waiter was one of the oldest and was refused to make room for a newer
     /// request (.NET's semantics).
     Displaced,
@@ -44,13 +44,13 @@ pub enum WaitError {
     },
     /// The per-call deadline passed, or the estimated wait ends after it.
     DeadlineExceeded,
-    /// [`try_acquire`](crate::queue::Queue::try_acquire) only: the request
+    /// [`try_acquire`](crate::Queue::try_acquire) only: the request
     /// would have to wait.
     WouldWait {
         /// Estimated time until the request would be admitted.
         retry_after: Option<Duration>,
     },
-    /// The queue was [closed](crate::queue::Queue::close).
+    /// The queue was [closed](crate::Queue::close).
     Closed,
 }
 

@@ -9,19 +9,19 @@ use std::time::Instant;
 #[cfg(not(loom))]
 use tokio::time::Instant;
 
-use crate::clock::Clock;
-use crate::time::{Timestamp, duration_to_nanos};
+use tollgate_core::clock::Clock;
+use tollgate_core::time::{Timestamp, duration_to_nanos};
 
 /// tokio's monotonic clock (`tokio::time::Instant`), counted in nanoseconds
 /// from the process origin every std clock shares (see
-/// [`StdClock`](crate::StdClock)).
+/// [`StdClock`](tollgate_core::clock::StdClock)).
 ///
 /// It follows tokio's paused time: under `#[tokio::test(start_paused =
 /// true)]` (or `tokio::time::pause`) it stands still until tokio advances
 /// it, so a limiter driven by it and the timers of a
-/// [`Queue`](crate::queue::Queue) agree exactly. Without paused time it
+/// [`Queue`](crate::Queue) agree exactly. Without paused time it
 /// reads the operating system's monotonic clock, and agrees with
-/// [`StdClock`](crate::StdClock) (a `tokio::time::Instant` is a
+/// [`StdClock`](tollgate_core::clock::StdClock) (a `tokio::time::Instant` is a
 /// `std::time::Instant`; both are measured from the one origin). Under
 /// paused time it reads tokio's time on that same time line: the real time
 /// at which tokio's clock was paused (with `start_paused`, when the runtime
@@ -57,14 +57,14 @@ impl TokioClock {
     /// if paused).
     #[must_use]
     pub fn new() -> Self {
-        let origin = crate::StdClock::new().origin();
+        let origin = tollgate_core::clock::StdClock::new().origin();
         #[cfg(not(loom))]
         let origin = Instant::from_std(origin);
         Self { origin }
     }
 
     /// The `Instant` that reads as zero: the process origin, the same
-    /// instant as [`StdClock::origin`](crate::StdClock::origin).
+    /// instant as [`StdClock::origin`](tollgate_core::clock::StdClock::origin).
     #[must_use]
     pub const fn origin(&self) -> Instant {
         self.origin

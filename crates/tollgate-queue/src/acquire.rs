@@ -9,8 +9,8 @@ use std::sync::Arc;
 use super::error::WaitError;
 use super::shared::{Begin, Bounds, Expiry, Shared};
 use super::timer::ExpiryTimer;
-use crate::limiter::Limiter;
-use crate::time::duration_to_nanos;
+use tollgate_core::limiter::Limiter;
+use tollgate_core::time::duration_to_nanos;
 
 enum State {
     Start,
@@ -177,7 +177,7 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Drop for Acquire<L, K> {
 /// nothing (unless the queue was built with
 /// [`release_on_drop`](super::QueueBuilder::release_on_drop)); call
 /// [`release`](Self::release) to give back permits that went unused. For an
-/// in-flight limit (a [`ConcurrencyLimiter`](crate::ConcurrencyLimiter), a
+/// in-flight limit (a [`ConcurrencyLimiter`](tollgate_core::ConcurrencyLimiter), a
 /// chain or a partitioned limiter holding one), dropping the permit returns
 /// its capacity and wakes the waiters that now fit, in their order.
 pub struct QueuePermit<L: Limiter<K>, K: Hash + Eq + Clone = ()> {
@@ -206,8 +206,8 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> QueuePermit<L, K> {
         self.n
     }
 
-    /// The limiter's own permit (a [`Grant`](crate::Grant), a
-    /// [`Lease`](crate::partitioned::Lease), a guard).
+    /// The limiter's own permit (a [`Grant`](tollgate_core::Grant), a
+    /// [`Lease`](tollgate_partitioned::Lease), a guard).
     #[must_use]
     pub fn inner(&self) -> Option<&L::Permit> {
         self.permit.as_ref()

@@ -1,9 +1,12 @@
-//! Async queued acquisition on tokio (feature `tokio`): one waiting
-//! mechanism for every limiter.
+//! # tollgate-queue
+//!
+//! Async queued acquisition on tokio: one waiting mechanism for every
+//! limiter. Use it as `tollgate::queue` with feature `tokio` of `tollgate`
+//! (which re-exports this crate; add `tollgate`, not this crate).
 //!
 //! A [`Queue`] puts ordered, bounded waiting lines in front of any
 //! [`Limiter`]: a bucket, a keyed table (a line per client), a
-//! [`Chain`](crate::Chain) of a rate and an in-flight limit, a partitioned
+//! [`Chain`](tollgate_core::Chain) of a rate and an in-flight limit, a partitioned
 //! limiter, one of your own. A server that would rather delay a request a
 //! little than refuse it awaits [`Queue::acquire`]; a caller that must not
 //! wait uses [`Queue::try_acquire`]. Every call names the key: `&()` for a
@@ -133,7 +136,7 @@
 //!   nanosecond it admits at, so its turns may fall up to 1 ns per
 //!   admission behind the exact `k·T`, never ahead.) A
 //!   waiter refused by an in-flight limit (a refusal that
-//!   [`is_until_release`](crate::Refusal::is_until_release)) has no timer:
+//!   [`is_until_release`](tollgate_core::Refusal::is_until_release)) has no timer:
 //!   dropping a [`QueuePermit`] that holds an in-flight permit (the
 //!   limiter's guard, kept inside it) re-examines the lines waiting for a
 //!   release and wakes exactly the waiters it admits, with no time passing.
@@ -201,7 +204,12 @@
 //! | `GetStatistics()` | [`Queue::stats`] |
 //! | (none) | `max_wait`: refuse at once what would wait too long |
 
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations)]
+#![doc(test(attr(deny(unused_imports))))]
+
 mod acquire;
+mod builder;
 mod error;
 mod shared;
 mod timer;
@@ -212,26 +220,26 @@ use core::fmt;
 use core::future::Future;
 use core::hash::Hash;
 use core::time::Duration;
-use std::sync::{Arc, Weak};
-use std::vec::Vec;
+use std::sync::Arc;
 
 #[cfg(loom)]
 use std::time::Instant;
 #[cfg(not(loom))]
 use tokio::time::Instant;
 
-use crate::limiter::Limiter;
-use tollgate_core::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
+use tollgate_core::limiter::Limiter;
+use tollgate_core::sync::Ordering;
 
 use acquire::Acquire;
 pub use acquire::QueuePermit;
+pub use builder::QueueBuilder;
 pub use error::WaitError;
-use shared::{CLOSED, Counters, Inner, Shared, WakeList, lock};
+use shared::{CLOSED, Shared, WakeList, lock};
 pub use tokio_clock::TokioClock;
-use waiters::{Outcome, Waiters};
+use waiters::Outcome;
 
 /// A queue keeps its waiting lines behind a mutex.
-impl<L: Limiter<K>, K> crate::lock_freedom::LockFreedom for Queue<L, K> {
+impl<L: Limiter<K>, K> tollgate_core::lock_freedom::LockFreedom for Queue<L, K> {
     const IS_LOCK_FREE: bool = false;
     const IS_INTERRUPT_SAFE: bool = false;
 }
@@ -275,117 +283,14 @@ pub struct QueueStats {
     pub wakeups: u64,
 }
 
-/// Builds a [`Queue`]; from [`Queue::builder`].
-#[derive(Debug)]
-#[must_use]
-pub struct QueueBuilder<L, K = ()> {
-    limiter: L,
-    key: core::marker::PhantomData<fn(&K)>,
-    order: QueueOrder,
-    queue_limit: u64,
-    max_wait: Option<Duration>,
-    release_on_drop: bool,
-    clock: Option<TokioClock>,
-    #[cfg(loom)]
-    model_clock: Option<Arc<crate::clock::ManualClock>>,
-}
-
-impl<
-    L: Limiter<K, Permit: Send + 'static> + Send + Sync + 'static,
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-> QueueBuilder<L, K>
-{
-    /// Loom models only: the manual clock the queue reads instead of
-    /// tokio's (the model moves it and fires the queue's timer with
-    /// [`Queue::model_fire_timer`]).
-    #[cfg(loom)]
-    pub fn model_clock(mut self, clock: Arc<crate::clock::ManualClock>) -> Self {
-        self.model_clock = Some(clock);
-        self
-    }
-
-    /// Which waiter of a key is served first (default
-    /// [`QueueOrder::OldestFirst`]).
-    pub fn order(mut self, order: QueueOrder) -> Self {
-        self.order = order;
-        self
-    }
-
-    /// The most permits that may wait at once for one key (default:
-    /// unbounded). 0 means no waiting at all: `acquire` then behaves like
-    /// `try_acquire` but reports [`WaitError::QueueFull`].
-    pub fn queue_limit(mut self, permits: u64) -> Self {
-        self.queue_limit = permits;
-        self
-    }
-
-    /// Refuse at once a request whose estimated wait exceeds `max_wait`,
-    /// and refuse a waiter once it has waited `max_wait` (default: none).
-    pub fn max_wait(mut self, max_wait: Duration) -> Self {
-        self.max_wait = Some(max_wait);
-        self
-    }
-
-    /// Whether dropping a [`QueuePermit`] gives its permits back to the
-    /// limiter ([`Limiter::cancel`]) and wakes the waiters that now fit:
-    /// for a limiter of your own whose capacity comes back by refunds
-    /// rather than with time. Not needed for an in-flight limit, whose
-    /// permit releases itself when dropped (the queue then wakes its
-    /// waiters); leave it off (the default) for rate limiters, whose
-    /// permits are spent and whose capacity returns with time.
-    pub fn release_on_drop(mut self, release: bool) -> Self {
-        self.release_on_drop = release;
-        self
-    }
-
-    /// The clock to read (default: a new [`TokioClock`]). Share one clock
-    /// between the queue and any other user of the same limiter.
-    pub fn clock(mut self, clock: TokioClock) -> Self {
-        self.clock = Some(clock);
-        self
-    }
-
-    /// The queue.
-    #[must_use]
-    pub fn build(self) -> Queue<L, K> {
-        let clock = self.clock.unwrap_or_default();
-        #[cfg(loom)]
-        let model_clock = self
-            .model_clock
-            .unwrap_or_else(|| Arc::new(crate::clock::ManualClock::new()));
-        let shared = Arc::new_cyclic(|this: &Weak<Shared<L, K>>| Shared {
-            limiter: self.limiter,
-            clock,
-            order: self.order,
-            queue_limit: self.queue_limit,
-            max_wait: self.max_wait,
-            release_on_drop: self.release_on_drop,
-            gate: AtomicU64::new(0),
-            due: AtomicU32::new(0),
-            pending_bits: AtomicU64::new(0),
-            pending: Mutex::new(Vec::new()),
-            driving: AtomicU32::new(0),
-            inner: Mutex::new(Inner {
-                waiters: Waiters::default(),
-                closed: false,
-            }),
-            this: Weak::clone(this),
-            counters: Counters::default(),
-            #[cfg(loom)]
-            model_clock,
-        });
-        Queue { shared }
-    }
-}
-
 /// Ordered, bounded waiting lines in front of any [`Limiter`] — one line
 /// per key that has waiters; see the [module docs](self).
 ///
-/// `L` is any limiter over keys `K`: a [`Bucket`](crate::Bucket) (`K =
-/// ()`), a keyed table, a [`Chain`](crate::Chain), a partitioned limiter,
+/// `L` is any limiter over keys `K`: a [`Bucket`](tollgate_core::Bucket) (`K =
+/// ()`), a keyed table, a [`Chain`](tollgate_core::Chain), a partitioned limiter,
 /// one of your own, owned, in an `Arc` or `&'static`. Its permits must not
 /// borrow it (the queue keeps a granted permit until its waiter takes it):
-/// put a [`ConcurrencyLimiter`](crate::ConcurrencyLimiter) in a `static`
+/// put a [`ConcurrencyLimiter`](tollgate_core::ConcurrencyLimiter) in a `static`
 /// (or leak it) and queue on the `&'static` reference.
 pub struct Queue<L: Limiter<K>, K = ()> {
     shared: Arc<Shared<L, K>>,
@@ -428,17 +333,7 @@ impl<
 
     /// Starts configuring a queue in front of `limiter`.
     pub fn builder(limiter: L) -> QueueBuilder<L, K> {
-        QueueBuilder {
-            limiter,
-            key: core::marker::PhantomData,
-            order: QueueOrder::OldestFirst,
-            queue_limit: u64::MAX,
-            max_wait: None,
-            release_on_drop: false,
-            clock: None,
-            #[cfg(loom)]
-            model_clock: None,
-        }
+        QueueBuilder::new(limiter)
     }
 
     /// Waits for `n` permits of `key` (`&()` for a direct limiter), in the

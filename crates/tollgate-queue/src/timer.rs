@@ -2,7 +2,7 @@
 //!
 //! Normally a tokio [`Sleep`] on the [`TokioClock`]. Under `cfg(loom)` the
 //! admission protocol is model-checked without tokio: the clock is a
-//! [`ManualClock`](crate::ManualClock) the model moves, and the timer only
+//! [`ManualClock`](tollgate_core::ManualClock) the model moves, and the timer only
 //! records where it is armed; the model fires it by calling
 //! `Queue::model_fire_timer` (what tokio's timer driver does by waking the
 //! queue's timer waker). Everything else in the queue is the same code.
@@ -16,8 +16,8 @@ mod imp {
 
     use tokio::time::{Instant, Sleep};
 
-    use crate::queue::TokioClock;
-    use crate::time::Timestamp;
+    use crate::TokioClock;
+    use tollgate_core::time::Timestamp;
 
     /// The queue's timer: exists only while someone waits (created when
     /// the first waiter is linked, inside the runtime; dropped when the
@@ -86,7 +86,7 @@ mod imp {
 mod imp {
     use std::task::{Context, Waker};
 
-    use crate::queue::TokioClock;
+    use crate::TokioClock;
 
     /// Under loom: where the timer is armed (ns on the model's clock), for
     /// the model to fire it. It never fires by itself.

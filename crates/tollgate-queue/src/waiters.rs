@@ -18,7 +18,7 @@ use std::vec::Vec;
 
 use super::error::WaitError;
 use super::timer::QueueTimer;
-use crate::keyed::RandomSeed;
+use tollgate_core::keyed::RandomSeed;
 
 const NIL: usize = usize::MAX;
 

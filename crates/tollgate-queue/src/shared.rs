@@ -14,9 +14,9 @@ use std::vec::Vec;
 use super::error::WaitError;
 use super::waiters::{Outcome, Waiters};
 use super::{QueueOrder, TokioClock};
-use crate::limiter::Limiter;
-use crate::time::{Timestamp, duration_to_nanos};
+use tollgate_core::limiter::Limiter;
 use tollgate_core::sync::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering, fence};
+use tollgate_core::time::{Timestamp, duration_to_nanos};
 
 /// Bit 0 of `gate`: closed. The rest: waiting requests × 2.
 pub(super) const CLOSED: u64 = 1;
@@ -67,7 +67,7 @@ pub(super) struct Shared<L: Limiter<K>, K> {
     pub(super) counters: Counters,
     /// Under loom: the clock the model moves (see [`super::timer`]).
     #[cfg(loom)]
-    pub(super) model_clock: Arc<crate::clock::ManualClock>,
+    pub(super) model_clock: Arc<tollgate_core::clock::ManualClock>,
 }
 
 pub(super) struct Inner<K, P> {
@@ -179,7 +179,7 @@ pub(super) enum Begin<P> {
 /// Whether a refusal leaves a waiter to wait for time (`Some(at)`, its
 /// line's timer armed there) or for a release (`None`).
 pub(super) fn wake_at(
-    refusal: &crate::Refusal<'_>,
+    refusal: &tollgate_core::Refusal<'_>,
     release_on_drop: bool,
     now: u64,
 ) -> Option<u64> {
@@ -198,11 +198,11 @@ impl<L: Limiter<K>, K> Shared<L, K> {
     pub(super) fn now(&self) -> u64 {
         #[cfg(not(loom))]
         {
-            crate::clock::Clock::now(&self.clock).as_nanos()
+            tollgate_core::clock::Clock::now(&self.clock).as_nanos()
         }
         #[cfg(loom)]
         {
-            crate::clock::Clock::now(&*self.model_clock).as_nanos()
+            tollgate_core::clock::Clock::now(&*self.model_clock).as_nanos()
         }
     }
 }
@@ -260,8 +260,8 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
 
     /// The refusal of `n` permits, more than the limiter ever grants `key`.
     #[cold]
-    pub(super) fn exceeded(&self, key: &K, n: u32) -> crate::refusal::Refusal<'static> {
-        crate::refusal::Refusal::above(n, self.limiter.capacity(key))
+    pub(super) fn exceeded(&self, key: &K, n: u32) -> tollgate_core::refusal::Refusal<'static> {
+        tollgate_core::refusal::Refusal::above(n, self.limiter.capacity(key))
     }
 
     /// Estimated wait for `n` permits of `key` joining its line now.
@@ -318,7 +318,7 @@ impl<L: Limiter<K>, K: Hash + Eq + Clone> Shared<L, K> {
         key: &K,
         n: u32,
         now: u64,
-    ) -> Result<L::Permit, crate::Refusal<'static>> {
+    ) -> Result<L::Permit, tollgate_core::Refusal<'static>> {
         self.limiter
             .try_acquire_n(key, n, Timestamp::from_nanos(now))
     }
