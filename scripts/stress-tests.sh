@@ -8,7 +8,7 @@
 #   scripts/stress-tests.sh            # 20 runs, 2 burners
 #   scripts/stress-tests.sh 5          # 5 runs
 #   STRESS_BURNERS=4 scripts/stress-tests.sh 3
-#   scripts/stress-tests.sh 10 --test http_queueing   # extra args go to cargo test
+#   scripts/stress-tests.sh 10 --test http -- http_queueing::   # extra args go to cargo test
 #   STRESS_NICE=15 scripts/stress-tests.sh   # suite and burners under nice -n 15
 #                                            # (a machine shared with other work)
 #   STRESS_DEADLINE=15:00 scripts/stress-tests.sh   # start no run after 15:00

@@ -7,8 +7,8 @@ test runs (binaries and doctest sets), and the time the tests took to run
 
 A run is attributed to its crate by cargo's header line: `Running
 unittests src/lib.rs (.../deps/<crate>-<hash>)`, `Doc-tests <crate>`, or
-`Running tests/<file>.rs`, looked up in the `tests/` directory of each
-workspace member.
+`Running tests/<file>.rs` or `tests/<group>/main.rs`, looked up in the
+`tests/` directory of each workspace member.
 """
 import collections
 import os
@@ -38,6 +38,8 @@ def main():
             for f in os.listdir(tests):
                 if f.endswith(".rs"):
                     owner["tests/" + f] = crate
+                elif os.path.exists(os.path.join(tests, f, "main.rs")):
+                    owner[f"tests/{f}/main.rs"] = crate
     by_lib = {c.replace("-", "_"): c for c in crates}
     rows = collections.defaultdict(lambda: [0, 0, 0, 0, 0.0])
     current = "?"
