@@ -138,18 +138,15 @@
 use core::fmt;
 use core::future::Future;
 use core::num::NonZeroU32;
-use core::ops::Deref;
-use core::pin::Pin;
-use core::task::{Context, Poll};
 use core::time::Duration;
 
 use crate::error::ConfigError;
 use crate::limiter::Limiter;
 use crate::refusal::Refusal;
 use crate::snapshot::Snapshot;
-use crate::sync::{AtomicU32, Ordering, fence};
+use crate::sync::{AtomicU32, Ordering};
 use crate::time::{Timestamp, duration_to_nanos};
-use crate::wakers::{Line, State, Ticket, Woken};
+use crate::wakers::Line;
 
 /// Default `retry_after` of a refusal: 1 ms (see the
 /// [module documentation](self)).
@@ -186,17 +183,6 @@ crate::sync::const_fn_unless_loom! {
             critical_section::Mutex::new(core::cell::RefCell::new(Line::new()))
         }
     }
-}
-
-/// What joining the line gave.
-enum Join {
-    /// Taken (the line was empty and the permits free), or refused for
-    /// ever.
-    Done(Result<(), Refusal<'static>>),
-    /// In the line.
-    Queued(Ticket),
-    /// Every slot is taken (only without `std`): not in the line.
-    Full,
 }
 
 impl fmt::Debug for ConcurrencyLimiter {
@@ -397,238 +383,6 @@ impl ConcurrencyLimiter {
             });
         self.serve(false);
     }
-
-    fn with_line<R>(&self, f: impl FnOnce(&mut Line) -> R) -> R {
-        #[cfg(feature = "std")]
-        {
-            // every critical section leaves the line consistent
-            let mut line = self
-                .line
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            f(&mut line)
-        }
-        #[cfg(not(feature = "std"))]
-        critical_section::with(|cs| f(&mut self.line.borrow_ref_mut(cs)))
-    }
-
-    /// Hands the free permits to the front of the line while they fit and
-    /// wakes those waiters (after refusing, if `refuse_above_limit`, every
-    /// waiter above the limit). Call after freeing permits or changing the
-    /// limit: one load when nobody waits.
-    fn serve(&self, refuse_above_limit: bool) {
-        // pairs with the fence in `join`: either this load sees the waiter,
-        // or the waiter's look sees what the caller freed
-        fence(Ordering::SeqCst);
-        if self.waiting.load(Ordering::SeqCst) == 0 {
-            return;
-        }
-        loop {
-            let mut woken = Woken::new();
-            let more = self.with_line(|line| {
-                let limit = self.limit();
-                while refuse_above_limit && !woken.is_full() {
-                    let Some(waker) = line.refuse_first_above(limit) else {
-                        break;
-                    };
-                    self.waiting.fetch_sub(1, Ordering::SeqCst);
-                    woken.push(waker);
-                }
-                while let Some(n) = line.front() {
-                    if woken.is_full() {
-                        return true;
-                    }
-                    let state = if n > limit {
-                        State::Refused(limit)
-                    } else if self.take_free(n, limit).is_ok() {
-                        State::Granted
-                    } else {
-                        break;
-                    };
-                    self.waiting.fetch_sub(1, Ordering::SeqCst);
-                    woken.push(line.pop_front(state));
-                }
-                woken.is_full()
-            });
-            woken.wake();
-            if !more {
-                return;
-            }
-        }
-    }
-
-    /// A waiter refused as a newcomer: takes `n` now if nobody is in the
-    /// line and they are free, else joins the back of the line.
-    fn join(&self, n: u32, waker: &core::task::Waker) -> Join {
-        self.with_line(|line| {
-            // count, then look: a release in between either is seen by this
-            // look or sees the waiter (see the module documentation)
-            self.waiting.fetch_add(1, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            let limit = self.limit();
-            let done = if n > limit {
-                Some(Err(Refusal::above(n, limit)))
-            } else if line.is_empty() && self.take_free(n, limit).is_ok() {
-                Some(Ok(()))
-            } else {
-                None
-            };
-            let joined = match done {
-                Some(done) => Join::Done(done),
-                None => line.push_back(n, waker).map_or(Join::Full, Join::Queued),
-            };
-            if !matches!(joined, Join::Queued(_)) {
-                self.waiting.fetch_sub(1, Ordering::SeqCst);
-            }
-            joined
-        })
-    }
-
-    /// A queued waiter's outcome: its permits (taken on its behalf), a
-    /// refusal, or still waiting (keeping `waker`).
-    fn poll_ticket(
-        &self,
-        ticket: Ticket,
-        waker: &core::task::Waker,
-    ) -> Poll<Result<(), Refusal<'static>>> {
-        match self.with_line(|line| line.poll(ticket, waker)) {
-            Some((State::Waiting, _)) => Poll::Pending,
-            Some((State::Granted, _)) => Poll::Ready(Ok(())),
-            Some((State::Refused(limit), n)) => Poll::Ready(Err(Refusal::above(n, limit))),
-            // a stale ticket (never given out twice): nothing was taken
-            _ => Poll::Ready(Err(Refusal::above(0, 0))),
-        }
-    }
-
-    /// A queued waiter that goes away: leaves the line (the waiters behind
-    /// it may now fit), or gives back the permits it was granted but never
-    /// saw.
-    fn leave(&self, ticket: Ticket) {
-        let left = self.with_line(|line| {
-            let left = line.remove(ticket);
-            if let Some((State::Waiting, ..)) = left {
-                self.waiting.fetch_sub(1, Ordering::SeqCst);
-            }
-            left
-        });
-        match left {
-            Some((State::Waiting, _, true)) => self.serve(false),
-            Some((State::Granted, n, _)) => self.release(n),
-            _ => {}
-        }
-    }
-}
-
-/// `n` permits held; dropping the permit gives them back.
-///
-/// `H` is the limiter's handle the permit holds: `&ConcurrencyLimiter`
-/// (from [`ConcurrencyLimiter::try_acquire`] and `acquire`) or, with
-/// feature `std`, `Arc<ConcurrencyLimiter>` (from
-/// [`try_acquire_owned`](ConcurrencyLimiter::try_acquire_owned) and
-/// `acquire_owned`): a permit that is `'static`, for work that outlives
-/// the current borrow.
-///
-/// See the [module documentation](self) for what `mem::forget` does.
-#[must_use = "dropping the permit releases it at once"]
-#[derive(Debug)]
-pub struct ConcurrencyPermit<H: Deref<Target = ConcurrencyLimiter>> {
-    limiter: H,
-    permits: u32,
-}
-
-impl<H: Deref<Target = ConcurrencyLimiter>> ConcurrencyPermit<H> {
-    /// The permits this guard holds.
-    #[must_use]
-    pub const fn permits(&self) -> u32 {
-        self.permits
-    }
-
-    /// Detaches the permits from the guard: they stay in flight until
-    /// someone calls [`ConcurrencyLimiter::release`] with the returned
-    /// count.
-    #[must_use = "the returned permits stay in flight until released"]
-    pub fn into_raw(self) -> u32 {
-        let n = self.permits;
-        core::mem::forget(self);
-        n
-    }
-
-    /// Gives back `n` of the held permits now, keeping the rest.
-    pub fn release_some(&mut self, n: u32) {
-        let n = core::cmp::min(n, self.permits);
-        self.permits -= n;
-        self.limiter.release(n);
-    }
-
-    /// The limiter the permits belong to.
-    #[must_use]
-    pub fn limiter(&self) -> &H {
-        &self.limiter
-    }
-}
-
-impl<H: Deref<Target = ConcurrencyLimiter>> Drop for ConcurrencyPermit<H> {
-    fn drop(&mut self) {
-        self.limiter.release(self.permits);
-    }
-}
-
-/// The future of [`ConcurrencyLimiter::acquire`].
-#[must_use = "futures do nothing unless you `.await` or poll them"]
-#[derive(Debug)]
-struct Acquire<H: Deref<Target = ConcurrencyLimiter>> {
-    limiter: H,
-    n: u32,
-    ticket: Option<Ticket>,
-}
-
-impl<H: Deref<Target = ConcurrencyLimiter>> Unpin for Acquire<H> {}
-
-impl<H: Deref<Target = ConcurrencyLimiter> + Clone> Future for Acquire<H> {
-    type Output = Result<ConcurrencyPermit<H>, Refusal<'static>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let limiter = &*this.limiter;
-        let outcome = if let Some(ticket) = this.ticket {
-            let Poll::Ready(outcome) = limiter.poll_ticket(ticket, cx.waker()) else {
-                return Poll::Pending;
-            };
-            this.ticket = None;
-            outcome
-        } else {
-            match limiter.take(this.n) {
-                Ok(()) => Ok(()),
-                Err(e) if e.is_never() => Err(e),
-                Err(_) => match limiter.join(this.n, cx.waker()) {
-                    Join::Done(done) => done,
-                    Join::Queued(ticket) => {
-                        this.ticket = Some(ticket);
-                        return Poll::Pending;
-                    }
-                    Join::Full => {
-                        // not in the line (every slot taken, only without
-                        // `std`): polled again until a slot frees
-                        cx.waker().wake_by_ref();
-                        return Poll::Pending;
-                    }
-                },
-            }
-        };
-        Poll::Ready(outcome.map(|()| ConcurrencyPermit {
-            limiter: this.limiter.clone(),
-            permits: this.n,
-        }))
-    }
-}
-
-impl<H: Deref<Target = ConcurrencyLimiter>> Drop for Acquire<H> {
-    fn drop(&mut self) {
-        // out of the line; permits granted but never seen go to the next
-        if let Some(ticket) = self.ticket.take() {
-            self.limiter.leave(ticket);
-        }
-    }
 }
 
 /// A concurrency limiter is a [`Limiter`] through a reference: its permit
@@ -772,5 +526,11 @@ mod owned {
     }
 }
 
+mod line;
+mod permit;
 #[cfg(test)]
 mod tests;
+
+use line::Join;
+use permit::Acquire;
+pub use permit::ConcurrencyPermit;

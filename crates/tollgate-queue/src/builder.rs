@@ -67,7 +67,7 @@ impl<
 
     /// The most permits that may wait at once for one key (default:
     /// unbounded). 0 means no waiting at all: `acquire` then behaves like
-    /// `try_acquire` but reports [`WaitError::QueueFull`].
+    /// `try_acquire` but reports [`WaitError::QueueFull`](super::WaitError::QueueFull).
     pub fn queue_limit(mut self, permits: u64) -> Self {
         self.queue_limit = permits;
         self
@@ -80,7 +80,7 @@ impl<
         self
     }
 
-    /// Whether dropping a [`QueuePermit`] gives its permits back to the
+    /// Whether dropping a [`QueuePermit`](super::QueuePermit) gives its permits back to the
     /// limiter ([`Limiter::cancel`]) and wakes the waiters that now fit:
     /// for a limiter of your own whose capacity comes back by refunds
     /// rather than with time. Not needed for an in-flight limit, whose
