@@ -42,19 +42,17 @@ def main():
                     owner[f"tests/{f}/main.rs"] = crate
     by_lib = {c.replace("-", "_"): c for c in crates}
     rows = collections.defaultdict(lambda: [0, 0, 0, 0, 0.0])
+    # the header line of each run, and the crate it names
+    headers = [
+        (r"\s+Running unittests \S+ \(.*/deps/(\w+)-[0-9a-f]+\)", lambda n: by_lib.get(n, n)),
+        (r"\s+Running (tests/\S+\.rs) ", lambda f: owner.get(f, "?")),
+        (r"\s+Doc-tests (\w+)", lambda n: by_lib.get(n, n)),
+    ]
     current = "?"
     for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
-        m = re.match(r"\s+Running unittests \S+ \(.*/deps/(\w+)-[0-9a-f]+\)", line)
-        if m:
-            current = by_lib.get(m.group(1), m.group(1))
-            continue
-        m = re.match(r"\s+Running (tests/\S+\.rs) ", line)
-        if m:
-            current = owner.get(m.group(1), "?")
-            continue
-        m = re.match(r"\s+Doc-tests (\w+)", line)
-        if m:
-            current = by_lib.get(m.group(1), m.group(1))
+        named = [crate(m.group(1)) for pattern, crate in headers if (m := re.match(pattern, line))]
+        if named:
+            current = named[0]
             continue
         m = re.match(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored;.*finished in ([\d.]+)s", line)
         if m:
