@@ -258,13 +258,8 @@ where
             };
             // at least one resolution step ahead, so a zero wait (or a
             // clock that has not ticked) never spins
-            let ready_at = Timestamp::from_nanos(now.as_nanos().saturating_add(wait));
-            let wake = Timestamp::from_nanos(
-                ready_at.as_nanos().max(
-                    now.as_nanos()
-                        .saturating_add(duration_to_nanos(resolution).max(1)),
-                ),
-            );
+            let ready_at = now.saturating_add(Duration::from_nanos(wait));
+            let wake = ready_at.max(now.saturating_add(resolution.max(Duration::from_nanos(1))));
             if let Some(deadline) = this.deadline
                 && ready_at > deadline
             {
