@@ -1,5 +1,5 @@
-//! Keyed limiters side by side: tollgate's `LockFreeGcraTable`,
-//! `ShardedKeyedTable` and `CompactKeyedTable`, and a partitioned limiter
+//! Keyed limiters side by side: tollgate's `LockFreeGcraTable` and
+//! `ShardedKeyedTable`, and a partitioned limiter
 //! with one per-key policy over a `ShardedKeyedTable`, against governor's
 //! default keyed limiter (`DashMap`, `check_key`), on the same work in one
 //! run, so the ratio is what counts.
@@ -16,8 +16,7 @@
 //!   1,000,000 keys cycled in a fixed shuffled order, every key inserted
 //!   before measuring; 1 and 2 threads (thread `t` takes every other key).
 //!   `LockFreeGcraTable` and `ShardedKeyedTable` (the partitioned
-//!   limiter's too) are sized for 85 % occupancy, `CompactKeyedTable` for exactly the keys (its 1.5 slots per
-//!   key are built in). `LockFreeGcraTable` takes `WordKey`s only: no
+//!   limiter's too) are sized for 85 % occupancy. `LockFreeGcraTable` takes `WordKey`s only: no
 //!   `IpAddr` entry.
 //! - Bytes per tracked key: a counting global allocator measures the heap
 //!   each structure holds after tracking the keys; printed as `FIGURE`
@@ -34,9 +33,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
-use tollgate::keyed::{CompactKeyedTable, KeyedTable, LockFreeGcraTable, ShardedKeyedTable};
+use tollgate::keyed::{KeyedTable, LockFreeGcraTable, ShardedKeyedTable};
 use tollgate::partitioned::Partitioned;
-use tollgate::tick::TickGcra;
 use tollgate::{Clock, Gcra, Limiter, ManualClock, Quota, Timestamp};
 
 /// Net heap bytes held (allocations minus frees), process-wide.
@@ -117,15 +115,6 @@ fn partitioned<K: Hash + Eq + Clone + Send + Sync + 'static>(keys: u64) -> Parti
 fn lock_free(keys: u64) -> LockFreeGcraTable<u64> {
     LockFreeGcraTable::builder(Gcra::token_bucket(quota()))
         .max_keys(sized(keys))
-        .build()
-        .unwrap()
-}
-
-fn compact<K: Hash>(keys: u64) -> CompactKeyedTable<K> {
-    // 1 µs ticks: the interval is one tick
-    let alg = TickGcra::token_bucket(quota(), 1_000_000).unwrap();
-    CompactKeyedTable::builder(alg)
-        .max_keys(keys.max(64) as usize)
         .build()
         .unwrap()
 }
@@ -237,24 +226,6 @@ fn bytes_per_key() {
             assert_eq!(t.len() as u64, keys);
             Box::new(t)
         });
-        let compact_b = measure(&|| {
-            let t = compact::<u64>(keys);
-            for k in 0..keys {
-                let _ = t.try_acquire(&k, Timestamp::ZERO);
-            }
-            // about 0.1 % find both their groups full (overflow), and
-            // fingerprint collisions merge about N·10.7/2³² pairs
-            assert!(
-                t.len() as u64 + keys / 500 + 2 >= keys,
-                "{} tracked",
-                t.len()
-            );
-            println!(
-                "FIGURE keyed_compact_untracked_at_max_keys_{keys} {} keys of {keys} overflowed or shared when filled to max_keys",
-                keys - t.len() as u64
-            );
-            Box::new(t)
-        });
         let governor_b = measure(&|| {
             let l = governor::<u64>(FakeRelativeClock::default());
             for k in 0..keys {
@@ -262,9 +233,6 @@ fn bytes_per_key() {
             }
             Box::new(l)
         });
-        println!(
-            "FIGURE keyed_bytes_per_key_{keys}_compact {compact_b:.1} B/key table built for exactly these keys (target <= 12)"
-        );
         println!(
             "FIGURE keyed_bytes_per_key_{keys}_lock_free {lock_free_b:.1} B/key capacity at 85 % occupancy"
         );
@@ -294,18 +262,10 @@ fn flood_cost() {
         .overflow(OverflowPolicy::Deny)
         .build()
         .unwrap();
-    let compact = CompactKeyedTable::<u64>::builder(
-        TickGcra::token_bucket(Quota::per_hour(60).unwrap(), 1_000).unwrap(),
-    )
-    .max_keys(100_000)
-    .overflow(OverflowPolicy::Deny)
-    .build()
-    .unwrap();
     // fill them with busy keys (some shards fill before others)
     for k in 0..400_000u64 {
         let _ = sharded.try_acquire(&k, Timestamp::ZERO);
         let _ = lock_free.try_acquire(&k, Timestamp::ZERO);
-        let _ = compact.try_acquire(&k, Timestamp::ZERO);
     }
     let time = |f: &dyn Fn(u64) -> bool| {
         let mut best = f64::MAX;
@@ -322,8 +282,7 @@ fn flood_cost() {
     let now = Timestamp::from_nanos(1);
     let s = time(&|k| sharded.try_acquire(&k, now).is_ok());
     let l = time(&|k| lock_free.try_acquire(&k, now).is_ok());
-    let c = time(&|k| compact.try_acquire(&k, now).is_ok());
-    for (name, v) in [("sharded", s), ("lock_free", l), ("compact", c)] {
+    for (name, v) in [("sharded", s), ("lock_free", l)] {
         println!(
             "FIGURE keyed_flood_ns_per_request_{name} {v:.1} ns new key into a full table (Deny), best of 3 timed loops"
         );
@@ -414,14 +373,6 @@ fn group<K: Hash + Eq + Clone + Send + Sync + 'static>(
         &mut g,
         "tollgate partitioned (sharded)",
         &partitioned::<K>(keys),
-        &order,
-        threads,
-        &clock,
-    );
-    bench_table(
-        &mut g,
-        "tollgate CompactKeyedTable",
-        &compact::<K>(keys),
         &order,
         threads,
         &clock,

@@ -175,17 +175,6 @@ def targets(groups, figures):
                 add(f"keyed {key}, {keys} keys, {threads} thread(s): partitioned per key"
                     " / governor keyed",
                     part / gov if part and gov else None, 1.0)
-    for key in ["u64", "IpAddr"]:
-        for threads in [1, 2]:
-            g = f"keyed/{key}/1000000 keys/{threads} threads"
-            t = median_of(groups, g, "tollgate CompactKeyedTable")
-            gov = median_of(groups, g, "governor")
-            add(f"CompactKeyedTable / governor, {key}, 1,000,000 keys, {threads} thread(s)",
-                t / gov if t and gov else None, 0.5)
-    fig = {f[0]: f for f in figures}
-    b = fig.get("keyed_bytes_per_key_1000000_compact")
-    add("CompactKeyedTable bytes per tracked key, 1,000,000 keys (counting allocator)",
-        float(b[1]) if b else None, 12)
     return rows
 
 

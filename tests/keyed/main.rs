@@ -6,7 +6,6 @@
 #[path = "../keyed_support/mod.rs"]
 mod keyed_support;
 
-mod keyed_compact_table;
 mod keyed_eviction_is_lossless;
 mod keyed_hash_seeding;
 mod keyed_introspection;

@@ -11,7 +11,6 @@
 //! | [`HeaplessKeyedTable`] | `no_std`, no allocator | const generic `N` (power of two) | `critical-section` |
 //! | [`LockFreeGcraTable`] | feature `std`, GCRA, keys of ≤ 64 bits ([`WordKey`]) | chosen at run time, allocated once | none on the check path: one 128-bit compare-and-swap per slot |
 //! | [`ShardedKeyedTable`] | feature `std` | chosen at run time, allocated once | one `std::sync::RwLock` per shard (checks of tracked keys only read-lock) |
-//! | [`CompactKeyedTable`] | feature `std`, [`TickGcra`](crate::tick::TickGcra), very many keys | chosen at run time, allocated once; 12 bytes per key (an 8-byte slot: key fingerprint + 32-bit TAT) | none on the check path: one 64-bit compare-and-swap; keys sharing a fingerprint share a bucket |
 //!
 //! They store only each key's *state* (8 bytes for a [`Gcra`](crate::Gcra)
 //! bucket) and apply the key's [`Algorithm`] to it on every check, so
@@ -177,7 +176,6 @@ use crate::time::Timestamp;
 
 mod builder;
 #[cfg(feature = "std")]
-mod compact;
 mod hash;
 mod heapless_table;
 #[cfg(feature = "std")]
@@ -188,7 +186,6 @@ mod sweep;
 
 pub use builder::{DEFAULT_MAX_KEYS, TableBuilder};
 #[cfg(feature = "std")]
-pub use compact::{CompactKeyedTable, GROUP_SLOTS, INSERT_STRIPES};
 pub use hash::RandomSeed;
 pub use heapless_table::HeaplessKeyedTable;
 #[cfg(feature = "std")]

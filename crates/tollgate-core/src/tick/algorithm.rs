@@ -45,23 +45,6 @@ impl TickGcra {
         }
     }
 
-    /// Nanoseconds from `ns` until `n` permits would be admitted by a
-    /// bucket with stored `tat` (0 if now).
-    ///
-    /// # Errors
-    /// A refusal that [`is_never`](Refusal::is_never) if `n` is above the burst.
-    #[cfg(feature = "std")] // the compact keyed table's
-    pub(crate) fn wait_of(&self, tat: u32, n: u32, ns: u64) -> Result<u64, Refusal<'static>> {
-        if n > self.capacity {
-            return Err(self.exceeded(n));
-        }
-        if n == 0 {
-            return Ok(0);
-        }
-        let lead = self.lead_at(tat, self.ticks_at(ns) as u32);
-        Ok(self.wait_nanos(ns, u64::from(lead.saturating_sub(self.admit_lead(n)))))
-    }
-
     /// The wait (ns) for `n` permits after `ahead` others, of a bucket with
     /// stored `tat`: what [`Algorithm::time_until_ready_after`] answers.
     pub(crate) fn wait_after_of(&self, tat: u32, ahead: u64, n: u32, ns: u64) -> Option<u64> {
@@ -80,21 +63,6 @@ impl TickGcra {
             BucketKind::LeakyBucket => lead.saturating_add(ahead_cost),
         };
         Some(self.wait_nanos(ns, ticks))
-    }
-
-    /// The snapshot of a stored `tat` at `ns`.
-    #[inline]
-    #[cfg(feature = "std")] // the compact keyed table's
-    pub(crate) fn snapshot_of(&self, tat: u32, ns: u64) -> Snapshot {
-        self.snapshot_at(self.lead_at(tat, self.ticks_at(ns) as u32), ns)
-    }
-
-    /// Nanoseconds from `ns` until `ticks` ticks later (exact; see
-    /// [`TickGcra::wait_nanos`]).
-    #[inline]
-    #[cfg(feature = "std")] // the compact keyed table's
-    pub(crate) fn ticks_to_nanos_from(&self, ns: u64, ticks: u32) -> u64 {
-        self.wait_nanos(ns, u64::from(ticks))
     }
 
     /// The TAT carrying a bucket stored as `tat` under `self` over to

@@ -354,40 +354,4 @@ impl TickGcra {
         Duration::from_nanos(self.nanos_floor(self.horizon_ticks() as u64))
     }
 
-    /// The configuration as five words (for a table's seqlocked cell).
-    #[cfg(feature = "std")] // the compact keyed table's
-    pub(crate) const fn to_words(self) -> [u64; 5] {
-        let kind = match self.kind {
-            BucketKind::TokenBucket => 0,
-            BucketKind::LeakyBucket => 1,
-        };
-        [
-            (self.interval as u64) << 32 | self.max_lead as u64,
-            (self.heal_limit as u64) << 32 | self.heal_threshold as u64,
-            (self.capacity as u64) << 32 | self.tick_hz as u64,
-            (self.num as u64) << 32 | self.den as u64,
-            kind,
-        ]
-    }
-
-    /// The configuration back from [`TickGcra::to_words`].
-    #[inline(always)]
-    #[cfg(feature = "std")] // the compact keyed table's
-    pub(crate) const fn from_words(w: [u64; 5]) -> Self {
-        Self {
-            interval: (w[0] >> 32) as u32,
-            max_lead: w[0] as u32,
-            heal_limit: (w[1] >> 32) as u32,
-            heal_threshold: w[1] as u32,
-            capacity: (w[2] >> 32) as u32,
-            tick_hz: w[2] as u32,
-            num: (w[3] >> 32) as u32,
-            den: w[3] as u32,
-            kind: if w[4] == 0 {
-                BucketKind::TokenBucket
-            } else {
-                BucketKind::LeakyBucket
-            },
-        }
-    }
 }

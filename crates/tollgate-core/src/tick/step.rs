@@ -92,16 +92,6 @@ impl TickGcra {
         Refusal::above(n, self.capacity)
     }
 
-    /// True if a bucket with stored `tat` has been full since at least the
-    /// heal threshold before tick `now`: no caller whose `now` is stale by
-    /// up to the threshold can see it busy, so dropping it (a keyed table's
-    /// eviction) or storing the sentinel changes no decision.
-    #[inline]
-    #[cfg(feature = "std")] // the compact keyed table's
-    pub(crate) const fn idle_for_threshold(&self, tat: u32, now: u32) -> bool {
-        self.lead_at(tat, now) == 0 && self.lead_at(tat, now.wrapping_sub(self.heal_threshold)) == 0
-    }
-
     /// Ticks of room at lead `lead`.
     #[inline]
     pub(super) const fn slack(&self, lead: u32) -> u32 {
