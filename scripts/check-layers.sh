@@ -28,9 +28,22 @@ for f in "${CORE_FILES[@]}"; do
     status=1
   fi
 done
+# the embedded crates' docs and manifests speak to an embedded user: no word
+# of the server layers (links to web pages are fine)
+EMBEDDED=(crates/tollgate-core crates/tollgate-duty-cycle crates/tollgate-rtic crates/tollgate-embassy)
+SERVER_WORDS='\b(tokio|redis|valkey|axum|tower|hyper|tonic)\b|\bhttp\b'
+for d in "${EMBEDDED[@]}"; do
+  hits=$(grep -rniE "$SERVER_WORDS" "$d/src" "$d/Cargo.toml" | grep -viE 'https?://' || true)
+  if [ -n "$hits" ]; then
+    while IFS= read -r hit; do
+      echo "$hit: an embedded crate speaks of a server layer" >&2
+    done <<<"$hits"
+    status=1
+  fi
+done
 if [ "$status" -ne 0 ]; then
   echo "check-layers: the core must not know its upper layers (http, redis, tokio, ...);" >&2
   echo "give the upper layer a public, documented seam, or move the item into its module." >&2
   exit 1
 fi
-echo "check-layers: no upper-layer feature in the core's files"
+echo "check-layers: no upper-layer feature in the core's files, no server layer in the embedded crates' docs"

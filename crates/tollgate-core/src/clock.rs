@@ -11,7 +11,7 @@
 //! segment) is finer than the resolution cannot be enforced as written, so
 //! wherever a limiter meets a clock — [`RateLimiter`](crate::RateLimiter)
 //! (direct or over a table), embassy's `acquire` on a
-//! `static` bucket, the HTTP layer — pairing them is a
+//! `static` bucket, a layer built on this crate — pairing them is a
 //! [`ConfigError::ClockTooCoarse`](crate::ConfigError::ClockTooCoarse), never
 //! a silent clamp.
 //!
@@ -116,7 +116,7 @@ impl ManualClock {
     pub fn set(&self, now: Timestamp) {
         // A swap rather than a store: the same effect, but a read-modify-write
         // like `advance`, which loom 0.7 models correctly against it (a plain
-        // store racing an RMW yields impossible histories there, tokio-rs/loom
+        // store racing an RMW yields impossible histories there, loom issue
         // #254), so the loom model of `set` racing `advance` is sound.
         let _ = self.now.swap(now.as_nanos(), Ordering::Relaxed);
     }
@@ -166,17 +166,17 @@ mod std_clock {
     const ORIGIN_MARGIN: Duration = Duration::from_secs(3600);
 
     /// The one origin of every std clock ([`StdClock`], `CoarseClock`,
-    /// `QuantaClock`, `TokioClock`): fixed when the first of them is made,
+    /// `QuantaClock`, and the clocks of the crates built on this one): fixed when the first of them is made,
     /// [`ORIGIN_MARGIN`] before that moment (less where the platform's
     /// `Instant` cannot go back that far, as on a Windows machine booted
     /// within the hour).
     ///
-    /// Why the margin: under tokio's paused time, a runtime's clock starts
-    /// at the real time the runtime was built and then moves only when
-    /// tokio advances it, so it can read *earlier* than a later real-time
+    /// Why the margin: an async runtime's paused (test) time starts at the
+    /// real time the runtime was built and then moves only when the test
+    /// advances it, so it can read *earlier* than a later real-time
     /// reading. Were the origin that later reading (another thread's first
-    /// `StdClock`, say), a `TokioClock` would read zero, standing still,
-    /// until tokio's time caught up, and a paused test would see its time
+    /// `StdClock`, say), a clock over that runtime would read zero, standing
+    /// still, until the paused time caught up, and a paused test would see its time
     /// shortened by the difference. An hour of margin covers any paused
     /// runtime that has not lagged the real clock by an hour.
     pub(crate) fn process_origin() -> Instant {
@@ -196,13 +196,13 @@ mod std_clock {
     /// The operating system's monotonic clock (`std::time::Instant`),
     /// counted from one origin shared by the whole process and by every
     /// std clock of tollgate ([`CoarseClock`](super::CoarseClock),
-    /// `QuantaClock` and `TokioClock` count from it too).
+    /// `QuantaClock` and the async runtimes' clocks count from it too).
     ///
     /// Every `StdClock` agrees with every other, so a timestamp read from
     /// one can be given to a limiter that another reads (a fresh
     /// `StdClock::new()` per call is fine, if wasteful). The origin is
     /// fixed when the process makes its first std clock, an hour before
-    /// that moment (so that tokio's paused time, which can lag the real
+    /// that moment (so that a runtime's paused test time, which can lag the real
     /// clock, never reads before it; less where the platform's `Instant`
     /// cannot go back an hour): a timestamp is therefore not "time since
     /// the process started", only a point on the process's one time line.

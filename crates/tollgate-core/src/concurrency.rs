@@ -18,11 +18,9 @@
 //!   [`Refusal`].
 //! - [`ConcurrencyLimiter::acquire`]: a future that resolves when the
 //!   permits are free. It is woken by the release that frees them — no
-//!   timer, no polling — on any executor (tokio, embassy, a plain
+//!   timer, no polling — on any executor (embassy, RTIC, a plain
 //!   `block_on`). Waiters are served in the order they started waiting
-//!   (see [Waiting](#waiting-in-line-oldest-first)); for a bounded line
-//!   with a maximum wait, put the limiter in a tokio `queue::Queue`
-//!   (feature `tokio`).
+//!   (see [Waiting](#waiting-in-line-oldest-first)).
 //!
 //! ```
 //! use core::num::NonZeroU32;
@@ -84,11 +82,11 @@
 //! Nothing but a release frees capacity, so no exact wait exists. A refusal
 //! reports the limiter's *retry hint* (default [`DEFAULT_RETRY_HINT`], 1 ms;
 //! set it with [`ConcurrencyLimiter::with_retry_hint`]) as `retry_after`: a
-//! back-off for HTTP clients (`Retry-After` rounds it up to 1 s), not a
-//! promise. Nothing in tollgate waits on it: every waiter on an in-flight
-//! limit (this limiter's [`acquire`](ConcurrencyLimiter::acquire), a
-//! `queue::Queue`, a partitioned limiter's per-key in-flight policy, an
-//! HTTP concurrency policy that queues) is woken by the release. `reset_after` in a snapshot is likewise zero when nothing is in
+//! back-off for a caller that retries on its own (in whole seconds, it
+//! rounds up to 1 s), not a promise. Nothing in tollgate waits on it: every
+//! waiter on an in-flight limit (this limiter's
+//! [`acquire`](ConcurrencyLimiter::acquire), and every layer that queues in
+//! front of an in-flight limit) is woken by the release. `reset_after` in a snapshot is likewise zero when nothing is in
 //! flight and the hint otherwise.
 //!
 //! # Leaked permits

@@ -4,10 +4,10 @@
 //! program but an answer.
 //!
 //! Each layer follows the same naming: a `ConfigError` for construction
-//! (`tollgate::ConfigError`, `tollgate::http::ConfigError`,
-//! `tollgate::redis::ConfigError`), a [`Refusal`](crate::Refusal) for an
-//! attempt that does not wait, and a `WaitError` for one that waits
-//! (`tollgate::embassy::WaitError`, `tollgate::queue::WaitError`). An error
+//! (this crate's [`ConfigError`], and one per layer that has settings of
+//! its own), a [`Refusal`](crate::Refusal) for an attempt that does not
+//! wait, and a `WaitError` for one that waits
+//! ([`wait::WaitError`](crate::wait::WaitError), and the layers' own). An error
 //! that wraps another reports it through
 //! [`source`](core::error::Error::source) and does not repeat its text in
 //! its own `Display`.

@@ -8,8 +8,8 @@
 //!
 //! Add `tollgate`, not this crate: `tollgate` re-exports everything here
 //! under the same paths, and its features turn on the layers built on this
-//! one (embassy and RTIC clocks and waiting, tokio queues, partitioned
-//! limiters, HTTP middleware, a Redis store). This crate knows none of them;
+//! one (for firmware: the embassy and RTIC clocks and waiting, the LoRa duty
+//! cycle; and the server layers). This crate knows none of them;
 //! they use its public API only. The examples below are written the way a
 //! user writes them, against `tollgate`.
 //!

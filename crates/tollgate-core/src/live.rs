@@ -22,8 +22,8 @@
 //!   key, when a per-key quota function's answer for it changes);
 //! - the concurrency limiter: [`ConcurrencyLimiter::set_limit`] (permits
 //!   in flight are not a function of the limit: nothing to carry);
-//! - the HTTP layer: `RateLimitLayer::reload` keeps the buckets of every
-//!   rule that did not change (feature `http`).
+//! - the layers built on these (a rules file's reload keeps the buckets of
+//!   every rule that did not change).
 //!
 //! The change is atomic with respect to every check: a check is decided
 //! entirely under the old quota (and then carried over) or entirely under

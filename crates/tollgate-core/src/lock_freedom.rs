@@ -62,7 +62,6 @@
 //! | [`SlidingWindowState`], `Bucket<SlidingWindow<N>>` | no / no (a spin lock) |
 //! | [`HeaplessKeyedTable`] | no / as its algorithm (a critical section around the map; the states inside are still the algorithm's atomics) |
 //! | `ShardedKeyedTable` (`std`) | no / no (reader-writer locks) |
-//! | `queue::Queue` (`tokio`), `partitioned::Partitioned` (`std`) | no / no (the queue's waiting line is behind a mutex; a partitioned limiter's tables are trait objects, so it cannot promise more) |
 //! | `LockFreeGcraTable` (`std`) | checks of tracked keys: as `AtomicU128` (yes on aarch64; on x86_64 decided at run time by `cmpxchg16b`, so the constant says no unless built with `-C target-feature=+cmpxchg16b` and [`LockFreedom::is_lock_free`] says yes on almost every CPU; **no** on i686, wasm32, 32-bit Arm and RISC-V, where `portable-atomic` falls back to its lock table) / no (inserts lock a mutex) |
 //! | [`LiveBucket`] | no (a check that meets a quota change waits for it) / without `std`, as `AtomicU64` (changes run in a critical section); with `std`, no |
 //! | [`ConcurrencyLimiter`] | no (releases wake async waiters under a lock) / without `std`, yes (a critical section); with `std`, no |

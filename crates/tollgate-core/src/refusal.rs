@@ -254,7 +254,8 @@ impl<'a> Refusal<'a> {
     }
 
     /// [`retry_after`](Self::retry_after) in whole seconds rounded **up**:
-    /// what an HTTP `Retry-After` header needs. Never 0 for a positive wait
+    /// what a protocol that counts in seconds needs (a `Retry-After`
+    /// answer, a retry timer in seconds). Never 0 for a positive wait
     /// (a 300 ms wait gives 1).
     ///
     /// ```
@@ -362,7 +363,7 @@ pub enum KeyedPath {
     OverflowDenied,
     /// The table was full: admitted as a fresh key ([`OverflowPolicy::Allow`](crate::keyed::OverflowPolicy::Allow)).
     OverflowAllowed,
-    /// A table kept elsewhere (the Redis store) was not asked: a local
+    /// A table kept elsewhere (a shared store) was not asked: a local
     /// cache of its recent refusals answered, with the time still left.
     Cached,
     /// A table kept elsewhere could not be asked (an error, a timeout, an

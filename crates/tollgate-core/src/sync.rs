@@ -1,7 +1,7 @@
 //! The one place that names atomic types and locks.
 //!
-//! Every atomic (and every lock of the `std` keyed tables and of the tokio
-//! queue) in tollgate comes from here, so that a `--cfg loom` build swaps all of them for loom's
+//! Every atomic (and every lock of the `std` keyed tables and of the crates
+//! built on this one) in tollgate comes from here, so that a `--cfg loom` build swaps all of them for loom's
 //! model-checked twins at once. Loom cannot see
 //! `portable_atomic` types: code written against them directly would pass a
 //! loom model while being racy. Outside loom, `portable-atomic` supplies

@@ -78,7 +78,7 @@ use core::time::Duration;
 ///
 /// What the origin is depends on the clock: one process-wide origin for
 /// every std clock ([`StdClock`](crate::StdClock), `CoarseClock`,
-/// `QuantaClock`, `TokioClock`), boot for an embassy tick counter, zero
+/// `QuantaClock`, an async runtime's), boot for an embassy tick counter, zero
 /// for a [`ManualClock`](crate::ManualClock). Timestamps of clocks with
 /// different origins must not be mixed on one limiter. See the [module
 /// documentation](self).

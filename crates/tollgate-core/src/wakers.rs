@@ -1,7 +1,7 @@
 //! The line of tasks waiting for a
 //! [`ConcurrencyLimiter`](crate::ConcurrencyLimiter)'s permits, in the
 //! order they started waiting, served by the releases: on any executor
-//! (tokio, embassy, …), without a timer.
+//! (embassy, RTIC, a plain `block_on`, …), without a timer.
 //!
 //! The line is a slab of slots linked in arrival order. A release hands the
 //! freed permits to the front of the line while they fit (taking them on

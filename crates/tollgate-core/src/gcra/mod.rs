@@ -225,9 +225,9 @@ impl Gcra {
     /// nanoseconds (the rounded regime of [`crate::quota`]), whatever its
     /// quota. Unchanged if the interval already is whole nanoseconds.
     ///
-    /// This is what the Redis store (`tollgate::redis::RedisStore`, feature
-    /// `redis`) enforces, its Lua script keeping TATs in nanoseconds: build
-    /// an in-process bucket with it to decide exactly as the store does.
+    /// This is what a store that keeps TATs in whole nanoseconds enforces
+    /// (a shared store running the step in a script, say): build an
+    /// in-process bucket with it to decide exactly as such a store does.
     ///
     /// ```
     /// use tollgate::{Gcra, Quota};

@@ -25,7 +25,7 @@ impl Gcra {
     /// `lead` ahead of the present (zero for a full bucket): what
     /// [`Algorithm::check_n`](crate::Algorithm::check_n) would report for
     /// such a bucket. For a store that keeps the state elsewhere and runs
-    /// the same step there (the Redis store runs it in a Lua script and
+    /// the same step there (in a script of a shared store, say, that
     /// returns the lead), so that it reports exactly the fields an
     /// in-process bucket would.
     ///

@@ -28,10 +28,11 @@
 //! policy, whose `Lease` gives them back when
 //! it drops.
 //!
-//! Waiting for a limiter is not part of the trait: a
-//! `tollgate::queue::Queue` (feature `tokio`) waits in front of any
-//! `Limiter`, keyed or not, woken by a timer for a rate and by the release
-//! for an in-flight limit. `Limiter` is dyn-compatible: a
+//! Waiting for a limiter is not part of the trait: [`wait::Wait`](crate::wait::Wait)
+//! waits on any `Limiter` over a clock that can sleep, keyed or not, woken
+//! by the clock's timer for a rate, and
+//! [`ConcurrencyLimiter::acquire`](crate::ConcurrencyLimiter::acquire) by the
+//! release for an in-flight limit. `Limiter` is dyn-compatible: a
 //! `Box<dyn Limiter<K, Permit = Grant>>` holds any rate limiter over `K`.
 
 use core::time::Duration;

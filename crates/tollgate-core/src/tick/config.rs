@@ -353,5 +353,4 @@ impl TickGcra {
     pub const fn idle_horizon(&self) -> Duration {
         Duration::from_nanos(self.nanos_floor(self.horizon_ticks() as u64))
     }
-
 }
