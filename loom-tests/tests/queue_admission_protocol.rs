@@ -1,4 +1,4 @@
-//! The tokio queue's admission protocol (`src/queue/shared.rs` and
+//! The tokio queue's admission protocol (`crates/tollgate-queue/src/shared.rs` and
 //! `waiters.rs`: one mutex over the waiter list, the `gate`, `due` and
 //! `driving` atomics, and the admission loop any thread may end up running)
 //! with releases, cancellations, newcomers, `close` and the queue's timer
@@ -8,7 +8,7 @@
 //! `crates/tollgate-core/src/sync.rs`), its clock is a `ManualClock` the model moves, and its
 //! timer only records where it is armed: the model fires it with
 //! `Queue::model_fire_timer`, which is what tokio's timer driver does (see
-//! `src/queue/timer.rs`). Every other line is the queue's own code, driven
+//! `crates/tollgate-queue/src/timer.rs`). Every other line is the queue's own code, driven
 //! through its public API: `acquire` futures polled by hand with counting
 //! wakers, permits dropped, futures dropped (cancellation), `close`.
 //!
