@@ -71,10 +71,10 @@
 //! | `rtic` (feature `rtic`) | `RticClock`: an RTIC monotonic as a `Clock` |
 //!
 //! The core's modules come from the `no_std` crate `tollgate-core`;
-//! `duty_cycle`, `rtic`, `embassy`, `partitioned` and `queue` from crates of
-//! their own (`tollgate-duty-cycle`, ...), each built on the core's public
-//! API only; `http` and `redis` live here. All are re-exported under these
-//! paths: add `tollgate`, not the crates behind it.
+//! `duty_cycle`, `rtic`, `embassy`, `partitioned`, `queue`, `redis` and
+//! `http` from crates of their own (`tollgate-duty-cycle`, ...), each built
+//! on the public API of the crates below it only. All are re-exported under
+//! these paths: add `tollgate`, not the crates behind it.
 //!
 //! ## The guide
 //!
@@ -137,12 +137,10 @@ pub use tollgate_duty_cycle as duty_cycle;
 #[cfg(feature = "embassy")]
 #[doc(inline)]
 pub use tollgate_embassy as embassy;
-#[cfg(feature = "fuzzing")]
-#[doc(hidden)]
-pub mod fuzzing;
 pub mod guide;
 #[cfg(feature = "http")]
-pub mod http;
+#[doc(inline)]
+pub use tollgate_http as http;
 #[cfg(feature = "std")]
 #[doc(inline)]
 pub use tollgate_partitioned as partitioned;
@@ -150,7 +148,8 @@ pub use tollgate_partitioned as partitioned;
 #[doc(inline)]
 pub use tollgate_queue as queue;
 #[cfg(feature = "redis")]
-pub mod redis;
+#[doc(inline)]
+pub use tollgate_redis as redis;
 #[cfg(feature = "rtic")]
 #[doc(inline)]
 pub use tollgate_rtic as rtic;

@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use arbitrary::Arbitrary;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
-use tollgate::fuzzing;
+use tollgate_http::fuzzing;
 
 #[derive(Debug, Arbitrary)]
 struct Input {

@@ -9,7 +9,7 @@
 use arbitrary::Arbitrary;
 use http::Method;
 use libfuzzer_sys::fuzz_target;
-use tollgate::fuzzing::{self, Routes};
+use tollgate_http::fuzzing::{self, Routes};
 
 #[derive(Debug, Arbitrary)]
 struct Input {

@@ -10,9 +10,9 @@ use arbitrary::Arbitrary;
 use core::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use redis::Value;
-use tollgate::fuzzing;
 use tollgate::redis::RemoteAlgorithm;
 use tollgate::{Gcra, Quota, Refusal, Snapshot};
+use tollgate_redis::fuzzing;
 
 /// The snapshot a reply carries: after an admission, or the refusal's.
 /// A reply's refusal always has a finite wait (the store waits for it):

@@ -20,9 +20,9 @@
 //! meaning across versions and quotas (replicas of a fleet upgraded one at
 //! a time read each other's TATs), and leads keep the full 2^53 ns range.
 //!
-//! [`Gcra::rounded`]: crate::Gcra::rounded
+//! [`Gcra::rounded`]: tollgate_core::Gcra::rounded
 //!
-//! [`GcraState`]: crate::GcraState
+//! [`GcraState`]: tollgate_core::GcraState
 
 /// GCRA (token and leaky bucket) step: check `n` (0 = peek) or refund `n`.
 ///

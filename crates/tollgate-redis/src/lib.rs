@@ -1,15 +1,15 @@
 //! Distributed limiting on Redis or Valkey (feature `redis`).
 //!
 //! [`RedisStore`] runs tollgate's own GCRA step (token or leaky bucket, the
-//! same rules as [`Gcra`](crate::Gcra)) or a fixed window atomically inside
+//! same rules as [`Gcra`](tollgate_core::Gcra)) or a fixed window atomically inside
 //! plain Redis, Valkey or a Redis Cluster, in one Lua script per algorithm:
 //! no server module needed. Every replica of a service that points at the
 //! same server and prefix shares one limit per key.
 //!
 //! The store keeps TATs in whole nanoseconds: a quota whose emission
 //! interval is not a whole number of nanoseconds (`per_second(3)`) runs
-//! with it rounded up ([`Gcra::rounded`](crate::Gcra::rounded)), where an
-//! in-process bucket keeps it exact (see [`crate::quota`]).
+//! with it rounded up ([`Gcra::rounded`](tollgate_core::Gcra::rounded)), where an
+//! in-process bucket keeps it exact (see [`tollgate_core::quota`]).
 //!
 //! - **Server time.** The script reads the server's `TIME`, so application
 //!   clocks never matter. Decisions carry the same fields as in-process:
@@ -36,7 +36,7 @@
 //!   store errs or times out, [`FailurePolicy`] decides: fail-open admits
 //!   (optionally under a local per-replica ceiling), fail-closed refuses with
 //!   a fixed `retry_after`. Either way the answer's path is
-//!   [`KeyedPath::Fallback`](crate::keyed::KeyedPath::Fallback) and the
+//!   [`KeyedPath::Fallback`](tollgate_core::keyed::KeyedPath::Fallback) and the
 //!   caller never waits longer than the timeout. The connection is
 //!   re-established in the background with exponential backoff.
 //! - **Circuit breaker.** After 3 consecutive calls that could not reach
@@ -130,9 +130,16 @@
 //! PATH (`scripts/test.sh` installs it). Figures: `cargo bench --bench
 //! redis`, collected in the repository's BENCHMARKS.md.
 
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc(test(attr(deny(unused_imports))))]
+
 mod breaker;
 mod cache;
 mod config;
+#[cfg(fuzzing)]
+pub mod fuzzing;
 pub mod script;
 pub(crate) mod store;
 

@@ -9,10 +9,10 @@ use http::{Response, StatusCode};
 
 use super::body::BodyMode;
 use super::{Compiled, Shared, SuccessHeaders};
-use crate::http::headers::{self, RATELIMIT, RATELIMIT_POLICY, StackText};
-use crate::refusal::Refusal;
-use crate::snapshot::Snapshot;
-use crate::time::duration_to_nanos;
+use crate::headers::{self, RATELIMIT, RATELIMIT_POLICY, StackText};
+use tollgate_core::refusal::Refusal;
+use tollgate_core::snapshot::Snapshot;
+use tollgate_core::time::duration_to_nanos;
 
 impl Shared {
     /// `RateLimit-Policy` and `RateLimit` for an admitted request: one item

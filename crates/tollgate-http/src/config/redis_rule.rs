@@ -7,18 +7,18 @@ use std::format;
 use super::{ConfigError, RuleConfig};
 #[cfg(feature = "redis")]
 use super::{duration_field, quota_error};
-use crate::http::policy::Policy;
+use crate::policy::Policy;
 #[cfg(feature = "redis")]
-use crate::http::policy::PolicyAlgorithm;
+use crate::policy::PolicyAlgorithm;
 #[cfg(feature = "redis")]
-use crate::quota::Quota;
+use tollgate_core::quota::Quota;
 
 /// The Redis key prefix of a rule with `backend = "redis"`: its
 /// `redis_prefix`, by default `tollgate:<name>:`. Keys are the prefix and a
 /// fixed-length digest (see [`RedisConfig::redis_key`]), so two rules share
 /// buckets only if their prefixes are equal, which the config refuses.
 ///
-/// [`RedisConfig::redis_key`]: crate::redis::RedisConfig::redis_key
+/// [`RedisConfig::redis_key`]: tollgate_redis::RedisConfig::redis_key
 #[cfg(feature = "redis")]
 pub(super) fn redis_prefix_of(r: &RuleConfig) -> Option<std::vec::Vec<u8>> {
     if r.backend.as_deref() != Some("redis") {
@@ -39,12 +39,12 @@ pub(super) fn redis_backend(loc: &str, _p: Policy, _r: &RuleConfig) -> Result<Po
     ))
 }
 
-/// A [`RedisStore`](crate::redis::RedisStore) for the rule, connected
+/// A [`RedisStore`](tollgate_redis::RedisStore) for the rule, connected
 /// lazily (building never waits for the server).
 #[cfg(feature = "redis")]
 pub(super) fn redis_backend(loc: &str, p: Policy, r: &RuleConfig) -> Result<Policy, ConfigError> {
-    use crate::redis::{FailurePolicy, RedisConfig, RedisStore};
     use std::sync::Arc;
+    use tollgate_redis::{FailurePolicy, RedisConfig, RedisStore};
 
     let at = |field: &str| format!("{loc}.{field}");
     let url = r.redis_url.as_deref().ok_or_else(|| {
@@ -99,8 +99,8 @@ pub(super) fn redis_backend(loc: &str, p: Policy, r: &RuleConfig) -> Result<Poli
 /// The rule's field that a Redis store's error is about, with the error
 /// as its source.
 #[cfg(feature = "redis")]
-fn redis_error(loc: &str, e: crate::redis::ConfigError) -> ConfigError {
-    use crate::redis::ConfigError as RedisConfigError;
+fn redis_error(loc: &str, e: tollgate_redis::ConfigError) -> ConfigError {
+    use tollgate_redis::ConfigError as RedisConfigError;
 
     let at = |field: &str| format!("{loc}.{field}");
     let error = match &e {

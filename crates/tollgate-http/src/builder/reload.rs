@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::vec::Vec;
 
 use super::RateLimitLayerBuilder;
-use crate::clock::Clock;
-use crate::http::key::KeySource;
-use crate::http::layer::{Compiled, Gate, HttpStore, RateLimitLayer, Shared};
-use crate::http::policy::{ConfigError, Plan, Policy, StoreAlg};
-use crate::limiter::Inheritance;
-use crate::queue::Queue;
+use crate::key::KeySource;
+use crate::layer::{Compiled, Gate, HttpStore, RateLimitLayer, Shared};
+use crate::policy::{ConfigError, Plan, Policy, StoreAlg};
+use tollgate_core::clock::Clock;
+use tollgate_core::limiter::Inheritance;
+use tollgate_queue::Queue;
 
 /// What a [`RateLimitLayer::reload`] did with each rule, by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -130,7 +130,7 @@ impl<'a> Carrier<'a> {
         if old.plan.alg != plan.alg {
             let now = self
                 .previous
-                .map_or(crate::time::Timestamp::ZERO, |s| s.clock.now());
+                .map_or(tollgate_core::time::Timestamp::ZERO, |s| s.clock.now());
             let done = match plan.alg {
                 StoreAlg::Gcra(a) => store.reconfigure(a, self.how, now).is_ok(),
                 StoreAlg::Fixed(a) => store.reconfigure(a, self.how, now).is_ok(),
@@ -185,7 +185,7 @@ impl RateLimitLayer {
     ///   windows, sliding windows and in-flight limits are one each) and no
     ///   backend keeps its store; if its quota, bucket kind, window, limit
     ///   or queueing changed, each key's state carries over by `how` (see
-    ///   [`crate::live`]) and permits in flight stay held; with the same
+    ///   [`tollgate_core::live`]) and permits in flight stay held; with the same
     ///   queue settings it keeps its queue, and the requests waiting in it
     ///   keep their place (a raised in-flight limit admits them at once).
     ///   New queue settings start a new queue over the kept store: requests

@@ -1,7 +1,7 @@
-//! Entry points for the cargo-fuzz targets in `fuzz/` (feature `fuzzing`):
-//! thin wrappers over crate-private code, so that the targets reach it
-//! without making it public. **Not a stable API**: hidden from the docs,
-//! and it may change in any release.
+//! Entry points for the cargo-fuzz targets in `fuzz/`: thin wrappers over
+//! crate-private code, so that the targets reach it without making it
+//! public. It exists only in a build with `--cfg fuzzing` (which
+//! `cargo fuzz` sets), never in a user's build or in the docs.
 
 use core::net::IpAddr;
 use core::time::Duration;
@@ -10,9 +10,8 @@ use std::vec::Vec;
 
 use http::{HeaderMap, Method, Request};
 
-use crate::http::{IpNet, KeySource, LayerConfig, Policy, RateLimitLayer};
-use crate::quota::Quota;
-use crate::redis::{RemoteAlgorithm, StoreError, StoreReply};
+use crate::{IpNet, KeySource, LayerConfig, Policy, RateLimitLayer};
+use tollgate_core::quota::Quota;
 
 /// The client address the layer charges for a request from `peer` with
 /// `headers`, behind `trusted` proxies (`forwarded`: RFC 7239 `Forwarded`
@@ -20,24 +19,24 @@ use crate::redis::{RemoteAlgorithm, StoreError, StoreReply};
 pub fn client_ip(peer: IpAddr, headers: &HeaderMap, forwarded: bool, trusted: &[IpNet]) -> IpAddr {
     let nets: Vec<IpNet> = trusted
         .iter()
-        .map(|n| crate::http::key::canonical_net(*n))
+        .map(|n| crate::key::canonical_net(*n))
         .collect();
     let which = if forwarded {
-        crate::http::key::ForwardedHeader::Forwarded
+        crate::key::ForwardedHeader::Forwarded
     } else {
-        crate::http::key::ForwardedHeader::XForwardedFor
+        crate::key::ForwardedHeader::XForwardedFor
     };
-    crate::http::key::client_ip(crate::http::key::canonical(peer), headers, which, &nets)
+    crate::key::client_ip(crate::key::canonical(peer), headers, which, &nets)
 }
 
 /// A trusted-proxy entry as a config file reads it.
 pub fn parse_net(s: &str) -> Option<IpNet> {
-    crate::http::key::parse_net(s)
+    crate::key::parse_net(s)
 }
 
 /// The 128-bit key a table stores for header bytes, under a fixed secret.
 pub fn header_digest(k0: u64, k1: u64, bytes: &[u8]) -> [u64; 2] {
-    crate::http::key::KeyDigest::with_keys(k0, k1).digest(bytes)
+    crate::key::KeyDigest::with_keys(k0, k1).digest(bytes)
 }
 
 /// A rules file, parsed (`json`: JSON, else TOML) and built: the layer's
@@ -59,7 +58,7 @@ pub fn build_config(text: &str, json: bool) -> Result<String, String> {
 
 /// A duration as a config file reads it.
 pub fn parse_duration(s: &str) -> Option<Duration> {
-    crate::http::config::parse_duration(s).ok()
+    crate::config::parse_duration(s).ok()
 }
 
 /// Route policies, each with its path prefixes and optional methods, built
@@ -100,43 +99,7 @@ impl Routes {
 /// (`None`: the prefix is refused).
 #[must_use]
 pub fn prefix_matches(prefix: &str, path: &str) -> Option<bool> {
-    crate::http::routing::PathPrefix::parse(prefix)
+    crate::routing::PathPrefix::parse(prefix)
         .ok()
         .map(|p| p.matches(path))
-}
-
-/// The decision a Redis store running `algorithm` takes from the script's
-/// raw reply `value`.
-///
-/// # Errors
-/// The [`StoreError`] the store would report.
-pub fn redis_reply(
-    algorithm: RemoteAlgorithm,
-    value: ::redis::Value,
-) -> Result<StoreReply, StoreError> {
-    let (gcra, capacity) = redis_parts(algorithm);
-    let reply = crate::redis::store::decode_reply(value)?;
-    crate::redis::store::reply_to_decision(gcra, capacity, reply)
-}
-
-/// The wait a Redis store running `algorithm` reads from a peek's reply
-/// for `n` permits.
-///
-/// # Errors
-/// The [`StoreError`] the store would report.
-pub fn redis_wait(
-    algorithm: RemoteAlgorithm,
-    n: u32,
-    reply: [i64; 5],
-) -> Result<Duration, StoreError> {
-    let (gcra, capacity) = redis_parts(algorithm);
-    crate::redis::store::wait_from_peek(gcra, capacity, n, reply)
-}
-
-fn redis_parts(algorithm: RemoteAlgorithm) -> (Option<crate::gcra::Gcra>, u32) {
-    use crate::limiter::Algorithm;
-    match algorithm {
-        RemoteAlgorithm::Gcra(g) => (Some(g), g.capacity()),
-        RemoteAlgorithm::FixedWindow(q) => (None, q.permits()),
-    }
 }

@@ -12,7 +12,7 @@ use std::vec::Vec;
 
 use super::policy::{Policy, PolicyAlgorithm};
 #[cfg(test)]
-use crate::quota::Quota;
+use tollgate_core::quota::Quota;
 
 /// `RateLimit-Policy`.
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -105,7 +105,7 @@ pub(crate) fn policy_item(policy: &Policy) -> Option<HeaderValue> {
         }
         PolicyAlgorithm::FixedWindow { limit, window }
         | PolicyAlgorithm::SlidingWindow { limit, window } => {
-            (*limit, crate::time::duration_to_nanos(*window))
+            (*limit, tollgate_core::time::duration_to_nanos(*window))
         }
         _ => return None,
     };

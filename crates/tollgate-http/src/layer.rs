@@ -27,14 +27,14 @@ use super::key::{self, Extracted, IpNet, KeyDigest, PeerAddrFn, RequestHead, Tab
 use super::metrics::PolicyMetrics;
 use super::policy::{MissingKey, Plan, Policy, RejectionHandler};
 use super::routing::{PathPrefix, PrefixTree};
-use crate::clock::{Clock, QuantaClock};
-use crate::concurrency::DEFAULT_RETRY_HINT;
-use crate::limiter::Limiter;
-use crate::partitioned::{Lease, PolicyStore};
-use crate::queue::{Queue, QueuePermit, WaitError};
-use crate::snapshot::Snapshot;
-use crate::time::Timestamp;
 use body::{BodyMode, Held, Wrapped};
+use tollgate_core::clock::{Clock, QuantaClock};
+use tollgate_core::concurrency::DEFAULT_RETRY_HINT;
+use tollgate_core::limiter::Limiter;
+use tollgate_core::snapshot::Snapshot;
+use tollgate_core::time::Timestamp;
+use tollgate_partitioned::{Lease, PolicyStore};
+use tollgate_queue::{Queue, QueuePermit, WaitError};
 
 /// A policy's store: a limiter over the layer's fixed-size [`TableKey`]s.
 pub(crate) type HttpStore = PolicyStore<TableKey>;
@@ -365,7 +365,7 @@ impl<M> RateLimitLayer<M> {
     /// A layer that applies only the policy `name`, sharing its buckets:
     /// attach it to specific routes (axum `route_layer`). It ignores path
     /// prefixes, method filters and the global limiter, but not
-    /// [exemptions](crate::http::RateLimitLayerBuilder::exempt): an exempt path is never
+    /// [exemptions](crate::RateLimitLayerBuilder::exempt): an exempt path is never
     /// charged, however the policy is attached. `None` if no policy
     /// has that name. (After a [`reload`](Self::reload) that removes the
     /// policy, the layer lets requests through.)

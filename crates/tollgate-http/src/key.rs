@@ -16,7 +16,7 @@ use http::{Extensions, HeaderMap, Method, Uri};
 /// or for bytes a 128-bit keyed digest (SipHash-2-4 under the layer's
 /// secret random key), never the bytes themselves.
 ///
-/// [`ipv6_prefix`]: crate::http::Policy::ipv6_prefix
+/// [`ipv6_prefix`]: crate::Policy::ipv6_prefix
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PartitionKey {
@@ -43,7 +43,7 @@ pub struct RequestHead<'a> {
 }
 
 /// A custom key function: `None` means "no key" (the policy's
-/// [`MissingKey`](crate::http::MissingKey) outcome applies).
+/// [`MissingKey`](crate::MissingKey) outcome applies).
 pub(crate) type KeyFn = Arc<dyn Fn(&RequestHead<'_>) -> Option<PartitionKey> + Send + Sync>;
 
 /// How a policy finds a request's partition key.
@@ -59,7 +59,7 @@ pub enum KeySource {
     /// address of the forwarding chain that is not a trusted proxy; the peer
     /// address when the peer itself is not trusted (forwarding headers from
     /// untrusted peers are ignored). See
-    /// [`RateLimitLayerBuilder::trusted_proxies`](crate::http::RateLimitLayerBuilder::trusted_proxies).
+    /// [`RateLimitLayerBuilder::trusted_proxies`](crate::RateLimitLayerBuilder::trusted_proxies).
     /// The chain is read from `X-Forwarded-For: client, proxy1, proxy2`.
     ClientIp,
     /// As [`ClientIp`](Self::ClientIp), the chain read from RFC 7239

@@ -19,14 +19,14 @@ use super::policy::{
     ConfigError, ConfigErrorKind, MissingKey, Plan, Policy, RejectionHandler, StoreAlg,
 };
 use super::routing::PathPrefix;
-use crate::clock::Clock;
-use crate::error::check_clock;
-use crate::keyed::ShardedKeyedTable;
-use crate::limiter::{Algorithm, Inheritance};
-use crate::live::LiveBucket;
-use crate::partitioned::{Partitioned, PolicyStore};
 use reload::Carrier;
 pub use reload::ReloadReport;
+use tollgate_core::clock::Clock;
+use tollgate_core::error::check_clock;
+use tollgate_core::keyed::ShardedKeyedTable;
+use tollgate_core::limiter::{Algorithm, Inheritance};
+use tollgate_core::live::LiveBucket;
+use tollgate_partitioned::{Partitioned, PolicyStore};
 
 /// Builds a [`RateLimitLayer`]; see the [module docs](super).
 pub struct RateLimitLayerBuilder {
@@ -172,11 +172,11 @@ impl RateLimitLayerBuilder {
     /// The layer's rejection handler: it answers every refusal except
     /// those of a policy with its own [`Policy::on_rejected`] (see the
     /// precedence table in the [module docs](super)). It is given the
-    /// [`Refusal`](crate::Refusal) — [`policy()`](crate::Refusal::policy)
-    /// names the refusing policy, [`stage()`](crate::Refusal::stage) is 0
+    /// [`Refusal`](tollgate_core::Refusal) — [`policy()`](tollgate_core::Refusal::policy)
+    /// names the refusing policy, [`stage()`](tollgate_core::Refusal::stage) is 0
     /// when the global limiter refused and 1 for a route policy (as in a
-    /// [`Chain`](crate::Chain) of the two), [`retry_after()`](crate::Refusal::retry_after)
-    /// says when to come back and its [`snapshot()`](crate::Refusal::snapshot)
+    /// [`Chain`](tollgate_core::Chain) of the two), [`retry_after()`](tollgate_core::Refusal::retry_after)
+    /// says when to come back and its [`snapshot()`](tollgate_core::Refusal::snapshot)
     /// the policy's limit — and the status the layer would send.
     ///
     /// ```
@@ -199,7 +199,10 @@ impl RateLimitLayerBuilder {
     #[must_use]
     pub fn on_rejected<F>(mut self, handler: F) -> Self
     where
-        F: Fn(&crate::Refusal<'_>, http::StatusCode) -> Response<String> + Send + Sync + 'static,
+        F: Fn(&tollgate_core::Refusal<'_>, http::StatusCode) -> Response<String>
+            + Send
+            + Sync
+            + 'static,
     {
         self.on_rejected = Some(std::sync::Arc::new(handler));
         self
@@ -214,12 +217,12 @@ impl RateLimitLayerBuilder {
     }
 
     /// The clock the layer reads (default: one TSC clock shared by every
-    /// layer of the process, a [`QuantaClock`](crate::QuantaClock); its
+    /// layer of the process, a [`QuantaClock`](tollgate_core::QuantaClock); its
     /// read is inline and costs no indirect call). Any [`Clock`] that is
     /// `Send + Sync + 'static` will do, an `Arc` of one too; a given clock
     /// is read through a vtable (a few instructions a request more).
     ///
-    /// The usual one is a [`TokioClock`](crate::TokioClock), so that the
+    /// The usual one is a [`TokioClock`](tollgate_queue::TokioClock), so that the
     /// layer's limits follow tokio's time: under tokio's paused time
     /// (`#[tokio::test(start_paused = true)]`) a test of refills, retry
     /// hints and queueing delays then runs in no real time, with
@@ -227,7 +230,7 @@ impl RateLimitLayerBuilder {
     /// A request that waits its turn under a queueing policy sleeps its
     /// delay on tokio's timer, so with a clock that moves with tokio's time
     /// it goes on exactly when the clock says its turn has come; with a
-    /// clock that does not (a [`ManualClock`](crate::ManualClock)) it still
+    /// clock that does not (a [`ManualClock`](tollgate_core::ManualClock)) it still
     /// sleeps the delay on tokio's timer.
     ///
     /// Every policy's quota, window or window segment is checked against
@@ -327,13 +330,15 @@ impl RateLimitLayerBuilder {
         for (loc, p) in self.global.iter().chain(self.policies.iter()) {
             let keys = max_keys(p);
             if keys == 0 {
-                return Err(too_many(loc).caused_by(crate::ConfigError::ZeroKeys));
+                return Err(too_many(loc).caused_by(tollgate_core::ConfigError::ZeroKeys));
             }
-            if keys > crate::keyed::MAX_KEYS {
-                return Err(too_many(loc).caused_by(crate::ConfigError::TooManyKeys {
-                    requested: keys,
-                    max: crate::keyed::MAX_KEYS,
-                }));
+            if keys > tollgate_core::keyed::MAX_KEYS {
+                return Err(
+                    too_many(loc).caused_by(tollgate_core::ConfigError::TooManyKeys {
+                        requested: keys,
+                        max: tollgate_core::keyed::MAX_KEYS,
+                    }),
+                );
             }
         }
         let names: Vec<String> = names.iter().map(|n| (*n).to_string()).collect();

@@ -11,10 +11,10 @@ use http::{Method, Response, StatusCode};
 
 use super::backend::PolicyBackend;
 use super::key::KeySource;
-use crate::gcra::{BucketKind, Gcra};
-use crate::quota::Quota;
-use crate::refusal::Refusal;
-use crate::window::{FixedWindow, SlidingWindow};
+use tollgate_core::gcra::{BucketKind, Gcra};
+use tollgate_core::quota::Quota;
+use tollgate_core::refusal::Refusal;
+use tollgate_core::window::{FixedWindow, SlidingWindow};
 
 /// What the layer does with a request whose partition key cannot be
 /// extracted (no peer address, no key header, a custom function returning
@@ -106,7 +106,7 @@ pub(crate) enum StoreAlg {
 impl StoreAlg {
     /// The most permits the table grants one key at once (its quota's `q`).
     pub(crate) fn limit(&self) -> u32 {
-        use crate::limiter::Algorithm;
+        use tollgate_core::limiter::Algorithm;
         match self {
             Self::Gcra(g) => g.capacity(),
             Self::Fixed(f) => f.capacity(),
@@ -127,9 +127,9 @@ pub(crate) fn window_error(
     loc: &str,
     limit_field: &str,
     window_field: &str,
-    e: crate::error::ConfigError,
+    e: tollgate_core::error::ConfigError,
 ) -> ConfigError {
-    use crate::error::ConfigError as E;
+    use tollgate_core::error::ConfigError as E;
     let error = match e {
         E::ZeroLimit => ConfigError::invalid(format!("{loc}.{limit_field}"), "must be at least 1"),
         E::ZeroWindow => ConfigError::invalid(format!("{loc}.{window_field}"), "must be positive"),
@@ -374,7 +374,7 @@ impl Policy {
         self
     }
 
-    /// Keeps this policy's buckets in a [`RedisStore`](crate::redis::RedisStore)
+    /// Keeps this policy's buckets in a [`RedisStore`](tollgate_redis::RedisStore)
     /// (feature `redis`) instead of the layer's in-process table: the
     /// layer awaits the store's decision for the request's partition key,
     /// so every replica pointing at the same store shares one limit. The
@@ -408,7 +408,7 @@ impl Policy {
     /// ```
     #[cfg(feature = "redis")]
     #[must_use]
-    pub fn backend(mut self, store: Arc<crate::redis::RedisStore>) -> Self {
+    pub fn backend(mut self, store: Arc<tollgate_redis::RedisStore>) -> Self {
         self.backend = Some(store);
         self
     }
@@ -486,9 +486,9 @@ impl Policy {
 /// An error made from another one keeps it as its
 /// [`source`](core::error::Error::source): the TOML or JSON parser's error
 /// under a [`ConfigErrorKind::Syntax`], humantime's under a duration that
-/// does not parse, the core's [`crate::ConfigError`] under a quota,
+/// does not parse, the core's [`tollgate_core::ConfigError`] under a quota,
 /// window, table size or clock resolution it refuses, the Redis store's
-/// [`redis::ConfigError`](crate::redis::ConfigError) under a
+/// [`redis::ConfigError`](tollgate_redis::ConfigError) under a
 /// `backend = "redis"` rule it refuses. The `Display` text stays one
 /// message of its own (a `Syntax` error's is the parser's text, which a
 /// report printing the whole chain shows twice). Two errors are equal when

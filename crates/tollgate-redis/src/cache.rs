@@ -21,7 +21,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::{Mutex, PoisonError};
 use std::vec::Vec;
 
-use crate::refusal::Refusal;
+use tollgate_core::refusal::Refusal;
 
 #[derive(Clone, Copy)]
 struct Slot {
@@ -133,7 +133,7 @@ impl RefusalCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::Snapshot;
+    use tollgate_core::snapshot::Snapshot;
 
     fn denied(retry: u64) -> Refusal<'static> {
         Refusal::from_nanos(retry, Snapshot::from_nanos(5, 0, retry))

@@ -1,8 +1,8 @@
 //! The builder's validation, unit by unit.
 
 use super::*;
-use crate::gcra::Gcra;
-use crate::quota::Quota;
+use tollgate_core::gcra::Gcra;
+use tollgate_core::quota::Quota;
 
 fn plan(alg: StoreAlg) -> Plan {
     Plan { alg }

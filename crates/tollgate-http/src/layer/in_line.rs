@@ -1,6 +1,6 @@
-//! A request over a policy that queues ([`Policy::queue`](crate::http::Policy::queue)):
+//! A request over a policy that queues ([`Policy::queue`](crate::Policy::queue)):
 //! it waits in its key's line of the policy's
-//! [`Queue`](crate::queue::Queue), in arrival order, and is served when
+//! [`Queue`](tollgate_queue::Queue), in arrival order, and is served when
 //! the policy admits it — a rate's line by its timer at the exact turn,
 //! an in-flight limit's line when a running request's response body ends
 //! (its permit drops and wakes the waiter it admits). A full line refuses
@@ -22,10 +22,10 @@ use super::{
     Admitted, Charge, Compiled, Gate, InLine, NoKey, Pending, Permit, Remote, Shared, serve_remote,
     wait_of,
 };
-use crate::clock::Clock;
-use crate::concurrency::DEFAULT_RETRY_HINT;
-use crate::http::key::TableKey;
+use crate::key::TableKey;
 use core::time::Duration;
+use tollgate_core::clock::Clock;
+use tollgate_core::concurrency::DEFAULT_RETRY_HINT;
 
 /// Waits in `key`'s line of policy `c`'s queue; the refusal's wait
 /// otherwise.

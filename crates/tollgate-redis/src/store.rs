@@ -16,12 +16,12 @@ use super::config::{
     CircuitBreaker, ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm, gcra_max_lead,
 };
 use super::script::{FIXED_WINDOW_LUA, GCRA_LUA};
-use crate::clock::{Clock, StdClock};
-use crate::gcra::{BucketKind, Gcra};
-use crate::keyed::KeyedPath;
-use crate::limiter::{Algorithm, Bucket, Limiter};
-use crate::refusal::Refusal;
-use crate::snapshot::Snapshot;
+use tollgate_core::clock::{Clock, StdClock};
+use tollgate_core::gcra::{BucketKind, Gcra};
+use tollgate_core::keyed::KeyedPath;
+use tollgate_core::limiter::{Algorithm, Bucket, Limiter};
+use tollgate_core::refusal::Refusal;
+use tollgate_core::snapshot::Snapshot;
 use tollgate_core::sync::{AtomicU64, Ordering};
 
 /// The fixed window's heal threshold (as the in-process window's default):
@@ -299,8 +299,9 @@ impl RedisStore {
                     BucketKind::TokenBucket => max_lead,
                     BucketKind::LeakyBucket => gcra.interval_nanos(),
                 };
-                let heal_limit =
-                    max_lead.saturating_add(crate::time::duration_to_nanos(gcra.heal_threshold()));
+                let heal_limit = max_lead.saturating_add(tollgate_core::time::duration_to_nanos(
+                    gcra.heal_threshold(),
+                ));
                 let leaky = u8::from(gcra.kind() == BucketKind::LeakyBucket);
                 let args = [
                     gcra.interval_nanos(),

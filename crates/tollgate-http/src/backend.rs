@@ -9,8 +9,8 @@ use std::boxed::Box;
 use std::string::String;
 
 use super::key::{Extracted, PartitionKey, canonical};
-use crate::refusal::Refusal;
-use crate::snapshot::Snapshot;
+use tollgate_core::refusal::Refusal;
+use tollgate_core::snapshot::Snapshot;
 
 /// A boxed, sendable future (what [`PolicyBackend`] returns).
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -32,16 +32,19 @@ pub(crate) trait PolicyBackend: Send + Sync {
 }
 
 #[cfg(feature = "redis")]
-impl PolicyBackend for crate::redis::RedisStore {
+impl PolicyBackend for tollgate_redis::RedisStore {
     fn check_n<'a>(&'a self, key: &'a [u8], n: u32) -> BoxFuture<'a, BackendAnswer> {
         Box::pin(async move {
-            match crate::redis::RedisStore::check_n(self, key, n).await {
+            match tollgate_redis::RedisStore::check_n(self, key, n).await {
                 Ok(permit) => BackendAnswer {
                     result: Ok(*permit.snapshot()),
                     unavailable: permit.store_unavailable(),
                 },
                 Err(refusal) => BackendAnswer {
-                    unavailable: matches!(refusal.path(), crate::keyed::KeyedPath::Fallback),
+                    unavailable: matches!(
+                        refusal.path(),
+                        tollgate_core::keyed::KeyedPath::Fallback
+                    ),
                     result: Err(refusal),
                 },
             }

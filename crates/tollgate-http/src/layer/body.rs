@@ -1,4 +1,4 @@
-//! The response body of [`RateLimitService`](crate::http::RateLimitService): the
+//! The response body of [`RateLimitService`](crate::RateLimitService): the
 //! inner service's body, holding the in-flight permits of a concurrency
 //! policy until it ends, or a refusal's body built by the layer.
 
@@ -48,7 +48,7 @@ impl Held {
 }
 
 pin_project! {
-    /// The response body of [`RateLimitService`](crate::http::RateLimitService).
+    /// The response body of [`RateLimitService`](crate::RateLimitService).
     ///
     /// An admitted response carries the inner service's body unchanged
     /// (frames, trailers, size hint and end of stream are forwarded); when
@@ -126,8 +126,8 @@ mod sealed {
 }
 
 /// How a layer's responses carry their bodies: the type parameter of
-/// [`RateLimitLayer`](crate::http::RateLimitLayer) and
-/// [`RateLimitService`](crate::http::RateLimitService). Sealed: [`Wrapped`] (the
+/// [`RateLimitLayer`](crate::RateLimitLayer) and
+/// [`RateLimitService`](crate::RateLimitService). Sealed: [`Wrapped`] (the
 /// default: any body, in a [`RateLimitBody`]) or [`AxumBody`] (axum's own
 /// `Body`; feature `axum`).
 pub trait BodyMode<R>: sealed::Sealed + Send + Sync + 'static {
@@ -165,7 +165,7 @@ impl<R: Send + 'static> BodyMode<R> for Wrapped {
     }
 }
 
-/// The [`BodyMode`] of [`RateLimitLayer::for_axum`](crate::http::RateLimitLayer::for_axum)
+/// The [`BodyMode`] of [`RateLimitLayer::for_axum`](crate::RateLimitLayer::for_axum)
 /// (feature `axum`): responses carry axum's own
 /// [`Body`](axum_core::body::Body), so that axum's `Router::layer` and
 /// `route_layer` take them as they are instead of boxing each body into a

@@ -62,9 +62,9 @@
 //!
 //! The layer routes a request itself (exemptions, path prefix, method
 //! filter, partition key) and charges the chosen policy's store, a
-//! [`PolicyStore`](crate::partitioned::PolicyStore) — a [`Limiter`](crate::Limiter)
+//! [`PolicyStore`](tollgate_partitioned::PolicyStore) — a [`Limiter`](tollgate_core::Limiter)
 //! over the policy's keys — or, for a policy that queues, the
-//! [`Queue`](crate::queue::Queue) in front of it.
+//! [`Queue`](tollgate_queue::Queue) in front of it.
 //!
 //! # Algorithms
 //!
@@ -122,7 +122,7 @@
 //! proxies), [`Header`](KeySource::Header) (an API key),
 //! [`Custom`](KeySource::custom). A global token or leaky bucket is one
 //! bucket; other keys live in a
-//! [`ShardedKeyedTable`](crate::keyed::ShardedKeyedTable) of
+//! [`ShardedKeyedTable`](tollgate_core::keyed::ShardedKeyedTable) of
 //! [`Policy::max_keys`] slots: memory is fixed, refilled keys are evicted
 //! losslessly, throttled keys are never evicted, and when every slot is
 //! busy new keys share one overflow bucket (an in-flight limit refuses
@@ -205,7 +205,7 @@
 //! `nodelay` or ASP.NET Core's `QueueLimit`, **in its own key's line**: a
 //! queueing policy keyed by client IP gives every client its own FIFO
 //! line, so one client's flood never delays another. The policy's store
-//! sits behind a [`Queue`](crate::queue::Queue), the same one a program
+//! sits behind a [`Queue`](tollgate_queue::Queue), the same one a program
 //! puts in front of any limiter: the limit itself does not change (a
 //! token bucket of burst `B` admits `B` at once, then one per interval),
 //! and up to `queue_limit` requests per key wait for their turn. A rate's
@@ -325,11 +325,11 @@
 //! buckets.
 //!
 //! An admitted request costs one clock read (by default a TSC read
-//! through [`QuantaClock`](crate::QuantaClock), shared by every layer of
+//! through [`QuantaClock`](tollgate_core::QuantaClock), shared by every layer of
 //! the process; the `http` feature enables `quanta`; limits hold on that
 //! clock, whose rate differs from the OS clock's by a few parts in 10⁵, as
 //! its docs say; [`RateLimitLayerBuilder::clock`] gives the layer another,
-//! such as a [`TokioClock`](crate::TokioClock) for tests on tokio's paused
+//! such as a [`TokioClock`](tollgate_queue::TokioClock) for tests on tokio's paused
 //! time), the routing (a walk down
 //! a tree of path segments, whatever the number of prefixes), the key
 //! extraction (a header or custom key copies its bytes; an IP or the
@@ -353,10 +353,29 @@
 //! it boxes only a body that must hold a concurrency policy's in-flight
 //! permit.
 
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc(test(attr(deny(unused_imports))))]
+// Without every feature, links to the feature-gated items (rules files,
+// `for_axum`, Redis rules) have nothing to point at and render as text;
+// every other broken link is still an error in the all-features build.
+#![cfg_attr(
+    not(all(
+        feature = "axum",
+        feature = "config",
+        feature = "redis",
+        feature = "metrics"
+    )),
+    allow(rustdoc::broken_intra_doc_links)
+)]
+
 mod backend;
 mod builder;
 #[cfg(feature = "config")]
 pub mod config;
+#[cfg(all(fuzzing, feature = "config"))]
+pub mod fuzzing;
 mod headers;
 pub(crate) mod key;
 mod layer;

@@ -98,7 +98,7 @@
 //! `Retry-After: 1`).
 //!
 //! A rule with `backend = "redis"` keeps its buckets in a
-//! [`RedisStore`](crate::redis::RedisStore) (same algorithm and quota as
+//! [`RedisStore`](tollgate_redis::RedisStore) (same algorithm and quota as
 //! the rule: token bucket, leaky bucket or fixed window), so every replica
 //! reading this file shares one limit per key. Building does not wait for
 //! the server (the connection is made on first use) but must happen within
@@ -122,9 +122,9 @@ use super::layer::RateLimitLayer;
 use super::policy::{
     ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, Sliding, window_error,
 };
-use crate::error::ConfigError as QuotaError;
-use crate::quota::Quota;
-use crate::window::FixedWindow;
+use tollgate_core::error::ConfigError as QuotaError;
+use tollgate_core::quota::Quota;
+use tollgate_core::window::FixedWindow;
 
 mod redis_rule;
 mod rule;

@@ -5,8 +5,8 @@ use core::fmt;
 use core::time::Duration;
 use std::vec::Vec;
 
-use crate::gcra::{BucketKind, Gcra};
-use crate::quota::Quota;
+use tollgate_core::gcra::{BucketKind, Gcra};
+use tollgate_core::quota::Quota;
 
 /// Redis `TIME` resolves microseconds: intervals must be at least this long.
 pub(crate) const SERVER_RESOLUTION_NANOS: u64 = 1_000;
@@ -41,7 +41,7 @@ pub enum RemoteAlgorithm {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailurePolicy {
     /// Admit the request; the permit's path is
-    /// [`KeyedPath::Fallback`](crate::keyed::KeyedPath::Fallback).
+    /// [`KeyedPath::Fallback`](tollgate_core::keyed::KeyedPath::Fallback).
     /// With a `ceiling`, admit only what a local token bucket enforcing that
     /// quota admits (one bucket per store instance, shared by all keys; use
     /// the per-replica share of the global quota).
@@ -337,15 +337,16 @@ impl RedisConfig {
         match self.algorithm {
             RemoteAlgorithm::Gcra(gcra) => {
                 let gcra = gcra.rounded(); // what the store runs
-                if let Err(e) = crate::error::check_clock(
+                if let Err(e) = tollgate_core::error::check_clock(
                     gcra.interval(),
                     core::time::Duration::from_nanos(SERVER_RESOLUTION_NANOS),
                 ) {
                     return Err(ConfigError::BelowServerResolution(e));
                 }
                 let max_lead = gcra_max_lead(&gcra);
-                let heal_limit =
-                    max_lead.saturating_add(crate::time::duration_to_nanos(gcra.heal_threshold()));
+                let heal_limit = max_lead.saturating_add(tollgate_core::time::duration_to_nanos(
+                    gcra.heal_threshold(),
+                ));
                 if heal_limit >= MAX_LEAD_NANOS {
                     return Err(ConfigError::LeadTooLong {
                         lead_nanos: heal_limit,
@@ -354,10 +355,12 @@ impl RedisConfig {
             }
             RemoteAlgorithm::FixedWindow(quota) => {
                 if quota.burst() != quota.permits() {
-                    return Err(ConfigError::Quota(crate::ConfigError::BurstNotSupported {
-                        burst: quota.burst(),
-                        permits: quota.permits(),
-                    }));
+                    return Err(ConfigError::Quota(
+                        tollgate_core::ConfigError::BurstNotSupported {
+                            burst: quota.burst(),
+                            permits: quota.permits(),
+                        },
+                    ));
                 }
                 let period = quota.period_nanos();
                 if period % SERVER_RESOLUTION_NANOS != 0 {
@@ -377,7 +380,7 @@ impl RedisConfig {
 /// `capacity × T`: the largest lead a bucket can have (`gcra` in the
 /// rounded regime, as the store runs it).
 pub(crate) fn gcra_max_lead(gcra: &Gcra) -> u64 {
-    use crate::limiter::Algorithm;
+    use tollgate_core::limiter::Algorithm;
     gcra.interval_nanos()
         .saturating_mul(u64::from(Algorithm::capacity(gcra)))
 }
@@ -387,11 +390,11 @@ pub(crate) fn gcra_max_lead(gcra: &Gcra) -> u64 {
 #[derive(Debug)]
 pub enum ConfigError {
     /// The quota's interval is finer than the server's `TIME` (1 µs); the
-    /// source is the core's [`ConfigError::ClockTooCoarse`](crate::ConfigError::ClockTooCoarse).
-    BelowServerResolution(crate::ConfigError),
+    /// source is the core's [`ConfigError::ClockTooCoarse`](tollgate_core::ConfigError::ClockTooCoarse).
+    BelowServerResolution(tollgate_core::ConfigError),
     /// A quota setting the algorithm cannot honour (a burst on a fixed
     /// window); the source says which.
-    Quota(crate::ConfigError),
+    Quota(tollgate_core::ConfigError),
     /// The bucket's largest lead plus heal threshold (or the window) is too
     /// long to compute exactly in Redis Lua (2^53 ns, about 104 days).
     LeadTooLong {
