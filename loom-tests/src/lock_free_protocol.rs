@@ -12,7 +12,7 @@
 //! This module re-implements the table's reader/writer protocol line for
 //! line (`find`, `find_unlocked`, `apply`, the locked path with its
 //! insert, `sweep` with `close_holes` and `freeze`, `tat`, and the
-//! reconfiguration's `convert`; see `crates/tollgate-core/src/keyed/lock_free.rs`) on one shard
+//! reconfiguration's `convert`; see `crates/tollgate-core/src/keyed/lock_free.rs` and its `lock_free/` files) on one shard
 //! whose slot word is a loom `AtomicU64`: the 128-bit word's two 64-bit
 //! halves (key, stored TAT) become two 32-bit halves of one 64-bit word.
 //! Each slot operation stays one atomic step, as `portable-atomic` gives
@@ -27,7 +27,7 @@
 //! `TAT ≤ now`, and a reconfiguration that carries each frozen TAT through
 //! a given function.
 //!
-//! Keep it in step with `crates/tollgate-core/src/keyed/lock_free.rs`: a change of the table's
+//! Keep it in step with `crates/tollgate-core/src/keyed/lock_free.rs` and its `lock_free/` files: a change of the table's
 //! protocol or orderings must be made here too (the function names match).
 
 use loom::sync::Mutex;
@@ -66,7 +66,7 @@ pub struct Orders {
 }
 
 impl Orders {
-    /// The orderings of `crates/tollgate-core/src/keyed/lock_free.rs` (and `GcraCell`).
+    /// The orderings of `crates/tollgate-core/src/keyed/lock_free.rs` and its `lock_free/` files (and `GcraCell`).
     pub const TABLE: Self = Self {
         slot_load: Ordering::Acquire,
         slot_store: Ordering::Release,

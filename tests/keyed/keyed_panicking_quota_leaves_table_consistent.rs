@@ -215,7 +215,7 @@ fn sharded_table_survives_a_panic_while_inserting() {
 }
 
 /// Without the sweep's unwind guard (`SweepEnd` in
-/// `crates/tollgate-core/src/keyed/lock_free.rs`) this fails: the panic left the evicted slots
+/// `crates/tollgate-core/src/keyed/lock_free/sweep.rs`) this fails: the panic left the evicted slots
 /// as holes in front of keys 4–6 (never moved back), `len` counting the
 /// evicted keys and the `sweeps` counter odd, so keys 4–6 were no longer
 /// found and a check handed key 4 a fresh bucket.
