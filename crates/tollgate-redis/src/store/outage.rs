@@ -1,0 +1,145 @@
+//! When the server cannot answer: the failure policy's answer, the
+//! failure counters and the circuit breaker with its probe task.
+
+use ::redis::{ErrorKind, RedisError, Value};
+
+use super::{Connection, RedisStore, StoreError, StorePermit};
+use crate::config::{CircuitBreaker, FailurePolicy};
+use tollgate_core::clock::Clock;
+use tollgate_core::keyed::KeyedPath;
+use tollgate_core::limiter::Limiter;
+use tollgate_core::refusal::Refusal;
+use tollgate_core::snapshot::Snapshot;
+use tollgate_core::sync::Ordering;
+
+/// True when `e` means the server could not be reached (connection
+/// refused, dropped, not ready, I/O), as opposed to an error the server
+/// itself answered (which proves it reachable) or a reply of the wrong
+/// type.
+fn unreachable(e: &RedisError) -> bool {
+    !matches!(
+        e.kind(),
+        ErrorKind::Server(_)
+            | ErrorKind::Extension
+            | ErrorKind::Parse
+            | ErrorKind::UnexpectedReturnType
+            | ErrorKind::AuthenticationFailed
+    )
+}
+
+impl RedisStore {
+    /// How many calls so far the store failed to answer (error or timeout)
+    /// and the failure policy answered instead: a counter for metrics and
+    /// alerts. [`try_check_n`](Self::try_check_n) gives the errors
+    /// themselves.
+    #[must_use]
+    pub fn store_failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    /// True while the circuit breaker is open: calls are answered by the
+    /// failure policy at once (see
+    /// [`RedisConfig::circuit_breaker`](crate::RedisConfig::circuit_breaker)).
+    #[must_use]
+    pub fn circuit_open(&self) -> bool {
+        self.breaker.is_open()
+    }
+
+    /// How many times the circuit breaker has opened.
+    #[must_use]
+    pub fn circuit_openings(&self) -> u64 {
+        self.breaker.opened.load(Ordering::Relaxed)
+    }
+
+    /// Records the outcome of one call in the breaker; opens it (and starts
+    /// its probe) after enough consecutive failures.
+    pub(super) fn record(&self, result: &Result<Value, StoreError>) {
+        let Some(config) = self.config.breaker else {
+            return;
+        };
+        let failed = match result {
+            Err(StoreError::Timeout(_)) => true,
+            Err(StoreError::Redis(e)) => unreachable(e),
+            _ => false,
+        };
+        if !failed {
+            self.breaker.consecutive.store(0, Ordering::Relaxed);
+        } else if self.breaker.fail(config.failures) {
+            tracing_breaker_opened();
+            self.spawn_probe(config);
+        }
+    }
+
+    /// A task that `PING`s the server every `probe_interval` while the
+    /// breaker is open, and closes it at the first answer. It ends then, or
+    /// when the store is dropped. Without a tokio runtime (cannot happen:
+    /// the store needs one), the breaker closes after one interval and the
+    /// next call probes.
+    fn spawn_probe(&self, config: CircuitBreaker) {
+        let weak = std::sync::Arc::downgrade(&self.breaker);
+        let connection = self.connection.clone();
+        let timeout = self.config.timeout;
+        let probe = async move {
+            loop {
+                tokio::time::sleep(config.probe_interval).await;
+                let Some(state) = weak.upgrade() else {
+                    return; // the store is gone
+                };
+                if !state.is_open() {
+                    return;
+                }
+                let ping = async {
+                    let mut cmd = ::redis::cmd("PING");
+                    let cmd = &mut cmd;
+                    match connection.clone() {
+                        Connection::Single(mut c) => cmd.query_async::<Value>(&mut c).await,
+                        Connection::Cluster(mut c) => cmd.query_async::<Value>(&mut c).await,
+                    }
+                };
+                if let Ok(Ok(_)) = tokio::time::timeout(timeout, ping).await {
+                    state.close();
+                    return;
+                }
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => drop(handle.spawn(probe)),
+            Err(_) => self.breaker.close(),
+        }
+    }
+
+    /// The failure policy's answer.
+    pub(super) fn unavailable(&self, n: u32) -> Result<StorePermit, Refusal<'static>> {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        let decision = match self.config.policy {
+            FailurePolicy::FailClosed { retry_after } => {
+                let retry = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
+                Err(Refusal::from_nanos(
+                    retry,
+                    Snapshot::from_nanos(self.capacity, 0, retry),
+                ))
+            }
+            FailurePolicy::FailOpen { .. } => match &self.ceiling {
+                Some(bucket) => {
+                    let n = n.min(bucket.capacity(&()));
+                    let now = self.clock.now();
+                    bucket.check_n(n, now).map(|()| bucket.snapshot(now))
+                }
+                None => Ok(Snapshot::from_nanos(self.capacity, self.capacity, 0)),
+            },
+        };
+        decision
+            .map(|snapshot| StorePermit {
+                snapshot,
+                path: KeyedPath::Fallback,
+            })
+            .map_err(|refusal| refusal.on_path(KeyedPath::Fallback))
+    }
+}
+
+fn tracing_breaker_opened() {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        "rate-limit store unreachable: circuit breaker open, the failure policy answers until a probe succeeds"
+    );
+}
