@@ -316,8 +316,8 @@ def main():
             print("check-structure: " + e, file=sys.stderr)
         sys.exit(1)
     print(
-        f"check-structure: {len(long_files)} files over {MAX_LINES} lines and "
-        f"{len(named)} import circles, none beyond the baseline; every crate names only its "
+        f"check-structure: files over {MAX_LINES} lines: {len(long_files)}, "
+        f"import circles: {len(named)}, none beyond the baseline; every crate names only its "
         "own features and no other crate's hidden items"
     )
 
