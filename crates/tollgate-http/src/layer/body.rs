@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use super::Permit;
+use super::gate::Permit;
 
 /// The in-flight permits a response holds: a concurrency policy's permit
 /// (global, route) stays taken until the response body has been sent or

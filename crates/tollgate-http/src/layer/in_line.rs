@@ -18,10 +18,11 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::body::BodyMode;
-use super::{
-    Admitted, Charge, Compiled, Gate, InLine, NoKey, Pending, Permit, Remote, Shared, serve_remote,
-    wait_of,
-};
+use super::decide::{Charge, InLine, NoKey, Remote, wait_of};
+use super::gate::{Admitted, Gate, Permit};
+use super::pending::Pending;
+use super::remote::serve_remote;
+use super::{Compiled, Shared};
 use crate::key::TableKey;
 use core::time::Duration;
 use tollgate_core::clock::Clock;

@@ -5,14 +5,30 @@ use core::fmt::Write;
 use core::time::Duration;
 
 use bytes::Bytes;
+use http::header::HeaderValue;
 use http::{Response, StatusCode};
 
 use super::body::BodyMode;
-use super::{Compiled, Shared, SuccessHeaders};
+use super::{Compiled, Shared};
 use crate::headers::{self, RATELIMIT, RATELIMIT_POLICY, StackText};
 use tollgate_core::refusal::Refusal;
 use tollgate_core::snapshot::Snapshot;
 use tollgate_core::time::duration_to_nanos;
+
+/// Headers to add to an admitted response.
+#[derive(Debug)]
+pub(crate) struct SuccessHeaders {
+    pub(crate) policy: HeaderValue,
+    pub(crate) state: HeaderValue,
+}
+
+impl SuccessHeaders {
+    pub(super) fn add_to<B>(self, res: &mut Response<B>) {
+        let map = res.headers_mut();
+        map.insert(RATELIMIT_POLICY, self.policy);
+        map.insert(RATELIMIT, self.state);
+    }
+}
 
 impl Shared {
     /// `RateLimit-Policy` and `RateLimit` for an admitted request: one item
