@@ -50,308 +50,30 @@
 //! # }
 //! ```
 //!
-//! # Two mechanisms, both must allow
+//! # Map
 //!
-//! As in ASP.NET Core: the **global** limiter
-//! ([`RateLimitLayerBuilder::global`]) charges every non-exempt request;
-//! the **route policy** that matches charges it too. When the global
-//! limiter admits and the route policy refuses, the global admission is
-//! cancelled (its permit refunded, its in-flight slot freed), so refused
-//! requests cost no global quota. A request under no policy with no global
-//! limiter passes untouched (no headers added).
+//! | type | what |
+//! |---|---|
+//! | [`RateLimitLayer`], [`RateLimitLayerBuilder`] | the layer and its builder: a global limiter, route policies, exemptions, trusted proxies, headers |
+//! | [`Policy`], [`KeySource`] | one rule: an algorithm and its quota, the requests it covers (path prefixes, methods), how it keys them |
+//! | [`ConfigError`] | what a builder, a policy or a rules file got wrong |
+//! | [`LayerConfig`] (feature `config`) | the same rules from TOML or JSON ([`config`]) |
+//! | [`RATELIMIT`], [`RATELIMIT_POLICY`], [`metrics`] | what a client and an operator see |
 //!
-//! The layer routes a request itself (exemptions, path prefix, method
-//! filter, partition key) and charges the chosen policy's store, a
-//! [`PolicyStore`](tollgate_partitioned::PolicyStore) — a [`Limiter`](tollgate_core::Limiter)
-//! over the policy's keys — or, for a policy that queues, the
-//! [`Queue`](tollgate_queue::Queue) in front of it.
+//! The [`guide`] explains each part, one section each:
+//! [Two mechanisms, both must allow](guide#two-mechanisms-both-must-allow),
+//! [Algorithms](guide#algorithms),
+//! [Routing](guide#routing),
+//! [Partition keys](guide#partition-keys),
+//! [Refusals and headers](guide#refusals-and-headers),
+//! [Queueing (per key)](guide#queueing-per-key),
+//! [Observability](guide#observability),
+//! [Remote backends (Redis)](guide#remote-backends-redis),
+//! [Reloading](guide#reloading),
+//! [Configuration files](guide#configuration-files),
+//! [Every option, one example each](guide#every-option-one-example-each),
+//! [Service requirements and per-request cost](guide#service-requirements-and-per-request-cost).
 //!
-//! # Algorithms
-//!
-//! Every policy (the global limiter too) runs one algorithm per key:
-//!
-//! | constructor | config `algorithm` | limits | `RateLimit-Policy` |
-//! |---|---|---|---|
-//! | [`Policy::token_bucket`] | `"token_bucket"` (default) | `rate` per `period`, bursts of `burst` | `q=<rate>;w=<period>` |
-//! | [`Policy::leaky_bucket`] | `"leaky_bucket"` | `rate` per `period`, strictly paced | `q=<rate>;w=<period>` |
-//! | [`Policy::fixed_window`] | `"fixed_window"` | `rate` per window of `period` | `q=<limit>;w=<window>` |
-//! | [`Policy::sliding_window`] | `"sliding_window"` | `rate` in any `period`, in [`SLIDING_WINDOW_SEGMENTS`] (10) segments | `q=<limit>;w=<window>` |
-//! | [`Policy::concurrency`] | `"concurrency"` (`limit = N`) | `N` requests in flight | none |
-//!
-//! (`w` is in whole seconds rounded up, and `q` is scaled to it when the
-//! period is not a whole number of seconds.)
-//!
-//! **In-flight limits** (nginx `limit_conn`, ASP.NET's concurrency
-//! limiter) hold a request's permit until its response **body** has been
-//! sent: the layer's response body, [`RateLimitBody`], carries the permit
-//! and gives it back when the body's last frame has been read, when it
-//! fails, or when it is dropped (a client that disconnects mid-stream).
-//! A streaming response keeps its client's slot busy until the last chunk.
-//! An in-flight limit has no rate: it sends no `RateLimit-Policy` or
-//! `RateLimit` item (a refusal still says `Retry-After: 1`) and cannot use
-//! a remote backend. It can queue (see [Queueing](#queueing-per-key)): a
-//! request over the limit waits in its key's line and is served when a
-//! running request's response body ends, as ASP.NET Core's concurrency
-//! limiter serves its queue.
-//!
-//! # Routing
-//!
-//! - **Path prefixes** ([`Policy::prefix`]) are segment-bounded and ASCII
-//!   case-insensitive: `/test` matches `/test`, `/test/limiter`, `/Test/x`,
-//!   not `/testxxx` or `/contest`; `/` matches every path. When several
-//!   match, the **longest wins** whatever the registration order, only
-//!   that policy is charged, and a refused request never falls back to a
-//!   looser rule.
-//! - **Method filter** ([`Policy::methods`]): a policy applies only to
-//!   those methods; for other methods the next-longest matching prefix is
-//!   chosen (a POST-only `/api/login` policy leaves `GET /api/login` to
-//!   the `/api` policy).
-//! - **Exemptions** ([`RateLimitLayerBuilder::exempt`]): neither the global
-//!   limiter nor any policy applies, however it is attached (ASP.NET's
-//!   `DisableRateLimiting`).
-//!   Exemptions are by path prefix, because the outer layer runs before
-//!   axum's router knows the route.
-//! - **Attached to axum routes** by name: [`RateLimitLayer::policy`] gives a
-//!   layer applying only that policy (sharing its buckets), for
-//!   `Router::route_layer`.
-//!
-//! # Partition keys
-//!
-//! [`KeySource`] per policy: [`Global`](KeySource::Global) (one bucket),
-//! [`PeerIp`](KeySource::PeerIp), [`ClientIp`](KeySource::ClientIp) (behind
-//! proxies), [`Header`](KeySource::Header) (an API key),
-//! [`Custom`](KeySource::custom). A global token or leaky bucket is one
-//! bucket; other keys live in a
-//! [`ShardedKeyedTable`](tollgate_core::keyed::ShardedKeyedTable) of
-//! [`Policy::max_keys`] slots: memory is fixed, refilled keys are evicted
-//! losslessly, throttled keys are never evicted, and when every slot is
-//! busy new keys share one overflow bucket (an in-flight limit refuses
-//! them instead: their permits could not be counted).
-//!
-//! **Fixed memory per key, whatever the client sends.** A slot never holds
-//! the client's bytes: its key is at most 24 bytes (on 64-bit targets)
-//! beside the algorithm's state, so a policy's memory is `max_keys` slots
-//! however long or numerous the keys are. Header and custom keys are
-//! stored as a 128-bit SipHash-2-4 digest under a secret drawn from the
-//! operating system when the layer is built (kept across reloads): a
-//! client cannot craft two values sharing a bucket, nor one sharing
-//! another client's. IPv6 clients are keyed by their network prefix,
-//! **by default the /64** ([`DEFAULT_IPV6_PREFIX`]; [`Policy::ipv6_prefix`],
-//! `ipv6_prefix = 56` in a rules file; 128 keys each address), since one
-//! host usually holds a whole /64 and could otherwise take a fresh key
-//! per request and fill every table; IPv4 addresses are keyed whole. A
-//! remote backend (Redis) gets the same fixed-size keys, hashed with
-//! SHA-256 instead (no secret can be shared across a fleet).
-//!
-//! **Client IP behind proxies.** Forwarding headers (`X-Forwarded-For`, or
-//! RFC 7239 `Forwarded` with [`KeySource::ForwardedClientIp`]) are read only
-//! when the TCP peer is in [`RateLimitLayerBuilder::trusted_proxies`]; then
-//! the chain is walked from the right and the first address that is not a
-//! trusted proxy is the key (never the left-most entry, which the client
-//! writes). An entry that does not parse stops the walk at the trusted hop
-//! that reported it, so garbage is charged to that proxy's address, never
-//! to a fresh key.
-//!
-//! **Missing keys** (no peer address because the server does not record
-//! it, no key header, a custom function returning `None`) answer 500 by
-//! default ([`MissingKey`]), per layer or per policy; never a silent
-//! bypass unless [`MissingKey::Allow`] is chosen.
-//!
-//! # Refusals and headers
-//!
-//! Status 429 by default ([`RateLimitLayerBuilder::status`], e.g. 503).
-//! `Retry-After` is in whole seconds rounded **up** (a 300 ms wait sends
-//! `1`, never `0`). The IETF draft fields (draft-ietf-httpapi-ratelimit-headers,
-//! structured-field lists) name the refusing policy:
-//! `RateLimit-Policy: "api";q=100;w=60` (the quota's permits per period,
-//! the period in seconds rounded up) and `RateLimit: "api";r=0;t=5`
-//! (remaining, seconds until it could succeed).
-//! [`RateLimitLayerBuilder::headers_on_success`] adds both to admitted
-//! responses, one list member per limiter charged (`"global"…, "api"…`,
-//! with `t` the time until the bucket is full again; a queueing policy's
-//! `r` counts only the permits free at once, not its queue's slots).
-//!
-//! **Which rejection handler answers** (ASP.NET Core's precedence: an
-//! endpoint policy's `OnRejected` is used only when that policy refused).
-//! A handler is a policy's [`Policy::on_rejected`] or the layer's
-//! [`RateLimitLayerBuilder::on_rejected`]:
-//!
-//! | who refused | route handler set? | layer handler set? | answered by |
-//! |---|---|---|---|
-//! | global limiter | yes | yes | the layer's handler |
-//! | global limiter | yes | no | the default 429 |
-//! | global limiter | no | yes | the layer's handler |
-//! | global limiter | no | no | the default 429 |
-//! | route policy | yes | yes | the route policy's handler |
-//! | route policy | yes | no | the route policy's handler |
-//! | route policy | no | yes | the layer's handler |
-//! | route policy | no | no | the default 429 |
-//!
-//! A route policy's handler never answers a global refusal (a handler
-//! answering 404 cannot turn a global refusal into a 404). The global
-//! limiter's own [`Policy::on_rejected`], if set, answers its refusals
-//! before the layer's. The "default 429" is the configured status with an
-//! empty body. Whoever answers, the layer adds the standard headers
-//! (`Retry-After`, `RateLimit-Policy`, `RateLimit` of the refusing policy)
-//! the response does not already have. The default path builds no
-//! `String`: the header values are formatted on the stack. (The `http`
-//! crate's `HeaderMap` and `HeaderValue` still allocate their own storage
-//! when a header is inserted: that is outside tollgate's hands.)
-//!
-//! # Queueing (per key)
-//!
-//! [`Policy::queue`]`(max_wait, queue_limit)` makes a request over the
-//! limit wait instead of being refused, like nginx `limit_req` without
-//! `nodelay` or ASP.NET Core's `QueueLimit`, **in its own key's line**: a
-//! queueing policy keyed by client IP gives every client its own FIFO
-//! line, so one client's flood never delays another. The policy's store
-//! sits behind a [`Queue`](tollgate_queue::Queue), the same one a program
-//! puts in front of any limiter: the limit itself does not change (a
-//! token bucket of burst `B` admits `B` at once, then one per interval),
-//! and up to `queue_limit` requests per key wait for their turn. A rate's
-//! line is woken by its timer at the exact turn; an in-flight limit's line
-//! ([`Policy::concurrency`]) when a running request of that key ends its
-//! response body — the release wakes the waiter it admits, with no timer
-//! and no retry. Every kind of policy queues: token and leaky buckets,
-//! fixed and sliding windows, in-flight limits, the global limiter too.
-//!
-//! A request that finds its key's line full, or whose estimated wait is
-//! past `max_wait`, is refused at once (with `Retry-After`); one still
-//! waiting at `max_wait` is refused then. While a key's line waits, a
-//! newcomer does not overtake it. Lines are bounded per key by
-//! `queue_limit` and in total by the table's [`Policy::max_keys`]. The
-//! config file maps nginx's `limit_req` and ASP.NET Core's concurrency
-//! limiter one to one (see [`config`]).
-//!
-//! A waiter holds nothing while it waits: the permit is taken when its
-//! turn comes. So a client that disconnects while waiting (its response
-//! future dropped) simply leaves its line, the waiters behind it move up,
-//! and nobody is admitted twice: the handler sees at most `burst + rate·t`
-//! in every window of length `t`, and waiters are served in arrival order
-//! however many disconnect. A waiter admitted but gone before it took the
-//! permit hands it to the next one. The global limiter's line comes
-//! first; a request waiting in a route policy's line holds what the global
-//! limiter granted, and gives it back if it is refused or goes away.
-//!
-//! # Observability
-//!
-//! With feature `tracing`, `tracing` events: refusals at `debug`, dry-run
-//! decisions at `info`, missing keys (a misconfiguration) at `warn`. With
-//! feature `metrics`, counters through the `metrics` facade, named like
-//! ASP.NET Core's (see [`metrics`]), labelled with the policy name.
-//!
-//! **Dry run** ([`Policy::dry_run`]): a shadow policy never changes what a
-//! client sees (nginx `limit_req_dry_run`, Envoy shadow mode). Where it
-//! would refuse it logs "dry run: would refuse"; where its queue would
-//! make it wait it logs "dry run: would delay"; both count
-//! `result = "dry_run"`, and the request passes at once, taking nothing.
-//! Its store counts only the requests it would have admitted at once.
-//!
-//! # Remote backends (Redis)
-//!
-//! `Policy::backend` (feature `redis`) keeps a route policy's buckets in a
-//! shared `tollgate::redis::RedisStore`, as does `backend = "redis"`
-//! with `redis_url` in a config file (token bucket, leaky bucket or fixed
-//! window). The layer awaits the store's decision for the policy's key
-//! (sent as `global`, `ip:<address>` or `k:<bytes>`), cancels the global
-//! admission when it refuses, and marks a decision made by the store's
-//! failure policy (store down or too slow) with the [`StoreUnavailable`]
-//! **response extension**. The global limiter, queueing and in-flight
-//! limits stay in process.
-//!
-//! # Reloading
-//!
-//! [`RateLimitLayer::reload`] swaps the rules of a running layer: a rule
-//! whose partitioning is unchanged keeps its store (its keys' buckets,
-//! windows, queued turns and permits in flight), reconfigured when only
-//! its limit changed; see [`ReloadReport`].
-//!
-//! # Configuration files
-//!
-//! With feature `config`, [`LayerConfig`] reads the same settings from TOML
-//! or JSON; errors name the rule and the field (`rules[2].burst: must be at least 1`,
-//! `rules[1].limit: is required with algorithm = "concurrency"`). See
-//! [`config`] for the format and the nginx mapping, and
-//! `examples/tollgate.toml`.
-//!
-//! # Every option, one example each
-//!
-//! Layer (`RateLimitLayer::builder()`):
-//!
-//! | option | example | default |
-//! |---|---|---|
-//! | global limiter | `.global(Policy::token_bucket("global", Quota::per_second(1000)?))` | none |
-//! | a route policy | `.policy(Policy::token_bucket("api", Quota::per_minute(100)?).prefix("/api"))` | none |
-//! | several policies | `.policies([api, login])` | |
-//! | exempt prefix | `.exempt("/health")` | none |
-//! | trusted proxies | `.trusted_proxies(["10.0.0.0/8".parse()?])` | none (forwarding headers ignored) |
-//! | where the peer address is | `.peer_addr(\|ext\| ext.get::<ConnectInfo<SocketAddr>>().map(\|c\| c.0))` | a `SocketAddr` extension |
-//! | refusal status | `.status(StatusCode::SERVICE_UNAVAILABLE)` | 429 |
-//! | key cannot be extracted | `.missing_key(MissingKey::Allow)` | `MissingKey::Reject(500)` |
-//! | rejection handler | `.on_rejected(\|r, status\| Response::builder().status(status).body(format!("slow down ({})", r.policy())).unwrap())` | empty body |
-//! | headers on admitted responses | `.headers_on_success(true)` | refusals only |
-//! | a policy for axum routes | `router.route_layer(layer.policy("writes").unwrap())` | |
-//!
-//! Policy (`Policy::token_bucket(name, quota)`, `Policy::leaky_bucket(name, quota)`,
-//! `Policy::fixed_window(name, limit, window)`, `Policy::sliding_window(name, limit, window)`,
-//! `Policy::concurrency(name, limit)`):
-//!
-//! | option | example | default |
-//! |---|---|---|
-//! | path prefix | `.prefix("/api/login")` | none (only by name) |
-//! | methods | `.methods([Method::POST])` | all |
-//! | key: shared | `.key(KeySource::Global)` | yes |
-//! | key: peer IP | `.key(KeySource::PeerIp)` | |
-//! | key: client IP behind proxies | `.key(KeySource::ClientIp)` | |
-//! | key: header | `.key(KeySource::Header(HeaderName::from_static("x-api-key")))` | |
-//! | key: closure | `.key(KeySource::custom(\|h\| Some(PartitionKey::Bytes(h.uri.path().as_bytes().into()))))` | |
-//! | keys tracked | `.max_keys(50_000)` | 10 000 |
-//! | queueing (per key; buckets and in-flight limits) | `.queue(Duration::from_secs(2), 20)` | refuse at once |
-//! | dry run | `.dry_run(true)` | off |
-//! | missing key for this policy | `.missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED))` | the layer's |
-//! | rejection handler for this policy | `.on_rejected(\|r, _\| Response::new(format!("retry in {:?}", r.retry_after())))` | the layer's |
-//! | buckets in a shared store (Redis) | `.backend(Arc::new(RedisStore::connect(url, RedisConfig::token_bucket(quota)).await?))` | in process |
-//!
-//! # Service requirements and per-request cost
-//!
-//! The wrapped service must be `Clone + Send + 'static` (axum's `Router`
-//! and tonic's services are). Its responses come back as
-//! `Response<`[`RateLimitBody`]`<B>>`, which implements
-//! [`http_body::Body`] when `B` does and `B::Data: From<Bytes>` (axum's
-//! `Body`, hyper's and tonic's bodies, `String`, `Full<Bytes>`): axum's
-//! `Router::layer` and `route_layer` accept it. A refusal's body is the
-//! handler's text, or empty. The layer and its services are `Clone` and
-//! share one state: every clone and every connection draws from the same
-//! buckets.
-//!
-//! An admitted request costs one clock read (by default a TSC read
-//! through [`QuantaClock`](tollgate_core::QuantaClock), shared by every layer of
-//! the process; the `http` feature enables `quanta`; limits hold on that
-//! clock, whose rate differs from the OS clock's by a few parts in 10⁵, as
-//! its docs say; [`RateLimitLayerBuilder::clock`] gives the layer another,
-//! such as a [`TokioClock`](tollgate_queue::TokioClock) for tests on tokio's paused
-//! time), the routing (a walk down
-//! a tree of path segments, whatever the number of prefixes), the key
-//! extraction (a header or custom key copies its bytes; an IP or the
-//! global key allocates nothing) and one store check per limiter: a
-//! global token or leaky bucket is one bucket, not a keyed table. No heap
-//! allocation, no boxed future and no `Arc` clone: the response future
-//! and body are stack types, and an in-flight lease (which must outlive
-//! the call) clones its store's `Arc`. Only a request that waits its turn
-//! or asks a remote backend is boxed (and holds the configuration's
-//! `Arc`). A refusal clones precomputed header values (`Retry-After` up
-//! to 10 minutes, the policy's `RateLimit` item up to a minute). A quota,
-//! window or window segment finer than the clock's resolution is refused
-//! when the layer is built.
-//!
-//! On axum, use [`RateLimitLayer::for_axum`] (feature `axum`): axum's
-//! `Router::layer` turns every response body that is not its own `Body`
-//! into one by boxing it, so the default [`RateLimitBody`] would cost an
-//! allocation and a free per response (about 80 ns here, as much as the
-//! layer's own work on an admitted request). The [`AxumBody`] mode hands
-//! the handler's `Body` through unchanged and builds refusals as `Body`s;
-//! it boxes only a body that must hold a concurrency policy's in-flight
-//! permit.
 
 #![forbid(unsafe_code)]
 #![warn(missing_debug_implementations)]
@@ -376,6 +98,7 @@ mod builder;
 pub mod config;
 #[cfg(all(fuzzing, feature = "config"))]
 pub mod fuzzing;
+pub mod guide;
 mod headers;
 pub(crate) mod key;
 mod layer;
