@@ -175,7 +175,6 @@ use crate::snapshot::Snapshot;
 use crate::time::Timestamp;
 
 mod builder;
-#[cfg(feature = "std")]
 mod hash;
 mod heapless_table;
 #[cfg(feature = "std")]
@@ -185,7 +184,6 @@ mod sharded;
 mod sweep;
 
 pub use builder::{DEFAULT_MAX_KEYS, TableBuilder};
-#[cfg(feature = "std")]
 pub use hash::RandomSeed;
 pub use heapless_table::HeaplessKeyedTable;
 #[cfg(feature = "std")]
