@@ -10,7 +10,7 @@
 // Only the redis-server harness of the tests' support (the rest of it is
 // test instrumentation this bench does not use).
 #[allow(dead_code)]
-#[path = "../tests/support/redis_server.rs"]
+#[path = "../crates/tollgate-test-support/src/redis_server.rs"]
 mod support;
 
 use std::collections::BTreeMap;

@@ -8,6 +8,8 @@
 //! across a streamed body behave as in the default mode.
 #![cfg(all(feature = "axum", feature = "config"))]
 
+#[allow(dead_code, unused_imports)] // each binary uses a part of it
+#[path = "../crates/tollgate-test-support/src/lib.rs"]
 mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};

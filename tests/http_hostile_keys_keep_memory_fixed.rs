@@ -25,6 +25,8 @@
 //! a debug build, where a million 4 KiB requests take several minutes.
 //! `TOLLGATE_FLOOD_KEYS` overrides either.
 #![cfg(feature = "http")]
+#[allow(dead_code, unused_imports)] // each binary uses a part of it
+#[path = "../crates/tollgate-test-support/src/lib.rs"]
 mod support;
 
 use std::io::{Read, Write};

@@ -2,7 +2,8 @@
 //! file (each file was a test binary of its own; its name is kept as the
 //! module's, so `cargo test --test redis <file>::` runs one of them).
 
-#[path = "../support/mod.rs"]
+#[allow(dead_code, unused_imports)] // each binary uses a part of it
+#[path = "../../crates/tollgate-test-support/src/lib.rs"]
 mod support;
 
 mod redis_cluster_routes_each_key;

@@ -1,5 +1,9 @@
-//! Helpers shared by the test binaries (each uses a different subset).
-#![allow(dead_code)]
+//! Helpers shared by the integration tests of tollgate's crates (each test
+//! binary uses a different subset): a binary names it as
+//! `use tollgate_test_support as support;`. Unpublished; the crates that
+//! use it name it as a path-only dev-dependency, which `cargo publish`
+//! leaves out. Features: `http` (the HTTP helpers), `metrics` (with `http`:
+//! an in-memory recorder), `redis` (a real `redis-server` per test).
 
 #[cfg(feature = "http")]
 pub mod http;
@@ -8,7 +12,6 @@ pub mod recorder;
 #[cfg(feature = "redis")]
 mod redis_server;
 #[cfg(feature = "redis")]
-#[allow(unused_imports)] // only the redis_* binaries use it
 pub use redis_server::*;
 
 use std::future::Future;
