@@ -3,7 +3,6 @@
 //! policies count what they would refuse and refuse nothing. On tokio's
 //! paused time, the layer reading a `TokioClock`: no bucket refills while
 //! the test runs, and the time in the queue is exact.
-#![cfg(all(feature = "http", feature = "metrics"))]
 
 use crate::support;
 

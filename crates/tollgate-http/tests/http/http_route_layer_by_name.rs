@@ -1,6 +1,5 @@
 //! A policy attached to specific axum routes by name (`route_layer`),
 //! sharing its buckets with the layer it came from.
-#![cfg(feature = "http")]
 
 use crate::support;
 

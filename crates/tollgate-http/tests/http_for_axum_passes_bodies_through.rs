@@ -6,11 +6,8 @@
 //! mode costs one more (the box axum makes); and
 //! on a real server, refusals, handler text and an in-flight permit held
 //! across a streamed body behave as in the default mode.
-#![cfg(all(feature = "axum", feature = "config"))]
 
-#[allow(dead_code, unused_imports)] // each binary uses a part of it
-#[path = "../crates/tollgate-test-support/src/lib.rs"]
-mod support;
+use tollgate_test_support as support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

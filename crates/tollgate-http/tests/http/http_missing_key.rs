@@ -1,7 +1,6 @@
 //! Keys that cannot be extracted get a clear outcome (500 by default, a
 //! server misconfiguration), never a silent bypass; header and custom keys
 //! partition.
-#![cfg(feature = "http")]
 
 use crate::support;
 

@@ -2,7 +2,6 @@
 //! streaming handler: the permit is held until the response BODY has been
 //! sent (not when the handler returns), a client that disconnects
 //! mid-stream frees its slot, and another client is never affected.
-#![cfg(all(feature = "http", feature = "config"))]
 
 use crate::support;
 

@@ -3,7 +3,6 @@
 //! serves its queue when the test advances tokio's time, and a minute of
 //! the layer's time passes in no real time at all. The given clock's
 //! resolution bounds the quotas the layer accepts.
-#![cfg(all(feature = "http", feature = "metrics"))]
 
 use crate::support;
 

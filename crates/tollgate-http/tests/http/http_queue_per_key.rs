@@ -4,7 +4,6 @@
 //! timings (`nodelay`, `burst` alone, `delay=`). On tokio's paused time,
 //! the layer reading a `TokioClock`: every turn comes exactly on time, and
 //! no test waits for real time.
-#![cfg(all(feature = "http", feature = "config", feature = "metrics"))]
 
 use crate::support;
 

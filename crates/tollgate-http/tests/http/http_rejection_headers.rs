@@ -4,7 +4,6 @@
 //! precedence (policy over layer). On tokio's paused time, the layer
 //! reading a `TokioClock`: no time passes between two requests, so every
 //! wait is exact however slow the machine.
-#![cfg(feature = "http")]
 
 use crate::support;
 

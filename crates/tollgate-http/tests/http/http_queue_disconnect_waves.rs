@@ -6,7 +6,6 @@
 //! arrived — for one client in its own line (per-IP key) and for many
 //! clients sharing one line (a global key). On tokio's paused time, with
 //! the layer reading a `TokioClock`: the turns are exact.
-#![cfg(all(feature = "http", feature = "metrics"))]
 
 use crate::support;
 

@@ -1,10 +1,9 @@
 //! Integration tests of the HTTP layer, over real TCP: one test binary, one module per
 //! file (each file was a test binary of its own; its name is kept as the
-//! module's, so `cargo test --test http <file>::` runs one of them).
+//! module's, so `cargo test -p tollgate-http --test http <file>::` runs one
+//! of them).
 
-#[allow(dead_code, unused_imports)] // each binary uses a part of it
-#[path = "../../crates/tollgate-test-support/src/lib.rs"]
-mod support;
+use tollgate_test_support as support;
 
 mod http_algorithms;
 mod http_client_ip_trusted_proxies;

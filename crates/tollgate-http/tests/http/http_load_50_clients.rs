@@ -1,7 +1,6 @@
 //! Load: 50 concurrent keep-alive clients for 2 s against a 100/s policy.
 //! Admitted requests stay within one of `burst + 100·t`; every other
 //! request is a well-formed 429.
-#![cfg(feature = "http")]
 
 use crate::support;
 

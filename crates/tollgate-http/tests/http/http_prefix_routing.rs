@@ -2,7 +2,6 @@
 //! prefixes, longest prefix wins whatever the registration order, no
 //! fallback to a looser rule after a refusal, exemptions, method filters.
 //! Real axum server on loopback, real TCP client.
-#![cfg(feature = "http")]
 
 use crate::support;
 

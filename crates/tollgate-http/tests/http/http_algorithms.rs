@@ -4,7 +4,6 @@
 //! field. The window tests run on tokio's paused time, the layer reading a
 //! `TokioClock`, from the start of a window: no window ends mid-test, and
 //! the retry hints are exact.
-#![cfg(all(feature = "http", feature = "config"))]
 
 use crate::support;
 
@@ -224,7 +223,6 @@ fn code_errors_name_the_policy_and_field() {
             .queue(Duration::from_secs(1), 0)),
         "policies[1].queue.limit: must be at least 1"
     );
-    #[cfg(feature = "redis")]
     {
         // a store made lazily (nothing listens on port 1, nothing is asked)
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -4,7 +4,6 @@
 //! beyond it is refused at once) and a request still waiting at `max_wait`
 //! is refused then. Streams end when the test says so (a signal, not a
 //! timer).
-#![cfg(all(feature = "http", feature = "config", feature = "metrics"))]
 
 use crate::support;
 

@@ -1,6 +1,5 @@
 //! Global limiter and route policy are both charged; when the route refuses,
 //! the global permit is refunded (no quota lost to refused requests).
-#![cfg(feature = "http")]
 
 use crate::support;
 

@@ -2,7 +2,6 @@
 //! trusted peer, the key is the right-most untrusted address, malformed
 //! headers never panic and never bypass. Clients connect from distinct
 //! 127.0.0.0/8 source addresses.
-#![cfg(feature = "http")]
 
 use crate::support;
 

@@ -1,14 +1,13 @@
 //! Configuration documents: the example TOML file loads and behaves as it
 //! says on a real server; the same rules in JSON; every kind of bad
 //! document gives an error naming the rule and the field.
-#![cfg(feature = "config")]
 
 use crate::support;
 
 use support::http::{Req, connect_info, hello, send, serve};
 use tollgate::http::{ConfigErrorKind, LayerConfig};
 
-const EXAMPLE: &str = include_str!("../../examples/tollgate.toml");
+const EXAMPLE: &str = include_str!("../../../../examples/tollgate.toml");
 
 #[tokio::test]
 async fn the_example_file_loads_and_limits_as_documented() {

@@ -6,7 +6,6 @@
 //! paused time with the layer reading a `TokioClock`: no bucket refills
 //! while a test runs, however slow the machine, unless the test advances
 //! tokio's time.
-#![cfg(feature = "config")]
 
 use crate::support;
 

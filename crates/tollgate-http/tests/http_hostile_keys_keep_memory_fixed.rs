@@ -20,14 +20,12 @@
 //! 4 KiB: 10,000 slots × 4 KiB ≈ 40 MiB (60 KiB keys: 600 MiB).
 //!
 //! Count: 1,000,000 keys of each kind in an optimised build
-//! (`cargo test --release --all-features --test
+//! (`cargo test --release --all-features -p tollgate-http --test
 //! http_hostile_keys_keep_memory_fixed`); 50,000 (five times the table) in
 //! a debug build, where a million 4 KiB requests take several minutes.
 //! `TOLLGATE_FLOOD_KEYS` overrides either.
-#![cfg(feature = "http")]
-#[allow(dead_code, unused_imports)] // each binary uses a part of it
-#[path = "../crates/tollgate-test-support/src/lib.rs"]
-mod support;
+
+use tollgate_test_support as support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -3,7 +3,6 @@
 //! refusal gets the global policy's own handler, else the layer's, else the
 //! default 429 with headers. Every cell of the table in the http module
 //! docs, on a real server.
-#![cfg(feature = "http")]
 
 use crate::support;
 

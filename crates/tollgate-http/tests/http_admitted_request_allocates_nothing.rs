@@ -2,7 +2,6 @@
 //! global allocator counts the allocations made on this thread while the
 //! layer's service is called and its response future polled, around an
 //! inner service that allocates nothing itself.
-#![cfg(feature = "http")]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

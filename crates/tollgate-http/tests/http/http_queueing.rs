@@ -3,7 +3,6 @@
 //! that disconnects while queued frees its slot. On tokio's paused time,
 //! the layer reading a `TokioClock`: the pacing is exact, and no test waits
 //! for real time.
-#![cfg(all(feature = "http", feature = "metrics"))]
 
 use crate::support;
 

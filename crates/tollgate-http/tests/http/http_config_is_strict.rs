@@ -1,7 +1,6 @@
 //! Config mistakes that used to start a server with a silently wrong limit
 //! are errors naming the field (issue 19, item 2): one case per mistake
 //! the issue lists, in TOML and, where the shape differs, in JSON.
-#![cfg(feature = "config")]
 
 use tollgate::http::{ConfigErrorKind, LayerConfig};
 
@@ -198,7 +197,6 @@ fn durations_need_a_unit() {
         .expect("1m30s is a duration");
 }
 
-#[cfg(feature = "redis")]
 #[tokio::test]
 async fn a_redis_timeout_without_unit_is_refused() {
     // building a Redis rule connects lazily: no server is needed to see

@@ -4,7 +4,6 @@
 //! and gives its reservation back. (Its own test binary: `tracing` caches
 //! each call site's interest process-wide, so the subscriber of this test
 //! must be the first to see the layer's events.)
-#![cfg(all(feature = "http", feature = "tracing", feature = "metrics"))]
 
 use crate::support;
 

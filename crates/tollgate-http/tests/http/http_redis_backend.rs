@@ -4,7 +4,6 @@
 //! builds and limits; with Redis stopped, fail-open admits and flags it
 //! (`StoreUnavailable` response extension) and fail-closed answers 429 with
 //! `Retry-After`, both within the store timeout.
-#![cfg(all(feature = "config", feature = "redis"))]
 
 use crate::support;
 
