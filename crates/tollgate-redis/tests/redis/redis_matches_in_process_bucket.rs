@@ -10,7 +10,6 @@
 //! rounded regime (`Gcra::rounded`): a quota such as 3 per 10 ms, whose
 //! interval an in-process bucket keeps exact, is compared with the rounded
 //! in-process bucket, the one the store documents it enforces.
-#![cfg(feature = "redis")]
 
 use crate::support;
 

@@ -1,10 +1,9 @@
 //! Integration tests of the Redis store, against a real redis-server: one test binary, one module per
 //! file (each file was a test binary of its own; its name is kept as the
-//! module's, so `cargo test --test redis <file>::` runs one of them).
+//! module's, so `cargo test -p tollgate-redis --test redis <file>::` runs one
+//! of them).
 
-#[allow(dead_code, unused_imports)] // each binary uses a part of it
-#[path = "../../crates/tollgate-test-support/src/lib.rs"]
-mod support;
+use tollgate_test_support as support;
 
 mod redis_cluster_routes_each_key;
 mod redis_failure_policy;

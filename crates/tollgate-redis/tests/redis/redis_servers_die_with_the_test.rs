@@ -1,7 +1,6 @@
 //! The Redis test harness leaks no `redis-server`: a server kept in a
 //! `static` (never dropped), or left behind by a test process that exits
 //! without unwinding, is killed by its watchdog once that process is gone.
-#![cfg(feature = "redis")]
 
 use crate::support;
 

@@ -1,7 +1,6 @@
 //! What the store does when Redis is down, frozen, restarted or loses its
 //! scripts: fail-open admits and says so, fail-closed refuses, neither waits
 //! longer than the timeout, and service resumes by itself.
-#![cfg(feature = "redis")]
 
 use crate::support;
 

@@ -1,7 +1,6 @@
 //! Redis keys: a bucket's key vanishes once the bucket has refilled, window
 //! counters always carry an expiry and vanish with their window, and hostile or binary keys neither
 //! break the script nor collide with each other or other namespaces.
-#![cfg(feature = "redis")]
 
 use crate::support;
 

@@ -1,7 +1,6 @@
 //! On a real 3-shard Redis Cluster, each call is routed to the shard that
 //! owns its key, limits hold per key, a hash tag puts one limiter's keys on
 //! one shard, and a SCRIPT FLUSH on every shard is survived.
-#![cfg(feature = "redis")]
 
 use crate::support;
 

@@ -18,7 +18,6 @@
 //! asserted: the old "at least 80 %" check of the leaky bucket (and the
 //! token bucket's "no fewer than burst + rate·t − 1") measured the
 //! machine's load, and failed on a busy one.
-#![cfg(feature = "redis")]
 
 use crate::support;
 

@@ -2,7 +2,6 @@
 //! plain model driven by the server's `TIME`: at most `limit` per window
 //! `[k·w, (k+1)·w)`, a refusal takes nothing and waits until the window
 //! ends, `remaining` and `reset_after` as in-process, refunds never below 0.
-#![cfg(feature = "redis")]
 
 use crate::support;
 

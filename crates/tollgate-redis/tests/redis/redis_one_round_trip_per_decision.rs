@@ -1,6 +1,5 @@
 //! Round trips, counted by the server (`INFO commandstats`): exactly one
 //! `EVALSHA` per decision, and none while the refusal cache holds a key.
-#![cfg(feature = "redis")]
 
 use crate::support;
 
