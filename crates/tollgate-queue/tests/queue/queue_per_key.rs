@@ -2,7 +2,6 @@
 //! each line is bounded on its own, a rate's waiter is woken by its line's
 //! timer and an in-flight waiter by the release (no time passing, one
 //! wake-up), for tollgate's limiters and for one written here.
-#![cfg(feature = "tokio")]
 
 use crate::support;
 

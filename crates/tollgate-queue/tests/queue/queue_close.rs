@@ -1,5 +1,4 @@
 //! close() refuses every waiter and every later call.
-#![cfg(feature = "tokio")]
 
 use crate::support;
 

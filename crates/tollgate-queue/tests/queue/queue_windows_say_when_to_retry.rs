@@ -2,7 +2,6 @@
 //! .NET does since its RetryAfter fix for window limiters: a full queue, a
 //! wait beyond `max_wait` and a `try_acquire` that would wait all carry the
 //! time until the request could go (never `None`).
-#![cfg(feature = "tokio")]
 
 use core::time::Duration;
 use std::sync::Arc;

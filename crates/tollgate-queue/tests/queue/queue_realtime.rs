@@ -5,7 +5,6 @@
 //! time (a probe task measures how late its own timers fire: a machine that
 //! stalls the runtime for longer than the bucket's tolerance loses capacity
 //! no queue could recover).
-#![cfg(feature = "tokio")]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -2,7 +2,6 @@
 //! paused clock; every request is granted, displaced or refused at exactly
 //! the instant a simple LIFO-over-a-credit-counter model (with .NET's
 //! "refuse the oldest to fit the newest" rule) says.
-#![cfg(feature = "tokio")]
 
 use crate::support;
 

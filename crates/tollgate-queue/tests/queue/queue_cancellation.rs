@@ -1,6 +1,5 @@
 //! Cancellation safety: a dropped acquire future leaves the queue as if it
 //! had never queued, and a forgotten one does not wedge it.
-#![cfg(feature = "tokio")]
 
 use crate::support;
 

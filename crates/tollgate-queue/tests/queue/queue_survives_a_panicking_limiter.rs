@@ -2,7 +2,6 @@
 //! code that ran the loop (here: the code cancelling a waiter), not the
 //! queue: once the limiter behaves again, waiters are admitted as before. (The loop used to leave its "a driver is
 //! running" flag set when it unwound, so every later waiter waited forever.)
-#![cfg(feature = "tokio")]
 
 use crate::support;
 

@@ -1,6 +1,5 @@
 //! Queue bounds: queue_limit counted in permits, max_wait refused at once,
 //! per-call deadlines, requests that can never succeed.
-#![cfg(feature = "tokio")]
 
 use crate::support;
 

@@ -1,6 +1,5 @@
 //! NewestFirst (LIFO): the newest waiter is served first, and a full queue
 //! refuses its oldest waiters so that a newcomer fits (.NET semantics).
-#![cfg(feature = "tokio")]
 
 use crate::support;
 

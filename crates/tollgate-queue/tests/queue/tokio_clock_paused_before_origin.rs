@@ -4,7 +4,6 @@
 //!
 //! One test in its own binary, so that nothing else fixes the process
 //! origin first.
-#![cfg(feature = "tokio")]
 
 use std::time::Duration;
 

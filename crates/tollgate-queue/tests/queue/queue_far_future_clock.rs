@@ -1,7 +1,6 @@
 //! A queue whose clock has run (or been advanced) for a very long time
 //! still waits exactly and never spins: deadlines are computed from now,
 //! not capped at a date after the clock's origin.
-#![cfg(feature = "tokio")]
 
 use core::time::Duration;
 

@@ -3,9 +3,8 @@
 //!
 //! The queue takes tollgate's `ConcurrencyLimiter` as a `&'static` (here
 //! leaked) and always gives a permit's share back when the permit drops.
-//! `InFlight` (tests/support) is a release-based `Limiter` of the test's
-//! own around the same limiter, with a counter of its checks.
-#![cfg(feature = "tokio")]
+//! `InFlight` (tollgate-test-support) is a release-based `Limiter` of the
+//! test's own around the same limiter, with a counter of its checks.
 
 use crate::support;
 

@@ -1,6 +1,5 @@
 //! The queue keeps no timer while idle, so one queue (say a `static` or a
 //! long-lived value in a test harness) can serve one runtime after another.
-#![cfg(feature = "tokio")]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,5 @@
 //! OldestFirst (FIFO) order: exact order and instants, no starvation of a
 //! large request, and 10,000 waiters served in order with one wake-up each.
-#![cfg(feature = "tokio")]
 
 use crate::support;
 

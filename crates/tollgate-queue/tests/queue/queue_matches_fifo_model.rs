@@ -1,7 +1,6 @@
 //! OldestFirst against a plain reference scheduler: random arrivals (time,
 //! size, patience) on a paused clock; every request is granted or gives up
 //! at exactly the instant a simple FIFO-over-a-credit-counter model says.
-#![cfg(feature = "tokio")]
 
 use crate::support;
 
