@@ -7,7 +7,6 @@
 //! The user limiter here is a prepaid credit balance per tenant: a tenant
 //! with no account is refused for good, one without enough credits is
 //! refused until the next top-up; a cancelled lease gives its credits back.
-#![cfg(feature = "std")]
 
 use core::time::Duration;
 use std::collections::HashMap;

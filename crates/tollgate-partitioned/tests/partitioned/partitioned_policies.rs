@@ -3,7 +3,6 @@
 //! different policies never share a bucket, every algorithm works behind a
 //! policy, in-flight leases give their permits back on drop, and a chain
 //! refunds what its earlier members granted when a later one refuses.
-#![cfg(feature = "std")]
 
 use core::time::Duration;
 

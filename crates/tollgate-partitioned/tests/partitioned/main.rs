@@ -1,10 +1,9 @@
 //! Integration tests of the partitioned limiters: one test binary, one module per
 //! file (each file was a test binary of its own; its name is kept as the
-//! module's, so `cargo test --test partitioned <file>::` runs one of them).
+//! module's, so `cargo test -p tollgate-partitioned --test partitioned <file>::` runs one
+//! of them).
 
-#[allow(dead_code, unused_imports)] // each binary uses a part of it
-#[path = "../../crates/tollgate-test-support/src/lib.rs"]
-mod support;
+use tollgate_test_support as support;
 
 mod partitioned_async_per_key_queue;
 mod partitioned_cancelled_waiters_never_share_a_slot;

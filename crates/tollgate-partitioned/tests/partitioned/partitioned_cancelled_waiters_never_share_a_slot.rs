@@ -8,7 +8,6 @@
 //! line, for the one bucket of a global policy (`PolicyStore::single`), and
 //! for a chain of both. A permit granted to a waiter that goes away before
 //! it takes it goes to the next waiter, never to two.
-#![cfg(feature = "tokio")]
 
 use crate::support;
 

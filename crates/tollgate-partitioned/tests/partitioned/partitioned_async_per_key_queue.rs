@@ -5,7 +5,6 @@
 //! key, the line is bounded per key, waiters that go away give their
 //! places back (those behind them move up), and a policy with a burst
 //! waits for capacity up to a maximum wait.
-#![cfg(feature = "tokio")]
 
 use core::time::Duration;
 use std::sync::Arc;

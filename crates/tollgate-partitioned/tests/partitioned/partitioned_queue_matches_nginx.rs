@@ -19,7 +19,6 @@
 //! whose excess would pass `burst·1000` is refused (state unchanged), and an
 //! accepted one waits `(excess − delay·1000) / rate` seconds if its excess
 //! is above `delay·1000` (nginx truncates that wait to whole milliseconds).
-#![cfg(feature = "tokio")]
 
 use crate::support;
 

@@ -3,7 +3,6 @@
 //! key's line and wakes that waiter only, with no time passing and no
 //! polling on a timer; lines are FIFO per key, bounded, and a waiter that
 //! goes away never loses or duplicates a permit.
-#![cfg(feature = "tokio")]
 
 use crate::support;
 
