@@ -8,7 +8,15 @@
 #   scripts/stress-tests.sh            # 20 runs, 2 burners
 #   scripts/stress-tests.sh 5          # 5 runs
 #   STRESS_BURNERS=4 scripts/stress-tests.sh 3
-#   scripts/stress-tests.sh 10 --test http -- http_queueing::   # extra args go to cargo test
+#   scripts/stress-tests.sh 10 -p tollgate-http --test http -- http_queueing::
+#                                            # extra args go to cargo test; with
+#                                            # -p/--package, only those packages
+#                                            # (no --workspace): a test binary
+#                                            # lives in its crate's package
+#   scripts/stress-tests.sh 5 -p tollgate --test core -p tollgate-http --test http -- clocks:: http_queueing::
+#                                            # several packages: each --test names
+#                                            # a binary of one of them, the filters
+#                                            # after -- apply to all
 #   STRESS_NICE=15 scripts/stress-tests.sh   # suite and burners under nice -n 15
 #                                            # (a machine shared with other work)
 #   STRESS_DEADLINE=15:00 scripts/stress-tests.sh   # start no run after 15:00
@@ -34,8 +42,18 @@ fi
 logs=target/stress
 mkdir -p "$logs"
 
+# the packages: the whole workspace, or those the arguments name (cargo
+# refuses -p beside --workspace)
+scope=(--workspace)
+for arg in "$@"; do
+  case "$arg" in
+    --) break ;;
+    -p | --package | -p?* | --package=*) scope=() ;;
+  esac
+done
+
 echo "building the test binaries first (not timed)"
-cargo test --workspace --all-features --no-run "$@" >"$logs/build.log" 2>&1 || {
+cargo test "${scope[@]}" --all-features --no-run "$@" >"$logs/build.log" 2>&1 || {
   tail -50 "$logs/build.log" >&2
   echo "build failed" >&2
   exit 2
@@ -82,7 +100,7 @@ for k in $(seq "$runs"); do
   log="$logs/run-$k.log"
   start=$SECONDS
   timeout --signal=KILL "$run_timeout" nice -n "$niceness" \
-    cargo test --workspace --all-features --no-fail-fast "$@" >"$log" 2>&1 &
+    cargo test "${scope[@]}" --all-features --no-fail-fast "$@" >"$log" 2>&1 &
   run_pid=$!
   wait "$run_pid"
   rc=$?

@@ -7,8 +7,11 @@ test runs (binaries and doctest sets), and the time the tests took to run
 
 A run is attributed to its crate by cargo's header line: `Running
 unittests src/lib.rs (.../deps/<crate>-<hash>)`, `Doc-tests <crate>`, or
-`Running tests/<file>.rs` or `tests/<group>/main.rs`, looked up in the
-`tests/` directory of each workspace member.
+`Running tests/<file>.rs` or `tests/<group>/main.rs` (a path in its
+package), looked up in the `tests/` directory of each workspace member
+(`crates/tollgate-http/tests/http/main.rs` is tollgate-http's). A path
+that two members have is shown as `a|b` (the header line does not say
+which package it is of).
 """
 import collections
 import os
@@ -37,9 +40,12 @@ def main():
         if os.path.isdir(tests):
             for f in os.listdir(tests):
                 if f.endswith(".rs"):
-                    owner["tests/" + f] = crate
+                    path = "tests/" + f
                 elif os.path.exists(os.path.join(tests, f, "main.rs")):
-                    owner[f"tests/{f}/main.rs"] = crate
+                    path = f"tests/{f}/main.rs"
+                else:
+                    continue
+                owner[path] = f"{owner[path]}|{crate}" if path in owner else crate
     by_lib = {c.replace("-", "_"): c for c in crates}
     rows = collections.defaultdict(lambda: [0, 0, 0, 0, 0.0])
     # the header line of each run, and the crate it names

@@ -6,15 +6,19 @@
 # On a fresh Debian or Ubuntu machine with only rustup, it first installs what
 # the tests need and is missing, saying what and why before it does:
 #   - a C toolchain (gcc, libc6-dev), which rustc needs to link programs;
-#   - redis-server: the Redis tests start their own server on a free loopback
-#     port and stop it afterwards; they fail, never skip, without one.
+#   - redis-server: the Redis tests (crates/tollgate-redis/tests, and
+#     crates/tollgate-http/tests/http/http_redis_backend.rs) start their own
+#     server on a free loopback port and stop it afterwards; they fail, never
+#     skip, without one.
 # It uses apt-get, through sudo when not run as root. Elsewhere it stops and
 # says what to install.
 #
 # Then it runs, and sums up at the end:
 #   1. cargo test --workspace --all-features: unit, integration, property,
 #      HTTP over real TCP, Redis against a real server, doctests, and the
-#      workspace crates embassy-tests and loom-tests' reference models;
+#      workspace crates embassy-tests and loom-tests' reference models (each
+#      crate's integration tests are in its own tests/: the root's, and
+#      crates/tollgate-{http,redis,queue,partitioned}/tests);
 #   2. cargo test -p tollgate-core -p tollgate-duty-cycle -p tollgate-rtic
 #      -p tollgate-embassy -p tollgate --no-default-features --lib
 #      --tests: the core without std (test files that need std or a feature
@@ -56,7 +60,7 @@ if ! command -v cc >/dev/null; then
 fi
 
 if ! command -v redis-server >/dev/null; then
-  apt_install "redis-server is not on PATH; the Redis tests (tests/redis_*.rs, tests/http_redis_backend.rs) start their own on a free loopback port and stop it afterwards (a system service the package may start is not used)" redis-server
+  apt_install "redis-server is not on PATH; the Redis tests (crates/tollgate-redis/tests, crates/tollgate-http/tests/http/http_redis_backend.rs) start their own on a free loopback port and stop it afterwards (a system service the package may start is not used)" redis-server
   command -v redis-server >/dev/null || die "redis-server is still not on PATH after installing it."
 fi
 say "using $(command -v redis-server): $(redis-server --version)"
