@@ -30,7 +30,9 @@ import os
 import re
 import sys
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import workspace
+
+ROOT = workspace.ROOT
 BASELINE = os.path.join(ROOT, "scripts", "structure-baseline.txt")
 MAX_LINES = 600
 
@@ -38,12 +40,7 @@ MAX_LINES = 600
 def crates():
     """(name, src directory, features) of every member of the workspace."""
     out = []
-    root = open(os.path.join(ROOT, "Cargo.toml"), encoding="utf-8").read()
-    listed = re.search(r"members\s*=\s*\[(.*?)\]", root, re.S).group(1)
-    dirs = [os.path.normpath(os.path.join(ROOT, d)) for d in re.findall(r'"([^"]+)"', listed)]
-    for d in dirs:
-        manifest = open(os.path.join(d, "Cargo.toml"), encoding="utf-8").read()
-        crate = re.search(r'^name = "([^"]+)"', manifest, re.M).group(1)
+    for crate, d, manifest in workspace.members():
         features = re.search(r"^\[features\]\n(.*?)(?:^\[|\Z)", manifest, re.M | re.S)
         names = set(re.findall(r"^([\w-]+)\s*=", features.group(1), re.M)) if features else set()
         # optional dependencies are features too

@@ -18,7 +18,9 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import workspace
+
+ROOT = workspace.ROOT
 TARGET = os.path.join(ROOT, "target", "rustdoc-json")
 KINDS = ("struct", "enum", "union", "trait", "type_alias", "trait_alias")
 
@@ -30,10 +32,6 @@ def build(package):
         cwd=ROOT, check=True)
     with open(os.path.join(TARGET, "doc", package.replace("-", "_") + ".json")) as f:
         return json.load(f)
-
-
-def workspace_crates():
-    return sorted(os.listdir(os.path.join(ROOT, "crates")))
 
 
 def public_types(docs, crate):
@@ -86,9 +84,7 @@ def public_types(docs, crate):
 
 
 def main():
-    docs = {"tollgate": build("tollgate")}
-    for crate in workspace_crates():
-        docs[crate.replace("-", "_")] = build(crate)
+    docs = {crate.replace("-", "_"): build(crate) for crate in workspace.published()}
     user = public_types(docs, "tollgate")
     types = sorted(user.values())
     by_kind = collections.Counter(kind for kind, _ in types)

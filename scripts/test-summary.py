@@ -18,22 +18,10 @@ import os
 import re
 import sys
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-
-def members():
-    manifest = open(os.path.join(ROOT, "Cargo.toml"), encoding="utf-8").read()
-    listed = re.search(r"members\s*=\s*\[(.*?)\]", manifest, re.S).group(1)
-    out = {}
-    for d in re.findall(r'"([^"]+)"', listed):
-        path = os.path.join(ROOT, d)
-        name = re.search(r'^name = "([^"]+)"', open(os.path.join(path, "Cargo.toml")).read(), re.M)
-        out[name.group(1)] = path
-    return out
-
+import workspace
 
 def main():
-    crates = members()
+    crates = {name: path for name, path, _ in workspace.members()}
     owner = {}
     for crate, path in crates.items():
         tests = os.path.join(path, "tests")
