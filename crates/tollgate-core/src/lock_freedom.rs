@@ -2,10 +2,8 @@
 //! handler, on the target you build for.
 //!
 //! Every limiter, state and keyed table implements [`LockFreedom`]: two
-//! constants computed from the build's cfgs and from `portable-atomic`'s
-//! own answer for the features the final binary unified. Assert them where
-//! it matters, and a build that would deadlock in an interrupt does not
-//! compile:
+//! constants computed from the build's cfgs. Assert them where it matters,
+//! and a build that would deadlock in an interrupt does not compile:
 //!
 //! ```
 //! use tollgate::tick::TickGcra;
@@ -16,44 +14,35 @@
 //! ```
 //!
 //! - [`IS_LOCK_FREE`](LockFreedom::IS_LOCK_FREE): a check, refund or
-//!   snapshot never waits for another context. Native atomic instructions,
-//!   or (portable-atomic's definition, which these constants follow)
-//!   interrupts masked for a few instructions on a single-core chip. A
-//!   critical section is *not* counted (on a multi-core chip it is a
-//!   lock), nor is `portable-atomic`'s lock table, a spin lock or a mutex.
+//!   snapshot never waits for another context: native atomic instructions.
+//!   A critical section is *not* counted (on a multi-core chip it is a
+//!   lock), nor is a spin lock or a mutex.
 //! - [`IS_INTERRUPT_SAFE`](LockFreedom::IS_INTERRUPT_SAFE): the limiter may
 //!   be used from an interrupt handler *and* from the code it interrupts
 //!   (on the same core) without a deadlock: lock-free, or a critical
 //!   section (which masks the interrupt while it is held). What is not:
-//!   `portable-atomic`'s lock table and tollgate's spin lock (the sliding
-//!   window), whose holder an interrupt handler can never wait out.
+//!   tollgate's spin lock (the sliding window), whose holder an interrupt
+//!   handler can never wait out, and the `std` locks.
 //!
 //! # Per target
 //!
-//! With tollgate's dependency on `portable-atomic` (`default-features =
-//! false, features = ["fallback"]`), "LF / IS" = `IS_LOCK_FREE` /
-//! `IS_INTERRUPT_SAFE`:
+//! Without `std`, an atomic the target lacks is a critical section
+//! (`critical_section::with` around a plain cell, each operation one
+//! critical section; the final binary provides the implementation, e.g.
+//! cortex-m's `critical-section-single-core`). No feature of any atomics
+//! crate is involved. "LF / IS" = `IS_LOCK_FREE` / `IS_INTERRUPT_SAFE`:
 //!
-//! | target | `TickState` (32-bit [`tick`](crate::tick) buckets) | `GcraState`, `FixedWindowState` (`AtomicU64`) | what the 64-bit state is |
-//! |---|---|---|---|
-//! | thumbv6m-none-eabi | no / yes | yes / yes with `unsafe-assume-single-core`; no / yes with `critical-section` | interrupts masked, or a critical section (one of the two is required to build) |
-//! | thumbv7m-none-eabi, thumbv7em-none-eabi(hf) | **yes / yes** (`LDREX`/`STREX`) | **no / no** by default; yes / yes with `unsafe-assume-single-core`; no / yes with the cfg `portable_atomic_unsafe_assume_privileged` | the global lock table (spins), unless one of those |
-//! | riscv32imc-unknown-none-elf | no / yes | as thumbv6m | as thumbv6m |
-//! | riscv32imac-unknown-none-elf | **yes / yes** (`LR.W`/`SC.W`) | as thumbv7m | as thumbv7m |
-//! | x86_64, aarch64, i686 | yes / yes | yes / yes | native (`lock cmpxchg`, `ldxr`/`stxr` or `cas`, `lock cmpxchg8b`) |
-//! | wasm32 | yes / yes | yes / yes | native |
+//! | target | `TickState` (32-bit [`tick`](crate::tick) buckets) | `GcraState`, `FixedWindowState` (`AtomicU64`) |
+//! |---|---|---|
+//! | thumbv6m-none-eabi, riscv32imc-unknown-none-elf | no / yes (critical section) | no / yes (critical section) |
+//! | thumbv7m-none-eabi, thumbv7em-none-eabi(hf), thumbv8m | **yes / yes** (`LDREX`/`STREX`) | no / yes (critical section) |
+//! | riscv32imac-unknown-none-elf | **yes / yes** (`LR.W`/`SC.W`) | no / yes (critical section) |
+//! | x86_64, aarch64, i686, wasm32 | yes / yes | yes / yes (native) |
 //!
-//! The `critical-section` feature of `portable-atomic` changes nothing on
-//! a target that has 32-bit compare-and-swap: it is used only where there
-//! is none (thumbv6m, riscv32imc). So on a Cortex-M3/M4 the 64-bit states
-//! stay on the lock table unless the firmware enables
-//! `unsafe-assume-single-core` (single core, privileged code) or
-//! `unsafe-assume-privileged`: use a [`TickState`]
-//! wherever an interrupt handler checks a bucket. (The *feature*
-//! `unsafe-assume-privileged` is invisible to this crate, so with it the
-//! constants say "not interrupt-safe" although the lock table then masks
-//! interrupts; pass it as the cfg `--cfg
-//! portable_atomic_unsafe_assume_privileged` to have them say so.)
+//! So on a microcontroller the 32-bit tick buckets are the lock-free ones,
+//! and every bucket is interrupt-safe. With `std` on a 32-bit target
+//! without native 64-bit atomics (mips, armv5te, powerpc), `AtomicU64` is
+//! `portable-atomic`'s lock table instead: no / no.
 //!
 //! Always, on every target:
 //!
@@ -62,40 +51,24 @@
 //! | [`SlidingWindowState`], `Bucket<SlidingWindow<N>>` | no / no (a spin lock) |
 //! | [`HeaplessKeyedTable`] | no / as its algorithm (a critical section around the map; the states inside are still the algorithm's atomics) |
 //! | `ShardedKeyedTable` (`std`) | no / no (reader-writer locks) |
-//! | `LockFreeGcraTable` (`std`) | checks of tracked keys: as `AtomicU128` (yes on aarch64; on x86_64 decided at run time by `cmpxchg16b`, so the constant says no unless built with `-C target-feature=+cmpxchg16b` and [`LockFreedom::is_lock_free`] says yes on almost every CPU; **no** on i686, wasm32, 32-bit Arm and RISC-V, where `portable-atomic` falls back to its lock table) / no (inserts lock a mutex) |
+//! | `LockFreeGcraTable` (`std`) | checks of tracked keys: as `AtomicU128` (`portable-atomic`'s: yes on aarch64; on x86_64 decided at run time by `cmpxchg16b`, so the constant says no unless built with `-C target-feature=+cmpxchg16b` and [`LockFreedom::is_lock_free`] says yes on almost every CPU; **no** on i686, wasm32, 32-bit Arm and RISC-V, where it falls back to its lock table) / no (inserts lock a mutex) |
 //! | [`LiveBucket`] | no (a check that meets a quota change waits for it) / without `std`, as `AtomicU64` (changes run in a critical section); with `std`, no |
 //! | [`ConcurrencyLimiter`] | no (releases wake async waiters under a lock) / without `std`, yes (a critical section); with `std`, no |
 //! | `Bucket<A>`, `BucketRef<A>`, `RateLimiter<C, L>`, `&L`, `Arc<L>`, `Box<L>` | as what they hold |
 //! | [`Chain<A, B>`](crate::Chain) | both members |
 //! | [`WithStats<L>`](crate::WithStats) | `L` and `AtomicU64` (its counters) |
 //!
-//! # Evidence (portable-atomic 1.15)
+//! # Evidence
 //!
-//! - `src/imp/mod.rs`, the "64-bit atomics" `cfg_sel!`: native
-//!   (`core_atomic`) under `target_has_atomic = "64"`; the interrupt module
-//!   under `any(all(feature = "critical-section", not(target_has_atomic =
-//!   "ptr")), portable_atomic_unsafe_assume_single_core)`; otherwise, with
-//!   `feature = "fallback"` and `target_has_atomic = "ptr"`, the lock table
-//!   (`self::fallback`).
-//! - `src/imp/fallback/seq_lock_common.rs`, `SeqLock::write`: a `swap`
-//!   loop that spins while the lock is held, masking interrupts only under
-//!   `portable_atomic_unsafe_assume_privileged`; `src/imp/fallback/mod.rs`:
-//!   `load` takes that lock when its optimistic read fails, and
-//!   `compare_exchange` always takes it.
-//! - `src/imp/mod.rs`, the "{8,16,32}-bit" `cfg_sel!`: `core_atomic` unless
-//!   the target has no compare-and-swap (`not(target_has_atomic = "ptr")`)
-//!   and `critical-section` / `unsafe-assume-single-core` is on: a 32-bit
-//!   atomic is never on the lock table.
-//! - `src/imp/interrupt/mod.rs`: `IS_ALWAYS_LOCK_FREE` is `false` with
-//!   `feature = "critical-section"`, `true` otherwise (interrupts masked);
-//!   `src/imp/fallback/mod.rs`: `false`. These are what
-//!   `AtomicU64::is_always_lock_free()` returns, which is where the
-//!   constants for the 64-bit types come from.
-//!
-//! `examples/firmware` shows both sides under QEMU: a tick bucket hammered
-//! by SysTick and thread mode finishes with the exact count on thumbv6m,
-//! thumbv7m and thumbv7em, while the same test on the 64-bit bucket with
-//! the default lock table hangs on thumbv7m.
+//! `src/sync.rs` picks each atomic: `core::sync::atomic`'s under
+//! `target_has_atomic = "32"` / `"64"`, otherwise (without `std`) the
+//! critical-section ones of `sync::critical`. `examples/firmware` hammers one
+//! tick bucket and one 64-bit `Gcra` bucket from SysTick and thread mode at
+//! once under QEMU (thumbv6m on `microbit`, thumbv7m on `lm3s6965evb`,
+//! thumbv7em on `mps2-an386`): each finishes with the exact count.
+//! (Earlier, the 64-bit state used `portable-atomic`'s lock
+//! table on thumbv7m, and that test hung there: an interrupt spun on the
+//! lock held by the code it interrupted.)
 
 use crate::chain::Chain;
 use crate::concurrency::ConcurrencyLimiter;

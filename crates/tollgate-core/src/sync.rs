@@ -2,18 +2,26 @@
 //!
 //! Every atomic (and every lock of the `std` keyed tables and of the crates
 //! built on this one) in tollgate comes from here, so that a `--cfg loom` build swaps all of them for loom's
-//! model-checked twins at once. Loom cannot see
-//! `portable_atomic` types: code written against them directly would pass a
-//! loom model while being racy. Outside loom, `portable-atomic` supplies
-//! `AtomicU64` on every target, including 32-bit microcontrollers without
-//! native 64-bit atomics (through its `fallback` feature; the final binary
-//! picks `critical-section` or `unsafe-assume-single-core`, never this crate).
+//! model-checked twins at once.
+//!
+//! Outside loom, each atomic is the target's own where it has one
+//! (`core::sync::atomic`). Where it has none, without `std` (every 32-bit
+//! microcontroller for `AtomicU64`; thumbv6m and riscv32imc, which have no
+//! compare-and-swap, for `AtomicU32`), it is a `critical_section::Mutex`
+//! around a plain cell with the same methods (`critical` below): the final
+//! binary provides the critical section, as it does for the `no_std` keyed
+//! table, and an interrupt handler can never spin on a lock held by the code
+//! it interrupted. So a `no_std` build needs no feature of any atomics
+//! crate, on any target. With `std` on a 32-bit target without 64-bit
+//! atomics (mips, armv5te, powerpc), `AtomicU64` is `portable-atomic`'s
+//! lock table instead (threads, no interrupts); `portable-atomic` also
+//! supplies the `std` keyed table's `AtomicU128`.
 //!
 //! The 32-bit tick buckets ([`crate::tick`]) keep their state in an
 //! `RmwU32`: native compare-and-swap on this module's `AtomicU32` where
 //! the target has it (`cfg(target_has_atomic = "32")`), a
 //! `critical_section::with` around a plain cell where it does not
-//! (thumbv6m, riscv32imc), never portable-atomic's emulation. The
+//! (thumbv6m, riscv32imc). The
 //! `*_LOCK_FREE` / `*_INTERRUPT_SAFE` flags below say what each atomic is
 //! on the build at hand; [`crate::lock_freedom`] publishes them per type.
 //!
@@ -30,12 +38,36 @@ pub use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub use loom_u128::AtomicU128;
 /// 128-bit slots of the lock-free keyed table (key and TAT in one word).
 /// Loom has no 128-bit atomic: under loom it is the `loom_u128` shim below.
-#[cfg(not(loom))]
+#[cfg(all(not(loom), feature = "std"))]
 #[allow(unused_imports)]
 pub use portable_atomic::AtomicU128;
 #[cfg(not(loom))]
 #[allow(unused_imports)]
-pub use portable_atomic::{AtomicU32, AtomicU64, Ordering};
+pub use core::sync::atomic::Ordering;
+#[cfg(all(not(loom), target_has_atomic = "32"))]
+#[allow(unused_imports)]
+pub use core::sync::atomic::AtomicU32;
+#[cfg(all(not(loom), not(target_has_atomic = "32")))]
+#[allow(unused_imports)]
+pub use critical::AtomicU32;
+#[cfg(all(not(loom), target_has_atomic = "64"))]
+#[allow(unused_imports)]
+pub use core::sync::atomic::AtomicU64;
+#[cfg(all(not(loom), not(target_has_atomic = "64"), not(feature = "std")))]
+#[allow(unused_imports)]
+pub use critical::AtomicU64;
+#[cfg(all(not(loom), not(target_has_atomic = "64"), feature = "std"))]
+#[allow(unused_imports)]
+pub use portable_atomic::AtomicU64;
+
+/// Atomics as critical sections, for targets without native ones (and for
+/// this crate's tests of them on any target).
+#[cfg(any(
+    test,
+    all(not(loom), not(target_has_atomic = "32")),
+    all(not(loom), not(target_has_atomic = "64"), not(feature = "std"))
+))]
+pub mod critical;
 
 #[cfg(not(loom))]
 #[allow(unused_imports)]
@@ -50,54 +82,32 @@ pub use loom::hint::spin_loop;
 pub use loom::sync::atomic::fence;
 #[cfg(not(loom))]
 #[allow(unused_imports)]
-pub use portable_atomic::fence;
+pub use core::sync::atomic::fence;
 
 // ---------------------------------------------------------------------------
-// What the atomics above are on this build (see `crate::lock_freedom`).
-//
-// portable-atomic 1.15 (`src/imp/mod.rs`, "64-bit atomics" `cfg_sel!`)
-// picks, for `AtomicU64` on a target without native 64-bit atomics:
-// - its interrupt module (`src/imp/interrupt/`) when the target has no
-//   compare-and-swap at all (`not(target_has_atomic = "ptr")`, e.g.
-//   thumbv6m, riscv32imc) and the `critical-section` feature is on, or
-//   whenever `portable_atomic_unsafe_assume_single_core` is set (feature or
-//   cfg): a critical section, or interrupts masked;
-// - otherwise, with the `fallback` feature (which tollgate enables) and
-//   `target_has_atomic = "ptr"` (thumbv7m, thumbv7em, riscv32imac, ...):
-//   its global seqlock table (`src/imp/fallback/`), whose writers spin
-//   (`seq_lock_common.rs`, `SeqLock::write`) without masking interrupts
-//   unless `portable_atomic_unsafe_assume_privileged` is set. Its `load`
-//   also takes that lock when an optimistic read fails. An interrupt that
-//   meets the lock held by the code it interrupted spins forever.
-// portable-atomic's own `is_always_lock_free()` is `true` for native
-// atomics and for masked interrupts without `critical-section`, `false`
-// for a critical section and for the lock table: the `*_LOCK_FREE` flags
-// are that answer, for the features this build unified. Interrupt-safe is
-// "not the lock table": lock-free, or a target without compare-and-swap
-// (where the lock table does not exist), or the lock table with interrupts
-// masked (`portable_atomic_unsafe_assume_privileged`, visible here only as
-// a cfg: its feature form is invisible to this crate, so the flag then
-// errs on the safe side and says `false`).
+// What the atomics above are on this build (see `crate::lock_freedom`):
+// native atomics are lock-free and interrupt-safe; the critical-section ones
+// are interrupt-safe, not lock-free. With `std` and no native 64-bit
+// atomics, `AtomicU64` is portable-atomic's lock table (its `fallback`
+// feature, `src/imp/fallback/` in portable-atomic 1.15), whose writers spin
+// without masking interrupts: neither.
 
 /// `AtomicU64` (every 64-bit bucket, window and counter) never waits for
-/// another context, in portable-atomic's sense.
+/// another context.
 #[allow(dead_code)]
-pub(crate) const U64_LOCK_FREE: bool = portable_atomic::AtomicU64::is_always_lock_free();
+pub(crate) const U64_LOCK_FREE: bool = cfg!(target_has_atomic = "64");
 /// `AtomicU64` may be used from an interrupt handler and from the code it
-/// interrupts (it is not portable-atomic's spinning lock table).
+/// interrupts (native, or a critical section; not a lock table).
 #[allow(dead_code)]
-pub(crate) const U64_INTERRUPT_SAFE: bool = U64_LOCK_FREE
-    || !cfg!(target_has_atomic = "ptr")
-    || cfg!(portable_atomic_unsafe_assume_privileged);
+pub(crate) const U64_INTERRUPT_SAFE: bool = U64_LOCK_FREE || !cfg!(feature = "std");
 /// `AtomicU32` never waits for another context: native on every target with
-/// compare-and-swap; on thumbv6m / riscv32imc portable-atomic's interrupt
-/// module (lock-free only with `unsafe-assume-single-core`).
+/// compare-and-swap, a critical section on thumbv6m / riscv32imc.
 #[allow(dead_code)]
-pub(crate) const U32_LOCK_FREE: bool = portable_atomic::AtomicU32::is_always_lock_free();
+pub(crate) const U32_LOCK_FREE: bool = cfg!(target_has_atomic = "32");
 /// `AtomicU32` may be used from an interrupt handler and from the code it
-/// interrupts: 32-bit atomics are never on the lock table.
+/// interrupts: native or a critical section, on every target.
 #[allow(dead_code)]
-pub(crate) const U32_INTERRUPT_SAFE: bool = U32_LOCK_FREE || !cfg!(target_has_atomic = "ptr");
+pub(crate) const U32_INTERRUPT_SAFE: bool = true;
 /// `AtomicU128` (the lock-free keyed table's slots) is lock-free on every
 /// CPU this build can run on (x86_64 without a compile-time `cmpxchg16b`
 /// says `false` here and decides at run time: [`u128_is_lock_free`]).

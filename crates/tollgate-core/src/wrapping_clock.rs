@@ -63,13 +63,11 @@
 //! module, so the loom model in `loom-tests` explores these races.
 //!
 //! The state is one 32-bit word on purpose: a 64-bit atomic is lock-free
-//! only where the target has 64-bit atomics or where the application picked
-//! portable-atomic's interrupt-masking strategies; on a Cortex-M3/M4 with
-//! the default fallback it is a spin lock, which an interrupt handler must
-//! not take. A 32-bit word is native on every target with 32-bit
-//! compare-and-swap (thumbv7m, thumbv7em, riscv32imac); on thumbv6m and
-//! riscv32imc it goes through portable-atomic's `critical-section` or
-//! single-core strategy, both safe in interrupts.
+//! only where the target has 64-bit atomics; on a 32-bit microcontroller it
+//! is a critical section. A 32-bit word is native on every target with
+//! 32-bit compare-and-swap (thumbv7m, thumbv7em, riscv32imac); on thumbv6m
+//! and riscv32imc it is a critical section too. All are safe in
+//! interrupts.
 //!
 //! # The read rule
 //!

@@ -31,9 +31,8 @@ struct Slots<K, A: Algorithm, const N: usize> {
 /// [`critical_section`], so it can be shared with interrupt handlers
 /// wherever its algorithm's state is interrupt-safe
 /// ([`LockFreedom::IS_INTERRUPT_SAFE`](crate::LockFreedom::IS_INTERRUPT_SAFE):
-/// always for tick buckets; for 64-bit states not on thumbv7m/thumbv7em
-/// with portable-atomic's default lock table, whose locks are shared with
-/// every other 64-bit atomic of the program).
+/// always without `std`: the 64-bit states of a 32-bit microcontroller
+/// are critical sections too).
 ///
 /// No allocation ever; the whole table can be a `static`, built by the
 /// `const` [`TableBuilder::build`]. Eviction, overflow, per-key quotas and

@@ -2,12 +2,10 @@
 //! share between an interrupt handler and the code it interrupts on every
 //! target.
 //!
-//! A [`Gcra`](crate::Gcra) bucket keeps its TAT in an `AtomicU64`. Chips
-//! without native 64-bit atomics get that from `portable-atomic`, and on
-//! thumbv7m/thumbv7em and riscv32imac (which have 32-bit compare-and-swap)
-//! that is a global spin-lock table: an interrupt that checks a bucket
-//! while the code it interrupted holds the lock spins forever (see
-//! [`crate::lock_freedom`] for the exact conditions). A [`TickGcra`]
+//! A [`Gcra`](crate::Gcra) bucket keeps its TAT in an `AtomicU64`, which
+//! chips without native 64-bit atomics (every 32-bit microcontroller) run
+//! as a critical section: interrupt-safe, but not lock-free, and 64-bit
+//! arithmetic (see [`crate::lock_freedom`]). A [`TickGcra`]
 //! applied to a [`TickState`] is the same token or leaky bucket with its
 //! TAT in **ticks** of a clock you name (`tick_hz`), stored in 32 bits:
 //!
@@ -18,9 +16,7 @@
 //! | x86_64, i686, aarch64, wasm32 | native compare-and-swap | yes | yes |
 //! | thumbv6m, riscv32imc (no compare-and-swap) | `critical_section::with` around a plain cell | no | yes |
 //!
-//! The choice is `cfg(target_has_atomic = "32")`, made by this crate and
-//! not by `portable-atomic`'s features (which are the final binary's to
-//! pick). On thumbv6m and riscv32imc the firmware must provide a
+//! The choice is `cfg(target_has_atomic = "32")`. On thumbv6m and riscv32imc the firmware must provide a
 //! `critical-section` implementation (on a single-core Cortex-M, cortex-m's
 //! `critical-section-single-core`), as the `no_std` keyed table already
 //! requires. The state is 4 bytes, `const`-constructible.

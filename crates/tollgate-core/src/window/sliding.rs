@@ -257,14 +257,11 @@ impl<const S: usize> Counts<S> {
 /// same core (the handler would spin on a lock its victim holds; its
 /// [`LockFreedom::IS_INTERRUPT_SAFE`](crate::LockFreedom::IS_INTERRUPT_SAFE)
 /// is `false` on every target). In an interrupt handler use a tick bucket
-/// ([`crate::tick`]: one `u32`, interrupt-safe on every target). The 64-bit
-/// limiters (a [`FixedWindow`](crate::FixedWindow), a [`Gcra`](crate::Gcra)
-/// bucket) are interrupt-safe only where their `AtomicU64` is: not on
-/// thumbv7m/thumbv7em/riscv32imac with portable-atomic's default lock
-/// table (see [`crate::lock_freedom`]). Calling the sliding window inside
-/// `critical_section::with` on both sides avoids its own lock's deadlock,
-/// but its `head` is an `AtomicU64` too: on those targets another 64-bit
-/// atomic held by the interrupted code can share its lock-table stripe.
+/// ([`crate::tick`]: one `u32`, interrupt-safe on every target), or a
+/// 64-bit limiter (a [`FixedWindow`](crate::FixedWindow), a
+/// [`Gcra`](crate::Gcra) bucket: native atomics or a critical section, see
+/// [`crate::lock_freedom`]). Calling the sliding window inside
+/// `critical_section::with` on both sides also avoids its lock's deadlock.
 #[derive(Debug)]
 pub struct SlidingWindowState<const SEGMENTS: usize> {
     lock: AtomicU32,
