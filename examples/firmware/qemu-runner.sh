@@ -4,6 +4,7 @@ set -euo pipefail
 elf="$1"
 case "$elf" in
   *thumbv7em-none-eabihf*) machine=(-cpu cortex-m4 -machine mps2-an386) ;;
+  *thumbv6m-none-eabi*) machine=(-machine microbit) ;;
   *) machine=(-cpu cortex-m3 -machine lm3s6965evb) ;;
 esac
 exec qemu-system-arm "${machine[@]}" -icount shift=1,align=off,sleep=off \

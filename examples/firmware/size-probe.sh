@@ -17,6 +17,7 @@ case "${2:-}" in
   acquire) EXTRA=(--features probe-acquire) ;;
   keyed) EXTRA=(--features probe-keyed); WHAT="keyed table (8 keys)" ;;
   tick) EXTRA=(--features probe-tick); WHAT="tick bucket (32-bit)" ;;
+  static) EXTRA=(--features probe-static); WHAT="static Bucket<Gcra>" ;;
 esac
 
 if command -v llvm-size >/dev/null; then SIZE=llvm-size

@@ -26,11 +26,11 @@
 //! it actually made; the firmware checks both.
 //!
 //! With feature `hammer-gcra64` the bucket is the 64-bit `Gcra` instead
-//! (ticks as nanoseconds). On thumbv7m
-//! with tollgate's default `portable-atomic` lock table that version hangs:
-//! the interrupt spins on a lock that the thread it interrupted holds.
-//! That run is not part of CI (it cannot finish); see the firmware README
-//! section and `run-qemu.sh hammer-gcra64`.
+//! (ticks as nanoseconds), whose `AtomicU64` is a critical section on
+//! these chips. `run-qemu.sh` runs both versions on all three machines.
+//! (With the `portable-atomic` lock table that tollgate used before, the
+//! 64-bit version hung on thumbv7m: the interrupt spun on a lock that the
+//! thread it interrupted held.)
 #![no_std]
 #![no_main]
 

@@ -16,6 +16,9 @@
 //! a `TickGcra` configuration in flash, a 4-byte `TickState` in RAM, and
 //! `check_ticks` on the low 32 bits of embassy's tick count (what an
 //! interrupt handler would call).
+//! With feature `probe-static` the bucket is one `static Bucket<Gcra>`
+//! (configuration and state together, so all of it in RAM) checked with
+//! `check(now)`.
 //! It also runs: `cargo run --release --bin size-probe --target ...`.
 #![no_std]
 #![no_main]
@@ -27,7 +30,8 @@ use tollgate_firmware as board;
 #[cfg(all(
     not(feature = "noop-limiter"),
     not(feature = "probe-keyed"),
-    not(feature = "probe-tick")
+    not(feature = "probe-tick"),
+    not(feature = "probe-static")
 ))]
 mod limiter {
     use embassy_time::Instant;
@@ -78,6 +82,24 @@ mod limiter {
         let peer = (ticks % 16) as u8;
         TABLE
             .try_acquire(&peer, EmbassyClock::timestamp(Instant::from_ticks(ticks)))
+            .is_ok()
+    }
+}
+
+#[cfg(all(feature = "probe-static", not(feature = "noop-limiter")))]
+mod limiter {
+    use embassy_time::Instant;
+    use tollgate::embassy::EmbassyClock;
+    use tollgate::{valid, Bucket, Gcra, Quota};
+
+    const QUOTA: Quota = valid!(valid!(Quota::per_second(100)).with_burst(3));
+    /// The whole bucket (configuration and state) in one `static`, in RAM.
+    static BUCKET: Bucket<Gcra> = Bucket::token_bucket(QUOTA);
+
+    /// One token-bucket check at embassy time `ticks`.
+    pub fn admit(ticks: u64) -> bool {
+        BUCKET
+            .check(EmbassyClock::timestamp(Instant::from_ticks(ticks)))
             .is_ok()
     }
 }
