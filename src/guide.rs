@@ -55,108 +55,90 @@
 //!
 //! ## On a microcontroller
 //!
-//! Use `default-features = false`.
+//! Use `default-features = false` (add `embassy` or `rtic` to wait). The
+//! README's "A firmware from scratch" is a whole firmware (manifest, linker
+//! set-up, `main.rs`); CI builds it as written and runs it under QEMU on
+//! thumbv6m (`microbit`), thumbv7m (`lm3s6965evb`) and thumbv7em
+//! (`mps2-an386`).
 //!
-//! **From an interrupt handler, use a tick bucket.** `tollgate::tick` is the
-//! same token or leaky bucket with its state in one `u32` of ticks of your
-//! timer (4 bytes of RAM), changed by native compare-and-swap where the chip
-//! has it (`LDREX`/`STREX` on thumbv7m/thumbv7em, `LR.W`/`SC.W` on RISC-V
-//! with `A`) and by `critical_section::with` where it has none (thumbv6m,
-//! riscv32imc: the firmware provides the critical section, e.g. cortex-m's
-//! `critical-section-single-core`). It is interrupt-safe on every target, and
-//! it never goes through portable-atomic. Ticks wrap; a bucket reads exactly
-//! as long as it was written less than `2³² − (burst·T + heal threshold)`
-//! ticks ago (71 minutes at 1 MHz, 36 hours at 32 768 Hz), and beyond that
-//! can only refuse, never over-admit (the `tick` module has the proof).
+//! **The critical section.** A chip without an atomic that tollgate needs
+//! gets it from a critical section, which the firmware provides (one
+//! implementation per image, through the `critical-section` crate):
 //!
-//! **The 64-bit states** (`Gcra`, `FixedWindow`, `LiveBucket`, the keyed
-//! tables' buckets) use portable-atomic's `AtomicU64`. tollgate enables its
-//! `fallback` feature and nothing else; what a chip without 64-bit atomics
-//! gets is up to your binary (portable-atomic 1.15, `src/imp/mod.rs`):
-//!
-//! | target | your binary adds | 64-bit state from an interrupt handler |
+//! | chip | what needs the critical section | the implementation to add |
 //! |---|---|---|
-//! | thumbv6m-none-eabi, riscv32imc-unknown-none-elf (no compare-and-swap) | required: portable-atomic's `critical-section` feature plus an implementation, or `unsafe-assume-single-core` (feature, or `--cfg portable_atomic_unsafe_assume_single_core` in `RUSTFLAGS`) on a single-core chip | safe with either |
-//! | thumbv7m-none-eabi, thumbv7em-none-eabi(hf), riscv32imac-unknown-none-elf (32-bit compare-and-swap) | nothing: portable-atomic's lock table (global spin locks, about 2 KiB of RAM) | **not safe**: an interrupt that meets a lock held by the code it interrupted spins forever. portable-atomic's `critical-section` feature changes nothing on these targets (it is used only where there is no compare-and-swap). Safe with `unsafe-assume-single-core` (interrupts masked instead; single core, privileged code) or `unsafe-assume-privileged` (the lock table with interrupts masked) |
-//! | x86_64, aarch64, i686, wasm32 | nothing (native 64-bit atomics) | safe |
+//! | single-core Cortex-M0/M0+ (thumbv6m: no compare-and-swap) | every limiter | `cortex-m = { version = "0.7", features = ["critical-section-single-core"] }` |
+//! | single-core Cortex-M3/M4/M7/M33 (thumbv7m, thumbv7em, thumbv8m) | the 64-bit states (`Gcra`, `FixedWindow`, `LiveBucket`, the keyed tables and their buckets); **not** the tick buckets | the same line |
+//! | single-hart RISC-V (riscv32imc: no compare-and-swap; riscv32imac) | as thumbv6m; as thumbv7m | `riscv = { version = "0.12", features = ["critical-section-single-hart"] }` |
+//! | multi-core chips (RP2040, ESP32-C6 with its LP core, ...) | as above | the HAL's (embassy-rp, rp2040-hal, esp-hal provide one); never a single-core one |
 //!
-//! Every limiter, state and table implements `tollgate::LockFreedom`, whose
-//! `IS_LOCK_FREE` and `IS_INTERRUPT_SAFE` constants say the above for the
-//! build at hand: assert them (`const _: () =
-//! assert!(<Bucket<Gcra> as LockFreedom>::IS_INTERRUPT_SAFE);`) and a build
-//! that could deadlock does not compile. The `lock_freedom` module documents
-//! every type on every target. (portable-atomic's `unsafe-assume-privileged`
-//! *feature* is invisible to tollgate, so with it the constant errs on the
-//! safe side; its `--cfg` form is seen.) The sliding window takes a spin lock
-//! on every target: never share one with an interrupt handler.
+//! If the firmware never names `cortex_m` (an embassy firmware does, through
+//! its executor; a bare one may not), add `use cortex_m as _;`: an unused
+//! crate is not linked, and the link then fails with `undefined symbol:
+//! _critical_section_1_0_acquire`. A critical section masks interrupts for
+//! the few instructions of one update, so every limiter is interrupt-safe
+//! except the sliding window (a spin lock). The `lock_freedom` module has
+//! the table per type and target; `const` asserts on `tollgate::LockFreedom`
+//! make a build that could deadlock fail to compile.
 //!
-//! CI builds the library with `cargo build --no-default-features --target T`
-//! for thumbv6m and riscv32imc (with `--cfg
-//! portable_atomic_unsafe_assume_single_core`) and thumbv7em.
+//! **From an interrupt handler, prefer a tick bucket.** `tollgate::tick` is
+//! the same token or leaky bucket with its state in one `u32` of ticks of
+//! your timer (4 bytes of RAM), changed by native compare-and-swap where the
+//! chip has it (`LDREX`/`STREX` on thumbv7m/thumbv7em, `LR.W`/`SC.W` on
+//! RISC-V with `A`: lock-free) and by a critical section where it has none
+//! (thumbv6m, riscv32imc), with 32-bit arithmetic only. Ticks wrap; a bucket
+//! reads exactly as long as it was written less than
+//! `2³² − (burst·T + heal threshold)` ticks ago (71 minutes at 1 MHz, 36
+//! hours at 32 768 Hz), and beyond that can only refuse, never over-admit
+//! (the `tick` module has the proof). One nudge: a TAT that would be stored
+//! as 0 is stored as 1 (0 means a fresh state), so a run whose TAT lands on
+//! tick 0 of the wrap admits one fewer than `burst + ⌊(t₁ − t₀)/T⌋`.
 //!
-//! A 64-bit bucket's state is 8 bytes. A `static Bucket<Gcra>` keeps its
-//! configuration next to it, and a `static` with atomics is placed in RAM
-//! whole (56 bytes); a `BucketRef` keeps the configuration in a read-only
-//! `static` (flash) and costs exactly the 8 bytes of RAM:
-//!
-//! ```
-//! use tollgate::{valid, Bucket, BucketRef, Gcra, GcraState, Quota};
-//! const QUOTA: Quota = valid!(Quota::per_second(50));            // checked at compile time
-//! static RADIO: Bucket<Gcra> = Bucket::leaky_bucket(QUOTA); // 56 bytes of RAM
-//! static UPLINK_CONFIG: Gcra = Gcra::token_bucket(QUOTA);    // flash
-//! static UPLINK_STATE: GcraState = GcraState::new();         // 8 bytes of RAM
-//! static UPLINK: BucketRef<'static, Gcra> = BucketRef::new(&UPLINK_CONFIG, &UPLINK_STATE);
-//! ```
-//!
-//! `examples/firmware` (its own crate, outside the workspace) runs these
-//! buckets, a keyed table and an interrupt hammer test on three Cortex-M
-//! machines under QEMU and checks every admission from inside the firmware;
-//! its README describes each check and shows the output.
+//! **Waiting.** With feature `embassy`, `tollgate::embassy::acquire(&bucket,
+//! &(), n).await` sleeps on embassy-time until the permits are granted. A
+//! board with a HAL gets embassy-time's driver from it (embassy-stm32,
+//! embassy-nrf, embassy-rp); a board without one can use `systick-timer`
+//! (its `embassy-time-driver` feature: an embassy-time driver on SysTick for
+//! any Cortex-M), or write the small SysTick driver `examples/firmware`
+//! has. With feature `rtic`, `tollgate::rtic` makes any RTIC monotonic a
+//! clock.
 //!
 //! ### Size
 //!
-//! What one token bucket adds to a firmware image (release, opt-level "s",
-//! LTO; `examples/firmware/size-probe.sh [target]` builds the size probe with
-//! the bucket and with a no-op limiter in its place and compares `llvm-size -A`):
+//! What each pattern adds to a firmware image, measured by CI
+//! (`scripts/firmware-sizes.py --check` builds `examples/firmware`'s size
+//! probe, release, opt-level "s", LTO, with the pattern and with a no-op in
+//! its place, and fails if a figure here is more than 5 % from the
+//! measurement). Flash is `.text`; RAM is `.data` + `.bss`:
 //!
-//! | bucket, target, atomics | `.text` | RAM (`.data` + `.bss`) |
-//! |---|---|---|
-//! | tick bucket (`size-probe.sh T tick`), thumbv7em-none-eabihf | **+52 bytes** | **4 bytes** (the `TickState`) |
-//! | tick bucket, thumbv7m-none-eabi | +52 bytes | 4 bytes |
-//! | tick bucket, thumbv6m-none-eabi (critical section) | +72 bytes | 4 bytes |
-//! | 64-bit, thumbv7em-none-eabihf, `unsafe-assume-single-core` | +344 bytes | +8 bytes (the `GcraState`) |
-//! | 64-bit, thumbv6m-none-eabi, `critical-section` | +468 bytes | +8 bytes |
-//! | 64-bit, thumbv7m-none-eabi, `fallback` lock table | +708 bytes | +2176 bytes: 8 for the bucket, 2144 for portable-atomic's lock table (once per image), 24 alignment |
+//! <!-- sizes: begin -->
+//! | pattern | thumbv6m: flash / RAM | thumbv7m: flash / RAM | thumbv7em: flash / RAM |
+//! |---|---|---|---|
+//! | tick bucket: `static TickGcra` + `TickState`, `check_ticks` | +72 / +4 B | +52 / +4 B | +52 / +4 B |
+//! | `static Gcra` (flash) + `GcraState`, checked | +488 / +8 B | +384 / +8 B | +384 / +8 B |
+//! | `static Bucket<Gcra>`, `check(now)` | +532 / +8 B | +428 / +8 B | +460 / +8 B |
+//! | `static Gcra` + `GcraState`, `embassy::acquire(..).await` (against a plain `Timer`) | +4212 / +56 B | +3880 / +56 B | +3924 / +56 B |
+//! | `static HeaplessKeyedTable<u8, Gcra, 8>`, 16 keys taking turns | +5828 / +256 B | +5372 / +256 B | +5496 / +256 B |
+//! <!-- sizes: end -->
 //!
-//! The tick probe calls `check_ticks` with the low 32 bits of embassy's tick
-//! count (its `.bss` total did not grow: the 4-byte state filled alignment
-//! padding; the script lists the probe's own statics). The 64-bit probe checks
-//! the bucket with `Algorithm::check_n` on `EmbassyClock` time; each further
-//! bucket adds its 8 (or 4) bytes of state. Waiting costs more:
-//! with `size-probe.sh thumbv7em-none-eabihf acquire` (the bucket awaited with
-//! `acquire(1).await`, against a plain `Timer` for the no-op) the bucket and
-//! its waiter add 1872 bytes of `.text` and 48 bytes of RAM (the 8-byte state
-//! plus the 40-byte wait future inside the task). 932 of those bytes are
-//! compiler-builtins' 64-bit division, which converting a wait back to ticks
-//! needs at 32 768 Hz and which most firmware already links for other
-//! reasons.
+//! A `static Bucket<Gcra>` holds its configuration beside its state; with
+//! link-time optimisation only the 8-byte state stays in RAM, and the
+//! configuration's arithmetic costs a few dozen bytes more than a
+//! configuration in its own read-only `static` (which a `BucketRef` or
+//! `Algorithm::check_n` applies to a `GcraState`). Each further bucket adds
+//! its state (8 or 4 bytes) and little code. Waiting links the async
+//! waiter and converts a wait back to embassy ticks (64-bit division, which
+//! most firmware already links for other reasons); the RAM is the state
+//! plus the wait future inside the task. A keyed table brings a hash map,
+//! eviction and the overflow bucket; its 256 bytes are the whole table for
+//! 8 keys (the map with its slots and index, the sweep hint, the default
+//! configuration and the shared overflow bucket).
 //!
-//! A keyed table costs more code, since it brings a hash map, eviction and
-//! the overflow bucket: `size-probe.sh T keyed` swaps the bucket for a
-//! `static HeaplessKeyedTable<u8, Gcra, 8>` checked with 16 keys taking
-//! turns.
-//!
-//! | target, atomics | `.text` | RAM (`.data` + `.bss`) |
-//! |---|---|---|
-//! | thumbv7em-none-eabihf, `unsafe-assume-single-core` | +3628 bytes | +256 bytes |
-//! | thumbv6m-none-eabi, `critical-section` | +3988 bytes | +256 bytes |
-//!
-//! The 256 bytes are the whole table for 8 keys (the map with its 8 slots
-//! and index, the sweep hint, the default configuration and the shared
-//! overflow bucket); its initial value is not all zeros, so it sits in
-//! `.data` and its initializer takes the same 256 bytes of flash. The
-//! whole checking firmware, keyed checks included, is 32–34 KB of `.text`
-//! (mostly semihosting formatting).
+//! `examples/firmware` (its own crate, outside the workspace) runs these
+//! buckets, a keyed table, the duty-cycle limiter and an interrupt hammer
+//! test on the three machines under QEMU and checks every admission from
+//! inside the firmware; its README describes each check and shows the
+//! output.
 //!
 //! ## Token bucket or leaky bucket
 //!
