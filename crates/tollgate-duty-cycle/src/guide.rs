@@ -95,9 +95,9 @@
 //! # Concurrency and time
 //!
 //! Each sub-band's state is one `AtomicU64` updated by compare-and-swap,
-//! so a `static` limiter can be shared by tasks and threads (the same
-//! caveat as a bucket's: on a Cortex-M3/M4 with portable-atomic's default
-//! fallback, a 64-bit atomic is a spin lock that interrupt handlers must
-//! not take). `now` is a [`Timestamp`](tollgate_core::Timestamp) on the caller's monotonic clock; a
+//! so a `static` limiter can be shared by tasks, threads and interrupt
+//! handlers (on a 32-bit microcontroller the `AtomicU64` is a critical
+//! section, as a bucket's is: the firmware provides the implementation).
+//! `now` is a [`Timestamp`](tollgate_core::Timestamp) on the caller's monotonic clock; a
 //! clock that goes back keeps a sub-band silent until it catches up (it
 //! never allows a frame early).
