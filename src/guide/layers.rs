@@ -12,7 +12,11 @@
 //! future, over `EmbassyClock`'s [`Sleep`](wait::Sleep) (any clock that can
 //! sleep waits the same way). It sleeps until the refusal's `retry_after`,
 //! rounded up to the next tick, then checks again; `n` above the burst is
-//! an error at once; `.with_timeout(..)` / `.with_deadline(..)` bound it:
+//! an error at once; `.with_timeout(..)` / `.with_deadline(..)` bound it.
+//! It resolves to the admission instant, the [`Timestamp`] of the check
+//! that granted the permits: a task that paces itself measures from it,
+//! not from a clock read after the `.await` (which may come later); the
+//! limiter's state then, if wanted, is `limiter.snapshot(&key, at)`:
 //!
 //! ```
 //! # #[cfg(feature = "embassy")] {
@@ -22,8 +26,9 @@
 //! static UPLINK: Bucket<Gcra> = Bucket::token_bucket(valid!(Quota::per_second(20)));
 //!
 //! async fn publish() -> Result<(), WaitError> {
-//!     embassy::acquire(&UPLINK, &(), 1).await?;
-//!     // ... send one telemetry frame ...
+//!     let at = embassy::acquire(&UPLINK, &(), 1).await?;
+//!     // ... send one telemetry frame, stamped `at` ...
+//!     # let _ = UPLINK.snapshot(at);
 //!     Ok(())
 //! }
 //! # embassy_futures::block_on(publish()).unwrap();
