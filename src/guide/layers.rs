@@ -35,6 +35,33 @@
 //! # }
 //! ```
 //!
+//! The radio duty cycle waits the same way: a
+//! [`DutyCycleLimiter`](duty_cycle::DutyCycleLimiter) is a limiter per
+//! sub-band (the key is the sub-band's index, the permits are the frame's
+//! airtime in microseconds, [`duty_cycle::airtime_permits`]), so
+//! `embassy::acquire` waits for a transmission slot and returns the instant
+//! the frame was admitted; a frame longer than the sub-band ever allows is
+//! `CapacityExceeded` at once:
+//!
+//! ```
+//! # #[cfg(feature = "embassy")] {
+//! use core::time::Duration;
+//! use tollgate::duty_cycle::{airtime_permits, eu868::Eu868, DutyCycleLimiter};
+//! use tollgate::embassy::{self, WaitError};
+//!
+//! static RADIO: DutyCycleLimiter<6> = DutyCycleLimiter::eu868();
+//!
+//! async fn uplink(airtime: Duration) -> Result<(), WaitError> {
+//!     let band = Eu868::M.index(); // from the channel: RADIO.band_index(hz, bw)
+//!     let at = embassy::acquire(&RADIO, &band, airtime_permits(airtime)).await?;
+//!     // ... transmit now: the sub-band's time-off runs from `at` ...
+//!     # let _ = at;
+//!     Ok(())
+//! }
+//! # embassy_futures::block_on(uplink(Duration::from_millis(500))).unwrap();
+//! # }
+//! ```
+//!
 //! The firmware picks the time driver and tick rate. `examples/firmware` runs
 //! the buckets on three Cortex-M machines under QEMU, checking each admission.
 //!
