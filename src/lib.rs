@@ -67,7 +67,7 @@
 //! | `redis` (feature `redis`) | `RedisStore`: the same GCRA for a fleet |
 //! | `embassy` (feature `embassy`) | `EmbassyClock` and `acquire(n).await` on firmware |
 //! | [`wrapping_clock`] | [`WrappingClock`]: a 16- or 32-bit hardware counter that wraps, extended to a `Timestamp` (lock-free, interrupt-safe, with a documented read rule) |
-//! | [`duty_cycle`] | [`DutyCycleLimiter`](duty_cycle::DutyCycleLimiter): radio airtime per sub-band (ETSI EN 300 220, the EU868 table), saved and restored across resets |
+//! | [`duty_cycle`] | [`DutyCycleLimiter`](duty_cycle::DutyCycleLimiter): radio airtime per sub-band (ETSI EN 300 220, the EU868 table), saved and restored across resets; a limiter per sub-band, so the waiters wait for a slot |
 //! | `rtic` (feature `rtic`) | `RticClock`: an RTIC monotonic as a `Clock` |
 //!
 //! The core's modules come from the `no_std` crate `tollgate-core`;

@@ -105,11 +105,12 @@ fn waiter_completes_at_the_exact_tick_not_one_earlier() {
     assert!(p.poll(&mut second).is_pending());
     advance_ticks(1);
     assert_eq!(p.wakes(), 1, "not woken when the quota allows");
-    let Poll::Ready(Ok(snapshot)) = p.poll(&mut second) else {
+    let Poll::Ready(Ok(at)) = p.poll(&mut second) else {
         panic!("not admitted at 100 ms");
     };
     assert_eq!(now_ticks(), 100_000);
-    assert_eq!(snapshot.remaining(), 0);
+    assert_eq!(at, at_ms(100), "the admission instant");
+    assert_eq!(bucket.snapshot(at).remaining(), 0);
     // It took the permit: the next one is 100 ms away again.
     assert_eq!(
         bucket.time_until_ready(1, EmbassyClock.now()),
@@ -137,7 +138,10 @@ fn interval_between_ticks_rounds_the_wake_up_to_the_next_tick() {
     );
     advance_ticks(1);
     assert_eq!(p.wakes(), 1);
-    assert!(matches!(p.poll(&mut next), Poll::Ready(Ok(_))));
+    assert_eq!(
+        p.poll(&mut next),
+        Poll::Ready(Ok(Timestamp::from_micros(1_501)))
+    );
     assert_eq!(now_ticks(), 1_501);
 }
 
@@ -154,7 +158,7 @@ fn weighted_leaky_request_waits_for_the_previous_work_to_drain() {
     advance_ticks(2_999);
     assert!(p.poll(&mut heavy).is_pending());
     advance_ticks(1);
-    assert!(matches!(p.poll(&mut heavy), Poll::Ready(Ok(_))));
+    assert_eq!(p.poll(&mut heavy), Poll::Ready(Ok(at_ms(3))));
     assert_eq!(now_ticks(), 3_000);
 }
 
@@ -164,10 +168,11 @@ fn until_ready_waits_without_taking() {
     let bucket = Bucket::token_bucket(Quota::per_second(10).unwrap().with_burst(2).unwrap());
     let p = Poller::new();
     // Ready at once on a full bucket, and takes nothing.
-    let Poll::Ready(Ok(s)) = p.poll(&mut embassy::until_ready(&bucket, &(), 2)) else {
+    let Poll::Ready(Ok(at)) = p.poll(&mut embassy::until_ready(&bucket, &(), 2)) else {
         panic!("a full bucket is ready");
     };
-    assert_eq!(s.remaining(), 2);
+    assert_eq!(at, Timestamp::ZERO);
+    assert_eq!(bucket.snapshot(at).remaining(), 2);
     assert!(bucket.check_n(2, EmbassyClock.now()).is_ok());
 
     let mut ready = embassy::until_ready(&bucket, &(), 1);
@@ -175,10 +180,11 @@ fn until_ready_waits_without_taking() {
     advance_ticks(99_999);
     assert!(p.poll(&mut ready).is_pending());
     advance_ticks(1);
-    let Poll::Ready(Ok(s)) = p.poll(&mut ready) else {
+    let Poll::Ready(Ok(at)) = p.poll(&mut ready) else {
         panic!("not ready at 100 ms");
     };
-    assert_eq!(s.remaining(), 1);
+    assert_eq!(at, at_ms(100), "the instant the permit was found available");
+    assert_eq!(bucket.snapshot(at).remaining(), 1);
     // Still there: until_ready took nothing.
     assert_eq!(bucket.snapshot(EmbassyClock.now()).remaining(), 1);
 }
@@ -215,7 +221,7 @@ fn deadline_met_exactly_is_granted() {
     let mut on_time = embassy::acquire(&bucket, &(), 1).with_deadline(at_ms(100));
     assert!(p.poll(&mut on_time).is_pending());
     advance_ticks(100_000);
-    assert!(matches!(p.poll(&mut on_time), Poll::Ready(Ok(_))));
+    assert_eq!(p.poll(&mut on_time), Poll::Ready(Ok(at_ms(100))));
 }
 
 #[test]
@@ -351,6 +357,76 @@ fn two_tasks_on_one_limiter_are_both_served_within_quota() {
     );
 }
 
+/// `inner`, but once it is ready `delay` ticks pass before the task gets
+/// its output: the task resumes after its admission (an interrupt, other
+/// tasks first), as it can on a chip.
+struct ResumesLate<F> {
+    inner: F,
+    delay: u64,
+}
+
+impl<F: Future + Unpin> Future for ResumesLate<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let delay = self.delay;
+        let Poll::Ready(out) = Pin::new(&mut self.inner).poll(cx) else {
+            return Poll::Pending;
+        };
+        advance_ticks(delay);
+        Poll::Ready(out)
+    }
+}
+
+/// A task that paces itself on a strict leaky bucket (one per 2 ms) and
+/// resumes 0 to 1 999 ticks after each admission. The instants the waits
+/// return are exactly `T` apart, to the tick, and each is the tick the
+/// permit was taken at; the clock read after the `.await` (what a task
+/// measured when a wait returned a snapshot) shows gaps far shorter than
+/// `T`.
+#[test]
+fn returned_instant_is_the_admission_even_when_the_task_resumes_late() {
+    let _t = fresh_time();
+    let t_ticks = 2_000;
+    let bucket = Bucket::leaky_bucket(Quota::new(1, ns(2 * MS)).unwrap());
+    const DELAYS: [u64; 6] = [0, 1_500, 10, 1_999, 0, 700];
+    let seen: Mutex<Vec<(Timestamp, u64)>> = Mutex::new(Vec::new());
+    let task = async {
+        for delay in DELAYS {
+            let inner = embassy::acquire(&bucket, &(), 1);
+            let at = ResumesLate { inner, delay }.await.expect("within capacity");
+            seen.lock().unwrap().push((at, now_ticks()));
+        }
+    };
+    let mut task = Box::pin(task);
+    let p = Poller::new();
+    let mut done = p.poll(&mut task).is_ready();
+    let (mut seen_wakes, mut ticks) = (0, 0u64);
+    while !done {
+        assert!(ticks < 20_000, "the task was never served (lost wake-up?)");
+        advance_ticks(1);
+        ticks += 1;
+        if p.wakes() > seen_wakes {
+            seen_wakes = p.wakes();
+            done = p.poll(&mut task).is_ready();
+        }
+    }
+    drop(task);
+
+    let seen = seen.into_inner().unwrap();
+    let returned: Vec<Timestamp> = seen.iter().map(|&(at, _)| at).collect();
+    let expected: Vec<Timestamp> = (0..DELAYS.len() as u64)
+        .map(|k| EmbassyClock::timestamp(Instant::from_ticks(k * t_ticks)))
+        .collect();
+    assert_eq!(returned, expected, "admissions exactly T apart");
+    for (&(at, resumed), delay) in seen.iter().zip(DELAYS) {
+        // the task resumed `delay` ticks after the tick it was admitted at
+        assert_eq!(EmbassyClock::instant_at(at).as_ticks() + delay, resumed);
+    }
+    let resumed_gaps: Vec<u64> = seen.windows(2).map(|w| w[1].1 - w[0].1).collect();
+    assert_eq!(resumed_gaps, [3_500, 510, 3_989, 1, 2_700]);
+}
+
 #[test]
 fn embassy_clock_reads_driver_ticks_as_nanoseconds() {
     let _t = fresh_time();
@@ -415,6 +491,6 @@ fn rate_limiter_with_embassy_clock_acquires_asynchronously() {
     advance_ticks(9_999);
     assert!(p.poll(&mut next).is_pending());
     advance_ticks(1);
-    assert!(matches!(p.poll(&mut next), Poll::Ready(Ok(_))));
+    assert_eq!(p.poll(&mut next), Poll::Ready(Ok(at_ms(10))));
     assert_eq!(now_ticks(), 10_000);
 }

@@ -61,7 +61,11 @@ fn acquire_on_a_tick_bucket_wakes_on_the_due_tick() {
     );
     assert_eq!(Instant::now().as_ticks(), 1_250);
     match Pin::new(&mut wait).poll(&mut cx) {
-        Poll::Ready(Ok(_)) => {}
+        Poll::Ready(Ok(at)) => assert_eq!(
+            at,
+            EmbassyClock::timestamp(Instant::from_ticks(1_250)),
+            "the admission instant"
+        ),
         other => panic!("expected the permit on tick 1250, got {other:?}"),
     }
     // and it was taken: the next is due 250 ticks later

@@ -12,7 +12,11 @@
 //! future, over `EmbassyClock`'s [`Sleep`](wait::Sleep) (any clock that can
 //! sleep waits the same way). It sleeps until the refusal's `retry_after`,
 //! rounded up to the next tick, then checks again; `n` above the burst is
-//! an error at once; `.with_timeout(..)` / `.with_deadline(..)` bound it:
+//! an error at once; `.with_timeout(..)` / `.with_deadline(..)` bound it.
+//! It resolves to the admission instant, the [`Timestamp`] of the check
+//! that granted the permits: a task that paces itself measures from it,
+//! not from a clock read after the `.await` (which may come later); the
+//! limiter's state then, if wanted, is `limiter.snapshot(&key, at)`:
 //!
 //! ```
 //! # #[cfg(feature = "embassy")] {
@@ -22,11 +26,39 @@
 //! static UPLINK: Bucket<Gcra> = Bucket::token_bucket(valid!(Quota::per_second(20)));
 //!
 //! async fn publish() -> Result<(), WaitError> {
-//!     embassy::acquire(&UPLINK, &(), 1).await?;
-//!     // ... send one telemetry frame ...
+//!     let at = embassy::acquire(&UPLINK, &(), 1).await?;
+//!     // ... send one telemetry frame, stamped `at` ...
+//!     # let _ = UPLINK.snapshot(at);
 //!     Ok(())
 //! }
 //! # embassy_futures::block_on(publish()).unwrap();
+//! # }
+//! ```
+//!
+//! The radio duty cycle waits the same way: a
+//! [`DutyCycleLimiter`](duty_cycle::DutyCycleLimiter) is a limiter per
+//! sub-band (the key is the sub-band's index, the permits are the frame's
+//! airtime in microseconds, [`duty_cycle::airtime_permits`]), so
+//! `embassy::acquire` waits for a transmission slot and returns the instant
+//! the frame was admitted; a frame longer than the sub-band ever allows is
+//! `CapacityExceeded` at once:
+//!
+//! ```
+//! # #[cfg(feature = "embassy")] {
+//! use core::time::Duration;
+//! use tollgate::duty_cycle::{airtime_permits, eu868::Eu868, DutyCycleLimiter};
+//! use tollgate::embassy::{self, WaitError};
+//!
+//! static RADIO: DutyCycleLimiter<6> = DutyCycleLimiter::eu868();
+//!
+//! async fn uplink(airtime: Duration) -> Result<(), WaitError> {
+//!     let band = Eu868::M.index(); // from the channel: RADIO.band_index(hz, bw)
+//!     let at = embassy::acquire(&RADIO, &band, airtime_permits(airtime)).await?;
+//!     // ... transmit now: the sub-band's time-off runs from `at` ...
+//!     # let _ = at;
+//!     Ok(())
+//! }
+//! # embassy_futures::block_on(uplink(Duration::from_millis(500))).unwrap();
 //! # }
 //! ```
 //!

@@ -38,13 +38,26 @@
 //! let quota = Quota::per_second(10)?.with_burst(1)?;
 //! let limiter = RateLimiter::token_bucket(quota, Jump(ManualClock::new()))?;
 //! embassy_futures::block_on(async {
-//!     limiter.acquire(1).await?; // at once
-//!     limiter.acquire(1).await?; // after 100 ms on the clock
+//!     let first = limiter.acquire(1).await?; // at once
+//!     let second = limiter.acquire(1).await?; // after 100 ms on the clock
+//!     assert_eq!((first, second), (Timestamp::ZERO, Timestamp::from_millis(100)));
+//!     // the state the admission left, asked for at its instant
+//!     assert_eq!(limiter.limiter().snapshot(second).remaining(), 0);
 //!     Ok::<(), tollgate::wait::WaitError>(())
 //! })?;
-//! assert_eq!(limiter.clock().now(), Timestamp::from_nanos(100_000_000));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! A wait resolves to the **admission instant**: the `now` of the check
+//! that granted the permits (for [`until_ready`](RateLimiter::until_ready),
+//! the instant they were found available). A task that paces itself (send,
+//! then wait for the next slot) measures its period from that instant, not
+//! from a clock read after the `.await`, which can come any time later (the
+//! executor, an interrupt) and would show gaps shorter than the quota's
+//! interval where there are none. Nothing else is computed on an
+//! admission; a caller that wants the limiter's state then asks for it at
+//! that instant: `limiter.snapshot(&key, at)` ([`Limiter::snapshot`]; a
+//! bucket's own `snapshot(at)`).
 
 use core::fmt;
 use core::future::Future;
@@ -57,7 +70,6 @@ use crate::error::check_clock;
 use crate::limiter::Limiter;
 use crate::rate_limiter::RateLimiter;
 use crate::refusal::Refusal;
-use crate::snapshot::Snapshot;
 use crate::time::{Timestamp, duration_to_nanos};
 
 /// A [`Clock`] whose runtime can sleep until a time on it: all an async
@@ -127,8 +139,9 @@ impl core::error::Error for WaitError {
 /// The future that waits for `n` permits of a limiter for a key; see the
 /// [module documentation](self).
 ///
-/// It resolves to the limiter's [`Snapshot`] once the permits are granted
-/// (taken, for an acquiring wait; available, for a readiness wait).
+/// It resolves to the admission instant once the permits are granted
+/// (taken, for an acquiring wait; available, for a readiness wait): the
+/// `now` on the wait's clock of the check that granted them.
 /// Dropping it before it resolves takes nothing, so it is cancel-safe (for
 /// example inside `select`). Any [`Limiter`] whose permits are spent when
 /// granted (`Copy`): a bucket, a window, a chain of them, a keyed table. (A
@@ -186,20 +199,20 @@ where
         self.with_deadline(deadline)
     }
 
-    /// Asks the limiter once at `now`: the snapshot if granted,
+    /// Asks the limiter once at `now`: `Ok(())` if granted (at `now`),
     /// otherwise the nanoseconds still to wait.
-    fn ask(&self, now: Timestamp) -> Result<Result<Snapshot, u64>, Refusal<'static>> {
+    fn ask(&self, now: Timestamp) -> Result<Result<(), u64>, Refusal<'static>> {
         if self.take {
             Ok(match self.limiter.try_acquire_n(self.key, self.n, now) {
                 // a rate's permit is spent when granted
-                Ok(_) => Ok(self.limiter.snapshot(self.key, now)),
+                Ok(_) => Ok(()),
                 Err(d) if d.is_never() => return Err(d),
                 Err(d) => Err(d.retry_after_nanos()),
             })
         } else {
             let wait = self.limiter.time_until_ready(self.key, self.n, now)?;
             Ok(if wait.is_zero() {
-                Ok(self.limiter.snapshot(self.key, now))
+                Ok(())
             } else {
                 Err(duration_to_nanos(wait))
             })
@@ -229,7 +242,7 @@ where
     L: Limiter<K, Permit: Copy> + ?Sized,
     K: ?Sized,
 {
-    type Output = Result<Snapshot, WaitError>;
+    type Output = Result<Timestamp, WaitError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // `Wait` is `Unpin`: references, integers and an `Unpin` timer.
@@ -253,7 +266,7 @@ where
             let now = this.clock.now();
             let wait = match this.ask(now) {
                 Err(e) => return Poll::Ready(Err(WaitError::CapacityExceeded(e))),
-                Ok(Ok(snapshot)) => return Poll::Ready(Ok(snapshot)),
+                Ok(Ok(())) => return Poll::Ready(Ok(now)),
                 Ok(Err(wait)) => wait,
             };
             // at least one resolution step ahead, so a zero wait (or a
@@ -273,7 +286,7 @@ where
 
 impl<C: Sleep, L: Limiter<Permit: Copy>> RateLimiter<C, L> {
     /// Waits on the limiter's clock until `n` permits are granted and takes
-    /// them; resolves to the snapshot after the admission (see [`Wait`]).
+    /// them; resolves to the admission instant (see [`Wait`]).
     ///
     /// # Errors
     /// The future resolves to [`WaitError::CapacityExceeded`] at once if
@@ -285,7 +298,8 @@ impl<C: Sleep, L: Limiter<Permit: Copy>> RateLimiter<C, L> {
     }
 
     /// Waits until `n` permits could be taken, taking none: wait for
-    /// capacity before preparing work, then take it with a check.
+    /// capacity before preparing work, then take it with a check. Resolves
+    /// to the instant they were found available.
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).

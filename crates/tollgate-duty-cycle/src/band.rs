@@ -87,6 +87,19 @@ impl DutyCycle {
             c as u64
         }
     }
+
+    /// `⌊a / d⌋` in nanoseconds (saturating): what a refund of airtime `a`
+    /// takes off a time-off. Rounded down, so that a frame shortened by
+    /// `a` never ends its time-off earlier than a frame of the shorter
+    /// airtime would: `⌈x / d⌉ − ⌊a / d⌋ ≥ ⌈(x − a) / d⌉`.
+    pub(super) const fn credit_nanos(self, airtime_nanos: u64) -> u64 {
+        let c = (airtime_nanos as u128 * PPM as u128) / self.ppm as u128;
+        if c > u64::MAX as u128 {
+            u64::MAX
+        } else {
+            c as u64
+        }
+    }
 }
 
 impl fmt::Display for DutyCycle {

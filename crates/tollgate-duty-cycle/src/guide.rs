@@ -1,7 +1,7 @@
 //! The duty-cycle limiter, part by part: how it enforces the LoRaWAN
-//! time-off, sub-bands and channels, saving its state across a reset or
-//! deep sleep, and concurrency and time. The [crate root](crate) has the
-//! example and the types.
+//! time-off, sub-bands and channels, waiting for a transmission slot,
+//! saving its state across a reset or deep sleep, and concurrency and
+//! time. The [crate root](crate) has the example and the types.
 //!
 //! # Enforcement: the LoRaWAN time-off
 //!
@@ -48,6 +48,82 @@
 //! sub-band, edges included (ETSI limits the occupied bandwidth, not the
 //! carrier). A carrier given with bandwidth 0 exactly on the edge between
 //! two sub-bands is counted in the stricter one.
+//!
+//! # Waiting for a transmission slot
+//!
+//! [`DutyCycleLimiter`](crate::DutyCycleLimiter) is also the core's
+//! [`Limiter`](tollgate_core::Limiter) over its sub-bands (`Limiter<usize>`):
+//! the key is the sub-band's index, a request's permits are the frame's
+//! airtime in whole microseconds ([`airtime_permits`](crate::airtime_permits)
+//! rounds up; a frame of the longest airtime any sub-band allows, one hour,
+//! is 3.6·10⁹ µs, within a `u32`). Whatever waits on a limiter then waits
+//! for a slot through the same path as for a bucket, with no loop to write:
+//! the core's [`Wait`](tollgate_core::wait::Wait) over a clock that can
+//! sleep, and a runtime layer's waiter built on it (`tollgate`'s guide,
+//! *the layers*, shows the one for firmware).
+//!
+//! - It checks; during the sub-band's time-off it sleeps until the time-off
+//!   ends (rounded up to the clock's tick) and checks again.
+//! - It resolves to the admission instant: the `now` of the check that
+//!   recorded the frame, from which its time-off runs.
+//! - A frame that can never be sent (longer than the sub-band ever allows,
+//!   or an unknown sub-band index) is
+//!   [`WaitError::CapacityExceeded`](tollgate_core::wait::WaitError::CapacityExceeded)
+//!   at once, never a wait forever.
+//! - A deadline ([`with_deadline`](tollgate_core::wait::Wait::with_deadline),
+//!   [`with_timeout`](tollgate_core::wait::Wait::with_timeout)) gives up
+//!   with [`WaitError::Timeout`](tollgate_core::wait::WaitError::Timeout) as
+//!   soon as the time-off shows it cannot be met, and records nothing.
+//! - Dropped before it resolves, a wait records nothing (it is
+//!   cancel-safe). Waiters do not queue: whichever checks first after a
+//!   time-off ends sends, and every frame keeps to the time-off.
+//!
+//! ```
+//! use core::time::Duration;
+//! use tollgate::duty_cycle::{airtime_permits, eu868::Eu868, DutyCycleLimiter};
+//! use tollgate::wait::{Wait, WaitError};
+//! use tollgate::{Clock, Timestamp};
+//! # use core::future::{ready, Ready};
+//! # use tollgate::wait::Sleep;
+//! use tollgate::ManualClock;
+//! # // A test clock whose "sleep" jumps to the wake-up time at once.
+//! # struct Jump(ManualClock);
+//! # impl Clock for Jump {
+//! #     fn now(&self) -> Timestamp { self.0.now() }
+//! #     fn resolution(&self) -> Duration { self.0.resolution() }
+//! # }
+//! # impl Sleep for Jump {
+//! #     type Timer = Ready<()>;
+//! #     fn sleep_until(&self, at: Timestamp) -> Ready<()> {
+//! #         self.0.set(at);
+//! #         ready(())
+//! #     }
+//! # }
+//!
+//! let clock = Jump(ManualClock::new()); // a clock that can sleep (a runtime's)
+//! let radio = DutyCycleLimiter::eu868();
+//! let p = Eu868::P.index(); // 10 %: a frame of 2 ms, then 18 ms of time-off
+//! let frame = airtime_permits(Duration::from_millis(2));
+//! embassy_futures::block_on(async {
+//!     let sent = Wait::new(&clock, &radio, &p, frame, true).await?;
+//!     // the next slot is 20 ms after `sent`: a 10 ms deadline gives up at once
+//!     let hurried = Wait::new(&clock, &radio, &p, frame, true)
+//!         .with_timeout(Duration::from_millis(10))
+//!         .await;
+//!     let Err(WaitError::Timeout { ready_at, .. }) = hurried else {
+//!         panic!("expected a timeout, got {hurried:?}");
+//!     };
+//!     assert_eq!(ready_at, sent + Duration::from_millis(20));
+//!     assert_eq!(clock.now(), sent); // it did not sleep
+//!     // a 20 ms one is met: the frame goes out on the end of the time-off
+//!     let next = Wait::new(&clock, &radio, &p, frame, true)
+//!         .with_timeout(Duration::from_millis(20))
+//!         .await?;
+//!     assert_eq!(next, sent + Duration::from_millis(20));
+//!     Ok::<(), WaitError>(())
+//! })?;
+//! # Ok::<(), WaitError>(())
+//! ```
 //!
 //! # Saving and restoring across a reset or deep sleep
 //!

@@ -35,11 +35,20 @@
 //! # Ok::<(), tollgate::duty_cycle::TransmitError>(())
 //! ```
 //!
+//! To **wait** for a slot rather than poll, use the limiter as what it also
+//! is, the core's [`Limiter`](tollgate_core::Limiter) per sub-band (the
+//! key is the sub-band's index, the permits are the frame's airtime in
+//! microseconds: [`airtime_permits`]): any waiter on a limiter then waits
+//! for a transmission slot as it waits for a bucket, and resolves to the
+//! instant the frame was admitted. See
+//! [waiting for a slot](guide#waiting-for-a-transmission-slot).
+//!
 //! # Guide
 //!
 //! The [`guide`] has one section each on
 //! [enforcement: the LoRaWAN time-off](guide#enforcement-the-lorawan-time-off),
 //! [sub-bands and channels](guide#sub-bands-and-channels),
+//! [waiting for a transmission slot](guide#waiting-for-a-transmission-slot),
 //! [saving and restoring across a reset or deep sleep](guide#saving-and-restoring-across-a-reset-or-deep-sleep)
 //! and [concurrency and time](guide#concurrency-and-time).
 
@@ -51,6 +60,7 @@
 #[cfg(test)]
 extern crate std;
 
+mod airtime;
 mod band;
 mod error;
 pub mod eu868;
@@ -60,6 +70,7 @@ mod saved;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
+pub use airtime::airtime_permits;
 pub use band::{DutyCycle, OBSERVATION_PERIOD, SubBand};
 pub use error::{ConfigError, RestoreError, TransmitError};
 pub use limiter::{DutyCycleLimiter, Transmit};

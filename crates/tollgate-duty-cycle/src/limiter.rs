@@ -45,6 +45,12 @@ impl Transmit {
 /// A limit on airtime per sub-band: the LoRaWAN time-off (see the [module
 /// documentation](super)) for each of `N` sub-bands, 8 bytes of state each.
 ///
+/// It is also the core's [`Limiter<usize>`](tollgate_core::Limiter): one
+/// limiter per sub-band index, airtime in microseconds as its permits
+/// ([`airtime_permits`](super::airtime_permits)), so that a waiter on any
+/// limiter waits for a transmission slot (see [the
+/// guide](super::guide#waiting-for-a-transmission-slot)).
+///
 /// ```
 /// use core::time::Duration;
 /// use tollgate::duty_cycle::{DutyCycle, DutyCycleLimiter, SubBand, TransmitError};
@@ -68,9 +74,9 @@ impl Transmit {
 /// # Ok::<(), TransmitError>(())
 /// ```
 pub struct DutyCycleLimiter<const N: usize> {
-    bands: [SubBand; N],
+    pub(crate) bands: [SubBand; N],
     /// Per sub-band: the end of its time-off, in nanoseconds.
-    free_at: [AtomicU64; N],
+    pub(crate) free_at: [AtomicU64; N],
 }
 
 impl DutyCycleLimiter<6> {

@@ -17,7 +17,10 @@
 //!   and takes them; [`until_ready`] waits until they *could* be taken,
 //!   without taking them (`&()` is the key of a direct limiter; a keyed
 //!   table waits per key); a `RateLimiter<EmbassyClock, _>` has the same as
-//!   [`acquire(n)`](tollgate_core::RateLimiter::acquire). All are the crate's one
+//!   [`acquire(n)`](tollgate_core::RateLimiter::acquire). Each resolves to
+//!   the admission instant (the [`Timestamp`] of the check that granted
+//!   the permits), so a task that paces itself measures from when it was
+//!   admitted, not from when it resumed. All are the crate's one
 //!   [`Wait`] future over [`EmbassyClock`]'s [`Sleep`]: they sleep on
 //!   [`embassy_time::Timer::at`] (no polling loop, no allocation): check;
 //!   on a refusal sleep until the refusal's `retry_after`, rounded **up**
@@ -70,8 +73,10 @@
 //!     Bucket::leaky_bucket(valid!(RATE.check_resolution(EmbassyClock::RESOLUTION)));
 //!
 //! async fn send_frame() -> Result<(), WaitError> {
-//!     embassy::acquire(&RADIO, &(), 1).await?; // sleeps until the radio may transmit
-//!     // ... transmit ...
+//!     let at = embassy::acquire(&RADIO, &(), 1).await?; // sleeps until the radio may transmit
+//!     // ... transmit; `at` is when the frame was admitted (an `Instant`:
+//!     // `EmbassyClock::instant_at(at)`) ...
+//!     # let _ = at;
 //!     Ok(())
 //! }
 //! # embassy_futures::block_on(send_frame()).unwrap();
@@ -175,19 +180,28 @@ impl Sleep for EmbassyClock {
 }
 
 /// Waits until `n` permits of `limiter` for `key` (`&()` for a direct
-/// limiter) are granted and takes them; resolves to the snapshot after the
-/// admission. `n = 0` resolves at once. Sleeps on embassy timers; time is
-/// read from [`EmbassyClock`]. Any [`Limiter`] whose permits are spent
-/// when granted (`Copy`): a bucket, a window, a chain of them, a keyed
-/// table — a limiter per key. (A [`ConcurrencyLimiter`](tollgate_core::ConcurrencyLimiter)
-/// waits with its own `acquire(n)`, woken by the release.)
+/// limiter) are granted and takes them; resolves to the admission instant:
+/// the [`Timestamp`] on [`EmbassyClock`] of the check that took them (it
+/// does not move if the task resumes later). `n = 0` resolves at once.
+/// Sleeps on embassy timers; time is read from [`EmbassyClock`]. Any
+/// [`Limiter`] whose permits are spent when granted (`Copy`): a bucket, a
+/// window, a chain of them, a keyed table — a limiter per key. (A
+/// [`ConcurrencyLimiter`](tollgate_core::ConcurrencyLimiter) waits with its
+/// own `acquire(n)`, woken by the release.)
+///
+/// Nothing else is computed on an admission: the limiter's state then is
+/// `limiter.snapshot(&key, at)` ([`Limiter::snapshot`]; a bucket's own
+/// `snapshot(at)`), asked for when needed.
 ///
 /// ```
+/// use core::time::Duration;
 /// use tollgate::{embassy, valid, Bucket, Gcra, Quota};
 ///
 /// static RADIO: Bucket<Gcra> = Bucket::leaky_bucket(valid!(Quota::per_second(50)));
 /// embassy_futures::block_on(async {
-///     embassy::acquire(&RADIO, &(), 1).await?; // the radio may transmit
+///     let at = embassy::acquire(&RADIO, &(), 1).await?; // the radio may transmit
+///     // the next frame may start 20 ms after this admission
+///     assert_eq!(RADIO.snapshot(at).reset_after(), Duration::from_millis(20));
 ///     Ok::<(), embassy::WaitError>(())
 /// })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -208,7 +222,8 @@ where
 }
 
 /// Waits until `n` permits of `limiter` for `key` *could* be taken, without
-/// taking them (a peek); resolves to the snapshot at that time. Use it to
+/// taking them (a peek); resolves to the instant they were found
+/// available (a check at that instant would have been admitted). Use it to
 /// wait for capacity before preparing work, then take it with a check.
 /// Unlike governor's `until_ready`, this takes nothing: the taking version
 /// is [`acquire`].

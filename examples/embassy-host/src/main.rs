@@ -8,8 +8,9 @@
 //!
 //! Four "sensor" tasks each want to publish three readings through one
 //! uplink limited to 5 per second with bursts of 2. Each waits with
-//! `acquire(1).await`; the program prints every admission with the time it
-//! happened and who got it: two at once, then one every 200 ms. A fifth
+//! `acquire(1).await`, which returns the instant of the admission; the
+//! program prints every admission at that instant, with who got it and
+//! the permits left then: two at once, then one every 200 ms. A fifth
 //! task asks for 3 permits at once (more than the burst: refused at once)
 //! and a sixth gives up when its 50 ms deadline cannot be met.
 //!
@@ -29,18 +30,23 @@ type Uplink = RateLimiter<EmbassyClock>;
 const SENSORS: u8 = 4;
 const READINGS: u32 = 3;
 
+fn ms_since(start: Instant, at: Instant) -> f64 {
+    at.duration_since(start).as_micros() as f64 / 1000.0
+}
+
 fn elapsed_ms(start: Instant) -> f64 {
-    Instant::now().duration_since(start).as_micros() as f64 / 1000.0
+    ms_since(start, Instant::now())
 }
 
 #[embassy_executor::task(pool_size = 4)]
 async fn sensor(id: u8, uplink: &'static Uplink, start: Instant) {
     for reading in 1..=READINGS {
         match uplink.acquire(1).await {
-            Ok(snapshot) => println!(
+            // `at` is the admission itself; the task may resume later
+            Ok(at) => println!(
                 "{:>8.1} ms  sensor {id} reading {reading} admitted ({} left)",
-                elapsed_ms(start),
-                snapshot.remaining()
+                ms_since(start, EmbassyClock::instant_at(at)),
+                uplink.limiter().snapshot(at).remaining()
             ),
             Err(e) => println!("{:>8.1} ms  sensor {id}: {e}", elapsed_ms(start)),
         }
@@ -72,10 +78,7 @@ async fn impatient(uplink: &'static Uplink, start: Instant) {
         Err(WaitError::Timeout { ready_at, .. }) => println!(
             "{:>8.1} ms  impatient: gave up at once, next permit only at {:.1} ms",
             elapsed_ms(start),
-            EmbassyClock::instant_at(ready_at)
-                .duration_since(start)
-                .as_micros() as f64
-                / 1000.0
+            ms_since(start, EmbassyClock::instant_at(ready_at))
         ),
         other => println!("{:>8.1} ms  impatient: {other:?}", elapsed_ms(start)),
     }

@@ -5,7 +5,8 @@
 //! Phase 1 (tasks): each task serves its peers one visit at a time: a visit
 //! takes `PER_VISIT` permits with `embassy::acquire(&peer, &(), 1).await`
 //! (through [`Peer`], a `Limiter` view of one key), then leaves the peer
-//! alone until its bucket has refilled. At most three peers are busy at
+//! alone until its bucket has refilled, counted from the instant the last
+//! wait returned (its admission). At most three peers are busy at
 //! once, so with eight peers and four slots the table keeps evicting
 //! refilled peers to admit new ones (lossless eviction), and no check ever
 //! takes the overflow path. Peers visited twice usually come back after
@@ -18,6 +19,7 @@
 //!   `start + max(0, k + 1 − burst)·T` (what a fresh bucket allows) and at
 //!   most one tick after it, so admissions after the burst are `T` apart
 //!   give or take one tick;
+//! - each wait returned the instant of the admission the table logged;
 //! - every peer got all its permits through its own slot, and a peer was
 //!   always still tracked when it came back for the next permit of a visit
 //!   (a throttled key is never evicted). A refusal names the path that
@@ -139,6 +141,9 @@ static LOST: Mutex<Cell<usize>> = Mutex::new(Cell::new(0));
 static RETURNED: Mutex<Cell<usize>> = Mutex::new(Cell::new(0));
 /// Checks taking permits during phase 1.
 static CHECKS: Mutex<Cell<usize>> = Mutex::new(Cell::new(0));
+/// Waits whose returned instant is the `now` the table logged for their
+/// admission.
+static RETURNED_AT_ADMISSION: Mutex<Cell<usize>> = Mutex::new(Cell::new(0));
 
 fn bump(counter: &Mutex<Cell<usize>>) {
     critical_section::with(|cs| {
@@ -282,17 +287,32 @@ pub async fn peer_task(task: u8) {
             id,
             visit: visit as u8,
         };
+        let mut last = start;
         for _ in 0..PER_VISIT {
-            if let Err(e) = embassy::acquire(&peer, &(), 1).await {
-                hprintln!("FAIL peer {}: {}", id, e);
-                crate::fail();
+            match embassy::acquire(&peer, &(), 1).await {
+                Ok(at) => {
+                    last = at;
+                    // the `now` the table was given for this admission
+                    let logged = critical_section::with(|cs| {
+                        let logs = LOGS.borrow_ref(cs);
+                        let log = &logs[usize::from(id)];
+                        log.len.checked_sub(1).map(|i| log.at[i])
+                    });
+                    if logged == Some(at) {
+                        bump(&RETURNED_AT_ADMISSION);
+                    }
+                }
+                Err(e) => {
+                    hprintln!("FAIL peer {}: {}", id, e);
+                    crate::fail();
+                }
             }
         }
-        // Leave the peer alone until its bucket has refilled: from then on
-        // it is idle and its slot can go to another peer.
-        let now = clock.now();
-        let reset = TABLE.snapshot(&id, now).reset_after();
-        Timer::at(EmbassyClock::instant_at(now + reset)).await;
+        // Leave the peer alone until its bucket has refilled (from its last
+        // admission): from then on it is idle and its slot can go to
+        // another peer.
+        let reset = TABLE.snapshot(&id, last).reset_after();
+        Timer::at(EmbassyClock::instant_at(last + reset)).await;
     }
     crate::finished();
 }
@@ -398,9 +418,10 @@ pub fn check_peers() -> bool {
         );
     }
     let (overflowed, lost, returned) = (read(&OVERFLOWED), read(&LOST), read(&RETURNED));
-    ok &= overflowed == 0 && lost == 0 && returned > 0;
+    let at_admission = read(&RETURNED_AT_ADMISSION);
+    ok &= overflowed == 0 && lost == 0 && returned > 0 && at_admission == admitted;
     hprintln!(
-        "keyed: capacity={} peers={} tasks={} per-peer={}/{}/{}/{}/{}/{}/{}/{} admitted={} throttled-evicted={} overflow-path={}/{} checks evicted-and-returned={} max_late_ticks={} {}",
+        "keyed: capacity={} peers={} tasks={} per-peer={}/{}/{}/{}/{}/{}/{}/{} admitted={} throttled-evicted={} overflow-path={}/{} checks evicted-and-returned={} max_late_ticks={} returned-instants={}/{} {}",
         CAPACITY,
         PEERS,
         TASKS,
@@ -418,6 +439,8 @@ pub fn check_peers() -> bool {
         read(&CHECKS),
         returned,
         max_late_ticks,
+        at_admission,
+        admitted,
         if ok { "PASS" } else { "FAIL" }
     );
     ok

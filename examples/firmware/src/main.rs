@@ -5,10 +5,12 @@
 //! per 3.25 ms). Time runs at 32 768 ticks per second, the common embassy
 //! rate, so neither interval nor the tick itself (30 517.578 ns) is a whole
 //! number of the other. Every task waits with
-//! `embassy::acquire(&bucket, &(), 1).await`. When all are done the
-//! firmware checks, with the `now` of each admission as the limiter saw it,
-//! that
+//! `embassy::acquire(&bucket, &(), 1).await`, which returns the instant of
+//! its admission. When all are done the firmware checks, with the `now` of
+//! each admission as the limiter saw it, that
 //!
+//! - the instants the waits returned are exactly those admissions (each
+//!   task keeps what its waits returned; sorted, the two lists are equal);
 //! - no window of the token bucket's admissions holds more than
 //!   `burst + ⌊t / T⌋` permits, and each admission came no more than one
 //!   tick after the earliest time the quota allows it;
@@ -17,7 +19,7 @@
 //! - every task got all its permits;
 //! - a request above the burst is `CapacityExceeded` at once, and a
 //!   timeout shorter than the wait is `Timeout` while a long enough one
-//!   is served when the permit is due.
+//!   is admitted on the tick the permit is due (the instant it returns).
 //!
 //! Three "peer" tasks share a keyed limiter (a `HeaplessKeyedTable` of 4
 //! slots, one bucket per peer id, eight peers): see [`keyed`] for what is
@@ -106,6 +108,10 @@ impl<const N: usize> Log<N> {
 
 static TELEMETRY_LOG: Mutex<RefCell<Log<TELEMETRY_N>>> = Mutex::new(RefCell::new(Log::new()));
 static RADIO_LOG: Mutex<RefCell<Log<RADIO_N>>> = Mutex::new(RefCell::new(Log::new()));
+/// What the tasks' waits returned: the admission instants as the tasks
+/// know them.
+static TELEMETRY_RETURNED: Mutex<RefCell<Log<TELEMETRY_N>>> = Mutex::new(RefCell::new(Log::new()));
+static RADIO_RETURNED: Mutex<RefCell<Log<RADIO_N>>> = Mutex::new(RefCell::new(Log::new()));
 static SENSOR_COUNTS: Mutex<RefCell<[usize; SENSORS]>> = Mutex::new(RefCell::new([0; SENSORS]));
 static RADIO_COUNTS: Mutex<RefCell<[usize; RADIOS]>> = Mutex::new(RefCell::new([0; RADIOS]));
 static FINISHED: Mutex<Cell<usize>> = Mutex::new(Cell::new(0));
@@ -164,6 +170,18 @@ impl<const N: usize> Limiter for Recorded<N> {
     }
 }
 
+/// Appends `at` to `log` (full: dropped, and the count check fails).
+fn push<const N: usize>(log: &Mutex<RefCell<Log<N>>>, at: Timestamp) {
+    critical_section::with(|cs| {
+        let mut log = log.borrow_ref_mut(cs);
+        let i = log.len;
+        if i < N {
+            log.at[i] = at;
+            log.len = i + 1;
+        }
+    });
+}
+
 fn count<const T: usize>(counts: &Mutex<RefCell<[usize; T]>>, task: u8) {
     critical_section::with(|cs| {
         if let Some(c) = counts.borrow_ref_mut(cs).get_mut(usize::from(task)) {
@@ -188,7 +206,10 @@ fn finished() {
 async fn sensor(id: u8) {
     for _ in 0..PER_SENSOR {
         match embassy::acquire(&TELEMETRY, &(), 1).await {
-            Ok(_) => count(&SENSOR_COUNTS, id),
+            Ok(at) => {
+                push(&TELEMETRY_RETURNED, at);
+                count(&SENSOR_COUNTS, id);
+            }
             Err(e) => {
                 hprintln!("FAIL sensor {}: {}", id, e);
                 fail();
@@ -202,7 +223,10 @@ async fn sensor(id: u8) {
 async fn radio(id: u8) {
     for _ in 0..PER_RADIO {
         match embassy::acquire(&RADIO, &(), 1).await {
-            Ok(_) => count(&RADIO_COUNTS, id),
+            Ok(at) => {
+                push(&RADIO_RETURNED, at);
+                count(&RADIO_COUNTS, id);
+            }
             Err(e) => {
                 hprintln!("FAIL radio {}: {}", id, e);
                 fail();
@@ -219,12 +243,36 @@ fn sorted<const N: usize>(log: &Log<N>) -> [u64; N] {
     at
 }
 
+/// How many of the instants the waits returned are admissions the limiter
+/// logged, each matched once (both lists sorted); the caller requires all.
+fn returned_matches<const N: usize>(returned: &Log<N>, logged: &Log<N>) -> usize {
+    let (r, l) = (sorted(returned), sorted(logged));
+    if returned.len != logged.len {
+        return 0;
+    }
+    let matches = r[..returned.len]
+        .iter()
+        .zip(&l[..logged.len])
+        .filter(|(a, b)| a == b)
+        .count();
+    if matches != returned.len {
+        hprintln!(
+            "FAIL: returned instants {:?} differ from the admissions {:?}",
+            &r[..returned.len],
+            &l[..logged.len]
+        );
+    }
+    matches
+}
+
 /// Token bucket: the `burst + ⌊t/T⌋` bound over every window, and each
-/// admission at most one tick after the earliest time the quota allows.
-fn check_token_bucket(log: &Log<TELEMETRY_N>) -> bool {
+/// admission at most one tick after the earliest time the quota allows;
+/// the waits returned exactly these admissions.
+fn check_token_bucket(log: &Log<TELEMETRY_N>, returned: &Log<TELEMETRY_N>) -> bool {
     let at = sorted(log);
     let t_ns = TELEMETRY_QUOTA.interval_nanos();
-    let mut ok = log.len == TELEMETRY_N;
+    let matched = returned_matches(returned, log);
+    let mut ok = log.len == TELEMETRY_N && matched == TELEMETRY_N;
     let mut max_late_ticks = 0;
     for i in 0..log.len {
         for j in i..log.len {
@@ -258,7 +306,7 @@ fn check_token_bucket(log: &Log<TELEMETRY_N>) -> bool {
     let counts = critical_section::with(|cs| *SENSOR_COUNTS.borrow_ref(cs));
     ok &= counts == [PER_SENSOR; SENSORS];
     hprintln!(
-        "token-bucket: admitted={} tasks={} per-task={}/{}/{} burst={} interval_us={} max_late_ticks={} {}",
+        "token-bucket: admitted={} tasks={} per-task={}/{}/{} burst={} interval_us={} max_late_ticks={} returned-instants={}/{} {}",
         log.len,
         SENSORS,
         counts[0],
@@ -267,6 +315,8 @@ fn check_token_bucket(log: &Log<TELEMETRY_N>) -> bool {
         BURST,
         t_ns / 1_000,
         max_late_ticks,
+        matched,
+        log.len,
         if ok { "PASS" } else { "FAIL" }
     );
     print_times("token-bucket", &at[..log.len]);
@@ -274,11 +324,12 @@ fn check_token_bucket(log: &Log<TELEMETRY_N>) -> bool {
 }
 
 /// Leaky bucket: consecutive admissions at least `T` and at most `T` plus
-/// one tick apart.
-fn check_leaky_bucket(log: &Log<RADIO_N>) -> bool {
+/// one tick apart; the waits returned exactly these admissions.
+fn check_leaky_bucket(log: &Log<RADIO_N>, returned: &Log<RADIO_N>) -> bool {
     let at = sorted(log);
     let t_ns = RADIO_QUOTA.interval_nanos();
-    let mut ok = log.len == RADIO_N;
+    let matched = returned_matches(returned, log);
+    let mut ok = log.len == RADIO_N && matched == RADIO_N;
     let (mut min_gap, mut max_gap) = (u64::MAX, 0);
     for w in at[..log.len].windows(2) {
         let gap_ns = w[1] - w[0];
@@ -296,7 +347,7 @@ fn check_leaky_bucket(log: &Log<RADIO_N>) -> bool {
     let counts = critical_section::with(|cs| *RADIO_COUNTS.borrow_ref(cs));
     ok &= counts == [PER_RADIO; RADIOS];
     hprintln!(
-        "leaky-bucket: admitted={} tasks={} per-task={}/{} interval_us={}.{:03} min_gap_us={} max_gap_us={} {}",
+        "leaky-bucket: admitted={} tasks={} per-task={}/{} interval_us={}.{:03} min_gap_us={} max_gap_us={} returned-instants={}/{} {}",
         log.len,
         RADIOS,
         counts[0],
@@ -305,6 +356,8 @@ fn check_leaky_bucket(log: &Log<RADIO_N>) -> bool {
         t_ns % 1_000,
         min_gap / 1_000,
         max_gap / 1_000,
+        matched,
+        log.len,
         if ok { "PASS" } else { "FAIL" }
     );
     print_times("leaky-bucket", &at[..log.len]);
@@ -366,12 +419,16 @@ async fn check_errors() -> bool {
             Instant::now().as_ticks()
         );
     }
-    // A deadline exactly when it is due: served at that tick.
+    // A deadline exactly when it is due: admitted at that tick (the
+    // instant the wait returns, not when this task resumed).
+    let due_at = EmbassyClock::timestamp(Instant::from_ticks(due));
     let long = embassy::acquire(&TELEMETRY, &(), 1)
-        .with_deadline(EmbassyClock::timestamp(Instant::from_ticks(due)))
+        .with_deadline(due_at)
         .await;
-    let served_at = Instant::now().as_ticks();
-    let served = long.is_ok() && served_at == due;
+    let served = long == Ok(due_at);
+    if !served {
+        hprintln!("  deadline on the due tick: {:?}, due {:?}", long, due_at);
+    }
     hprintln!(
         "deadline: permit due in {} us; deadline 1 tick early -> Timeout {}; deadline on the due tick -> served on it {}",
         wait.as_micros(),
@@ -422,7 +479,10 @@ async fn main(spawner: Spawner) {
     let (telemetry, radio) = critical_section::with(|cs| {
         let t = TELEMETRY_LOG.borrow_ref(cs);
         let r = RADIO_LOG.borrow_ref(cs);
-        (check_token_bucket(&t), check_leaky_bucket(&r))
+        (
+            check_token_bucket(&t, &TELEMETRY_RETURNED.borrow_ref(cs)),
+            check_leaky_bucket(&r, &RADIO_RETURNED.borrow_ref(cs)),
+        )
     });
     let errors = check_errors().await;
     let peers = keyed::check_peers();

@@ -15,6 +15,7 @@ use std::vec::Vec;
 use tollgate_core::clock::{Clock, ManualClock};
 use tollgate_core::time::Timestamp;
 
+mod as_limiter;
 mod properties;
 
 fn secs(s: u64) -> Duration {
