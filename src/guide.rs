@@ -91,8 +91,10 @@
 //! `2³² − (burst·T + heal threshold)` ticks ago (71 minutes at 1 MHz, 36
 //! hours at 32 768 Hz), and beyond that can only refuse, never over-admit
 //! (the `tick` module has the proof). One nudge: a TAT that would be stored
-//! as 0 is stored as 1 (0 means a fresh state), so a run whose TAT lands on
-//! tick 0 of the wrap admits one fewer than `burst + ⌊(t₁ − t₀)/T⌋`.
+//! as 0 is stored as 1 (0 means a fresh state), which moves every later
+//! admission one tick on; a busy run whose TAT lands on tick 0 of the wrap
+//! admits `burst + ⌊(t₁ − t₀ − 1)/T⌋` over ticks `t₀..=t₁` instead of
+//! `burst + ⌊(t₁ − t₀)/T⌋` (one fewer when `T` divides `t₁ − t₀`).
 //!
 //! **Waiting.** With feature `embassy`, `tollgate::embassy::acquire(&bucket,
 //! &(), n).await` sleeps on embassy-time until the permits are granted. A
@@ -117,7 +119,7 @@
 //! | tick bucket: `static TickGcra` + `TickState`, `check_ticks` | +72 / +4 B | +52 / +4 B | +52 / +4 B |
 //! | `static Gcra` (flash) + `GcraState`, checked | +488 / +8 B | +384 / +8 B | +384 / +8 B |
 //! | `static Bucket<Gcra>`, `check(now)` | +532 / +8 B | +428 / +8 B | +460 / +8 B |
-//! | `static Gcra` + `GcraState`, `embassy::acquire(..).await` (against a plain `Timer`) | +4212 / +56 B | +3880 / +56 B | +3924 / +56 B |
+//! | `static Gcra` + `GcraState`, `embassy::acquire(..).await` (against a plain `Timer`) | +3764 / +56 B | +3432 / +56 B | +3496 / +56 B |
 //! | `static HeaplessKeyedTable<u8, Gcra, 8>`, 16 keys taking turns | +5828 / +256 B | +5372 / +256 B | +5496 / +256 B |
 //! <!-- sizes: end -->
 //!
