@@ -114,7 +114,8 @@ done
 
 # The duty-cycle image (src/bin/duty-cycle.rs), on the same three machines:
 # the EU868 duty-cycle limiter (the regulation's arithmetic on a manual
-# clock, save -> reset -> restore, bad input, live frames) and a
+# clock, save -> reset -> restore, bad input, live frames, then the state
+# across a real system reset of the core) and a
 # WrappingClock on SysTick as a 16-bit counter, read from thread mode and
 # from the SysTick handler across tens of wraps.
 duty_expected=(
@@ -125,6 +126,9 @@ duty_expected=(
   "duty-cycle: save 36 bytes -> reset -> restore: M waits 150 s, N waits 2950 s, P free after 0 s PASS"
   "duty-cycle: bad input -> UnknownBand, AirtimeTooLong, NoSubBand, Checksum, Version PASS"
   "duty-cycle live: sub-band P (10%) 10 frames of 2 ms on the 16-bit SysTick clock, starts >= 20 ms apart"
+  "duty-cycle: saved 36 bytes to .uninit RAM; resetting the core (SYSRESETREQ)"
+  "booted again after the reset"
+  "duty-cycle: after a real system reset: restored 36 bytes from .uninit RAM: M waits 150 s, N waits 2950 s, P free after 0 s PASS"
   "ALL PASS"
 )
 for target in thumbv7m-none-eabi thumbv6m-none-eabi thumbv7em-none-eabihf; do
