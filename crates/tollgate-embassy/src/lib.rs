@@ -32,7 +32,19 @@
 //!   `Instant`).
 //!
 //! The library chooses no time driver and no tick rate: the application
-//! enables one `embassy-time` driver and its `tick-hz-*` feature.
+//! enables one `embassy-time` driver and its `tick-hz-*` feature. A board
+//! with a HAL gets the driver from it (embassy-stm32, embassy-nrf,
+//! embassy-rp); a board without one can take `systick-timer` (feature
+//! `embassy-time-driver`: embassy-time on SysTick, for any Cortex-M), as
+//! the README's firmware does under QEMU on thumbv6m, thumbv7m and
+//! thumbv7em.
+//!
+//! On a 32-bit microcontroller a bucket's 64-bit state is a critical
+//! section, which the firmware provides (one implementation per image: on
+//! a single-core Cortex-M, `cortex-m` with feature
+//! `critical-section-single-core`; a multi-core chip's HAL has its own).
+//! What waiting adds to an image (flash and RAM per target, measured in
+//! CI) is in `tollgate`'s guide, "On a microcontroller".
 //!
 //! # On a desktop, and the tests
 //!
