@@ -30,35 +30,35 @@
 //! that word are totally ordered by themselves and `Relaxed` is sufficient.
 //! Limiters that use more than one word document their orderings locally.
 
+#[cfg(all(not(loom), target_has_atomic = "32"))]
+#[allow(unused_imports)]
+pub use core::sync::atomic::AtomicU32;
+#[cfg(all(not(loom), target_has_atomic = "64"))]
+#[allow(unused_imports)]
+pub use core::sync::atomic::AtomicU64;
+#[cfg(not(loom))]
+#[allow(unused_imports)]
+pub use core::sync::atomic::Ordering;
+#[cfg(all(not(loom), not(target_has_atomic = "32")))]
+#[allow(unused_imports)]
+pub use critical::AtomicU32;
+#[cfg(all(not(loom), not(target_has_atomic = "64"), not(feature = "std")))]
+#[allow(unused_imports)]
+pub use critical::AtomicU64;
 #[cfg(loom)]
 #[allow(unused_imports)]
 pub use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 #[cfg(all(loom, feature = "std"))]
 #[allow(unused_imports)]
 pub use loom_u128::AtomicU128;
+#[cfg(all(not(loom), not(target_has_atomic = "64"), feature = "std"))]
+#[allow(unused_imports)]
+pub use portable_atomic::AtomicU64;
 /// 128-bit slots of the lock-free keyed table (key and TAT in one word).
 /// Loom has no 128-bit atomic: under loom it is the `loom_u128` shim below.
 #[cfg(all(not(loom), feature = "std"))]
 #[allow(unused_imports)]
 pub use portable_atomic::AtomicU128;
-#[cfg(not(loom))]
-#[allow(unused_imports)]
-pub use core::sync::atomic::Ordering;
-#[cfg(all(not(loom), target_has_atomic = "32"))]
-#[allow(unused_imports)]
-pub use core::sync::atomic::AtomicU32;
-#[cfg(all(not(loom), not(target_has_atomic = "32")))]
-#[allow(unused_imports)]
-pub use critical::AtomicU32;
-#[cfg(all(not(loom), target_has_atomic = "64"))]
-#[allow(unused_imports)]
-pub use core::sync::atomic::AtomicU64;
-#[cfg(all(not(loom), not(target_has_atomic = "64"), not(feature = "std")))]
-#[allow(unused_imports)]
-pub use critical::AtomicU64;
-#[cfg(all(not(loom), not(target_has_atomic = "64"), feature = "std"))]
-#[allow(unused_imports)]
-pub use portable_atomic::AtomicU64;
 
 /// Atomics as critical sections, for targets without native ones (and for
 /// this crate's tests of them on any target).
@@ -72,6 +72,9 @@ pub mod critical;
 #[cfg(not(loom))]
 #[allow(unused_imports)]
 pub use core::hint::spin_loop;
+#[cfg(not(loom))]
+#[allow(unused_imports)]
+pub use core::sync::atomic::fence;
 /// The busy-wait hint for spin loops (loom's yields to its scheduler, so a
 /// model of a spin lock terminates).
 #[cfg(loom)]
@@ -80,9 +83,6 @@ pub use loom::hint::spin_loop;
 #[cfg(loom)]
 #[allow(unused_imports)]
 pub use loom::sync::atomic::fence;
-#[cfg(not(loom))]
-#[allow(unused_imports)]
-pub use core::sync::atomic::fence;
 
 // ---------------------------------------------------------------------------
 // What the atomics above are on this build (see `crate::lock_freedom`):

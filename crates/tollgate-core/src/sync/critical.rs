@@ -188,12 +188,18 @@ mod tests {
         assert_eq!(a.fetch_sub(2, Relaxed), 1);
         assert_eq!(a.load(Relaxed), u64::MAX);
         assert_eq!(a.compare_exchange(5, 6, Relaxed, Relaxed), Err(u64::MAX));
-        assert_eq!(a.compare_exchange_weak(u64::MAX, 6, Relaxed, Relaxed), Ok(u64::MAX));
+        assert_eq!(
+            a.compare_exchange_weak(u64::MAX, 6, Relaxed, Relaxed),
+            Ok(u64::MAX)
+        );
         assert_eq!(a.swap(9, Relaxed), 6);
         assert_eq!(a.fetch_max(4, Relaxed), 9);
         assert_eq!(a.fetch_min(4, Relaxed), 9);
         assert_eq!(a.load(Relaxed), 4);
-        assert_eq!(a.fetch_update(Relaxed, Relaxed, |v| v.checked_sub(5)), Err(4));
+        assert_eq!(
+            a.fetch_update(Relaxed, Relaxed, |v| v.checked_sub(5)),
+            Err(4)
+        );
         assert_eq!(a.fetch_update(Relaxed, Relaxed, |v| Some(v * 10)), Ok(4));
         a.store(7, Relaxed);
         assert_eq!(a.load(Relaxed), 7);
