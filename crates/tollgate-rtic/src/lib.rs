@@ -125,7 +125,10 @@
 //! `M::delay_until` until the refusal's `retry_after` (rounded up to a
 //! tick) and checks again. No polling loop, no allocation, no queue: every
 //! admission respects the quota exactly, and whichever waiter checks first
-//! after capacity returns gets it (waiters of a higher priority first). It
+//! after capacity returns gets it: waiters of a higher priority first, and
+//! RTIC polls the tasks of one priority in a fixed order, so under demand
+//! above the rate the first of them can take every permit (for shares,
+//! give each task its own bucket, or a key in a keyed table). It
 //! resolves to the instant of the admitting check, so pacing from it is
 //! exact however late the task resumes. A request that can never succeed
 //! (`n` above the burst) is [`WaitError::CapacityExceeded`] at once, never a
