@@ -68,7 +68,7 @@
 //! | `embassy` (feature `embassy`) | `EmbassyClock` and `acquire(n).await` on firmware |
 //! | [`wrapping_clock`] | [`WrappingClock`]: a 16- or 32-bit hardware counter that wraps, extended to a `Timestamp` (lock-free, interrupt-safe, with a documented read rule) |
 //! | [`duty_cycle`] | [`DutyCycleLimiter`](duty_cycle::DutyCycleLimiter): radio airtime per sub-band (ETSI EN 300 220, the EU868 table), saved and restored across resets; a limiter per sub-band, so the waiters wait for a slot |
-//! | `rtic` (feature `rtic`) | `RticClock`: an RTIC monotonic as a `Clock` |
+//! | `rtic` (feature `rtic`) | `RticClock`: an RTIC monotonic as a `Clock`, and waiting on it |
 //!
 //! The core's modules come from the `no_std` crate `tollgate-core`;
 //! `duty_cycle`, `rtic`, `embassy`, `partitioned`, `queue`, `redis` and
@@ -101,7 +101,7 @@
 //! | `tracing` | no | `tracing` events: the HTTP layer's refusals (debug), dry-run decisions (info) and missing keys (warn), the Redis store's circuit breaker (warn) (implies `std`) |
 //! | `metrics` | no | `metrics` counters, gauge and histogram of the HTTP layer, named in `http::metrics` (implies `std`) |
 //! | `redis` | no | `redis::RedisStore`: distributed GCRA and fixed window on Redis/Valkey, with tokio (implies `std`) |
-//! | `rtic` | no | `rtic::RticClock`: any `rtic_time::Monotonic` (rtic-time 3) as a [`Clock`], exact tick conversion; `RticClock::wrapping`: a wrapping RTIC timebase as a [`WrappingClock`] (`no_std`) |
+//! | `rtic` | no | `rtic::RticClock`: any RTIC monotonic (rtic-time 3) as a [`Clock`], exact tick conversion, a 32-bit tick count's wraps counted; `CLOCK.acquire(&limiter, &key, n).await`, resolving to the admission instant (`no_std`) |
 //!
 //! Without default features the crate is `no_std` and allocation-free;
 //! [On a microcontroller](guide#on-a-microcontroller) says what a chip without

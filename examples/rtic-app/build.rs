@@ -1,0 +1,14 @@
+//! Puts `memory.x` where cortex-m-rt's `link.x` finds it (the lm3s6965
+//! crate ships the same layout), and tells the firmware which target it
+//! was built for (it prints it).
+use std::{env, fs, path::PathBuf};
+
+fn main() {
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    fs::write(out.join("memory.x"), include_bytes!("memory.x")).expect("write memory.x");
+    println!("cargo:rustc-link-search={}", out.display());
+    let target = env::var("TARGET").unwrap_or_default();
+    println!("cargo:rustc-env=FIRMWARE_TARGET={target}");
+    println!("cargo:rerun-if-changed=memory.x");
+    println!("cargo:rerun-if-changed=build.rs");
+}
