@@ -148,20 +148,22 @@
 //! RTIC tasks of different priorities preempt each other as interrupt
 //! handlers do, so a limiter used from more than one priority must be
 //! [`IS_INTERRUPT_SAFE`](tollgate_core::LockFreedom::IS_INTERRUPT_SAFE)
-//! (see [`lock_freedom`](tollgate_core::lock_freedom)): on a Cortex-M3/M4 a
-//! 32-bit [`tick`](tollgate_core::tick) bucket always is, a 64-bit
-//! `Gcra` bucket only with portable-atomic's `unsafe-assume-single-core`
-//! (otherwise its global lock table can deadlock an interrupting task).
-//! Assert it: `const _: () = assert!(<Bucket<Gcra> as LockFreedom>::IS_INTERRUPT_SAFE);`.
+//! (see [`lock_freedom`](tollgate_core::lock_freedom)). Without `std`
+//! every limiter but the sliding window is: a 32-bit
+//! [`tick`](tollgate_core::tick) bucket by native compare-and-swap (or a
+//! critical section on thumbv6m / riscv32imc), a 64-bit `Gcra` bucket by a
+//! critical section on a 32-bit microcontroller. Assert it where a limiter
+//! is shared across priorities:
+//! `const _: () = assert!(<Bucket<Gcra> as LockFreedom>::IS_INTERRUPT_SAFE);`.
 //! The clock itself is one `AtomicU32`, interrupt-safe everywhere.
 //!
 //! The firmware needs a `critical-section` implementation: RTIC's timer
-//! queue takes short critical sections, and so do tollgate's tick buckets
-//! and this clock's wrap counter on chips without compare-and-swap
-//! (thumbv6m, riscv32imc; with portable-atomic's `critical-section`
-//! feature, or `unsafe-assume-single-core`), and the `no_std` keyed table
-//! everywhere. On a single-core Cortex-M that is cortex-m's feature
-//! `critical-section-single-core`.
+//! queue takes short critical sections, and so do tollgate's 64-bit states
+//! on a 32-bit microcontroller, its tick buckets and this clock's wrap
+//! counter on chips without compare-and-swap (thumbv6m, riscv32imc), and
+//! the `no_std` keyed table everywhere. On a single-core Cortex-M that is
+//! cortex-m's feature `critical-section-single-core` (one implementation
+//! per image).
 //!
 //! # A whole application
 //!
