@@ -10,65 +10,16 @@
 //! wait returns that instant.
 
 use core::time::Duration;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::Mutex;
+use std::task::Poll;
 
-use embassy_time::{Instant, MockDriver};
+use embassy_time::Instant;
 use tollgate::duty_cycle::{DutyCycle, DutyCycleLimiter, SubBand, airtime_permits, eu868::Eu868};
 use tollgate::embassy::{self, EmbassyClock, WaitError};
 use tollgate::{Clock, Timestamp};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Serialises the tests and resets the global mock clock to tick 0.
-fn fresh_time() -> MutexGuard<'static, ()> {
-    let guard = SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    MockDriver::get().reset();
-    guard
-}
-
-#[derive(Default)]
-struct CountingWaker(AtomicUsize);
-
-impl Wake for CountingWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-struct Poller {
-    count: Arc<CountingWaker>,
-    waker: Waker,
-}
-
-impl Poller {
-    fn new() -> Self {
-        let count = Arc::new(CountingWaker::default());
-        let waker = Waker::from(count.clone());
-        Self { count, waker }
-    }
-
-    fn poll<F: Future + Unpin>(&self, fut: &mut F) -> Poll<F::Output> {
-        Pin::new(fut).poll(&mut Context::from_waker(&self.waker))
-    }
-
-    fn wakes(&self) -> usize {
-        self.count.0.load(Ordering::SeqCst)
-    }
-}
-
-fn advance_ticks(ticks: u64) {
-    MockDriver::get().advance(embassy_time::Duration::from_ticks(ticks));
-}
-
-fn now_ticks() -> u64 {
-    Instant::now().as_ticks()
-}
+mod support;
+use support::{Poller, advance_ticks, fresh_time, now_ticks};
 
 /// The tick at which a frame that follows one started at `start`, of
 /// `airtime` at duty cycle `d`, may start: `start + airtime + time-off`

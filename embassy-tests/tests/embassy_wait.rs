@@ -9,66 +9,19 @@
 use core::time::Duration as StdDuration;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::Mutex;
+use std::task::{Context, Poll};
 
-use embassy_time::{Duration, Instant, MockDriver, TICK_HZ};
+use embassy_time::{Instant, TICK_HZ};
 use tollgate::embassy::{self, EmbassyClock, WaitError};
 use tollgate::{Bucket, Clock, ConfigError, Gcra, Quota, RateLimiter, Timestamp};
 
-static SERIAL: Mutex<()> = Mutex::new(());
+mod support;
+use support::{Poller, advance_ticks, fresh_time, now_ticks};
 
 /// The time of embassy's millisecond `ms` on the waiters' clock.
 fn at_ms(ms: u64) -> Timestamp {
     EmbassyClock::timestamp(Instant::from_millis(ms))
-}
-
-/// Serialises the tests and resets the global mock clock to tick 0.
-fn fresh_time() -> MutexGuard<'static, ()> {
-    let guard = SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    MockDriver::get().reset();
-    guard
-}
-
-#[derive(Default)]
-struct CountingWaker(AtomicUsize);
-
-impl Wake for CountingWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-struct Poller {
-    count: Arc<CountingWaker>,
-    waker: Waker,
-}
-
-impl Poller {
-    fn new() -> Self {
-        let count = Arc::new(CountingWaker::default());
-        let waker = Waker::from(count.clone());
-        Self { count, waker }
-    }
-
-    fn poll<F: Future + Unpin>(&self, fut: &mut F) -> Poll<F::Output> {
-        Pin::new(fut).poll(&mut Context::from_waker(&self.waker))
-    }
-
-    fn wakes(&self) -> usize {
-        self.count.0.load(Ordering::SeqCst)
-    }
-}
-
-fn advance_ticks(ticks: u64) {
-    MockDriver::get().advance(Duration::from_ticks(ticks));
-}
-
-fn now_ticks() -> u64 {
-    Instant::now().as_ticks()
 }
 
 const MS: u64 = 1_000_000;
