@@ -41,63 +41,36 @@ pub trait TickCount: Copy {
     fn from_ticks_saturating(ticks: u64) -> Self;
 }
 
-/// Monotonic and wrapping instants alike (fugit's `Kind`).
-impl<const NOM: u64, const DENOM: u64, K: fugit::kind::Kind> TickCount
-    for fugit::Instant<u64, NOM, DENOM, K>
-{
-    const NOM: u64 = NOM;
-    const DENOM: u64 = DENOM;
-    const BITS: u32 = 64;
-    #[inline]
-    fn ticks(self) -> u64 {
-        self.as_ticks()
-    }
-    fn from_ticks_saturating(ticks: u64) -> Self {
-        Self::from_ticks(ticks)
-    }
+/// `TickCount` for a fugit type over `u32` or `u64` ticks (`BITS` is the
+/// tick type's width).
+macro_rules! tick_count {
+    ($(#[$doc:meta])* [$($kind:tt)*] $ty:ty, $int:ty) => {
+        $(#[$doc])*
+        impl<const NOM: u64, const DENOM: u64 $($kind)*> TickCount for $ty {
+            const NOM: u64 = NOM;
+            const DENOM: u64 = DENOM;
+            const BITS: u32 = <$int>::BITS;
+            #[inline]
+            fn ticks(self) -> u64 {
+                u64::from(self.as_ticks())
+            }
+            fn from_ticks_saturating(ticks: u64) -> Self {
+                Self::from_ticks(<$int>::try_from(ticks).unwrap_or(<$int>::MAX))
+            }
+        }
+    };
 }
 
-/// Monotonic and wrapping instants alike (fugit's `Kind`).
-impl<const NOM: u64, const DENOM: u64, K: fugit::kind::Kind> TickCount
-    for fugit::Instant<u32, NOM, DENOM, K>
-{
-    const NOM: u64 = NOM;
-    const DENOM: u64 = DENOM;
-    const BITS: u32 = 32;
-    #[inline]
-    fn ticks(self) -> u64 {
-        u64::from(self.as_ticks())
-    }
-    fn from_ticks_saturating(ticks: u64) -> Self {
-        Self::from_ticks(u32::try_from(ticks).unwrap_or(u32::MAX))
-    }
-}
-
-impl<const NOM: u64, const DENOM: u64> TickCount for fugit::Duration<u64, NOM, DENOM> {
-    const NOM: u64 = NOM;
-    const DENOM: u64 = DENOM;
-    const BITS: u32 = 64;
-    #[inline]
-    fn ticks(self) -> u64 {
-        self.as_ticks()
-    }
-    fn from_ticks_saturating(ticks: u64) -> Self {
-        Self::from_ticks(ticks)
-    }
-}
-
-impl<const NOM: u64, const DENOM: u64> TickCount for fugit::Duration<u32, NOM, DENOM> {
-    const NOM: u64 = NOM;
-    const DENOM: u64 = DENOM;
-    const BITS: u32 = 32;
-    #[inline]
-    fn ticks(self) -> u64 {
-        u64::from(self.as_ticks())
-    }
-    fn from_ticks_saturating(ticks: u64) -> Self {
-        Self::from_ticks(u32::try_from(ticks).unwrap_or(u32::MAX))
-    }
-}
+tick_count!(
+    /// Monotonic and wrapping instants alike (fugit's `Kind`).
+    [, K: fugit::kind::Kind] fugit::Instant<u64, NOM, DENOM, K>, u64
+);
+tick_count!(
+    /// Monotonic and wrapping instants alike (fugit's `Kind`).
+    [, K: fugit::kind::Kind] fugit::Instant<u32, NOM, DENOM, K>, u32
+);
+tick_count!([] fugit::Duration<u64, NOM, DENOM>, u64);
+tick_count!([] fugit::Duration<u32, NOM, DENOM>, u32);
 
 /// The tick length of `T` as nanoseconds per tick, in `const`.
 pub(crate) const fn ratio_of<T: TickCount>() -> TickRate {
