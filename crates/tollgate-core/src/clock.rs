@@ -104,12 +104,8 @@ impl ManualClock {
     /// Moves the clock forward by `by` (saturating at [`Timestamp::MAX`]).
     pub fn advance(&self, by: Duration) {
         let by = duration_to_nanos(by);
-        // `fetch_update` with a saturating add: no wrap even at the end of time.
-        let _ = self
-            .now
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
-                Some(t.saturating_add(by))
-            });
+        // a saturating add: no wrap even at the end of time
+        let _ = crate::sync::update_u64(&self.now, |t| Some(t.saturating_add(by)));
     }
 
     /// Sets the clock to `now`, forwards or backwards.

@@ -374,11 +374,9 @@ impl ConcurrencyLimiter {
         if n == 0 {
             return;
         }
-        let _ = self
-            .in_flight
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                (v != 0).then(|| v - core::cmp::min(v, n))
-            });
+        let _ = crate::sync::update_u32(&self.in_flight, |v| {
+            (v != 0).then(|| v - core::cmp::min(v, n))
+        });
         self.serve(false);
     }
 }

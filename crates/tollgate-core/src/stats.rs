@@ -120,9 +120,7 @@ impl<L> WithStats<L> {
         if n != 0 {
             // u64 of permits: 2^32 checks of u32::MAX permits before a wrap;
             // saturate anyway rather than wrap
-            let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                Some(v.saturating_add(n as u64))
-            });
+            let _ = crate::sync::update_u64(counter, |v| Some(v.saturating_add(u64::from(n))));
         }
     }
 }

@@ -121,6 +121,31 @@ pub(crate) const U128_LOCK_FREE: bool = portable_atomic::AtomicU128::is_always_l
 pub(crate) fn u128_is_lock_free() -> bool {
     portable_atomic::AtomicU128::is_lock_free()
 }
+/// Stores what `f` returns for the current value (`None`: leave it), by a
+/// compare-and-swap loop; the previous value (`Err`: `f` declined). What
+/// `fetch_update` does, which core's atomics are renaming `try_update`
+/// (deprecated on nightly, not yet stable at this crate's MSRV).
+macro_rules! update_fns {
+    ($($name:ident: $atomic:ident, $int:ty;)*) => {$(
+        #[allow(dead_code)]
+        #[inline]
+        pub(crate) fn $name(atomic: &$atomic, mut f: impl FnMut($int) -> Option<$int>) -> Result<$int, $int> {
+            let mut current = atomic.load(Ordering::Relaxed);
+            while let Some(new) = f(current) {
+                match atomic.compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(previous) => return Ok(previous),
+                    Err(found) => current = found,
+                }
+            }
+            Err(current)
+        }
+    )*};
+}
+update_fns! {
+    update_u32: AtomicU32, u32;
+    update_u64: AtomicU64, u64;
+}
+
 /// [`RmwU32`] is native compare-and-swap (not a critical section).
 #[allow(dead_code)]
 pub(crate) const RMW_U32_LOCK_FREE: bool = cfg!(target_has_atomic = "32");

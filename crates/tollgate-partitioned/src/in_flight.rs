@@ -94,11 +94,19 @@ impl tollgate_core::limiter::Algorithm for InFlight {
     }
 
     fn refund(&self, state: &InFlightState, n: u32, _now: tollgate_core::time::Timestamp) {
-        let _ = state
-            .0
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                (v != 0 && n != 0).then(|| v - core::cmp::min(v, n))
-            });
+        // a compare-and-swap loop (`fetch_update`, which core renames
+        // `try_update`): never below zero
+        let mut current = state.0.load(Ordering::Relaxed);
+        while current != 0 && n != 0 {
+            let new = current - core::cmp::min(current, n);
+            match state
+                .0
+                .compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(found) => current = found,
+            }
+        }
     }
 
     fn snapshot(&self, state: &InFlightState, _now: tollgate_core::time::Timestamp) -> Snapshot {
