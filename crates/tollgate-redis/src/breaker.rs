@@ -1,4 +1,5 @@
-//! The circuit breaker's state, shared by a store and its probe task.
+//! The circuit breaker's state and the failure counter, shared by a store
+//! and its probe task.
 
 use tollgate_core::sync::{AtomicU64, Ordering};
 
@@ -11,6 +12,12 @@ pub(super) struct BreakerState {
     open: std::sync::atomic::AtomicBool,
     /// Times the breaker opened (for metrics and tests).
     pub(super) opened: AtomicU64,
+    /// Times the breaker closed again (for metrics and tests).
+    pub(super) closed: AtomicU64,
+    /// Calls answered by the failure policy (`store_failures`): here, not
+    /// in the store, so that the probe can tell how many it answered while
+    /// the breaker was open.
+    pub(super) failures: AtomicU64,
 }
 
 impl BreakerState {
@@ -18,9 +25,13 @@ impl BreakerState {
         self.open.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    pub(super) fn close(&self) {
+    /// Closes the breaker; true if it was open (the closing is counted).
+    pub(super) fn close(&self) -> bool {
         self.consecutive.store(0, Ordering::Relaxed);
-        self.open.store(false, std::sync::atomic::Ordering::Release);
+        self.open.swap(false, std::sync::atomic::Ordering::AcqRel) && {
+            self.closed.fetch_add(1, Ordering::Relaxed);
+            true
+        }
     }
 
     /// Counts a failed call; true if this one opened the breaker.

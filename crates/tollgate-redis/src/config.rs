@@ -261,7 +261,10 @@ impl RedisConfig {
     /// (at least 1), every call is answered by the [`FailurePolicy`] at
     /// once while a `PING` probes the server every `probe_interval`
     /// (positive); the first answer closes it. Default: 3 failures (one
-    /// slow answer does not open it), a probe every 200 ms.
+    /// slow answer does not open it), a probe every 200 ms. The store
+    /// counts the openings and closings
+    /// ([`RedisStore::circuit_openings`](crate::RedisStore::circuit_openings),
+    /// [`circuit_closings`](crate::RedisStore::circuit_closings)).
     #[must_use]
     pub fn circuit_breaker(mut self, failures: u32, probe_interval: Duration) -> Self {
         self.breaker = Some(CircuitBreaker::new(failures, probe_interval));

@@ -44,6 +44,11 @@
 //!   failure policy answers every call at once, without waiting the
 //!   timeout, while a background task pings the server every 200 ms; its
 //!   first answer closes the breaker (see [`RedisConfig::circuit_breaker`]).
+//!   Both transitions are counted ([`RedisStore::circuit_openings`],
+//!   [`RedisStore::circuit_closings`]) and, with feature `tracing`, logged:
+//!   the opening at WARN with its cause, the closing at INFO with how long
+//!   the breaker was open and how many calls the failure policy answered
+//!   meanwhile.
 //! - **Refusal cache.** A refused key is refused locally until its
 //!   `retry_after` passes, without asking the store (on by default, fixed
 //!   memory).

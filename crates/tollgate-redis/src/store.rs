@@ -24,7 +24,6 @@ use tollgate_core::keyed::KeyedPath;
 use tollgate_core::limiter::Bucket;
 use tollgate_core::refusal::Refusal;
 use tollgate_core::snapshot::Snapshot;
-use tollgate_core::sync::AtomicU64;
 
 mod check;
 mod connect;
@@ -174,9 +173,8 @@ pub struct RedisStore {
     cache: Option<RefusalCache>,
     ceiling: Option<Bucket<Gcra>>,
     clock: StdClock,
-    /// Calls answered by the failure policy (for metrics).
-    failures: AtomicU64,
-    /// The circuit breaker's state (shared with its probe task).
+    /// The circuit breaker's state and the count of calls answered by the
+    /// failure policy (shared with the breaker's probe task).
     breaker: std::sync::Arc<BreakerState>,
 }
 

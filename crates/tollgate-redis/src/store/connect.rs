@@ -14,7 +14,6 @@ use crate::script::{FIXED_WINDOW_LUA, GCRA_LUA};
 use tollgate_core::clock::StdClock;
 use tollgate_core::gcra::BucketKind;
 use tollgate_core::limiter::{Algorithm, Bucket};
-use tollgate_core::sync::AtomicU64;
 
 /// The fixed window's heal threshold (as the in-process window's default):
 /// a stored window starting more than this after the server's `now` is
@@ -158,7 +157,6 @@ impl RedisStore {
             cache,
             ceiling,
             clock: StdClock::new(),
-            failures: AtomicU64::new(0),
             breaker: std::sync::Arc::default(),
         }
     }

@@ -3,7 +3,10 @@
 
 use ::redis::{ErrorKind, RedisError, Value};
 
+use std::time::Instant;
+
 use super::{Connection, RedisStore, StoreError, StorePermit};
+use crate::breaker::BreakerState;
 use crate::config::{CircuitBreaker, FailurePolicy};
 use tollgate_core::clock::Clock;
 use tollgate_core::keyed::KeyedPath;
@@ -34,7 +37,7 @@ impl RedisStore {
     /// themselves.
     #[must_use]
     pub fn store_failures(&self) -> u64 {
-        self.failures.load(Ordering::Relaxed)
+        self.breaker.failures.load(Ordering::Relaxed)
     }
 
     /// True while the circuit breaker is open: calls are answered by the
@@ -51,6 +54,14 @@ impl RedisStore {
         self.breaker.opened.load(Ordering::Relaxed)
     }
 
+    /// How many times the circuit breaker has closed again (a probe was
+    /// answered): [`circuit_openings`](Self::circuit_openings) less this is
+    /// 1 while it is open, 0 otherwise.
+    #[must_use]
+    pub fn circuit_closings(&self) -> u64 {
+        self.breaker.closed.load(Ordering::Relaxed)
+    }
+
     /// Records the outcome of one call in the breaker; opens it (and starts
     /// its probe) after enough consecutive failures.
     pub(super) fn record(&self, result: &Result<Value, StoreError>) {
@@ -65,7 +76,7 @@ impl RedisStore {
         if !failed {
             self.breaker.consecutive.store(0, Ordering::Relaxed);
         } else if self.breaker.fail(config.failures) {
-            tracing_breaker_opened();
+            log_opened(&self.config.prefix, config.failures, result);
             self.spawn_probe(config);
         }
     }
@@ -73,12 +84,13 @@ impl RedisStore {
     /// A task that `PING`s the server every `probe_interval` while the
     /// breaker is open, and closes it at the first answer. It ends then, or
     /// when the store is dropped. Without a tokio runtime (cannot happen:
-    /// the store needs one), the breaker closes after one interval and the
-    /// next call probes.
+    /// the store needs one), the breaker closes at once and the next call
+    /// probes.
     fn spawn_probe(&self, config: CircuitBreaker) {
         let weak = std::sync::Arc::downgrade(&self.breaker);
         let connection = self.connection.clone();
         let timeout = self.config.timeout;
+        let opening = Opening::now(&self.config.prefix, &self.breaker);
         let probe = async move {
             loop {
                 tokio::time::sleep(config.probe_interval).await;
@@ -97,20 +109,20 @@ impl RedisStore {
                     }
                 };
                 if let Ok(Ok(_)) = tokio::time::timeout(timeout, ping).await {
-                    state.close();
+                    opening.close(&state);
                     return;
                 }
             }
         };
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => drop(handle.spawn(probe)),
-            Err(_) => self.breaker.close(),
+            Err(_) => Opening::now(&self.config.prefix, &self.breaker).close(&self.breaker),
         }
     }
 
     /// The failure policy's answer.
     pub(super) fn unavailable(&self, n: u32) -> Result<StorePermit, Refusal<'static>> {
-        self.failures.fetch_add(1, Ordering::Relaxed);
+        self.breaker.failures.fetch_add(1, Ordering::Relaxed);
         let decision = match self.config.policy {
             FailurePolicy::FailClosed { retry_after } => {
                 let retry = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
@@ -137,9 +149,72 @@ impl RedisStore {
     }
 }
 
-fn tracing_breaker_opened() {
+/// Logs the breaker opening (feature `tracing`): at WARN, with the
+/// store's key prefix, the number of consecutive failed calls that opened
+/// it and the last one's cause.
+fn log_opened(prefix: &[u8], failures: u32, cause: &Result<Value, StoreError>) {
     #[cfg(feature = "tracing")]
-    tracing::warn!(
-        "rate-limit store unreachable: circuit breaker open, the failure policy answers until a probe succeeds"
-    );
+    {
+        // the connection's own error: `StoreError::Redis` says only "error"
+        let cause: &dyn core::fmt::Display = match cause {
+            Err(StoreError::Redis(e)) => e,
+            Err(e) => e,
+            Ok(_) => &"none",
+        };
+        tracing::warn!(
+            prefix = %String::from_utf8_lossy(prefix),
+            failures,
+            cause = %cause,
+            "rate-limit store unreachable: circuit breaker open, the failure policy answers until a probe succeeds"
+        );
+    }
+    #[cfg(not(feature = "tracing"))]
+    let _ = (prefix, failures, cause);
+}
+
+/// What the probe task remembers of the breaker's opening, for the
+/// closing's log line.
+struct Opening {
+    at: Instant,
+    /// [`BreakerState::failures`] when the breaker opened.
+    failures: u64,
+    #[cfg(feature = "tracing")]
+    prefix: String,
+}
+
+impl Opening {
+    fn now(prefix: &[u8], state: &BreakerState) -> Self {
+        #[cfg(not(feature = "tracing"))]
+        let _ = prefix;
+        Self {
+            at: Instant::now(),
+            failures: state.failures.load(Ordering::Relaxed),
+            #[cfg(feature = "tracing")]
+            prefix: String::from_utf8_lossy(prefix).into_owned(),
+        }
+    }
+
+    /// Closes the breaker and, if it was open, logs the closing (feature
+    /// `tracing`): at INFO, with how long it was open and how many calls
+    /// the failure policy answered meanwhile (from the opening, the call
+    /// that opened it included).
+    fn close(self, state: &BreakerState) {
+        if !state.close() {
+            return;
+        }
+        let open_for = self.at.elapsed();
+        let answered = state
+            .failures
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.failures);
+        #[cfg(feature = "tracing")]
+        tracing::info!(
+            prefix = %self.prefix,
+            open_ms = u64::try_from(open_for.as_millis()).unwrap_or(u64::MAX),
+            answered_by_failure_policy = answered,
+            "rate-limit store reachable again: circuit breaker closed"
+        );
+        #[cfg(not(feature = "tracing"))]
+        let _ = (open_for, answered);
+    }
 }

@@ -349,7 +349,119 @@ async fn dead_server_opens_the_breaker_then_answers_at_once_and_recovers() {
     eprintln!("the breaker closed and the store answered {took:?} after the restart");
     assert!(!store.circuit_open());
     assert_eq!(store.circuit_openings(), 1, "it stayed closed");
+    assert_eq!(store.circuit_closings(), 1);
     let d = store.check(b"k").await;
     assert_eq!(path_of(&d), KeyedPath::Own);
     assert!(d.is_ok(), "a fresh server has a full bucket");
+}
+
+/// Everything written by a test's `tracing` subscriber.
+#[derive(Clone, Default)]
+struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Log {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Log {
+    /// The lines written so far that contain `needle`.
+    fn lines_with(&self, needle: &str) -> Vec<String> {
+        String::from_utf8_lossy(&self.0.lock().unwrap())
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// Issue 28: both transitions of the breaker are counted
+/// (`circuit_openings`, `circuit_closings`) and, with feature `tracing`,
+/// logged: the opening at WARN with its cause, the closing at INFO with how
+/// long it was open and how many calls the failure policy answered
+/// meanwhile. Once each for one outage. (Current-thread runtime: the probe
+/// task that closes the breaker runs on this thread, under this test's
+/// subscriber; other tests' breakers, on other threads, are not seen.)
+#[tokio::test]
+async fn breaker_logs_and_counts_its_opening_and_its_closing() {
+    use tracing_subscriber::util::SubscriberInitExt;
+    let log = Log::default();
+    let writer = log.clone();
+    let _guard = tracing_subscriber::fmt()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish()
+        .set_default();
+
+    let mut server = RedisServer::start();
+    let store = RedisStore::connect(
+        server.url(),
+        config(FailurePolicy::fail_open())
+            .prefix(b"issue28:")
+            .circuit_breaker(3, Duration::from_millis(20)),
+    )
+    .await
+    .unwrap();
+    assert!(store_admits(&store, b"k").await);
+    assert_eq!((store.circuit_openings(), store.circuit_closings()), (0, 0));
+
+    server.stop();
+    let failures_at_stop = store.store_failures();
+    // the failure policy's answers before the call that opens the breaker
+    let mut failures_before_opening = failures_at_stop;
+    while !store.circuit_open() {
+        failures_before_opening = store.store_failures();
+        let d = store.check(b"k").await;
+        assert!(d.is_ok() && path_of(&d) == KeyedPath::Fallback);
+        assert_eq!(store.store_failures(), failures_before_opening + 1);
+        assert!(
+            store.store_failures() - failures_at_stop <= 3,
+            "the breaker opens after 3 failed calls"
+        );
+    }
+    assert_eq!((store.circuit_openings(), store.circuit_closings()), (1, 0));
+    for _ in 0..7 {
+        let d = answered_at_once(&store, b"k").await;
+        assert!(d.is_ok() && path_of(&d) == KeyedPath::Fallback);
+    }
+    // the calls answered by the failure policy since the breaker opened:
+    // the one that opened it and the 7 above
+    let answered = store.store_failures() - failures_before_opening;
+    assert_eq!(answered, 8);
+
+    server.restart();
+    support::eventually("the probe closes the breaker", || !store.circuit_open()).await;
+    assert_eq!((store.circuit_openings(), store.circuit_closings()), (1, 1));
+    let opened = log.lines_with("circuit breaker open");
+    let closed = log.lines_with("circuit breaker closed");
+    until_store_answers(&store, b"k").await;
+
+    for line in opened.iter().chain(&closed) {
+        eprintln!("logged: {line}");
+    }
+    if cfg!(feature = "tracing") {
+        assert_eq!(opened.len(), 1, "{opened:?}");
+        let line = &opened[0];
+        assert!(line.contains(" WARN "), "{line}");
+        assert!(line.contains("prefix=issue28: failures=3 cause="), "{line}");
+        assert_eq!(closed.len(), 1, "{closed:?}");
+        let line = &closed[0];
+        assert!(line.contains(" INFO "), "{line}");
+        assert!(line.contains("prefix=issue28: open_ms="), "{line}");
+        assert!(
+            line.contains(&format!("answered_by_failure_policy={answered}")),
+            "{line}"
+        );
+    } else {
+        assert!(
+            opened.is_empty() && closed.is_empty(),
+            "logged without feature tracing"
+        );
+    }
 }
