@@ -6,6 +6,8 @@
 //! for i in 1 2 3; do curl -si -X POST localhost:3000/api/login | head -n 1; done
 //! curl -si -X POST localhost:3000/api/login     # 429, Retry-After, RateLimit
 //! curl -si localhost:3000/health                # exempt: always 200
+//! # /api/search queues: 3 at once, the 4th waits its turn (~10 s), then 200
+//! for i in 1 2 3 4; do curl -s -o /dev/null -w '%{http_code} %{time_total}s\n' localhost:3000/api/search; done
 //! ```
 //!
 //! Arguments: an optional path to another rules file. The address is
@@ -63,6 +65,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/", get(|| async { "hello\n" }))
         .route("/health", get(|| async { "ok\n" }))
         .route("/api/hello", get(|| async { "hello from the api\n" }))
+        .route("/api/search", get(|| async { "no results\n" }))
         .route("/api/login", post(|| async { "logged in\n" }))
         .layer(layer.for_axum())
         .layer(axum::middleware::map_response(expose_store_unavailable));
