@@ -126,8 +126,11 @@ use tollgate_core::error::ConfigError as QuotaError;
 use tollgate_core::quota::Quota;
 use tollgate_core::window::FixedWindow;
 
+mod duration;
 mod redis_rule;
 mod rule;
+use duration::DURATION_RULE;
+pub(crate) use duration::parse_duration;
 #[cfg(feature = "redis")]
 use redis_rule::redis_prefix_of;
 use rule::rule;
@@ -374,24 +377,11 @@ fn trimmed<'a>(loc: &str, value: &'a str) -> Result<&'a str, ConfigError> {
     Ok(value)
 }
 
-/// Parses a duration with its unit, humantime style: `"250ms"`, `"1s"`,
-/// `"1m30s"`, `"2h"`, `"1d"`. A bare number (`"50"`: seconds or
-/// milliseconds?) and surrounding whitespace are refused. The error is
-/// humantime's when humantime refused it (`None` for the whitespace and
-/// bare-number rules, which are ours).
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, Option<humantime::DurationError>> {
-    if s.trim() != s || !s.bytes().any(|b| b.is_ascii_alphabetic()) {
-        return Err(None);
-    }
-    humantime::parse_duration(s).map_err(Some)
-}
-
-/// A positive duration field (`loc`), with `example` in the error.
-fn duration_field(loc: &str, s: &str, what: &'static str) -> Result<Duration, ConfigError> {
+/// A positive duration field (`loc`): see [`duration::DURATION_RULE`].
+fn duration_field(loc: &str, s: &str) -> Result<Duration, ConfigError> {
     match parse_duration(s) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        Ok(_) | Err(None) => Err(ConfigError::invalid(loc, what)),
-        Err(Some(e)) => Err(ConfigError::invalid(loc, what).caused_by(e)),
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(ConfigError::invalid(loc, DURATION_RULE)),
     }
 }
 
@@ -413,39 +403,4 @@ fn quota_error(loc: &str, e: QuotaError) -> ConfigError {
         _ => ConfigError::invalid(loc, "invalid quota"),
     };
     error.caused_by(e)
-}
-
-#[cfg(test)]
-mod tests {
-    use core::time::Duration;
-    use std::format;
-
-    fn parse_duration_ok(s: &str) -> Option<Duration> {
-        super::parse_duration(s).ok()
-    }
-
-    #[test]
-    fn durations_need_their_unit() {
-        assert_eq!(parse_duration_ok("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_duration_ok("2s"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_duration_ok("1m"), Some(Duration::from_secs(60)));
-        assert_eq!(parse_duration_ok("1m30s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_duration_ok("1h"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_duration_ok("1d"), Some(Duration::from_secs(86_400)));
-        assert_eq!(parse_duration_ok("1.5s"), Some(Duration::from_millis(1500)));
-        for bad in [
-            "",
-            "2",
-            "50",
-            "ms",
-            "1x",
-            "-1s",
-            " 1s",
-            "1s ",
-            "99999999999999999999s",
-        ] {
-            assert_eq!(parse_duration_ok(bad), None, "{bad}");
-        }
-        assert_eq!(parse_duration_ok(&format!("{}h", u64::MAX)), None);
-    }
 }

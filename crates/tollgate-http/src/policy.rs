@@ -485,9 +485,9 @@ impl Policy {
 ///
 /// An error made from another one keeps it as its
 /// [`source`](core::error::Error::source): the TOML or JSON parser's error
-/// under a [`ConfigErrorKind::Syntax`], humantime's under a duration that
-/// does not parse, the core's [`tollgate_core::ConfigError`] under a quota,
-/// window, table size or clock resolution it refuses, the Redis store's
+/// under a [`ConfigErrorKind::Syntax`], the core's
+/// [`tollgate_core::ConfigError`] under a quota, window, table size or
+/// clock resolution it refuses, the Redis store's
 /// [`redis::ConfigError`](tollgate_redis::ConfigError) under a
 /// `backend = "redis"` rule it refuses. The `Display` text stays one
 /// message of its own (a `Syntax` error's is the parser's text, which a
