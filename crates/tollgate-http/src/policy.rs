@@ -272,7 +272,9 @@ impl Policy {
     }
 
     /// Applies the policy to paths under `prefix` (segment-bounded, ASCII
-    /// case-insensitive). May be called more than once.
+    /// case-insensitive). May be called more than once. Building refuses a
+    /// prefix the router could not match as written (no leading `/`, `*`,
+    /// `{`, `}`, `?`, `#`, a space, `%69` for `i`, a `.`, `..` or `//`).
     #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefixes.push(prefix.into());
