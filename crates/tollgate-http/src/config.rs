@@ -110,11 +110,10 @@
 
 use core::time::Duration;
 use std::format;
-use std::string::{String, ToString};
+use std::string::ToString;
 use std::vec::Vec;
 
 use http::{HeaderName, Method, StatusCode};
-use serde::Deserialize;
 
 use super::RateLimitLayerBuilder;
 use super::key::{KeySource, parse_net};
@@ -122,13 +121,16 @@ use super::layer::RateLimitLayer;
 use super::policy::{
     ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, Sliding, window_error,
 };
+use super::routing::PathPrefix;
 use tollgate_core::error::ConfigError as QuotaError;
 use tollgate_core::quota::Quota;
 use tollgate_core::window::FixedWindow;
 
+mod document;
 mod duration;
 mod redis_rule;
 mod rule;
+use document::{Document, RuleConfig};
 use duration::DURATION_RULE;
 pub(crate) use duration::parse_duration;
 #[cfg(feature = "redis")]
@@ -162,96 +164,8 @@ use rule::rule;
 /// assert_eq!(err.to_string(), "rules[0].burst: must be at least 1");
 /// # Ok::<(), tollgate::http::ConfigError>(())
 /// ```
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct LayerConfig {
-    /// Refusal status (default 429).
-    #[serde(default)]
-    pub(crate) status: Option<u16>,
-    /// Send RateLimit headers on admitted responses too.
-    #[serde(default)]
-    pub(crate) headers_on_success: bool,
-    /// Networks of trusted reverse proxies.
-    #[serde(default)]
-    pub(crate) trusted_proxies: Vec<String>,
-    /// Exempt path prefixes.
-    #[serde(default)]
-    pub(crate) exempt: Vec<String>,
-    /// `"reject"` (default) or `"allow"`.
-    #[serde(default)]
-    pub(crate) missing_key: Option<String>,
-    /// Status when rejecting a request without a key (default 500).
-    #[serde(default)]
-    pub(crate) missing_key_status: Option<u16>,
-    /// The global limiter.
-    #[serde(default)]
-    pub(crate) global: Option<RuleConfig>,
-    /// Route policies.
-    #[serde(default)]
-    pub(crate) rules: Vec<RuleConfig>,
-}
-
-/// One rule (or the global limiter): the document's schema, read only
-/// by [`LayerConfig`].
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RuleConfig {
-    /// Policy name (default `"global"` for the global limiter).
-    pub(crate) name: Option<String>,
-    /// Path prefix (required for rules).
-    pub(crate) prefix: Option<String>,
-    /// Only these methods.
-    pub(crate) methods: Option<Vec<String>>,
-    /// `"token_bucket"` (default), `"leaky_bucket"`, `"fixed_window"`,
-    /// `"sliding_window"` or `"concurrency"`.
-    pub(crate) algorithm: Option<String>,
-    /// Permits per period (buckets and windows).
-    pub(crate) rate: Option<u64>,
-    /// Period (`"1s"` default).
-    pub(crate) period: Option<String>,
-    /// Burst (default: `rate`; buckets only).
-    pub(crate) burst: Option<u64>,
-    /// Requests in flight at once per key (`algorithm = "concurrency"`
-    /// only).
-    pub(crate) limit: Option<u64>,
-    /// Partition key.
-    pub(crate) key: Option<String>,
-    /// Header name for `key = "header"`.
-    pub(crate) header: Option<String>,
-    /// Most keys tracked (keyed rules only).
-    pub(crate) max_keys: Option<usize>,
-    /// Bits of a client's IPv6 address that make its key (default 64; IP
-    /// keys only).
-    pub(crate) ipv6_prefix: Option<u64>,
-    /// Shadow mode.
-    #[serde(default)]
-    pub(crate) dry_run: bool,
-    /// Queueing mode.
-    pub(crate) queue: Option<QueueConfig>,
-    /// Where the buckets live: `"local"` (default, in this process) or
-    /// `"redis"` (shared by every replica; needs feature `redis`).
-    pub(crate) backend: Option<String>,
-    /// With `backend = "redis"`: the server, `"redis://host:6379/"`.
-    pub(crate) redis_url: Option<String>,
-    /// With `backend = "redis"`: key prefix (default
-    /// `"tollgate:<rule name>:"`).
-    pub(crate) redis_prefix: Option<String>,
-    /// With `backend = "redis"`: per-call timeout (default `"50ms"`).
-    pub(crate) redis_timeout: Option<String>,
-    /// With `backend = "redis"`: `"open"` (default: admit while Redis is
-    /// unavailable) or `"closed"` (refuse with `Retry-After: 1`).
-    pub(crate) redis_failure: Option<String>,
-}
-
-/// `queue = { max_wait = "2s", limit = 10 }`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct QueueConfig {
-    /// Longest wait.
-    pub(crate) max_wait: String,
-    /// Most requests waiting per key (default 100).
-    pub(crate) limit: Option<u64>,
-}
+#[derive(Debug, Clone, Default)]
+pub struct LayerConfig(Document);
 
 impl LayerConfig {
     /// Parses a TOML document.
@@ -271,12 +185,15 @@ impl LayerConfig {
     /// A builder holding every setting of the document; add code-only
     /// settings (peer address reader, handlers) and build.
     pub fn into_builder(self) -> Result<RateLimitLayerBuilder, ConfigError> {
+        let doc = self.0;
+        // reported after every field's own error
+        let limits = doc.check_limits();
         let mut b = RateLimitLayer::builder();
-        if let Some(s) = self.status {
+        if let Some(s) = doc.status {
             b = b.status(status("status", s)?);
         }
-        b = b.headers_on_success(self.headers_on_success);
-        for (i, raw) in self.trusted_proxies.iter().enumerate() {
+        b = b.headers_on_success(doc.headers_on_success);
+        for (i, raw) in doc.trusted_proxies.iter().enumerate() {
             let loc = format!("trusted_proxies[{i}]");
             let net = parse_net(trimmed(&loc, raw)?).ok_or_else(|| {
                 ConfigError::invalid(
@@ -286,27 +203,30 @@ impl LayerConfig {
             })?;
             b = b.trusted_proxies([net]);
         }
-        if !self.trusted_proxies.is_empty() {
+        if !doc.trusted_proxies.is_empty() {
             let reads_forwarding = |r: &RuleConfig| {
                 matches!(r.key.as_deref(), Some("client_ip" | "forwarded_client_ip"))
             };
-            if !self.rules.iter().chain(&self.global).any(reads_forwarding) {
+            if !doc.rules.iter().chain(&doc.global).any(reads_forwarding) {
                 return Err(ConfigError::invalid(
                     "trusted_proxies",
                     "does nothing: no rule has key = \"client_ip\" or \"forwarded_client_ip\" (the only keys that read forwarding headers)",
                 ));
             }
         }
-        for (i, p) in self.exempt.into_iter().enumerate() {
-            b = b.located_exempt(format!("exempt[{i}]"), p);
+        for (i, p) in doc.exempt.into_iter().enumerate() {
+            // checked by the builder too; here, before a file's lack of limits
+            let loc = format!("exempt[{i}]");
+            PathPrefix::parse(&p).map_err(|e| ConfigError::invalid(&loc, e.as_str()))?;
+            b = b.located_exempt(loc, p);
         }
-        let missing_status = match self.missing_key_status {
+        let missing_status = match doc.missing_key_status {
             Some(s) => status("missing_key_status", s)?,
             None => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        b = b.missing_key(match self.missing_key.as_deref() {
+        b = b.missing_key(match doc.missing_key.as_deref() {
             None | Some("reject") => MissingKey::Reject(missing_status),
-            Some("allow") if self.missing_key_status.is_some() => {
+            Some("allow") if doc.missing_key_status.is_some() => {
                 return Err(ConfigError::invalid(
                     "missing_key_status",
                     "does nothing with missing_key = \"allow\" (nothing is refused)",
@@ -320,13 +240,13 @@ impl LayerConfig {
                 ));
             }
         });
-        if let Some(g) = self.global {
+        if let Some(g) = doc.global {
             let p = rule("global", g, true)?;
             b = b.located_global("global".to_string(), p);
         }
         #[cfg(feature = "redis")]
         let mut redis_prefixes: Vec<(String, Vec<u8>)> = Vec::new();
-        for (i, r) in self.rules.into_iter().enumerate() {
+        for (i, r) in doc.rules.into_iter().enumerate() {
             let loc = format!("rules[{i}]");
             #[cfg(feature = "redis")]
             if let Some(prefix) = redis_prefix_of(&r) {
@@ -348,6 +268,7 @@ impl LayerConfig {
             let p = rule(&loc, r, false)?;
             b = b.located_policy(loc, p);
         }
+        limits?;
         Ok(b)
     }
 
