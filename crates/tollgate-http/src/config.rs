@@ -130,12 +130,14 @@ mod document;
 mod duration;
 mod redis_rule;
 mod rule;
+mod settle;
 use document::{Document, RuleConfig};
 use duration::DURATION_RULE;
 pub(crate) use duration::parse_duration;
 #[cfg(feature = "redis")]
 use redis_rule::redis_prefix_of;
 use rule::rule;
+pub use settle::SettledText;
 
 /// A parsed configuration document (see the [module docs](self) for its
 /// fields). It is read, then built: to build rules in code, use
