@@ -107,6 +107,83 @@
 //! The global limiter, queueing and in-flight rules stay in process.
 //!
 //! Errors name the rule and the field: `rules[2].burst: must be at least 1`.
+//! A mistake that would load a looser limit than the one written is an
+//! error too; the sections below say what is refused.
+//!
+//! # Durations
+//!
+//! `period`, `queue.max_wait` and `redis_timeout` are whole numbers with a
+//! unit: `ms`, `s`, `m` (minutes), `h` or `d`, in lower case, alone or
+//! combined largest first (`"250ms"`, `"1s"`, `"1m30s"`, `"1d"`). Anything
+//! else is refused rather than guessed: a bare number (`"50"`: seconds or
+//! milliseconds?), a fraction (`"1.5s"`: write `"1500ms"`), a space, and
+//! every other unit, upper case included — `"1M"` would be a month to
+//! some parsers (43,830 minutes), and months, weeks, years, `us` and `ns`
+//! are no rate limit's period. The error names the field and the units:
+//! `rules[0].period: must be a positive duration with its unit: a whole
+//! number of d, h, m (minutes), s or ms, …`.
+//!
+//! # Path prefixes
+//!
+//! The router compares a request's path as the client sent it (nothing
+//! decoded or resolved), segment by segment, ignoring ASCII case, and a
+//! prefix covers every path below it: `"/api"` is `/api`, `/API/x`,
+//! `/api/`, not `/apix`. A `prefix` (or an `exempt` entry) is refused
+//! unless the router can match it as written; it must:
+//!
+//! - start with `/`;
+//! - have no wildcard or route parameter: `*`, `{`, `}` (`"/api/login"`
+//!   already covers `/api/login/x`), and no `?` or `#` (a query or a
+//!   fragment, which the router never sees);
+//! - hold only characters a request path holds as they are: visible ASCII
+//!   without `<`, `>` or `` ` ``; spaces and non-ASCII characters are
+//!   percent-encoded, as clients send them (`"/caf%C3%A9"`);
+//! - percent-encode nothing clients send as itself: `"/api/log%69n"` is
+//!   refused (write `"/api/login"`), as is a `%` without two hex digits;
+//!   escapes of other bytes (`%20`, `%2F`, `%C3`) are kept and matched as
+//!   escapes;
+//! - have no `.` or `..` segment (clients resolve them before sending:
+//!   `"/api/../api/login"` is refused) and no empty segment (`"//api"`,
+//!   `"/api//login"`); one trailing `/` is allowed and dropped.
+//!
+//! The error names the field and shows a valid form:
+//! `rules[2].prefix: must not hold an empty segment: one '/' between
+//! segments ("/api/login", not "//api/login"); …`. The same rules apply to
+//! prefixes given in code ([`Policy::prefix`],
+//! [`RateLimitLayerBuilder::exempt`]).
+//!
+//! # A file must set a limit
+//!
+//! A file with no `[global]` and no `[[rules]]` (an empty file, comments
+//! only, JSON `{}`) would let every request through, and is what a file
+//! cut short before its first limit reads as; it is refused
+//! (`rules: the file sets no limit …`). A file that means to set none
+//! says so:
+//!
+//! ```toml
+//! allow_no_limits = true            # and no [global], no [[rules]]
+//! ```
+//!
+//! `allow_no_limits = true` beside a limit is refused too: a copy of that
+//! file cut short before its limits would load with none.
+//!
+//! A JSON rules file is an object; a top-level array (or any other value)
+//! is refused (`expected a JSON object: a rules file is an object of named
+//! settings …`), and so is a rule or a queue written as an array: serde
+//! would otherwise read its fields by position.
+//!
+//! # Replacing a rules file
+//!
+//! [`RateLimitLayer::reload`] applies a new file all at once or not at
+//! all: a file that is refused changes nothing, and every bucket carries
+//! on. A file read while it is being written may still parse (a file cut
+//! after a whole rule is a valid, shorter file, and `rate = 10` cut short
+//! reads `rate = 1`), so replace a rules file by **renaming a complete
+//! file over it** (write `rules.toml.new`, then `mv rules.toml.new
+//! rules.toml`): a reader sees the old file or the new one, never a part.
+//! For files edited in place, [`SettledText`] hands a polling reloader a
+//! text only once two reads an interval apart were identical;
+//! `examples/server.rs` reloads its file that way.
 
 use core::time::Duration;
 use std::format;
