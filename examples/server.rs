@@ -17,14 +17,29 @@
 //! A response decided by a Redis-backed rule's failure policy (Redis down
 //! or too slow) carries `x-tollgate-store-unavailable: <rule name>`, from
 //! the layer's `StoreUnavailable` extension (`scripts/soak.sh` checks it).
+//!
+//! The rules file is read again every second; a change is applied once two
+//! reads in a row are identical (`SettledText`: a file caught halfway
+//! through being written is not applied), all at once or not at all (a
+//! refused file is logged and changes nothing; the buckets of unchanged
+//! rules carry on). Replace the file by renaming a complete one over it
+//! (`mv tollgate.toml.new tollgate.toml`): then no read ever sees a part.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::response::Response;
 use axum::routing::{get, post};
-use tollgate::http::{LayerConfig, RateLimitLayer, StoreUnavailable};
+use tollgate::Inheritance;
+use tollgate::http::config::SettledText;
+use tollgate::http::{
+    ConfigError, LayerConfig, RateLimitLayer, RateLimitLayerBuilder, StoreUnavailable,
+};
+
+/// How often the rules file is read again.
+const POLL: Duration = Duration::from_secs(1);
 
 /// Copies the layer's `StoreUnavailable` extension into a header.
 async fn expose_store_unavailable(mut res: Response) -> Response {
@@ -51,8 +66,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args()
         .nth(1)
         .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/examples/tollgate.toml").into());
-    let layer = match load(&path) {
-        Ok(layer) => layer,
+    let (layer, text) = match load(&path) {
+        Ok(loaded) => loaded,
         Err(e) => {
             // the error's Display text, after the file it is about
             eprintln!("{path}: {e}");
@@ -60,6 +75,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     tracing::info!(?layer, rules = %path, "rate limiting");
+    let (watched, rt) = (layer.clone(), tokio::runtime::Handle::current());
+    std::thread::spawn(move || watch(&path, text, &watched, &rt));
 
     let app = Router::new()
         .route("/", get(|| async { "hello\n" }))
@@ -81,12 +98,45 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Reads and builds the rules file at `path`.
-fn load(path: &str) -> Result<RateLimitLayer, Box<dyn std::error::Error>> {
-    let text = std::fs::read_to_string(path)?;
-    Ok(LayerConfig::from_toml(&text)?
+/// The rules of `text`, with where axum records the peer.
+fn rules(text: &str) -> Result<RateLimitLayerBuilder, ConfigError> {
+    Ok(LayerConfig::from_toml(text)?
         .into_builder()?
         // axum records the peer as ConnectInfo<SocketAddr>
-        .peer_addr(|ext| ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0))
-        .build()?)
+        .peer_addr(|ext| ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)))
+}
+
+/// Reads and builds the rules file at `path`; the layer and the text.
+fn load(path: &str) -> Result<(RateLimitLayer, String), Box<dyn std::error::Error>> {
+    let text = std::fs::read_to_string(path)?;
+    Ok((rules(&text)?.build()?, text))
+}
+
+/// Reads the rules file at `path` every [`POLL`] and reloads `layer` from
+/// it once it has settled on a new text. Runs on its own thread (the reads
+/// block), within `rt` (a Redis rule is built within a tokio runtime).
+fn watch(path: &str, loaded: String, layer: &RateLimitLayer, rt: &tokio::runtime::Handle) {
+    let _rt = rt.enter();
+    let mut file = SettledText::new(loaded);
+    let mut unreadable = false;
+    loop {
+        std::thread::sleep(POLL);
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) => {
+                if !std::mem::replace(&mut unreadable, true) {
+                    tracing::warn!("{path}: {e}; the rules in force stay");
+                }
+                continue;
+            }
+        };
+        unreadable = false;
+        let Some(text) = file.observe(text) else {
+            continue;
+        };
+        match rules(text).and_then(|b| layer.reload(b, Inheritance::UsedAmount)) {
+            Ok(report) => tracing::info!(?report, rules = %path, "rules reloaded"),
+            Err(e) => tracing::warn!("{path}: {e}; the rules in force stay"),
+        }
+    }
 }

@@ -1,5 +1,8 @@
-//! Prefix routing against a reference model: a prefix is refused unless it
-//! is a visible-ASCII path starting with `/`; a normalised prefix matches a
+//! Prefix routing against a reference model: a prefix is refused unless the
+//! router can match it as written (a visible-ASCII path starting with `/`,
+//! without `*`, `{`, `}`, `?`, `#`, `<`, `>` or `` ` ``, whose `%` escapes
+//! are two hex digits of a byte clients do not send as itself, with no
+//! `.`, `..` or empty segment but for one trailing `/`); a normalised prefix matches a
 //! path exactly when the path, ASCII-lower-cased, is it or continues it
 //! with `/`; the layer routes a request to the longest matching prefix of
 //! a policy whose methods allow it (ties: the first registered), and
@@ -20,14 +23,36 @@ struct Input {
 const METHODS: [Method; 4] = [Method::GET, Method::POST, Method::PUT, Method::DELETE];
 
 fn normalise(raw: &str) -> Option<String> {
-    if !raw.starts_with('/')
-        || !raw
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#')
-    {
-        return None;
+    let rest = raw.strip_prefix('/')?;
+    let bytes = raw.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3)?;
+                if !hex.iter().all(u8::is_ascii_hexdigit) {
+                    return None;
+                }
+                let byte = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+                if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+                    return None;
+                }
+                i += 3;
+            }
+            b if b.is_ascii_graphic() && !b"*{}?#<>`".contains(&b) => i += 1,
+            _ => return None,
+        }
     }
-    let t = raw.trim_end_matches('/');
+    if !rest.is_empty() {
+        let body = rest.strip_suffix('/').unwrap_or(rest);
+        if body
+            .split('/')
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+        {
+            return None;
+        }
+    }
+    let t = raw.strip_suffix('/').unwrap_or(raw);
     Some(if t.is_empty() {
         "/".into()
     } else {

@@ -120,6 +120,8 @@ impl RateLimitLayerBuilder {
     /// Exempts paths under `prefix` from every limiter, global included
     /// (ASP.NET's `DisableRateLimiting`), and from policies attached to
     /// routes by name ([`RateLimitLayer::policy`](super::RateLimitLayer::policy)) too.
+    /// `prefix` is checked when the layer is built, as
+    /// [`Policy::prefix`]'s are.
     #[must_use]
     pub fn exempt(mut self, prefix: impl Into<String>) -> Self {
         let loc = format!("exempt[{}]", self.exempt.len());

@@ -107,14 +107,90 @@
 //! The global limiter, queueing and in-flight rules stay in process.
 //!
 //! Errors name the rule and the field: `rules[2].burst: must be at least 1`.
+//! A mistake that would load a looser limit than the one written is an
+//! error too; the sections below say what is refused.
+//!
+//! # Durations
+//!
+//! `period`, `queue.max_wait` and `redis_timeout` are whole numbers with a
+//! unit: `ms`, `s`, `m` (minutes), `h` or `d`, in lower case, alone or
+//! combined largest first (`"250ms"`, `"1s"`, `"1m30s"`, `"1d"`). Anything
+//! else is refused rather than guessed: a bare number (`"50"`: seconds or
+//! milliseconds?), a fraction (`"1.5s"`: write `"1500ms"`), a space, and
+//! every other unit, upper case included — `"1M"` would be a month to
+//! some parsers (43,830 minutes), and months, weeks, years, `us` and `ns`
+//! are no rate limit's period. The error names the field and the units:
+//! `rules[0].period: must be a positive duration with its unit: a whole
+//! number of d, h, m (minutes), s or ms, …`.
+//!
+//! # Path prefixes
+//!
+//! The router compares a request's path as the client sent it (nothing
+//! decoded or resolved), segment by segment, ignoring ASCII case, and a
+//! prefix covers every path below it: `"/api"` is `/api`, `/API/x`,
+//! `/api/`, not `/apix`. A `prefix` (or an `exempt` entry) is refused
+//! unless the router can match it as written; it must:
+//!
+//! - start with `/`;
+//! - have no wildcard or route parameter: `*`, `{`, `}` (`"/api/login"`
+//!   already covers `/api/login/x`), and no `?` or `#` (a query or a
+//!   fragment, which the router never sees);
+//! - hold only characters a request path holds as they are: visible ASCII
+//!   without `<`, `>` or `` ` ``; spaces and non-ASCII characters are
+//!   percent-encoded, as clients send them (`"/caf%C3%A9"`);
+//! - percent-encode nothing clients send as itself: `"/api/log%69n"` is
+//!   refused (write `"/api/login"`), as is a `%` without two hex digits;
+//!   escapes of other bytes (`%20`, `%2F`, `%C3`) are kept and matched as
+//!   escapes;
+//! - have no `.` or `..` segment (clients resolve them before sending:
+//!   `"/api/../api/login"` is refused) and no empty segment (`"//api"`,
+//!   `"/api//login"`); one trailing `/` is allowed and dropped.
+//!
+//! The error names the field and shows a valid form:
+//! `rules[2].prefix: must not hold an empty segment: one '/' between
+//! segments ("/api/login", not "//api/login"); …`. The same rules apply to
+//! prefixes given in code ([`Policy::prefix`],
+//! [`RateLimitLayerBuilder::exempt`]).
+//!
+//! # A file must set a limit
+//!
+//! A file with no `[global]` and no `[[rules]]` (an empty file, comments
+//! only, JSON `{}`) would let every request through, and is what a file
+//! cut short before its first limit reads as; it is refused
+//! (`rules: the file sets no limit …`). A file that means to set none
+//! says so:
+//!
+//! ```toml
+//! allow_no_limits = true            # and no [global], no [[rules]]
+//! ```
+//!
+//! `allow_no_limits = true` beside a limit is refused too: a copy of that
+//! file cut short before its limits would load with none.
+//!
+//! A JSON rules file is an object; a top-level array (or any other value)
+//! is refused (`expected a JSON object: a rules file is an object of named
+//! settings …`), and so is a rule or a queue written as an array: serde
+//! would otherwise read its fields by position.
+//!
+//! # Replacing a rules file
+//!
+//! [`RateLimitLayer::reload`] applies a new file all at once or not at
+//! all: a file that is refused changes nothing, and every bucket carries
+//! on. A file read while it is being written may still parse (a file cut
+//! after a whole rule is a valid, shorter file, and `rate = 10` cut short
+//! reads `rate = 1`), so replace a rules file by **renaming a complete
+//! file over it** (write `rules.toml.new`, then `mv rules.toml.new
+//! rules.toml`): a reader sees the old file or the new one, never a part.
+//! For files edited in place, [`SettledText`] hands a polling reloader a
+//! text only once two reads an interval apart were identical;
+//! `examples/server.rs` reloads its file that way.
 
 use core::time::Duration;
 use std::format;
-use std::string::{String, ToString};
+use std::string::ToString;
 use std::vec::Vec;
 
 use http::{HeaderName, Method, StatusCode};
-use serde::Deserialize;
 
 use super::RateLimitLayerBuilder;
 use super::key::{KeySource, parse_net};
@@ -122,15 +198,23 @@ use super::layer::RateLimitLayer;
 use super::policy::{
     ConfigError, ConfigErrorKind, MissingKey, Policy, PolicyAlgorithm, Sliding, window_error,
 };
+use super::routing::PathPrefix;
 use tollgate_core::error::ConfigError as QuotaError;
 use tollgate_core::quota::Quota;
 use tollgate_core::window::FixedWindow;
 
+mod document;
+mod duration;
 mod redis_rule;
 mod rule;
+mod settle;
+use document::{Document, RuleConfig};
+use duration::DURATION_RULE;
+pub(crate) use duration::parse_duration;
 #[cfg(feature = "redis")]
 use redis_rule::redis_prefix_of;
 use rule::rule;
+pub use settle::SettledText;
 
 /// A parsed configuration document (see the [module docs](self) for its
 /// fields). It is read, then built: to build rules in code, use
@@ -159,96 +243,8 @@ use rule::rule;
 /// assert_eq!(err.to_string(), "rules[0].burst: must be at least 1");
 /// # Ok::<(), tollgate::http::ConfigError>(())
 /// ```
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct LayerConfig {
-    /// Refusal status (default 429).
-    #[serde(default)]
-    pub(crate) status: Option<u16>,
-    /// Send RateLimit headers on admitted responses too.
-    #[serde(default)]
-    pub(crate) headers_on_success: bool,
-    /// Networks of trusted reverse proxies.
-    #[serde(default)]
-    pub(crate) trusted_proxies: Vec<String>,
-    /// Exempt path prefixes.
-    #[serde(default)]
-    pub(crate) exempt: Vec<String>,
-    /// `"reject"` (default) or `"allow"`.
-    #[serde(default)]
-    pub(crate) missing_key: Option<String>,
-    /// Status when rejecting a request without a key (default 500).
-    #[serde(default)]
-    pub(crate) missing_key_status: Option<u16>,
-    /// The global limiter.
-    #[serde(default)]
-    pub(crate) global: Option<RuleConfig>,
-    /// Route policies.
-    #[serde(default)]
-    pub(crate) rules: Vec<RuleConfig>,
-}
-
-/// One rule (or the global limiter): the document's schema, read only
-/// by [`LayerConfig`].
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RuleConfig {
-    /// Policy name (default `"global"` for the global limiter).
-    pub(crate) name: Option<String>,
-    /// Path prefix (required for rules).
-    pub(crate) prefix: Option<String>,
-    /// Only these methods.
-    pub(crate) methods: Option<Vec<String>>,
-    /// `"token_bucket"` (default), `"leaky_bucket"`, `"fixed_window"`,
-    /// `"sliding_window"` or `"concurrency"`.
-    pub(crate) algorithm: Option<String>,
-    /// Permits per period (buckets and windows).
-    pub(crate) rate: Option<u64>,
-    /// Period (`"1s"` default).
-    pub(crate) period: Option<String>,
-    /// Burst (default: `rate`; buckets only).
-    pub(crate) burst: Option<u64>,
-    /// Requests in flight at once per key (`algorithm = "concurrency"`
-    /// only).
-    pub(crate) limit: Option<u64>,
-    /// Partition key.
-    pub(crate) key: Option<String>,
-    /// Header name for `key = "header"`.
-    pub(crate) header: Option<String>,
-    /// Most keys tracked (keyed rules only).
-    pub(crate) max_keys: Option<usize>,
-    /// Bits of a client's IPv6 address that make its key (default 64; IP
-    /// keys only).
-    pub(crate) ipv6_prefix: Option<u64>,
-    /// Shadow mode.
-    #[serde(default)]
-    pub(crate) dry_run: bool,
-    /// Queueing mode.
-    pub(crate) queue: Option<QueueConfig>,
-    /// Where the buckets live: `"local"` (default, in this process) or
-    /// `"redis"` (shared by every replica; needs feature `redis`).
-    pub(crate) backend: Option<String>,
-    /// With `backend = "redis"`: the server, `"redis://host:6379/"`.
-    pub(crate) redis_url: Option<String>,
-    /// With `backend = "redis"`: key prefix (default
-    /// `"tollgate:<rule name>:"`).
-    pub(crate) redis_prefix: Option<String>,
-    /// With `backend = "redis"`: per-call timeout (default `"50ms"`).
-    pub(crate) redis_timeout: Option<String>,
-    /// With `backend = "redis"`: `"open"` (default: admit while Redis is
-    /// unavailable) or `"closed"` (refuse with `Retry-After: 1`).
-    pub(crate) redis_failure: Option<String>,
-}
-
-/// `queue = { max_wait = "2s", limit = 10 }`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct QueueConfig {
-    /// Longest wait.
-    pub(crate) max_wait: String,
-    /// Most requests waiting per key (default 100).
-    pub(crate) limit: Option<u64>,
-}
+#[derive(Debug, Clone, Default)]
+pub struct LayerConfig(Document);
 
 impl LayerConfig {
     /// Parses a TOML document.
@@ -268,12 +264,15 @@ impl LayerConfig {
     /// A builder holding every setting of the document; add code-only
     /// settings (peer address reader, handlers) and build.
     pub fn into_builder(self) -> Result<RateLimitLayerBuilder, ConfigError> {
+        let doc = self.0;
+        // reported after every field's own error
+        let limits = doc.check_limits();
         let mut b = RateLimitLayer::builder();
-        if let Some(s) = self.status {
+        if let Some(s) = doc.status {
             b = b.status(status("status", s)?);
         }
-        b = b.headers_on_success(self.headers_on_success);
-        for (i, raw) in self.trusted_proxies.iter().enumerate() {
+        b = b.headers_on_success(doc.headers_on_success);
+        for (i, raw) in doc.trusted_proxies.iter().enumerate() {
             let loc = format!("trusted_proxies[{i}]");
             let net = parse_net(trimmed(&loc, raw)?).ok_or_else(|| {
                 ConfigError::invalid(
@@ -283,27 +282,30 @@ impl LayerConfig {
             })?;
             b = b.trusted_proxies([net]);
         }
-        if !self.trusted_proxies.is_empty() {
+        if !doc.trusted_proxies.is_empty() {
             let reads_forwarding = |r: &RuleConfig| {
                 matches!(r.key.as_deref(), Some("client_ip" | "forwarded_client_ip"))
             };
-            if !self.rules.iter().chain(&self.global).any(reads_forwarding) {
+            if !doc.rules.iter().chain(&doc.global).any(reads_forwarding) {
                 return Err(ConfigError::invalid(
                     "trusted_proxies",
                     "does nothing: no rule has key = \"client_ip\" or \"forwarded_client_ip\" (the only keys that read forwarding headers)",
                 ));
             }
         }
-        for (i, p) in self.exempt.into_iter().enumerate() {
-            b = b.located_exempt(format!("exempt[{i}]"), p);
+        for (i, p) in doc.exempt.into_iter().enumerate() {
+            // checked by the builder too; here, before a file's lack of limits
+            let loc = format!("exempt[{i}]");
+            PathPrefix::parse(&p).map_err(|e| ConfigError::invalid(&loc, e.as_str()))?;
+            b = b.located_exempt(loc, p);
         }
-        let missing_status = match self.missing_key_status {
+        let missing_status = match doc.missing_key_status {
             Some(s) => status("missing_key_status", s)?,
             None => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        b = b.missing_key(match self.missing_key.as_deref() {
+        b = b.missing_key(match doc.missing_key.as_deref() {
             None | Some("reject") => MissingKey::Reject(missing_status),
-            Some("allow") if self.missing_key_status.is_some() => {
+            Some("allow") if doc.missing_key_status.is_some() => {
                 return Err(ConfigError::invalid(
                     "missing_key_status",
                     "does nothing with missing_key = \"allow\" (nothing is refused)",
@@ -317,13 +319,13 @@ impl LayerConfig {
                 ));
             }
         });
-        if let Some(g) = self.global {
+        if let Some(g) = doc.global {
             let p = rule("global", g, true)?;
             b = b.located_global("global".to_string(), p);
         }
         #[cfg(feature = "redis")]
         let mut redis_prefixes: Vec<(String, Vec<u8>)> = Vec::new();
-        for (i, r) in self.rules.into_iter().enumerate() {
+        for (i, r) in doc.rules.into_iter().enumerate() {
             let loc = format!("rules[{i}]");
             #[cfg(feature = "redis")]
             if let Some(prefix) = redis_prefix_of(&r) {
@@ -345,6 +347,7 @@ impl LayerConfig {
             let p = rule(&loc, r, false)?;
             b = b.located_policy(loc, p);
         }
+        limits?;
         Ok(b)
     }
 
@@ -374,24 +377,11 @@ fn trimmed<'a>(loc: &str, value: &'a str) -> Result<&'a str, ConfigError> {
     Ok(value)
 }
 
-/// Parses a duration with its unit, humantime style: `"250ms"`, `"1s"`,
-/// `"1m30s"`, `"2h"`, `"1d"`. A bare number (`"50"`: seconds or
-/// milliseconds?) and surrounding whitespace are refused. The error is
-/// humantime's when humantime refused it (`None` for the whitespace and
-/// bare-number rules, which are ours).
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, Option<humantime::DurationError>> {
-    if s.trim() != s || !s.bytes().any(|b| b.is_ascii_alphabetic()) {
-        return Err(None);
-    }
-    humantime::parse_duration(s).map_err(Some)
-}
-
-/// A positive duration field (`loc`), with `example` in the error.
-fn duration_field(loc: &str, s: &str, what: &'static str) -> Result<Duration, ConfigError> {
+/// A positive duration field (`loc`): see [`duration::DURATION_RULE`].
+fn duration_field(loc: &str, s: &str) -> Result<Duration, ConfigError> {
     match parse_duration(s) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        Ok(_) | Err(None) => Err(ConfigError::invalid(loc, what)),
-        Err(Some(e)) => Err(ConfigError::invalid(loc, what).caused_by(e)),
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(ConfigError::invalid(loc, DURATION_RULE)),
     }
 }
 
@@ -413,39 +403,4 @@ fn quota_error(loc: &str, e: QuotaError) -> ConfigError {
         _ => ConfigError::invalid(loc, "invalid quota"),
     };
     error.caused_by(e)
-}
-
-#[cfg(test)]
-mod tests {
-    use core::time::Duration;
-    use std::format;
-
-    fn parse_duration_ok(s: &str) -> Option<Duration> {
-        super::parse_duration(s).ok()
-    }
-
-    #[test]
-    fn durations_need_their_unit() {
-        assert_eq!(parse_duration_ok("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_duration_ok("2s"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_duration_ok("1m"), Some(Duration::from_secs(60)));
-        assert_eq!(parse_duration_ok("1m30s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_duration_ok("1h"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_duration_ok("1d"), Some(Duration::from_secs(86_400)));
-        assert_eq!(parse_duration_ok("1.5s"), Some(Duration::from_millis(1500)));
-        for bad in [
-            "",
-            "2",
-            "50",
-            "ms",
-            "1x",
-            "-1s",
-            " 1s",
-            "1s ",
-            "99999999999999999999s",
-        ] {
-            assert_eq!(parse_duration_ok(bad), None, "{bad}");
-        }
-        assert_eq!(parse_duration_ok(&format!("{}h", u64::MAX)), None);
-    }
 }

@@ -58,7 +58,7 @@ pub fn build_config(text: &str, json: bool) -> Result<String, String> {
 
 /// A duration as a config file reads it.
 pub fn parse_duration(s: &str) -> Option<Duration> {
-    crate::config::parse_duration(s).ok()
+    crate::config::parse_duration(s)
 }
 
 /// Route policies, each with its path prefixes and optional methods, built

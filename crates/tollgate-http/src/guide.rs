@@ -217,15 +217,23 @@
 //! [`RateLimitLayer::reload`](crate::RateLimitLayer::reload) swaps the rules of a running layer: a rule
 //! whose partitioning is unchanged keeps its store (its keys' buckets,
 //! windows, queued turns and permits in flight), reconfigured when only
-//! its limit changed; see [`ReloadReport`](crate::ReloadReport).
+//! its limit changed; see [`ReloadReport`](crate::ReloadReport). A reload
+//! is all or nothing: rules that are refused change nothing, every bucket
+//! carries on. Replace a rules file by renaming a complete file over it;
+//! a reloader of files edited in place waits until two reads agree
+//! (`config::SettledText`, feature `config`; see
+//! [Replacing a rules file](crate::config#replacing-a-rules-file)).
 //!
 //! # Configuration files
 //!
 //! With feature `config`, [`LayerConfig`](crate::LayerConfig) reads the same settings from TOML
 //! or JSON; errors name the rule and the field (`rules[2].burst: must be at least 1`,
-//! `rules[1].limit: is required with algorithm = "concurrency"`). See
-//! [`config`](crate::config) for the format and the nginx mapping, and
-//! `examples/tollgate.toml`.
+//! `rules[1].limit: is required with algorithm = "concurrency"`), and a
+//! mistake that would load a looser limit than the one written is refused:
+//! a duration in a unit other than `ms`, `s`, `m`, `h`, `d`, a prefix the
+//! router could never match as written, a file that sets no limit (unless
+//! it says `allow_no_limits = true`). See [`config`](crate::config) for the
+//! format and the nginx mapping, and `examples/tollgate.toml`.
 //!
 //! # Every option, one example each
 //!

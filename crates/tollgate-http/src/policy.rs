@@ -272,7 +272,9 @@ impl Policy {
     }
 
     /// Applies the policy to paths under `prefix` (segment-bounded, ASCII
-    /// case-insensitive). May be called more than once.
+    /// case-insensitive). May be called more than once. Building refuses a
+    /// prefix the router could not match as written (no leading `/`, `*`,
+    /// `{`, `}`, `?`, `#`, a space, `%69` for `i`, a `.`, `..` or `//`).
     #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefixes.push(prefix.into());
@@ -485,9 +487,9 @@ impl Policy {
 ///
 /// An error made from another one keeps it as its
 /// [`source`](core::error::Error::source): the TOML or JSON parser's error
-/// under a [`ConfigErrorKind::Syntax`], humantime's under a duration that
-/// does not parse, the core's [`tollgate_core::ConfigError`] under a quota,
-/// window, table size or clock resolution it refuses, the Redis store's
+/// under a [`ConfigErrorKind::Syntax`], the core's
+/// [`tollgate_core::ConfigError`] under a quota, window, table size or
+/// clock resolution it refuses, the Redis store's
 /// [`redis::ConfigError`](tollgate_redis::ConfigError) under a
 /// `backend = "redis"` rule it refuses. The `Display` text stays one
 /// message of its own (a `Syntax` error's is the parser's text, which a

@@ -10,42 +10,114 @@ use std::vec::Vec;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct PathPrefix(String);
 
-/// Why a path prefix was refused.
+/// Why a path prefix was refused: each is a prefix the router could never
+/// match as written (it compares the request's path, as the client sent
+/// it, segment by segment, ignoring ASCII case).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PrefixError {
     /// It does not start with `/`.
     NoLeadingSlash,
-    /// It holds a character a request path cannot hold: whitespace, a
-    /// control character, `?`, `#`, or a non-ASCII character (paths arrive
-    /// percent-encoded). Such a prefix would never match.
+    /// It holds `*`, `{` or `}`: a wildcard or a route parameter, which a
+    /// prefix does not have (it already covers every path below it).
+    Wildcard,
+    /// It holds `?` or `#`: a query or a fragment (or a `?` wildcard); the
+    /// router compares the path alone.
+    QueryOrFragment,
+    /// It holds a character no request path holds as it is: whitespace, a
+    /// control character, `<`, `>`, `` ` `` or a non-ASCII character
+    /// (clients percent-encode them).
     NotAPath,
+    /// A `%` that is not followed by two hex digits, or that encodes a
+    /// letter, a digit, `-`, `.`, `_` or `~`: clients send those as
+    /// themselves (RFC 3986, 2.3), and the router does not decode.
+    PercentEncoded,
+    /// A `.` or `..` segment: clients resolve them before sending.
+    DotSegment,
+    /// An empty segment (`//`), which no route of the application has.
+    EmptySegment,
 }
 
 impl PrefixError {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
-            Self::NoLeadingSlash => "must start with '/'",
+            Self::NoLeadingSlash => "must start with '/' (\"/api/login\")",
+            Self::Wildcard => {
+                "must be a literal path: '*', '{' and '}' are no wildcards or parameters here, and a prefix already covers every path below it (\"/api/login\" matches \"/api/login/x\")"
+            }
+            Self::QueryOrFragment => {
+                "must be a path alone: '?' starts a query and '#' a fragment (neither is a wildcard), and the router compares only the path (\"/api/login\")"
+            }
             Self::NotAPath => {
-                "must be a path: visible ASCII without spaces, '?' or '#' (percent-encode other characters), or it would never match"
+                "must be a path as clients send it: visible ASCII without spaces, '<', '>' or '`' (percent-encode other characters, as clients do: \"/caf%C3%A9\")"
+            }
+            Self::PercentEncoded => {
+                "must write letters, digits, '-', '.', '_' and '~' as themselves, as clients send them (\"/api/login\", not \"/api/log%69n\"); '%' must start a two-hex-digit escape (\"%20\", \"%C3%A9\")"
+            }
+            Self::DotSegment => {
+                "must not hold a '.' or '..' segment: clients resolve them before sending; write the path they lead to (\"/api/login\", not \"/api/../api/login\")"
+            }
+            Self::EmptySegment => {
+                "must not hold an empty segment: one '/' between segments (\"/api/login\", not \"//api/login\"); a single trailing '/' is allowed"
             }
         }
     }
 }
 
+/// A byte a request path holds as it is (the `http` crate's path
+/// characters, which the server accepts in a request line), other than the
+/// ones [`PathPrefix::parse`] refuses for their own reason.
+fn path_byte(b: u8) -> bool {
+    matches!(b,
+        b'!' | b'"' | b'$'..=b';' | b'=' | b'@'..=b'_' | b'a'..=b'z' | b'|' | b'~')
+}
+
+/// A byte clients send as itself, never percent-encoded (RFC 3986's
+/// unreserved characters).
+fn unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
 impl PathPrefix {
-    /// Normalises `raw`: lower case, trailing slashes removed.
+    /// Checks and normalises `raw`: lower case, a trailing slash removed.
+    /// Refused (see [`PrefixError`]) unless the router can match it as
+    /// written.
     pub(crate) fn parse(raw: &str) -> Result<Self, PrefixError> {
         if !raw.starts_with('/') {
             return Err(PrefixError::NoLeadingSlash);
         }
-        if !raw
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#')
-        {
-            return Err(PrefixError::NotAPath);
+        let bytes = raw.as_bytes();
+        for (i, &b) in bytes.iter().enumerate() {
+            match b {
+                b'*' | b'{' | b'}' => return Err(PrefixError::Wildcard),
+                b'?' | b'#' => return Err(PrefixError::QueryOrFragment),
+                b'%' => {
+                    let hex = |j: usize| {
+                        bytes
+                            .get(j)
+                            .and_then(|&h| char::from(h).to_digit(16))
+                            .and_then(|d| u8::try_from(d).ok())
+                    };
+                    match (hex(i + 1), hex(i + 2)) {
+                        (Some(hi), Some(lo)) if !unreserved(hi * 16 + lo) => {}
+                        _ => return Err(PrefixError::PercentEncoded),
+                    }
+                }
+                b if path_byte(b) => {}
+                _ => return Err(PrefixError::NotAPath),
+            }
         }
-        let trimmed = raw.trim_end_matches('/');
-        let mut s = String::from(if trimmed.is_empty() { "/" } else { trimmed });
+        if raw != "/" {
+            let body = raw.strip_suffix('/').unwrap_or(raw);
+            for segment in body[1..].split('/') {
+                match segment {
+                    "" => return Err(PrefixError::EmptySegment),
+                    "." | ".." => return Err(PrefixError::DotSegment),
+                    _ => {}
+                }
+            }
+        }
+        let trimmed = raw.strip_suffix('/').filter(|t| !t.is_empty());
+        let mut s = String::from(trimmed.unwrap_or(raw));
         s.make_ascii_lowercase();
         Ok(Self(s))
     }
@@ -227,12 +299,60 @@ mod tests {
         }
         let root = PathPrefix::parse("/").unwrap();
         assert!(root.matches("/anything") && root.matches("/"));
-        assert_eq!(PathPrefix::parse("api"), Err(PrefixError::NoLeadingSlash));
-        for bad in ["/api/login ", "/a b", "/a?x", "/a#x", "/caf\u{e9}", "/a\tb"] {
+        use PrefixError::*;
+        for (bad, why) in [
+            ("api", NoLeadingSlash),
+            ("", NoLeadingSlash),
+            ("*", NoLeadingSlash),
+            ("/api/login ", NotAPath),
+            ("/a b", NotAPath),
+            ("/caf\u{e9}", NotAPath),
+            ("/a\tb", NotAPath),
+            ("/a<b>", NotAPath),
+            ("/a`b", NotAPath),
+            ("/a\u{7f}", NotAPath),
+            ("/a?x", QueryOrFragment),
+            ("/api/login?", QueryOrFragment),
+            ("/a#x", QueryOrFragment),
+            ("/api/login*", Wildcard),
+            ("/api/*/x", Wildcard),
+            ("/users/{id}", Wildcard),
+            ("/api/log%69n", PercentEncoded),
+            ("/api/%2e%2e/x", PercentEncoded),
+            ("/a%7E", PercentEncoded),
+            ("/a%", PercentEncoded),
+            ("/a%2", PercentEncoded),
+            ("/a%zz", PercentEncoded),
+            ("/api/../api/login", DotSegment),
+            ("/api/./login", DotSegment),
+            ("/api/..", DotSegment),
+            ("/api/.", DotSegment),
+            ("/api/../", DotSegment),
+            ("/.", DotSegment),
+            ("//api/login", EmptySegment),
+            ("/api//login", EmptySegment),
+            ("/api//", EmptySegment),
+            ("//", EmptySegment),
+        ] {
+            assert_eq!(PathPrefix::parse(bad), Err(why), "{bad:?}");
+        }
+        // what a client sends as it is: reserved characters, escapes of
+        // the others, dots inside a segment, one trailing slash
+        for (good, normal) in [
+            ("/caf%C3%A9", "/caf%c3%a9"),
+            ("/a%20b", "/a%20b"),
+            ("/files/a%2Fb", "/files/a%2fb"),
+            ("/a%25", "/a%25"),
+            ("/v1/x:batchGet", "/v1/x:batchget"),
+            ("/.well-known/acme", "/.well-known/acme"),
+            ("/a..b/...", "/a..b/..."),
+            ("/~user/$x;y=1,z@!+&'()[]|\"", "/~user/$x;y=1,z@!+&'()[]|\""),
+            ("/api/", "/api"),
+        ] {
             assert_eq!(
-                PathPrefix::parse(bad),
-                Err(PrefixError::NotAPath),
-                "{bad:?}"
+                PathPrefix::parse(good).map(|p| p.0),
+                Ok(normal.into()),
+                "{good:?}"
             );
         }
         let api = PathPrefix::parse("/API/").unwrap();
@@ -253,7 +373,7 @@ mod tests {
             "/API/v1",
             "/api/v1/",
             "/api/v1/users",
-            "/a//b",
+            "/a/b",
             "/apix",
             "/api/v2",
             "/health",

@@ -75,11 +75,7 @@ pub(super) fn redis_backend(loc: &str, p: Policy, r: &RuleConfig) -> Result<Poli
     }
     config = config.prefix(&prefix);
     if let Some(t) = r.redis_timeout.as_deref() {
-        let t = duration_field(
-            &at("redis_timeout"),
-            t,
-            "must be a positive duration with its unit, such as \"50ms\" (a bare number is refused: seconds or milliseconds?)",
-        )?;
+        let t = duration_field(&at("redis_timeout"), t)?;
         config = config.timeout(t);
     }
     config = config.failure_policy(match r.redis_failure.as_deref() {

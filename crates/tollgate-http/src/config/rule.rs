@@ -60,11 +60,7 @@ fn algorithm(loc: &str, r: &RuleConfig) -> Result<PolicyAlgorithm, ConfigError> 
     let rate = u32_field("rate", rate)?;
     let period = match r.period.as_deref() {
         None => Duration::from_secs(1),
-        Some(p) => duration_field(
-            &at("period"),
-            p,
-            "must be a positive duration with its unit, such as \"500ms\", \"1s\", \"1m30s\"",
-        )?,
+        Some(p) => duration_field(&at("period"), p)?,
     };
     match name {
         "fixed_window" | "sliding_window" => {
@@ -232,11 +228,7 @@ pub(super) fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy,
     }
     p = p.key(key);
     if let Some(q) = r.queue.take() {
-        let max_wait = duration_field(
-            &at("queue.max_wait"),
-            &q.max_wait,
-            "must be a positive duration with its unit, such as \"500ms\", \"2s\"",
-        )?;
+        let max_wait = duration_field(&at("queue.max_wait"), &q.max_wait)?;
         let limit = q.limit.unwrap_or(100);
         if limit == 0 {
             return Err(ConfigError::invalid(
