@@ -42,17 +42,12 @@ cat Cargo.toml
 
 status=0
 for target in thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf; do
-  case "$target" in
-    thumbv6m-*) machine=(-machine microbit) ;;
-    thumbv7m-*) machine=(-cpu cortex-m3 -machine lm3s6965evb) ;;
-    thumbv7em-*) machine=(-cpu cortex-m4 -machine mps2-an386) ;;
-  esac
   cargo build --release --quiet --target "$target"
-  echo "--- $target on ${machine[*]}"
+  echo "--- $target"
   rc=0
-  timeout "${QEMU_TIMEOUT:-60}" qemu-system-arm "${machine[@]}" -icount shift=1,align=off,sleep=off \
-    -semihosting-config enable=on,target=native -nographic \
-    -kernel "$CARGO_TARGET_DIR/$target/release/fw" || rc=$?
+  # the firmware examples' runner: the machine for the target, as above
+  timeout "${QEMU_TIMEOUT:-60}" "$root/examples/firmware/qemu-runner.sh" \
+    "$CARGO_TARGET_DIR/$target/release/fw" || rc=$?
   if [ "$rc" -ne 0 ]; then
     echo "FAIL $target: the README firmware exited with $rc (124: timed out)" >&2
     status=1

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# cargo runner: boots an ELF in QEMU on the machine that fits its target.
+# cargo runner (and run-qemu.sh's, and scripts/readme-firmware.sh's): boots
+# an ELF in QEMU on the machine that fits the target named in its path,
+# with virtual time counted in instructions and semihosting on.
 set -euo pipefail
 elf="$1"
 case "$elf" in

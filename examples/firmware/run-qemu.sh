@@ -45,18 +45,12 @@ hammer_ok() {
 status=0
 
 # run <target> <elf>: prints the output into $out, returns QEMU's status
+# (qemu-runner.sh picks the machine for the target)
 run() {
-  local target=$1 elf=$2 machine
-  case "$target" in
-    thumbv7em-*) machine=(-cpu cortex-m4 -machine mps2-an386) ;;
-    thumbv6m-*) machine=(-machine microbit) ;;
-    *) machine=(-cpu cortex-m3 -machine lm3s6965evb) ;;
-  esac
-  echo "--- $target on ${machine[*]}: $(basename "$elf")"
+  local target=$1 elf=$2
+  echo "--- $target: $(basename "$elf")"
   set +e
-  out=$(timeout "$TIMEOUT" qemu-system-arm "${machine[@]}" \
-    -icount shift=1,align=off,sleep=off \
-    -semihosting-config enable=on,target=native -nographic -kernel "$elf" 2>&1)
+  out=$(timeout "$TIMEOUT" ./qemu-runner.sh "$elf" 2>&1)
   rc=$?
   set -e
   echo "$out"
@@ -132,21 +126,9 @@ duty_expected=(
   "ALL PASS"
 )
 for target in thumbv7m-none-eabi thumbv6m-none-eabi thumbv7em-none-eabihf; do
-  case "$target" in
-    thumbv7em-*) machine=(-cpu cortex-m4 -machine mps2-an386) ;;
-    thumbv6m-*) machine=(-machine microbit) ;;
-    *) machine=(-cpu cortex-m3 -machine lm3s6965evb) ;;
-  esac
-  echo "--- duty-cycle $target on ${machine[*]}"
   cargo build --release --target "$target" --bin duty-cycle
-  elf="target/$target/release/duty-cycle"
-  set +e
-  out=$(timeout "$TIMEOUT" qemu-system-arm "${machine[@]}" \
-    -icount shift=1,align=off,sleep=off \
-    -semihosting-config enable=on,target=native -nographic -kernel "$elf" 2>&1)
-  rc=$?
-  set -e
-  echo "$out"
+  rc=0
+  run "$target" "target/$target/release/duty-cycle" || rc=$?
   if [ "$rc" -ne 0 ]; then
     echo "FAIL duty-cycle $target: QEMU exited with $rc (124: timed out)" >&2
     status=1

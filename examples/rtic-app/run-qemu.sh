@@ -35,9 +35,8 @@ cargo build --release --target "$target" --target-dir target
 elf="target/$target/release/tollgate-rtic-app"
 echo "--- $target on lm3s6965evb: $(basename "$elf")"
 set +e
-out=$(timeout "$TIMEOUT" qemu-system-arm -cpu cortex-m3 -machine lm3s6965evb \
-  -icount shift=1,align=off,sleep=off \
-  -semihosting-config enable=on,target=native -nographic -kernel "$elf" 2>&1)
+# the firmware examples' runner (lm3s6965evb for thumbv7m)
+out=$(timeout "$TIMEOUT" ../firmware/qemu-runner.sh "$elf" 2>&1)
 rc=$?
 set -e
 echo "$out"
