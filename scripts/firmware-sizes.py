@@ -9,6 +9,8 @@ difference in `.text` (flash) and in RAM (`.data` + `.bss`; never less than
 the probe's own limiter statics, which can fill what was alignment padding).
 
     scripts/firmware-sizes.py            measure and print the table
+    scripts/firmware-sizes.py --target thumbv7m-none-eabi --pattern static
+                                         measure one target and/or one pattern
     scripts/firmware-sizes.py --write    measure and write the table into the docs
     scripts/firmware-sizes.py --check    measure; fail if a documented figure is
                                          more than 5 % from the measurement
@@ -82,10 +84,11 @@ def build(target, features):
     return elf_sizes(FIRMWARE / tdir / target / "release" / "size-probe")
 
 
-def measure():
+def measure(targets=TARGETS, patterns=tuple(PATTERNS)):
     cells = {}
-    for target in TARGETS:
-        for key, (features, _) in PATTERNS.items():
+    for target in targets:
+        for key in patterns:
+            features = PATTERNS[key][0]
             t1, r1, own = build(target, features)
             base = ["noop-limiter"] + [f for f in features if f == "probe-acquire"]
             t0, r0, _ = build(target, base)
@@ -188,7 +191,14 @@ def main():
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--target", choices=TARGETS, help="measure this target only")
+    ap.add_argument("--pattern", choices=list(PATTERNS), help="measure this pattern only")
     a = ap.parse_args()
+    if a.target or a.pattern:
+        if a.write or a.check or a.self_test:
+            ap.error("--write, --check and --self-test need every target and pattern")
+        measure([a.target] if a.target else TARGETS, [a.pattern] if a.pattern else list(PATTERNS))
+        return
     cells = measure()
     print("\n".join(table(cells)))
     if a.write:

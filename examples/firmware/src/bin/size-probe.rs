@@ -1,11 +1,12 @@
 //! Size probe: the cost of one tollgate token bucket in a firmware image.
 //!
-//! Built twice for thumbv7em-none-eabihf (release, opt-level "s"): as is,
+//! Built twice per target (release, opt-level "s", LTO): as is,
 //! one task checks a token bucket (configuration in a read-only `static`,
 //! 8-byte `GcraState` in RAM) against `EmbassyClock` time; with feature
 //! `noop-limiter` the bucket is swapped for a no-op that admits everything,
 //! and tollgate drops out of the image. The difference in `.text` and in
-//! `.data + .bss` is what the token bucket costs (`size-probe.sh`). With
+//! `.data + .bss` is what the token bucket costs
+//! (`scripts/firmware-sizes.py`, which builds every variant below). With
 //! feature `probe-acquire` both variants wait instead:
 //! `embassy::acquire(&bucket, &(), 1).await` on the bucket against a plain
 //! `Timer` for the no-op, which prices the async waiter too.
@@ -17,7 +18,7 @@
 //! `check_ticks` on the low 32 bits of embassy's tick count (what an
 //! interrupt handler would call).
 //! With feature `probe-static` the bucket is one `static Bucket<Gcra>`
-//! (configuration and state together, so all of it in RAM) checked with
+//! (configuration and state together in one `static`) checked with
 //! `check(now)`.
 //! It also runs: `cargo run --release --bin size-probe --target ...`.
 #![no_std]
