@@ -121,15 +121,20 @@ pub(crate) const U128_LOCK_FREE: bool = portable_atomic::AtomicU128::is_always_l
 pub(crate) fn u128_is_lock_free() -> bool {
     portable_atomic::AtomicU128::is_lock_free()
 }
-/// Stores what `f` returns for the current value (`None`: leave it), by a
-/// compare-and-swap loop; the previous value (`Err`: `f` declined). What
-/// `fetch_update` does, which core's atomics are renaming `try_update`
-/// (deprecated on nightly, not yet stable at this crate's MSRV).
+// `fetch_update` under a name of its own: core's atomics are renaming it
+// `try_update` (deprecated on nightly, not stable at this crate's MSRV).
 macro_rules! update_fns {
-    ($($name:ident: $atomic:ident, $int:ty;)*) => {$(
-        #[allow(dead_code)]
+    ($($(#[$doc:meta])* $name:ident: $atomic:ident, $int:ty;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// Stores what `f` returns for the current value (`None`: leave it),
+        /// by a `Relaxed` compare-and-swap loop that calls `f` again on the
+        /// value another context stored meanwhile: what `fetch_update` does.
+        ///
+        /// # Errors
+        /// The current value, if `f` returned `None` (nothing stored).
         #[inline]
-        pub(crate) fn $name(atomic: &$atomic, mut f: impl FnMut($int) -> Option<$int>) -> Result<$int, $int> {
+        pub fn $name(atomic: &$atomic, mut f: impl FnMut($int) -> Option<$int>) -> Result<$int, $int> {
             let mut current = atomic.load(Ordering::Relaxed);
             while let Some(new) = f(current) {
                 match atomic.compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed) {
@@ -142,7 +147,9 @@ macro_rules! update_fns {
     )*};
 }
 update_fns! {
+    /// Updates an [`AtomicU32`] of this module; the previous value.
     update_u32: AtomicU32, u32;
+    /// Updates an [`AtomicU64`] of this module; the previous value.
     update_u64: AtomicU64, u64;
 }
 

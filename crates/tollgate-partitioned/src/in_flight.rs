@@ -94,19 +94,9 @@ impl tollgate_core::limiter::Algorithm for InFlight {
     }
 
     fn refund(&self, state: &InFlightState, n: u32, _now: tollgate_core::time::Timestamp) {
-        // a compare-and-swap loop (`fetch_update`, which core renames
-        // `try_update`): never below zero
-        let mut current = state.0.load(Ordering::Relaxed);
-        while current != 0 && n != 0 {
-            let new = current - core::cmp::min(current, n);
-            match state
-                .0
-                .compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => break,
-                Err(found) => current = found,
-            }
-        }
+        let _ = tollgate_core::sync::update_u32(&state.0, |v| {
+            (v != 0 && n != 0).then(|| v - core::cmp::min(v, n))
+        });
     }
 
     fn snapshot(&self, state: &InFlightState, _now: tollgate_core::time::Timestamp) -> Snapshot {
