@@ -69,6 +69,8 @@ pub struct StoreUnavailable {
 /// bucket per client:
 ///
 /// - `global` for [`PartitionKey::Global`](super::PartitionKey::Global);
+/// - `keyless` for the bucket of requests without a key
+///   ([`MissingKey::SharedBucket`](super::MissingKey::SharedBucket));
 /// - `ip:<address>` for an IPv4 address, `ip:<network>/<bits>` for an IPv6
 ///   address cut to the policy's prefix (`ip:2001:db8:1:2::/64`), and
 ///   `ip:<address>` for a whole IPv6 address (`/128`);
@@ -116,6 +118,13 @@ impl BackendKey {
         k
     }
 
+    /// The bucket key-less requests share: `keyless`.
+    pub(crate) fn key_less() -> Self {
+        let mut k = Self::empty();
+        let _ = k.write_str("keyless");
+        k
+    }
+
     /// `ip` (canonical) cut to `v6_prefix` bits if IPv6.
     pub(crate) fn ip(ip: IpAddr, v6_prefix: u8) -> Self {
         let mut k = Self::empty();
@@ -157,6 +166,7 @@ impl Extracted<'_> {
             }
             Self::Bytes(b) => BackendKey::bytes(b),
             Self::Custom(PartitionKey::Bytes(b)) => BackendKey::bytes(b),
+            Self::KeyLess => BackendKey::key_less(),
         }
     }
 }

@@ -163,8 +163,9 @@ impl RateLimitLayerBuilder {
         self
     }
 
-    /// What to do when a key cannot be extracted (default: answer 500). A
-    /// [`MissingKey::Reject`] status must be 400 to 599.
+    /// What to do when a policy cannot extract a request's key (default:
+    /// [`MissingKey::ClientIp`] with 429, the client's address as its
+    /// key). Its status must be 400 to 599.
     #[must_use]
     pub fn missing_key(mut self, outcome: MissingKey) -> Self {
         self.missing_key = outcome;
@@ -292,7 +293,7 @@ impl RateLimitLayerBuilder {
         let resolution = clock.resolution();
         let mut names: Vec<&str> = Vec::new();
         error_status("status", self.status)?;
-        if let MissingKey::Reject(status) = self.missing_key {
+        if let Some(status) = self.missing_key.status() {
             error_status("missing_key", status)?;
         }
         if let Some((loc, p)) = &self.global
@@ -479,7 +480,7 @@ fn validate(loc: &str, p: &Policy, resolution: Duration) -> Result<Plan, ConfigE
             "must be from 1 to 128 (bits of an IPv6 address that make a key)",
         ));
     }
-    if let Some(MissingKey::Reject(status)) = p.missing_key {
+    if let Some(status) = p.missing_key.and_then(MissingKey::status) {
         error_status(&format!("{loc}.missing_key"), status)?;
     }
     if p.max_keys == 0 {

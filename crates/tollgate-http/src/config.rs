@@ -5,7 +5,9 @@
 //! headers_on_success = true         # RateLimit headers on admitted responses
 //! trusted_proxies = ["10.0.0.0/8"]  # peers whose X-Forwarded-For is believed
 //! exempt = ["/health"]              # neither global nor rules apply
-//! missing_key = "reject"            # or "allow"; missing_key_status = 500
+//! missing_key = "client_ip"         # no key: charged to the client's address (default),
+//!                                   # or "shared_bucket", "reject", "allow"
+//! missing_key_status = 429          # its refusals' status (429; 500 for "reject")
 //!
 //! [global]                          # optional; any algorithm
 //! rate = 1000                       # permits…
@@ -299,12 +301,18 @@ impl LayerConfig {
             PathPrefix::parse(&p).map_err(|e| ConfigError::invalid(&loc, e.as_str()))?;
             b = b.located_exempt(loc, p);
         }
-        let missing_status = match doc.missing_key_status {
-            Some(s) => status("missing_key_status", s)?,
-            None => StatusCode::INTERNAL_SERVER_ERROR,
+        let missing_status = |default| match doc.missing_key_status {
+            Some(s) => status("missing_key_status", s),
+            None => Ok(default),
         };
         b = b.missing_key(match doc.missing_key.as_deref() {
-            None | Some("reject") => MissingKey::Reject(missing_status),
+            None | Some("client_ip") => {
+                MissingKey::ClientIp(missing_status(StatusCode::TOO_MANY_REQUESTS)?)
+            }
+            Some("shared_bucket") => {
+                MissingKey::SharedBucket(missing_status(StatusCode::TOO_MANY_REQUESTS)?)
+            }
+            Some("reject") => MissingKey::Reject(missing_status(StatusCode::INTERNAL_SERVER_ERROR)?),
             Some("allow") if doc.missing_key_status.is_some() => {
                 return Err(ConfigError::invalid(
                     "missing_key_status",
@@ -315,7 +323,7 @@ impl LayerConfig {
             Some(_) => {
                 return Err(ConfigError::invalid(
                     "missing_key",
-                    "must be \"reject\" or \"allow\"",
+                    "must be \"client_ip\" (the default), \"shared_bucket\", \"reject\" or \"allow\"",
                 ));
             }
         });

@@ -105,10 +105,21 @@
 //! that reported it, so garbage is charged to that proxy's address, never
 //! to a fresh key.
 //!
-//! **Missing keys** (no peer address because the server does not record
-//! it, no key header, a custom function returning `None`) answer 500 by
-//! default ([`MissingKey`](crate::MissingKey)), per layer or per policy; never a silent
-//! bypass unless [`MissingKey::Allow`](crate::MissingKey::Allow) is chosen.
+//! **Missing keys** (no key header, a custom function returning `None`, no
+//! peer address) are limited, never a silent bypass unless
+//! [`MissingKey::Allow`](crate::MissingKey::Allow) is chosen
+//! ([`MissingKey`](crate::MissingKey), per layer or per policy). By default
+//! such a request is charged to its client's address, as
+//! [`KeySource::ClientIp`](crate::KeySource::ClientIp) finds it, under the
+//! policy's quota and refused with 429 over it: a client that leaves its
+//! API key out gets one client's quota. [`MissingKey::SharedBucket`](crate::MissingKey::SharedBucket)
+//! charges every key-less request to one bucket and refuses with its own
+//! status (401 asks for a key). A request without even a peer address (a
+//! server that does not record it) is answered 500. With feature
+//! `tracing`, each policy warns about missing keys at most once per
+//! [`MISSING_KEY_LOG_INTERVAL`](crate::MISSING_KEY_LOG_INTERVAL) (10 s),
+//! counting the requests since its previous warning, so a client cannot
+//! flood the log.
 //!
 //! # Refusals and headers
 //!
@@ -189,7 +200,8 @@
 //! # Observability
 //!
 //! With feature `tracing`, `tracing` events: refusals at `debug`, dry-run
-//! decisions at `info`, missing keys (a misconfiguration) at `warn`. With
+//! decisions at `info`, missing keys at `warn` (at most one line per policy
+//! per 10 s, with a count). With
 //! feature `metrics`, counters through the `metrics` facade, named like
 //! ASP.NET Core's (see [`metrics`]), labelled with the policy name.
 //!
@@ -248,7 +260,7 @@
 //! | trusted proxies | `.trusted_proxies(["10.0.0.0/8".parse()?])` | none (forwarding headers ignored) |
 //! | where the peer address is | `.peer_addr(\|ext\| ext.get::<ConnectInfo<SocketAddr>>().map(\|c\| c.0))` | a `SocketAddr` extension |
 //! | refusal status | `.status(StatusCode::SERVICE_UNAVAILABLE)` | 429 |
-//! | key cannot be extracted | `.missing_key(MissingKey::Allow)` | `MissingKey::Reject(500)` |
+//! | key cannot be extracted | `.missing_key(MissingKey::SharedBucket(StatusCode::UNAUTHORIZED))` | `MissingKey::ClientIp(429)` |
 //! | rejection handler | `.on_rejected(\|r, status\| Response::builder().status(status).body(format!("slow down ({})", r.policy())).unwrap())` | empty body |
 //! | headers on admitted responses | `.headers_on_success(true)` | refusals only |
 //! | a policy for axum routes | `router.route_layer(layer.policy("writes").unwrap())` | |
@@ -269,7 +281,7 @@
 //! | keys tracked | `.max_keys(50_000)` | 10 000 |
 //! | queueing (per key; buckets and in-flight limits) | `.queue(Duration::from_secs(2), 20)` | refuse at once |
 //! | dry run | `.dry_run(true)` | off |
-//! | missing key for this policy | `.missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED))` | the layer's |
+//! | missing key for this policy | `.missing_key(MissingKey::SharedBucket(StatusCode::UNAUTHORIZED))` | the layer's |
 //! | rejection handler for this policy | `.on_rejected(\|r, _\| Response::new(format!("retry in {:?}", r.retry_after())))` | the layer's |
 //! | buckets in a shared store (Redis) | `.backend(Arc::new(RedisStore::connect(url, RedisConfig::token_bucket(quota)).await?))` | in process |
 //!

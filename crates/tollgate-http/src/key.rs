@@ -184,6 +184,8 @@ pub(crate) enum Extracted<'a> {
     Bytes(&'a [u8]),
     /// What a custom function returned.
     Custom(PartitionKey),
+    /// No key: the shared bucket of [`MissingKey::SharedBucket`](crate::MissingKey::SharedBucket).
+    KeyLess,
 }
 
 impl Extracted<'_> {
@@ -198,6 +200,7 @@ impl Extracted<'_> {
             }
             Self::Bytes(b) => TableKey::Digest(digest.digest(b)),
             Self::Custom(PartitionKey::Bytes(b)) => TableKey::Digest(digest.digest(b)),
+            Self::KeyLess => TableKey::KeyLess,
         }
     }
 }
@@ -212,6 +215,8 @@ pub(crate) enum TableKey {
     Ip(IpAddr),
     /// The layer's 128-bit keyed digest of a header value or custom key.
     Digest([u64; 2]),
+    /// The bucket key-less requests share ([`Extracted::KeyLess`]).
+    KeyLess,
 }
 
 /// The layer's keyed digest of header and custom keys: **SipHash-2-4 with
@@ -328,6 +333,29 @@ pub(crate) fn extract<'a>(
             .ok_or(KeyError::NoHeader),
         KeySource::Custom(f) => f(head).map(Extracted::Custom).ok_or(KeyError::CustomNone),
     }
+}
+
+/// The client address a request without a key is charged to
+/// ([`MissingKey::ClientIp`](crate::MissingKey::ClientIp)): as
+/// [`KeySource::ClientIp`] finds it, from `Forwarded` for a
+/// [`KeySource::ForwardedClientIp`] policy; `None` without a peer address.
+pub(crate) fn fallback_ip(
+    source: &KeySource,
+    head: &RequestHead<'_>,
+    peer: PeerAddrFn,
+    trusted: &[IpNet],
+) -> Option<IpAddr> {
+    let which = match source {
+        KeySource::ForwardedClientIp => ForwardedHeader::Forwarded,
+        _ => ForwardedHeader::XForwardedFor,
+    };
+    let peer = peer(head.extensions)?;
+    Some(client_ip(
+        canonical(peer.ip()),
+        head.headers,
+        which,
+        trusted,
+    ))
 }
 
 /// The right-most untrusted address of the chain `header entries…, peer`.

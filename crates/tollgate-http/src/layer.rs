@@ -13,6 +13,7 @@ mod clock;
 mod decide;
 mod gate;
 mod in_line;
+mod missing;
 mod pending;
 mod rejection;
 mod remote;
@@ -47,6 +48,8 @@ pub(crate) struct Compiled {
     /// How it is charged; `None` for a remote backend.
     pub(crate) gate: Option<Gate>,
     missing_key: MissingKey,
+    /// Its warnings about requests without a key.
+    missing_log: missing::MissingLog,
     /// `None` for an in-flight limit (no rate to report).
     pub(crate) policy_item: Option<HeaderValue>,
     /// Its refusals' `RateLimit` values for waits of up to a minute.
@@ -154,6 +157,7 @@ impl Compiled {
         Self {
             name: policy.name.clone(),
             missing_key: policy.missing_key.unwrap_or(default_missing),
+            missing_log: missing::MissingLog::default(),
             metrics: PolicyMetrics::new(&policy.name),
             policy_item: headers::policy_item(&policy),
             refusal_state: Precomputed::build(REFUSAL_STATE_PRECOMPUTED, |t, secs| {

@@ -118,5 +118,6 @@ pub use layer::body::AxumBody;
 pub use layer::body::{BodyMode, RateLimitBody, Wrapped};
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
 pub use policy::{
-    ConfigError, ConfigErrorKind, DEFAULT_MAX_KEYS, MissingKey, Policy, SLIDING_WINDOW_SEGMENTS,
+    ConfigError, ConfigErrorKind, DEFAULT_MAX_KEYS, MISSING_KEY_LOG_INTERVAL, MissingKey, Policy,
+    SLIDING_WINDOW_SEGMENTS,
 };

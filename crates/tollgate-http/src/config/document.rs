@@ -41,10 +41,11 @@ pub(crate) struct Document {
     /// Exempt path prefixes.
     #[serde(default)]
     pub(crate) exempt: Vec<String>,
-    /// `"reject"` (default) or `"allow"`.
+    /// `"client_ip"` (default), `"shared_bucket"`, `"reject"` or `"allow"`.
     #[serde(default)]
     pub(crate) missing_key: Option<String>,
-    /// Status when rejecting a request without a key (default 500).
+    /// Status of a refusal of a request without a key (default 429; 500
+    /// for `"reject"`).
     #[serde(default)]
     pub(crate) missing_key_status: Option<u16>,
     /// The global limiter.

@@ -39,6 +39,8 @@ pub(super) enum Verdict<O> {
 pub(super) struct InLine {
     pub(super) global_line: bool,
     pub(super) key: TableKey,
+    /// The status a refusal of `key` gets.
+    pub(super) status: StatusCode,
     pub(super) route: Option<usize>,
     pub(super) global: Option<Admitted>,
 }
@@ -49,6 +51,8 @@ pub(super) struct InLine {
 pub(super) struct Remote {
     pub(super) policy: usize,
     pub(super) key: BackendKey,
+    /// The status a refusal of `key` gets.
+    pub(super) status: StatusCode,
     pub(super) global: Option<Admitted>,
 }
 
@@ -57,10 +61,12 @@ pub(super) enum Charge {
     /// Admitted; `None` when the policy took nothing (its key was missing
     /// and allowed, or a dry run that would have refused or waited).
     Admitted(Option<Admitted>),
-    Refused(Duration),
+    /// Refused: the wait, and the status to answer with.
+    Refused(Duration, StatusCode),
     NoKey(StatusCode),
-    /// Over a policy that queues: wait in this key's line.
-    Line(TableKey),
+    /// Over a policy that queues: wait in this key's line (refused with
+    /// this status).
+    Line(TableKey, StatusCode),
 }
 
 /// A policy's key could not be extracted.
@@ -97,29 +103,39 @@ impl Shared {
         }
     }
 
-    /// The policy's key, or what to do without one.
+    /// The policy's key and the status its refusals get: the request's
+    /// own (the layer's status), or the policy's [`MissingKey`] fallback
+    /// (its status); else what to do without one.
     pub(super) fn key_of<'a>(
         &self,
         c: &Compiled,
         head: &RequestHead<'a>,
-    ) -> Result<Extracted<'a>, NoKey> {
-        key::extract(&c.policy.key, head, self.peer, &self.trusted).map_err(|e| {
-            #[cfg(feature = "tracing")]
-            tracing::warn!(policy = %c.name, reason = e.as_str(), "rate limit key missing");
-            #[cfg(not(feature = "tracing"))]
-            let _ = e;
-            match c.missing_key {
-                MissingKey::Allow => NoKey::Allow,
-                MissingKey::Reject(status) => NoKey::Reject(status),
+        now: Timestamp,
+    ) -> Result<(Extracted<'a>, StatusCode), NoKey> {
+        let e = match key::extract(&c.policy.key, head, self.peer, &self.trusted) {
+            Ok(k) => return Ok((k, self.status)),
+            Err(e) => e,
+        };
+        c.missing_log.note(&c.name, e, now);
+        match c.missing_key {
+            MissingKey::ClientIp(status) => {
+                match key::fallback_ip(&c.policy.key, head, self.peer, &self.trusted) {
+                    Some(ip) => Ok((Extracted::Ip(ip), status)),
+                    // no peer address: the server does not record it
+                    None => Err(NoKey::Reject(StatusCode::INTERNAL_SERVER_ERROR)),
+                }
             }
-        })
+            MissingKey::SharedBucket(status) => Ok((Extracted::KeyLess, status)),
+            MissingKey::Reject(status) => Err(NoKey::Reject(status)),
+            MissingKey::Allow => Err(NoKey::Allow),
+        }
     }
 
     /// Charges in-process policy `c`. A dry-run policy never refuses nor
     /// queues: it logs and counts what it would do and admits.
     pub(super) fn charge(&self, c: &Compiled, head: &RequestHead<'_>, now: Timestamp) -> Charge {
-        let key = match self.key_of(c, head) {
-            Ok(k) => k.table_key(&self.digest, c.policy.ipv6_prefix),
+        let (key, status) = match self.key_of(c, head, now) {
+            Ok((k, status)) => (k.table_key(&self.digest, c.policy.ipv6_prefix), status),
             Err(NoKey::Allow) => return Charge::Admitted(None),
             Err(NoKey::Reject(status)) => return Charge::NoKey(status),
         };
@@ -152,7 +168,7 @@ impl Shared {
                             false,
                         ),
                         _ if c.policy.dry_run => (retry_after.unwrap_or_default(), true),
-                        _ => return Charge::Line(key),
+                        _ => return Charge::Line(key, status),
                     }
                 }
                 Err(e) => (wait_of(&e), false),
@@ -170,7 +186,7 @@ impl Shared {
             c.metrics.dry_run.increment(1);
             Charge::Admitted(None)
         } else {
-            Charge::Refused(wait)
+            Charge::Refused(wait, status)
         }
     }
 
@@ -230,17 +246,18 @@ impl Shared {
         if let Some(g) = global {
             match self.charge(g, &head, now) {
                 Charge::Admitted(a) => global_adm = a,
-                Charge::Refused(wait) => {
+                Charge::Refused(wait, status) => {
                     metrics.global_limiter.increment(1);
-                    return Verdict::Respond(Box::new(self.reject::<M, R>(g, true, wait)));
+                    return Verdict::Respond(Box::new(self.reject::<M, R>(g, true, wait, status)));
                 }
                 Charge::NoKey(status) => {
                     return Verdict::Respond(Box::new(rejection::status_only::<M, R>(status)));
                 }
-                Charge::Line(key) => {
+                Charge::Line(key, status) => {
                     return Verdict::Line(Box::new(InLine {
                         global_line: true,
                         key,
+                        status,
                         route,
                         global: None,
                     }));
@@ -273,11 +290,12 @@ impl Shared {
         let mut route_adm = None;
         if let (Some(i), Some(c)) = (route, route_c) {
             let charge = if c.policy.backend.is_some() {
-                match self.key_of(c, head) {
-                    Ok(k) => {
+                match self.key_of(c, head, now) {
+                    Ok((k, status)) => {
                         return Verdict::Remote(Box::new(Remote {
                             policy: i,
                             key: k.backend_key(c.policy.ipv6_prefix),
+                            status,
                             global: global_adm,
                         }));
                     }
@@ -289,18 +307,19 @@ impl Shared {
             };
             match charge {
                 Charge::Admitted(a) => route_adm = a,
-                Charge::Line(key) => {
+                Charge::Line(key, status) => {
                     return Verdict::Line(Box::new(InLine {
                         global_line: false,
                         key,
+                        status,
                         route,
                         global: global_adm,
                     }));
                 }
-                Charge::Refused(wait) => {
+                Charge::Refused(wait, status) => {
                     self.give_back_global(global_adm, now);
                     metrics.endpoint_limiter.increment(1);
-                    return Verdict::Respond(Box::new(self.reject::<M, R>(c, false, wait)));
+                    return Verdict::Respond(Box::new(self.reject::<M, R>(c, false, wait, status)));
                 }
                 Charge::NoKey(status) => {
                     self.give_back_global(global_adm, now);

@@ -61,6 +61,7 @@ where
     let InLine {
         global_line,
         key,
+        status,
         route,
         global,
     } = line;
@@ -77,7 +78,7 @@ where
         m.queued.decrement(1.0);
         pending.cancel();
     };
-    let mut route_line = (!global_line).then_some(key);
+    let mut route_line = (!global_line).then_some((key, status));
     if global_line {
         let Some(g) = shared.global.as_ref() else {
             leave(&mut pending);
@@ -88,7 +89,7 @@ where
             Err(wait) => {
                 leave(&mut pending);
                 m.global_limiter.increment(1);
-                return Ok(shared.reject::<M, R>(g, true, wait));
+                return Ok(shared.reject::<M, R>(g, true, wait, status));
             }
         }
         // then the route policy, as for a request the global limiter
@@ -98,11 +99,12 @@ where
             let head = Shared::head_of(&req);
             let now = shared.clock.now();
             let charge = if c.policy.backend.is_some() {
-                match shared.key_of(c, &head) {
-                    Ok(k) => {
+                match shared.key_of(c, &head, now) {
+                    Ok((k, status)) => {
                         let remote = Remote {
                             policy: i,
                             key: k.backend_key(c.policy.ipv6_prefix),
+                            status,
                             global: pending.global.take(),
                         };
                         pending.waiting = None;
@@ -119,11 +121,11 @@ where
             };
             match charge {
                 Charge::Admitted(a) => pending.route = a.map(|a| (i, a)),
-                Charge::Line(k) => route_line = Some(k),
-                Charge::Refused(wait) => {
+                Charge::Line(k, status) => route_line = Some((k, status)),
+                Charge::Refused(wait, status) => {
                     leave(&mut pending);
                     m.endpoint_limiter.increment(1);
-                    return Ok(shared.reject::<M, R>(c, false, wait));
+                    return Ok(shared.reject::<M, R>(c, false, wait, status));
                 }
                 Charge::NoKey(status) => {
                     leave(&mut pending);
@@ -132,14 +134,14 @@ where
             }
         }
     }
-    if let (Some(key), Some(i)) = (route_line, route) {
+    if let (Some((key, status)), Some(i)) = (route_line, route) {
         let c = &shared.policies[i];
         match wait_in_line(&shared, c, key).await {
             Ok(a) => pending.route = Some((i, a)),
             Err(wait) => {
                 leave(&mut pending);
                 m.endpoint_limiter.increment(1);
-                return Ok(shared.reject::<M, R>(c, false, wait));
+                return Ok(shared.reject::<M, R>(c, false, wait, status));
             }
         }
     }

@@ -68,7 +68,8 @@ impl Shared {
 
     /// The refusal response of `refusing` (the global limiter when
     /// `global`): the refusing policy's own handler, else the layer's, else
-    /// an empty body with `status`. A route policy's handler never answers
+    /// an empty body with `status` (the layer's, or a missing key's
+    /// fallback's: see [`MissingKey`](crate::MissingKey)). A route policy's handler never answers
     /// for the global limiter. The standard headers the handler did not set
     /// are added (none of `RateLimit*` for an in-flight limit).
     pub(crate) fn reject<M: BodyMode<R>, R>(
@@ -76,6 +77,7 @@ impl Shared {
         refusing: &Compiled,
         global: bool,
         wait: Duration,
+        status: StatusCode,
     ) -> Response<M::Body> {
         let wait_nanos = duration_to_nanos(wait);
         #[cfg(feature = "tracing")]
@@ -93,9 +95,9 @@ impl Shared {
                 let refusal = Refusal::from_nanos(wait_nanos, snapshot)
                     .by(limiter, &refusing.name)
                     .later_by(stage);
-                h(&refusal, self.status).map(|text| M::built(Bytes::from(text)))
+                h(&refusal, status).map(|text| M::built(Bytes::from(text)))
             }
-            None => status_only::<M, R>(self.status),
+            None => status_only::<M, R>(status),
         };
         let map = res.headers_mut();
         if !map.contains_key(http::header::RETRY_AFTER) {

@@ -30,6 +30,7 @@ where
     let Remote {
         policy,
         key,
+        status,
         global,
     } = remote;
     let global_snapshot = global.as_ref().and_then(|a| a.snapshot);
@@ -83,7 +84,7 @@ where
         Err(wait) => {
             pending.cancel();
             c.metrics.endpoint_limiter.increment(1);
-            shared.reject::<M, R>(c, false, wait.max(Duration::from_nanos(1)))
+            shared.reject::<M, R>(c, false, wait.max(Duration::from_nanos(1)), status)
         }
     };
     if unavailable {

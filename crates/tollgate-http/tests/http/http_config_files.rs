@@ -215,7 +215,7 @@ fn each_kind_of_bad_document_names_rule_and_field() {
         ("status = 42\n".into(), "status: must be an HTTP status"),
         (
             "missing_key = \"ignore\"\n".into(),
-            "missing_key: must be \"reject\" or \"allow\"",
+            "missing_key: must be \"client_ip\" (the default), \"shared_bucket\", \"reject\" or \"allow\"",
         ),
     ];
     for (doc, want) in &cases {

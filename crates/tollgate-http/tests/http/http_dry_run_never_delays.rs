@@ -65,20 +65,6 @@ impl Recorder for MemoryRecorder {
     }
 }
 
-/// Everything written by the `tracing` subscriber of this test.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Log {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Issue 16.3: a dry-run policy that queues never delays nor refuses: it
 /// logs and counts what it would do and answers at once. (Current-thread
 /// runtime: the server runs on this thread, under this test's subscriber.
@@ -86,14 +72,7 @@ impl std::io::Write for Log {
 /// would move tokio's time, so "at once" is exact.)
 #[tokio::test(start_paused = true)]
 async fn a_dry_run_queue_never_delays_what_a_client_sees() {
-    let log = Log::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::INFO)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (log, _guard) = crate::log::capture();
     let rec = MemoryRecorder::default();
     let layer = metrics::with_local_recorder(&rec, || {
         RateLimitLayer::builder()
@@ -133,7 +112,7 @@ async fn a_dry_run_queue_never_delays_what_a_client_sees() {
         assert_eq!(rec.counter(policy, "dry_run"), 4, "{policy}");
         assert_eq!(rec.counter(policy, "endpoint_limiter"), 0, "{policy}");
     }
-    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let text = log.text();
     assert_eq!(text.matches("dry run: would delay").count(), 4, "{text}");
     assert_eq!(text.matches("dry run: would refuse").count(), 4, "{text}");
     assert!(text.contains("shadow_delay") && text.contains("shadow_refuse"));
