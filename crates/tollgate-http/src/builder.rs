@@ -343,6 +343,18 @@ impl RateLimitLayerBuilder {
                     }),
                 );
             }
+            if let Some(n) = p.overflow_networks
+                && n > tollgate_core::keyed::MAX_KEYS
+            {
+                return Err(ConfigError::invalid(
+                    format!("{loc}.overflow_networks"),
+                    "too many networks",
+                )
+                .caused_by(tollgate_core::ConfigError::TooManyKeys {
+                    requested: n,
+                    max: tollgate_core::keyed::MAX_KEYS,
+                }));
+            }
         }
         let names: Vec<String> = names.iter().map(|n| (*n).to_string()).collect();
         let mut carrier = Carrier {
@@ -352,13 +364,25 @@ impl RateLimitLayerBuilder {
         };
         let mut plans = plans.into_iter();
         let mut rule = |loc: &str, policy: Policy, plan: Plan| -> Result<Rule, ConfigError> {
-            let gate = if policy.backend.is_some() {
+            let (gate, networks) = if policy.backend.is_some() {
                 carrier.remote(&policy);
-                None
+                (None, None)
             } else {
-                Some(carrier.gate(&policy, &plan, || fresh_store(loc, &policy, &plan))?)
+                let gate = carrier.gate(&policy, &plan, || fresh_store(loc, &policy, &plan))?;
+                let networks = match overflow_networks(&policy, &plan) {
+                    Some(n) => Some(carrier.networks(&policy, &plan, || {
+                        fresh_table(loc, "overflow_networks", plan.alg, n)
+                    })?),
+                    None => None,
+                };
+                (Some(gate), networks)
             };
-            Ok(Rule { policy, plan, gate })
+            Ok(Rule {
+                policy,
+                plan,
+                gate,
+                networks,
+            })
         };
         let global = match self.global {
             Some((loc, p)) => match plans.next() {
@@ -408,38 +432,73 @@ fn too_many(loc: &str) -> ConfigError {
     ConfigError::invalid(format!("{loc}.max_keys"), "too many keys")
 }
 
+/// The networks `policy`'s overflow table holds (see
+/// [`Policy::overflow_networks`]); `None` where a new key without a slot
+/// shares the table's one overflow bucket: a policy without partition,
+/// that queues, limits requests in flight or keeps its buckets remotely.
+pub(crate) fn overflow_networks(policy: &Policy, plan: &Plan) -> Option<usize> {
+    let rate = !matches!(plan.alg, StoreAlg::InFlight(_));
+    let networks = policy.overflow_networks.unwrap_or(policy.max_keys);
+    (rate
+        && networks > 0
+        && !matches!(policy.key, KeySource::Global)
+        && policy.queue.is_none()
+        && policy.backend.is_none())
+    .then_some(networks)
+}
+
 /// A new store for `policy` running `plan`.
 fn fresh_store(loc: &str, policy: &Policy, plan: &Plan) -> Result<HttpStore, ConfigError> {
     let keys = max_keys(policy);
-    let store = match plan.alg {
+    Ok(match plan.alg {
         // one key: one bucket, no table to hash into
         StoreAlg::Gcra(g) if matches!(policy.key, KeySource::Global) => {
             PolicyStore::single(LiveBucket::new(g))
         }
+        StoreAlg::InFlight(limit) => PolicyStore::in_flight(
+            Partitioned::<TableKey, TableKey>::in_flight_table(limit, keys)
+                .map_err(|e| too_many(loc).caused_by(e))?,
+        ),
+        alg => fresh_table(loc, "max_keys", alg, keys)?,
+    })
+}
+
+/// A new keyed table running `alg` (a rate: bucket or window) for `keys`
+/// keys, whose keys without a slot share one overflow bucket; a bad size
+/// is reported at `loc.field`.
+fn fresh_table(
+    loc: &str,
+    field: &str,
+    alg: StoreAlg,
+    keys: usize,
+) -> Result<HttpStore, ConfigError> {
+    let error = |e| ConfigError::invalid(format!("{loc}.{field}"), "too many keys").caused_by(e);
+    Ok(match alg {
         StoreAlg::Gcra(g) => PolicyStore::keyed(
             ShardedKeyedTable::builder(g)
                 .max_keys(keys)
                 .build()
-                .map_err(|e| too_many(loc).caused_by(e))?,
+                .map_err(error)?,
         ),
         StoreAlg::Fixed(w) => PolicyStore::keyed(
             ShardedKeyedTable::builder(w)
                 .max_keys(keys)
                 .build()
-                .map_err(|e| too_many(loc).caused_by(e))?,
+                .map_err(error)?,
         ),
         StoreAlg::Sliding(w) => PolicyStore::keyed(
             ShardedKeyedTable::builder(w)
                 .max_keys(keys)
                 .build()
-                .map_err(|e| too_many(loc).caused_by(e))?,
+                .map_err(error)?,
         ),
-        StoreAlg::InFlight(limit) => PolicyStore::in_flight(
-            Partitioned::<TableKey, TableKey>::in_flight_table(limit, keys)
-                .map_err(|e| too_many(loc).caused_by(e))?,
-        ),
-    };
-    Ok(store)
+        StoreAlg::InFlight(_) => {
+            return Err(ConfigError::invalid(
+                format!("{loc}.{field}"),
+                "an in-flight limit has no overflow table",
+            ));
+        }
+    })
 }
 
 /// Checks that a clock of `resolution` can enforce `plan`: a quota's

@@ -22,6 +22,7 @@
 //! burst = 20                        # buckets only (default: rate)
 //! key = "client_ip"                 # global | peer_ip | client_ip | forwarded_client_ip | header
 //! max_keys = 10000
+//! # overflow_networks = 10000      # /24s and /48s a flood of new keys is charged to (0: off)
 //! # header = "x-api-key"            # with key = "header"
 //! # methods = ["POST"]
 //! # dry_run = true

@@ -81,6 +81,23 @@
 //! busy new keys share one overflow bucket (an in-flight limit refuses
 //! them instead: their permits could not be counted).
 //!
+//! **A flood of distinct keys does not starve newcomers.** The flood
+//! keeps every slot busy and the shared overflow bucket empty, so a new
+//! key that bucket refuses is charged to its **network's** bucket (an
+//! IPv4 /24 or IPv6 /48 of the client's address) in a second table of
+//! [`Policy::overflow_networks`](crate::Policy::overflow_networks)
+//! networks, by default as many as `max_keys`: the flood exhausts its own
+//! networks' buckets, and a client from another network is served within
+//! its quota (measured: a million flooding IPv4 clients of 10.0.0.0/12, or
+//! /64s of one IPv6 /44, and 366 of 366 newcomers from other networks each
+//! served their 5 requests; with the network table off, 0 of 45). The
+//! cost is a second table of the same size: about 20 bytes per network of
+//! capacity, so the default doubles a keyed policy's memory (10,000 keys:
+//! about 200 KB more). A flood from more networks than that table holds
+//! (a botnet of more than `overflow_networks` /24s) ends in one shared
+//! bucket again; policies that queue, in-flight limits and remote
+//! backends keep the one shared bucket.
+//!
 //! **Fixed memory per key, whatever the client sends.** A slot never holds
 //! the client's bytes: its key is at most 24 bytes (on 64-bit targets)
 //! beside the algorithm's state, so a policy's memory is `max_keys` slots

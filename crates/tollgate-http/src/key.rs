@@ -217,6 +217,8 @@ pub(crate) enum TableKey {
     Digest([u64; 2]),
     /// The bucket key-less requests share ([`Extracted::KeyLess`]).
     KeyLess,
+    /// A network's overflow bucket (see [`network_key`]).
+    Network(IpAddr),
 }
 
 /// The layer's keyed digest of header and custom keys: **SipHash-2-4 with
@@ -333,6 +335,25 @@ pub(crate) fn extract<'a>(
             .ok_or(KeyError::NoHeader),
         KeySource::Custom(f) => f(head).map(Extracted::Custom).ok_or(KeyError::CustomNone),
     }
+}
+
+/// The network of IPv4 address bits an overflowing key is charged to
+/// ([`Policy::overflow_networks`](crate::Policy::overflow_networks)).
+pub(crate) const OVERFLOW_IPV4_BITS: u32 = 24;
+/// The network of IPv6 address bits an overflowing key is charged to.
+pub(crate) const OVERFLOW_IPV6_BITS: u32 = 48;
+
+/// The overflow table's key of `ip`'s network: its /24 (IPv4) or /48
+/// (IPv6), tagged apart from any address key.
+pub(crate) fn network_key(ip: IpAddr) -> TableKey {
+    TableKey::Network(match canonical(ip) {
+        IpAddr::V4(v4) => {
+            IpAddr::V4((u32::from(v4) & (u32::MAX << (32 - OVERFLOW_IPV4_BITS))).into())
+        }
+        IpAddr::V6(v6) => {
+            IpAddr::V6((u128::from(v6) & (u128::MAX << (128 - OVERFLOW_IPV6_BITS))).into())
+        }
+    })
 }
 
 /// The client address a request without a key is charged to
@@ -469,6 +490,24 @@ mod tests {
         let nets = [mapped];
         assert!(trusted_by(&nets, canonical(ip("::ffff:10.1.2.3"))));
         assert!(!trusted_by(&nets, ip("11.0.0.1")));
+    }
+
+    #[test]
+    fn networks_are_a_slash_24_and_a_slash_48() {
+        assert_eq!(
+            network_key(ip("192.0.2.7")),
+            TableKey::Network(ip("192.0.2.0"))
+        );
+        assert_eq!(
+            network_key(ip("::ffff:192.0.2.7")),
+            TableKey::Network(ip("192.0.2.0"))
+        );
+        assert_eq!(
+            network_key(ip("2001:db8:1:2:3:4:5:6")),
+            TableKey::Network(ip("2001:db8:1::"))
+        );
+        assert_ne!(network_key(ip("192.0.2.7")), TableKey::Ip(ip("192.0.2.0")));
+        assert_ne!(network_key(ip("192.0.2.7")), network_key(ip("192.0.3.7")));
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub(crate) struct Compiled {
     pub(crate) plan: Plan,
     /// How it is charged; `None` for a remote backend.
     pub(crate) gate: Option<Gate>,
+    /// Its network overflow table (see [`Policy::overflow_networks`]):
+    /// where a new key goes when the gate's table has no slot for it.
+    pub(crate) networks: Option<HttpStore>,
     missing_key: MissingKey,
     /// Its warnings about requests without a key.
     missing_log: missing::MissingLog,
@@ -85,6 +88,7 @@ pub(crate) struct Rule {
     pub(crate) policy: Policy,
     pub(crate) plan: Plan,
     pub(crate) gate: Option<Gate>,
+    pub(crate) networks: Option<HttpStore>,
 }
 
 /// Settings shared by every policy of a layer (built by
@@ -105,7 +109,7 @@ pub(crate) struct LayerSettings {
 
 impl Shared {
     pub(crate) fn build(s: LayerSettings) -> Self {
-        let compile = |r: Rule| Compiled::new(r.policy, r.plan, r.gate, s.missing_key);
+        let compile = |r: Rule| Compiled::new(r, s.missing_key);
         let global = s.global.map(compile);
         let policies: Vec<Compiled> = s.policies.into_iter().map(compile).collect();
         let mut routes = PrefixTree::default();
@@ -148,12 +152,13 @@ impl Shared {
 const REFUSAL_STATE_PRECOMPUTED: u64 = 60;
 
 impl Compiled {
-    pub(crate) fn new(
-        policy: Policy,
-        plan: Plan,
-        gate: Option<Gate>,
-        default_missing: MissingKey,
-    ) -> Self {
+    pub(crate) fn new(rule: Rule, default_missing: MissingKey) -> Self {
+        let Rule {
+            policy,
+            plan,
+            gate,
+            networks,
+        } = rule;
         Self {
             name: policy.name.clone(),
             missing_key: policy.missing_key.unwrap_or(default_missing),
@@ -165,7 +170,18 @@ impl Compiled {
             }),
             plan,
             gate,
+            networks,
             policy,
+        }
+    }
+
+    /// The store that granted admission `a`: the network overflow table's
+    /// or the gate's.
+    pub(crate) fn store_of(&self, a: &gate::Admitted) -> Option<&HttpStore> {
+        if a.overflow {
+            self.networks.as_ref()
+        } else {
+            self.gate.as_ref().map(Gate::store)
         }
     }
 

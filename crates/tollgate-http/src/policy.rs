@@ -222,6 +222,8 @@ pub struct Policy {
     pub(crate) methods: Option<Vec<Method>>,
     pub(crate) key: KeySource,
     pub(crate) max_keys: usize,
+    /// Networks tracked by the overflow table (`None`: `max_keys`).
+    pub(crate) overflow_networks: Option<usize>,
     pub(crate) ipv6_prefix: u8,
     pub(crate) queue: Option<QueueMode>,
     pub(crate) dry_run: bool,
@@ -239,6 +241,7 @@ impl fmt::Debug for Policy {
             .field("methods", &self.methods)
             .field("key", &self.key)
             .field("max_keys", &self.max_keys)
+            .field("overflow_networks", &self.overflow_networks)
             .field("ipv6_prefix", &self.ipv6_prefix)
             .field("queue", &self.queue)
             .field("dry_run", &self.dry_run)
@@ -277,6 +280,7 @@ impl Policy {
             methods: None,
             key: KeySource::Global,
             max_keys: DEFAULT_MAX_KEYS,
+            overflow_networks: None,
             ipv6_prefix: super::key::DEFAULT_IPV6_PREFIX,
             queue: None,
             dry_run: false,
@@ -351,10 +355,54 @@ impl Policy {
 
     /// Most keys tracked at once (default [`DEFAULT_MAX_KEYS`]). Keys whose
     /// bucket has refilled are evicted losslessly; when every slot is
-    /// throttled, new keys share one overflow bucket.
+    /// busy, a new key is charged to its network's overflow bucket (see
+    /// [`overflow_networks`](Self::overflow_networks)).
     #[must_use]
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
+        self
+    }
+
+    /// Most networks the overflow tracks at once (default: as many as
+    /// [`max_keys`](Self::max_keys)); 0 turns the network overflow off.
+    ///
+    /// When every slot of the policy's table is busy, a new key is charged
+    /// to the table's one overflow bucket, which a flood of distinct keys
+    /// soon empties. A new key that bucket refuses is then not refused for
+    /// everyone, nor admitted without limit: it is charged to the bucket
+    /// of its client's **network**, an IPv4 /24 or an IPv6 /48 (the
+    /// client's address as [`KeySource::ClientIp`] finds it, for header
+    /// and custom keys too), under the policy's quota, in a second table
+    /// of this many networks. So the flood exhausts the buckets of the
+    /// networks it comes from, and a client from any other network is
+    /// served within its quota. Overflowing traffic as a whole gets at
+    /// most one key's quota from the shared bucket plus one per network.
+    /// The network table evicts refilled buckets losslessly as the key
+    /// table does; if it too is full of busy networks (a flood from more
+    /// networks than it holds), the remaining newcomers share one bucket.
+    ///
+    /// Memory: the network table costs what the key table does per slot
+    /// (about 20 bytes per network of capacity: see the guide), so the
+    /// default doubles a policy's memory (10,000 keys: about 200 KB more).
+    /// Policies that queue, in-flight limits and remote backends keep one
+    /// shared overflow bucket (an in-flight table refuses keys it has no
+    /// slot for).
+    ///
+    /// ```
+    /// use tollgate::http::{KeySource, Policy};
+    /// use tollgate::Quota;
+    ///
+    /// let api = Policy::token_bucket("api", Quota::per_minute(60)?)
+    ///     .prefix("/api")
+    ///     .key(KeySource::ClientIp)
+    ///     .max_keys(50_000)
+    ///     .overflow_networks(5_000);
+    /// # let _ = api;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn overflow_networks(mut self, networks: usize) -> Self {
+        self.overflow_networks = Some(networks);
         self
     }
 

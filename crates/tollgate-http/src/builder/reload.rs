@@ -127,21 +127,10 @@ impl<'a> Carrier<'a> {
             return Ok((fresh()?, None));
         };
         let unchanged = old.policy.algorithm == p.algorithm && old.policy.queue == p.queue;
-        if old.plan.alg != plan.alg {
-            let now = self
-                .previous
-                .map_or(tollgate_core::time::Timestamp::ZERO, |s| s.clock.now());
-            let done = match plan.alg {
-                StoreAlg::Gcra(a) => store.reconfigure(a, self.how, now).is_ok(),
-                StoreAlg::Fixed(a) => store.reconfigure(a, self.how, now).is_ok(),
-                StoreAlg::Sliding(a) => store.reconfigure(a, self.how, now).is_ok(),
-                StoreAlg::InFlight(limit) => store.reconfigure_in_flight(limit).is_ok(),
-            };
-            if !done {
-                // cannot happen (same family); start afresh rather than lie
-                self.report.fresh.push(p.name.clone());
-                return Ok((fresh()?, None));
-            }
+        if !self.carry(&store, &old.plan, plan) {
+            // cannot happen (same family); start afresh rather than lie
+            self.report.fresh.push(p.name.clone());
+            return Ok((fresh()?, None));
         }
         if unchanged {
             self.report.kept.push(p.name.clone());
@@ -149,6 +138,44 @@ impl<'a> Carrier<'a> {
             self.report.reconfigured.push(p.name.clone());
         }
         Ok((store, Some(old)))
+    }
+
+    /// Runs `store`, carried from a rule running `old`, under `plan`
+    /// (reconfigured, each key's state carried by the reload's rule);
+    /// false if it cannot (another family of algorithm).
+    fn carry(&self, store: &HttpStore, old: &Plan, plan: &Plan) -> bool {
+        if old.alg == plan.alg {
+            return true;
+        }
+        let now = self
+            .previous
+            .map_or(tollgate_core::time::Timestamp::ZERO, |s| s.clock.now());
+        match plan.alg {
+            StoreAlg::Gcra(a) => store.reconfigure(a, self.how, now).is_ok(),
+            StoreAlg::Fixed(a) => store.reconfigure(a, self.how, now).is_ok(),
+            StoreAlg::Sliding(a) => store.reconfigure(a, self.how, now).is_ok(),
+            StoreAlg::InFlight(limit) => store.reconfigure_in_flight(limit).is_ok(),
+        }
+    }
+
+    /// The network overflow table of `p` running `plan`: the previous
+    /// rule's when its keys are partitioned alike and it tracks as many
+    /// networks (reconfigured alike), else from `fresh`.
+    pub(crate) fn networks(
+        &mut self,
+        p: &Policy,
+        plan: &Plan,
+        fresh: impl FnOnce() -> Result<HttpStore, ConfigError>,
+    ) -> Result<HttpStore, ConfigError> {
+        let carried = self.old(p).and_then(|old| {
+            let networks = old.networks.as_ref()?;
+            (partitioned_alike(&old.policy, &old.plan, p, plan)
+                && super::overflow_networks(&old.policy, &old.plan)
+                    == super::overflow_networks(p, plan)
+                && self.carry(networks, &old.plan, plan))
+            .then(|| networks.clone())
+        });
+        carried.map_or_else(fresh, Ok)
     }
 
     /// Records the rules of the previous configuration that are gone.

@@ -89,6 +89,8 @@ pub(crate) struct RuleConfig {
     pub(crate) header: Option<String>,
     /// Most keys tracked (keyed rules only).
     pub(crate) max_keys: Option<usize>,
+    /// Most networks the overflow tracks (keyed rules only; 0: off).
+    pub(crate) overflow_networks: Option<usize>,
     /// Bits of a client's IPv6 address that make its key (default 64; IP
     /// keys only).
     pub(crate) ipv6_prefix: Option<u64>,

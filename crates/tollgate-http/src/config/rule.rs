@@ -226,6 +226,15 @@ pub(super) fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy,
         }
         p = p.max_keys(n);
     }
+    if let Some(n) = r.overflow_networks {
+        if matches!(key, KeySource::Global) || r.backend.as_deref() == Some("redis") {
+            return Err(ConfigError::invalid(
+                at("overflow_networks"),
+                "does nothing without keys in process (key = \"global\" or backend = \"redis\")",
+            ));
+        }
+        p = p.overflow_networks(n);
+    }
     p = p.key(key);
     if let Some(q) = r.queue.take() {
         let max_wait = duration_field(&at("queue.max_wait"), &q.max_wait)?;

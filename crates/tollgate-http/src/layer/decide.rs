@@ -17,6 +17,7 @@ use crate::key::{self, Extracted, RequestHead, TableKey};
 use crate::policy::MissingKey;
 use tollgate_core::clock::Clock;
 use tollgate_core::concurrency::DEFAULT_RETRY_HINT;
+use tollgate_core::keyed::KeyedPath;
 use tollgate_core::limiter::Limiter;
 use tollgate_core::time::Timestamp;
 use tollgate_queue::WaitError;
@@ -146,6 +147,7 @@ impl Shared {
             Charge::Admitted(Some(Admitted {
                 permit,
                 key,
+                overflow: false,
                 snapshot: self.headers_on_success.then(|| gate.snapshot(&key, now)),
             }))
         };
@@ -153,7 +155,28 @@ impl Shared {
         let (wait, queues) = match gate {
             Gate::Direct(store) => match store.try_acquire_n(&key, 1, now) {
                 Ok(lease) => return admitted(Permit::Lease(lease)),
-                Err(refusal) => (refusal.retry_after(), false),
+                // a new key without a slot, refused by the table's one
+                // overflow bucket (a flood of new keys empties it): its
+                // network's overflow bucket decides
+                Err(refusal) => match (&c.networks, refusal.path()) {
+                    (Some(networks), KeyedPath::SharedOverflow) => {
+                        let net = self.network_of(c, &key, head);
+                        match networks.try_acquire_n(&net, 1, now) {
+                            Ok(lease) => {
+                                return Charge::Admitted(Some(Admitted {
+                                    permit: Permit::Lease(lease),
+                                    key: net,
+                                    overflow: true,
+                                    snapshot: self
+                                        .headers_on_success
+                                        .then(|| networks.snapshot(&net, now)),
+                                }));
+                            }
+                            Err(refusal) => (refusal.retry_after(), false),
+                        }
+                    }
+                    _ => (refusal.retry_after(), false),
+                },
             },
             Gate::Queued(queue) => match queue.try_acquire(&key, 1) {
                 Ok(permit) => return admitted(Permit::Queued(permit)),
@@ -187,6 +210,17 @@ impl Shared {
             Charge::Admitted(None)
         } else {
             Charge::Refused(wait, status)
+        }
+    }
+
+    /// The network overflow key of a request charged to `key` under `c`:
+    /// the network of its address key, else of its client's address (a
+    /// header or custom key); one shared bucket without a peer address.
+    fn network_of(&self, c: &Compiled, key: &TableKey, head: &RequestHead<'_>) -> TableKey {
+        match key {
+            TableKey::Ip(ip) => key::network_key(*ip),
+            _ => key::fallback_ip(&c.policy.key, head, self.peer, &self.trusted)
+                .map_or(TableKey::Global, key::network_key),
         }
     }
 
@@ -270,8 +304,8 @@ impl Shared {
     /// Gives the global limiter's admission back (a later policy refused).
     pub(crate) fn give_back_global(&self, a: Option<Admitted>, now: Timestamp) {
         if let Some(a) = a {
-            let gate = self.global.as_ref().and_then(|g| g.gate.as_ref());
-            a.permit.give_back(gate, &a.key, now);
+            let store = self.global.as_ref().and_then(|g| g.store_of(&a));
+            a.permit.give_back(store, &a.key, now);
         }
     }
 

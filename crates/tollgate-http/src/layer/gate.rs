@@ -66,12 +66,13 @@ impl Permit {
         }
     }
 
-    /// Gives the permits back to `gate`'s store (the request was refused
-    /// by a later policy, or went away): see [`Limiter::cancel`].
-    pub(super) fn give_back(self, gate: Option<&Gate>, key: &TableKey, now: Timestamp) {
+    /// Gives the permits back to `store`, the one that granted them (the
+    /// request was refused by a later policy, or went away): see
+    /// [`Limiter::cancel`].
+    pub(super) fn give_back(self, store: Option<&HttpStore>, key: &TableKey, now: Timestamp) {
         match self {
-            Self::Lease(lease) => match gate {
-                Some(gate) => gate.store().cancel(key, lease, now),
+            Self::Lease(lease) => match store {
+                Some(store) => store.cancel(key, lease, now),
                 None => drop(lease),
             },
             Self::Queued(p) => p.release(),
@@ -80,10 +81,12 @@ impl Permit {
 }
 
 /// A policy's admission of a request: its permit, the key it was charged
-/// to and, only when the layer sends headers on success, the policy's
-/// state right after it (computed when asked).
+/// to (in the policy's network overflow table if `overflow`) and, only
+/// when the layer sends headers on success, the policy's state right after
+/// it (computed when asked).
 pub(crate) struct Admitted {
     pub(crate) permit: Permit,
     pub(crate) key: TableKey,
+    pub(crate) overflow: bool,
     pub(crate) snapshot: Option<Snapshot>,
 }

@@ -41,6 +41,7 @@ async fn wait_in_line(shared: &Shared, c: &Compiled, key: TableKey) -> Result<Ad
                 .then(|| gate.snapshot(&key, shared.clock.now())),
             permit: Permit::Queued(permit),
             key,
+            overflow: false,
         }),
         Err(e) => Err(wait_of(&e)),
     }

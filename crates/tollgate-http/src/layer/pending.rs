@@ -36,8 +36,8 @@ impl Pending {
         let now = self.shared.clock.now();
         self.shared.give_back_global(self.global.take(), now);
         if let Some((i, a)) = self.route.take() {
-            let gate = self.shared.policies.get(i).and_then(|c| c.gate.as_ref());
-            a.permit.give_back(gate, &a.key, now);
+            let store = self.shared.policies.get(i).and_then(|c| c.store_of(&a));
+            a.permit.give_back(store, &a.key, now);
         }
     }
 

@@ -19,6 +19,7 @@ mod http_global_refund;
 mod http_load_50_clients;
 mod http_metrics_and_dry_run;
 mod http_missing_key;
+mod http_overflow_by_network;
 mod http_paused_time;
 mod http_prefix_routing;
 mod http_queue_disconnect_waves;
