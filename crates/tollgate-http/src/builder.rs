@@ -2,6 +2,7 @@
 //! built fresh, or over a running layer (a reload).
 
 mod reload;
+mod stores;
 
 use core::time::Duration;
 use std::format;
@@ -11,22 +12,19 @@ use std::vec::Vec;
 use http::{Response, StatusCode};
 
 use super::headers::valid_policy_name;
-use super::key::{
-    IpNet, KeyDigest, KeySource, PeerAddrFn, TableKey, canonical_net, socket_addr_extension,
-};
-use super::layer::{HttpStore, LayerClock, LayerSettings, RateLimitLayer, Rule, Shared};
+use super::key::{IpNet, KeyDigest, PeerAddrFn, canonical_net, socket_addr_extension};
+use super::layer::{LayerClock, LayerSettings, RateLimitLayer, Rule, Shared};
 use super::policy::{
     ConfigError, ConfigErrorKind, MissingKey, Plan, Policy, RejectionHandler, StoreAlg,
 };
 use super::routing::PathPrefix;
 use reload::Carrier;
 pub use reload::ReloadReport;
+pub(crate) use stores::overflow_networks;
+use stores::{fresh_store, fresh_table, max_keys, too_many};
 use tollgate_core::clock::Clock;
 use tollgate_core::error::check_clock;
-use tollgate_core::keyed::ShardedKeyedTable;
 use tollgate_core::limiter::{Algorithm, Inheritance};
-use tollgate_core::live::LiveBucket;
-use tollgate_partitioned::{Partitioned, PolicyStore};
 
 /// Builds a [`RateLimitLayer`]; see the [module docs](super).
 pub struct RateLimitLayerBuilder {
@@ -136,7 +134,7 @@ impl RateLimitLayerBuilder {
     }
 
     /// Networks of reverse proxies whose forwarding headers are believed
-    /// ([`KeySource::ClientIp`]): [`IpNet`]s of the `ipnet` crate, such as
+    /// ([`KeySource::ClientIp`](crate::KeySource::ClientIp)): [`IpNet`]s of the `ipnet` crate, such as
     /// `"10.0.0.0/8".parse()?` or `"127.0.0.1/32".parse()?`. Default: none
     /// (forwarding headers are never believed).
     #[must_use]
@@ -416,89 +414,6 @@ impl RateLimitLayerBuilder {
         });
         Ok((shared, report))
     }
-}
-
-/// Keys a policy's table tracks: one for a policy without partition (or
-/// whose buckets live in a backend).
-fn max_keys(p: &Policy) -> usize {
-    if matches!(p.key, KeySource::Global) || p.backend.is_some() {
-        1
-    } else {
-        p.max_keys
-    }
-}
-
-fn too_many(loc: &str) -> ConfigError {
-    ConfigError::invalid(format!("{loc}.max_keys"), "too many keys")
-}
-
-/// The networks `policy`'s overflow table holds (see
-/// [`Policy::overflow_networks`]); `None` where a new key without a slot
-/// shares the table's one overflow bucket: a policy without partition,
-/// that queues, limits requests in flight or keeps its buckets remotely.
-pub(crate) fn overflow_networks(policy: &Policy, plan: &Plan) -> Option<usize> {
-    let rate = !matches!(plan.alg, StoreAlg::InFlight(_));
-    let networks = policy.overflow_networks.unwrap_or(policy.max_keys);
-    (rate
-        && networks > 0
-        && !matches!(policy.key, KeySource::Global)
-        && policy.queue.is_none()
-        && policy.backend.is_none())
-    .then_some(networks)
-}
-
-/// A new store for `policy` running `plan`.
-fn fresh_store(loc: &str, policy: &Policy, plan: &Plan) -> Result<HttpStore, ConfigError> {
-    let keys = max_keys(policy);
-    Ok(match plan.alg {
-        // one key: one bucket, no table to hash into
-        StoreAlg::Gcra(g) if matches!(policy.key, KeySource::Global) => {
-            PolicyStore::single(LiveBucket::new(g))
-        }
-        StoreAlg::InFlight(limit) => PolicyStore::in_flight(
-            Partitioned::<TableKey, TableKey>::in_flight_table(limit, keys)
-                .map_err(|e| too_many(loc).caused_by(e))?,
-        ),
-        alg => fresh_table(loc, "max_keys", alg, keys)?,
-    })
-}
-
-/// A new keyed table running `alg` (a rate: bucket or window) for `keys`
-/// keys, whose keys without a slot share one overflow bucket; a bad size
-/// is reported at `loc.field`.
-fn fresh_table(
-    loc: &str,
-    field: &str,
-    alg: StoreAlg,
-    keys: usize,
-) -> Result<HttpStore, ConfigError> {
-    let error = |e| ConfigError::invalid(format!("{loc}.{field}"), "too many keys").caused_by(e);
-    Ok(match alg {
-        StoreAlg::Gcra(g) => PolicyStore::keyed(
-            ShardedKeyedTable::builder(g)
-                .max_keys(keys)
-                .build()
-                .map_err(error)?,
-        ),
-        StoreAlg::Fixed(w) => PolicyStore::keyed(
-            ShardedKeyedTable::builder(w)
-                .max_keys(keys)
-                .build()
-                .map_err(error)?,
-        ),
-        StoreAlg::Sliding(w) => PolicyStore::keyed(
-            ShardedKeyedTable::builder(w)
-                .max_keys(keys)
-                .build()
-                .map_err(error)?,
-        ),
-        StoreAlg::InFlight(_) => {
-            return Err(ConfigError::invalid(
-                format!("{loc}.{field}"),
-                "an in-flight limit has no overflow table",
-            ));
-        }
-    })
 }
 
 /// Checks that a clock of `resolution` can enforce `plan`: a quota's

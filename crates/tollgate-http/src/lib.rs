@@ -96,6 +96,7 @@ mod backend;
 mod builder;
 #[cfg(feature = "config")]
 pub mod config;
+mod error;
 #[cfg(all(fuzzing, feature = "config"))]
 pub mod fuzzing;
 pub mod guide;
@@ -103,6 +104,7 @@ mod headers;
 pub(crate) mod key;
 mod layer;
 pub mod metrics;
+mod missing_key;
 mod policy;
 pub(crate) mod routing;
 

@@ -3,7 +3,7 @@
 use core::fmt;
 use core::time::Duration;
 use std::format;
-use std::string::{String, ToString};
+use std::string::String;
 use std::sync::Arc;
 use std::vec::Vec;
 
@@ -16,77 +16,8 @@ use tollgate_core::quota::Quota;
 use tollgate_core::refusal::Refusal;
 use tollgate_core::window::{FixedWindow, SlidingWindow};
 
-/// What the layer does with a request whose partition key cannot be
-/// extracted (no peer address, no key header, a custom function returning
-/// `None`).
-///
-/// The default, [`ClientIp`](Self::ClientIp) with 429, limits such a
-/// request by its client's address: a client that leaves out its API key
-/// gets one client's quota, not a free pass and not a server error. Every
-/// outcome but [`Allow`](Self::Allow) limits; none of them logs a line per
-/// request: with feature `tracing` a policy warns about missing keys at
-/// most once per [`MISSING_KEY_LOG_INTERVAL`], with the number of requests
-/// since its last warning.
-///
-/// ```
-/// use http::StatusCode;
-/// use tollgate::http::{KeySource, MissingKey, Policy};
-/// use tollgate::Quota;
-///
-/// // requests without an API key share one bucket of 100 per minute, and
-/// // are told to authenticate when it is empty
-/// let api = Policy::token_bucket("api", Quota::per_minute(100)?)
-///     .prefix("/api")
-///     .key(KeySource::Header(http::HeaderName::from_static("x-api-key")))
-///     .missing_key(MissingKey::SharedBucket(StatusCode::UNAUTHORIZED));
-/// # let _ = api;
-/// # Ok::<(), tollgate::ConfigError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum MissingKey {
-    /// Charge the request to its client's address instead: the right-most
-    /// untrusted address of the forwarding chain, as
-    /// [`KeySource::ClientIp`](crate::KeySource::ClientIp) finds it
-    /// (read from `Forwarded` for a
-    /// [`ForwardedClientIp`](crate::KeySource::ForwardedClientIp) policy),
-    /// under the policy's quota. Refused with this status (with
-    /// `Retry-After` and the `RateLimit` fields). A request without even a
-    /// peer address (a server that does not record it) is answered 500.
-    /// The default, with 429.
-    ClientIp(StatusCode),
-    /// Charge every key-less request of the policy to one bucket they all
-    /// share, under the policy's quota; refused with this status (e.g. 401
-    /// to ask for a key, or 429).
-    SharedBucket(StatusCode),
-    /// Answer with this status, charging nothing (e.g. 401). Such
-    /// answers are not limited: prefer [`SharedBucket`](Self::SharedBucket)
-    /// where a client could repeat them at will.
-    Reject(StatusCode),
-    /// Let the request through without charging this policy.
-    Allow,
-}
-
-impl Default for MissingKey {
-    fn default() -> Self {
-        Self::ClientIp(StatusCode::TOO_MANY_REQUESTS)
-    }
-}
-
-impl MissingKey {
-    /// The status it answers with, if it answers with one.
-    pub(crate) fn status(self) -> Option<StatusCode> {
-        match self {
-            Self::ClientIp(s) | Self::SharedBucket(s) | Self::Reject(s) => Some(s),
-            Self::Allow => None,
-        }
-    }
-}
-
-/// How often, at most, a policy logs a warning about requests without a
-/// key (feature `tracing`): one line per interval, counting the requests
-/// since the previous line.
-pub const MISSING_KEY_LOG_INTERVAL: Duration = Duration::from_secs(10);
+pub use crate::error::{ConfigError, ConfigErrorKind};
+pub use crate::missing_key::{MISSING_KEY_LOG_INTERVAL, MissingKey};
 
 /// A custom rejection response, from the [`Refusal`] and the status the
 /// layer would send. The layer adds `Retry-After` and the `RateLimit`
@@ -580,120 +511,5 @@ impl Policy {
             }
         };
         Ok(Plan { alg })
-    }
-}
-
-/// A layer that cannot be built, naming where the problem is
-/// (`rules[2].burst: must be at least 1`).
-///
-/// An error made from another one keeps it as its
-/// [`source`](core::error::Error::source): the TOML or JSON parser's error
-/// under a [`ConfigErrorKind::Syntax`], the core's
-/// [`tollgate_core::ConfigError`] under a quota, window, table size or
-/// clock resolution it refuses, the Redis store's
-/// [`redis::ConfigError`](tollgate_redis::ConfigError) under a
-/// `backend = "redis"` rule it refuses. The `Display` text stays one
-/// message of its own (a `Syntax` error's is the parser's text, which a
-/// report printing the whole chain shows twice). Two errors are equal when
-/// their location and kind are; the source is not compared.
-///
-/// ```
-/// use std::error::Error;
-/// use tollgate::http::LayerConfig;
-///
-/// let err = LayerConfig::from_json(r#"{"rules": [}"#).unwrap_err();
-/// assert_eq!(err.to_string(), "expected value at line 1 column 12");
-/// assert!(err.source().is_some_and(|s| s.is::<serde_json::Error>()));
-/// ```
-#[derive(Debug, Clone)]
-pub struct ConfigError {
-    location: String,
-    kind: ConfigErrorKind,
-    /// The error this one was made from.
-    source: Option<Arc<dyn core::error::Error + Send + Sync>>,
-}
-
-impl PartialEq for ConfigError {
-    fn eq(&self, other: &Self) -> bool {
-        self.location == other.location && self.kind == other.kind
-    }
-}
-
-impl Eq for ConfigError {}
-
-/// What is wrong in a [`ConfigError`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConfigErrorKind {
-    /// A value outside what the field accepts; the text says what it must be.
-    Invalid(&'static str),
-    /// Two policies with the same name.
-    DuplicateName,
-    /// A document that does not parse (TOML or JSON syntax, unknown field,
-    /// wrong type).
-    Syntax(String),
-    /// A setting that contradicts another one or could never take effect
-    /// (two rules for the same path and methods, a rule under an exempt
-    /// path); the text names the other setting.
-    Conflict(String),
-}
-
-impl ConfigError {
-    pub(crate) fn invalid(location: impl ToString, what: &'static str) -> Self {
-        Self {
-            location: location.to_string(),
-            kind: ConfigErrorKind::Invalid(what),
-            source: None,
-        }
-    }
-
-    pub(crate) fn new(location: impl ToString, kind: ConfigErrorKind) -> Self {
-        Self {
-            location: location.to_string(),
-            kind,
-            source: None,
-        }
-    }
-
-    /// This error, made from `source` (reported by `source()`).
-    pub(crate) fn caused_by(
-        mut self,
-        source: impl core::error::Error + Send + Sync + 'static,
-    ) -> Self {
-        self.source = Some(Arc::new(source));
-        self
-    }
-
-    /// Where: `rules[2].burst`, `global.rate`, `policy "api".name`, ….
-    pub fn location(&self) -> &str {
-        &self.location
-    }
-
-    /// What.
-    pub fn kind(&self) -> &ConfigErrorKind {
-        &self.kind
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.kind {
-            ConfigErrorKind::Invalid(what) => write!(f, "{}: {what}", self.location),
-            ConfigErrorKind::DuplicateName => {
-                write!(f, "{}: another rule has the same name", self.location)
-            }
-            ConfigErrorKind::Conflict(msg) => write!(f, "{}: {msg}", self.location),
-            ConfigErrorKind::Syntax(msg) if self.location.is_empty() => f.write_str(msg),
-            ConfigErrorKind::Syntax(msg) => write!(f, "{}: {msg}", self.location),
-        }
-    }
-}
-
-impl core::error::Error for ConfigError {
-    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
-        match &self.source {
-            Some(source) => Some(&**source),
-            None => None,
-        }
     }
 }

@@ -4,7 +4,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::key::KeyError;
-use crate::policy::MISSING_KEY_LOG_INTERVAL;
+use crate::missing_key::MISSING_KEY_LOG_INTERVAL;
 use tollgate_core::gcra::Gcra;
 use tollgate_core::live::LiveBucket;
 use tollgate_core::quota::Quota;
