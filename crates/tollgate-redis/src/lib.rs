@@ -94,6 +94,7 @@ mod config;
 #[cfg(fuzzing)]
 pub mod fuzzing;
 pub mod guide;
+mod pressure;
 pub mod script;
 pub(crate) mod store;
 
