@@ -61,3 +61,37 @@ impl MemoryPressure {
         Some(count)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::ToString;
+
+    const SECOND: u64 = 1_000_000_000;
+
+    #[test]
+    fn the_out_of_memory_error_is_told_by_its_code() {
+        let oom = ::redis::make_extension_error(
+            "OOM".to_string(),
+            Some("command not allowed when used memory > 'maxmemory'.".to_string()),
+        );
+        assert!(is_out_of_memory(&oom));
+        let other = ::redis::make_extension_error("BUSY".to_string(), None);
+        assert!(!is_out_of_memory(&other));
+    }
+
+    #[test]
+    fn one_line_per_interval_carries_the_count_since_the_last() {
+        let oom = ::redis::make_extension_error("OOM".to_string(), None);
+        let p = MemoryPressure::default();
+        assert_eq!(p.record(b"p:", 5 * SECOND, &oom), Some(1), "the first logs");
+        for t in 6..15 {
+            assert_eq!(p.record(b"p:", t * SECOND, &oom), None, "at {t} s");
+        }
+        // 10 s after the first line: the 9 unlogged and this one
+        assert_eq!(p.record(b"p:", 15 * SECOND, &oom), Some(10));
+        assert_eq!(p.record(b"p:", 15 * SECOND + 1, &oom), None);
+        assert_eq!(p.record(b"p:", 40 * SECOND, &oom), Some(2));
+        assert_eq!(p.events.load(Ordering::Relaxed), 13);
+    }
+}

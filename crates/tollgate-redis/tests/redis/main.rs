@@ -11,5 +11,7 @@ mod redis_fixed_window_matches_model;
 mod redis_fleet_shares_one_quota;
 mod redis_keys_expire_and_stay_apart;
 mod redis_matches_in_process_bucket;
+mod redis_memory_pressure;
+mod redis_new_keys_are_budgeted;
 mod redis_one_round_trip_per_decision;
 mod redis_servers_die_with_the_test;
