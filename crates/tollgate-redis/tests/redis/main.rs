@@ -10,6 +10,7 @@ mod redis_failure_policy;
 mod redis_fixed_window_matches_model;
 mod redis_fleet_shares_one_quota;
 mod redis_flood_of_new_keys_stays_within_its_share;
+mod redis_key_costs_what_the_docs_say;
 mod redis_keys_expire_and_stay_apart;
 mod redis_matches_in_process_bucket;
 mod redis_memory_pressure;
