@@ -31,7 +31,8 @@ pub enum ConfigError {
     /// The circuit breaker opens after 0 failures or probes every 0 s.
     InvalidCircuitBreaker,
     /// The budget of new keys is 0 per second
-    /// ([`RedisConfig::new_keys_per_second`]): no key could ever be created.
+    /// ([`RedisConfig::new_keys_per_second`](crate::RedisConfig::new_keys_per_second)):
+    /// no key could ever be created.
     ZeroNewKeyRate,
     /// The budget of new keys per second is not a quota tollgate can run
     /// (the source says why).
