@@ -57,8 +57,12 @@
 //!
 //! One round trip per decision as before while the key exists or the budget
 //! has a token; two when it has none (the key's script, which writes
-//! nothing, then the overflow key's). The overflow key is one more key, so
-//! a cluster routes it like any other.
+//! nothing, then the overflow key's). Every check in flight holds a token
+//! until its reply (it might create its key) and gives it back if its key
+//! existed; so that checks of existing keys in flight do not send a new
+//! key to the overflow key, a new key refused for want of a token is asked
+//! again, with a token, if one is free when the reply arrives. The
+//! overflow key is one more key, so a cluster routes it like any other.
 //!
 //! Legitimate clients spend the budget too: with their first request, when
 //! they come back after their bucket has refilled (their key expired), and,

@@ -75,11 +75,12 @@ impl RedisStore {
     /// policy: the raw answer or why there is none. Still bounded by the
     /// timeout (per call).
     ///
-    /// A check (`n > 0`) of an absent key takes one token of the
-    /// [new-key budget](crate::RedisConfig::new_keys_per_second), given
-    /// back if the key turns out to exist. With the budget spent, an absent
-    /// key is not created: a second call asks the rule's overflow key, and
-    /// the reply's path is [`KeyedPath::SharedOverflow`].
+    /// A check (`n > 0`) takes one token of the
+    /// [new-key budget](crate::RedisConfig::new_keys_per_second) if it can,
+    /// given back if the key turns out to exist. Without one, an absent key
+    /// is not created: a second call asks it again if a token is free by
+    /// then (checks in flight had held them), else asks the rule's
+    /// overflow key, and the reply's path is [`KeyedPath::SharedOverflow`].
     ///
     /// # Errors
     /// [`StoreError`] ([`StoreError::is_out_of_memory`] when the server is
@@ -88,20 +89,16 @@ impl RedisStore {
         if n > self.capacity {
             return Err(StoreError::Capacity(self.exceeded(n)));
         }
-        let may_create = n > 0 && self.new_keys.check(self.clock.now()).is_ok();
-        let reply = self
-            .call("c", &self.config.redis_key(key), n, may_create)
-            .await;
-        // the token pays for a key this call created, and only for that
-        let created = match &reply {
-            Ok(r) => r.key == KeyWas::Absent,
-            // the script stopped at its first write, or never ran
-            Err(e) => !(e.is_out_of_memory() || matches!(e, StoreError::CircuitOpen)),
-        };
-        if may_create && !created {
-            self.new_keys.refund(1, self.clock.now());
+        let redis_key = self.config.redis_key(key);
+        let took = n > 0 && self.new_keys.check(self.clock.now()).is_ok();
+        let mut reply = self.call_with_token(&redis_key, n, took).await?;
+        // Every check in flight holds a token until its reply (it may
+        // create its key), so the budget can look spent while only checks
+        // of existing keys hold it; they give it back within a round trip.
+        // A token now is a real one: ask again, allowed to create.
+        if reply.key == KeyWas::NotCreated && self.new_keys.check(self.clock.now()).is_ok() {
+            reply = self.call_with_token(&redis_key, n, true).await?;
         }
-        let reply = reply?;
         if reply.key != KeyWas::NotCreated {
             return self.reply_to_decision(reply);
         }
@@ -163,6 +160,27 @@ impl RedisStore {
             .call("c", &self.config.redis_key(key), 0, false)
             .await?;
         wait_from_peek(self.gcra, self.capacity, n, reply.fields)
+    }
+
+    /// One check of `n` on `redis_key`, allowed to create it if `took` (a
+    /// token of the new-key budget was taken for it): the token is given
+    /// back unless the call created the key.
+    async fn call_with_token(
+        &self,
+        redis_key: &[u8],
+        n: u32,
+        took: bool,
+    ) -> Result<Reply, StoreError> {
+        let reply = self.call("c", redis_key, n, took).await;
+        let created = match &reply {
+            Ok(r) => r.key == KeyWas::Absent,
+            // the script stopped at its first write, or never ran
+            Err(e) => !(e.is_out_of_memory() || matches!(e, StoreError::CircuitOpen)),
+        };
+        if took && !created {
+            self.new_keys.refund(1, self.clock.now());
+        }
+        reply
     }
 
     /// Runs the script once for `op` on the Redis key `redis_key`, within

@@ -229,3 +229,50 @@ async fn the_overflow_key_is_one_more_key_on_a_cluster() {
     // that fitted, plus those of attempts that did not
     assert!(cluster.key_counts().iter().sum::<u64>() >= 2);
 }
+
+/// Every check in flight holds a token of the budget until its reply: a
+/// check of an existing key holds the only token while the server is
+/// frozen, and a new key checked meanwhile is refused one. When the replies
+/// come back (in order: the existing key's first, which gives its token
+/// back), the new key is asked again with the token and gets its own
+/// bucket, not the overflow key. (Current-thread runtime: the replies'
+/// tasks run in the order they were woken.)
+#[tokio::test]
+async fn a_token_held_by_a_check_in_flight_does_not_send_a_new_key_to_the_overflow() {
+    let server = RedisServer::start();
+    let quota = Quota::per_minute(60).unwrap().with_burst(10).unwrap();
+    let config = RedisConfig::token_bucket(quota)
+        .prefix(b"held:")
+        .new_keys_per_second(1)
+        .timeout(PATIENT);
+    // another replica makes the existing key: this store's token stays
+    let other = RedisStore::connect(server.url(), config.clone())
+        .await
+        .unwrap();
+    assert_eq!(path_of(&other.check(b"existing").await), KeyedPath::Own);
+    let store = std::sync::Arc::new(RedisStore::connect(server.url(), config).await.unwrap());
+    // connected, the script loaded; an existing key gives its token back
+    assert_eq!(path_of(&store.check(b"existing").await), KeyedPath::Own);
+
+    server.freeze();
+    let existing = tokio::spawn({
+        let store = store.clone();
+        async move { store.check(b"existing").await }
+    });
+    // the existing key's check takes the token and waits for the server
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let newcomer = tokio::spawn({
+        let store = store.clone();
+        async move { store.check(b"newcomer").await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    server.thaw();
+    let existing = existing.await.unwrap();
+    let newcomer = newcomer.await.unwrap();
+    assert!(existing.is_ok() && path_of(&existing) == KeyedPath::Own);
+    assert!(newcomer.is_ok(), "{newcomer:?}");
+    assert_eq!(path_of(&newcomer), KeyedPath::Own, "not the overflow key");
+    let mut admin = server.admin();
+    assert!(exists(&mut admin, &store.redis_key(b"newcomer")));
+    assert!(!exists(&mut admin, &store.config().overflow_key()));
+}
