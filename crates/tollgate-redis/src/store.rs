@@ -31,7 +31,7 @@ mod connect;
 mod outage;
 mod reply;
 
-pub(crate) use reply::{KeyWas, decode_reply, reply_to_decision, wait_from_peek};
+pub(crate) use reply::{KeyWas, Reply, decode_reply, reply_to_decision, wait_from_peek};
 
 /// Why one call to the store produced no decision.
 #[non_exhaustive]
@@ -109,8 +109,9 @@ pub struct StoreReply {
 /// and the [new-key budget](RedisConfig::new_keys_per_second) spent
 /// ([`KeyedPath::SharedOverflow`]), or, when the store could not be asked
 /// or was out of memory, the failure policy ([`KeyedPath::Fallback`]:
-/// fail-open admits without the shared limit, or under its local ceiling). A refusal says the same through
-/// [`Refusal::path`] (and [`KeyedPath::Cached`] for the refusal cache).
+/// fail-open admits without the shared limit, or under its local
+/// ceiling). A refusal says the same through [`Refusal::path`] (and
+/// [`KeyedPath::Cached`] for the refusal cache).
 ///
 /// A rate's permits are spent: dropping it does nothing;
 /// [`RedisStore::refund`] gives back what went unused.

@@ -8,10 +8,9 @@ use core::time::Duration;
 use ::redis::Value;
 
 use super::{
-    Connection, KeyWas, RedisStore, StoreError, StorePermit, StoreReply, decode_reply,
+    Connection, KeyWas, RedisStore, Reply, StoreError, StorePermit, StoreReply, decode_reply,
     reply_to_decision, wait_from_peek,
 };
-use crate::store::reply::Reply;
 use tollgate_core::clock::Clock;
 use tollgate_core::keyed::KeyedPath;
 use tollgate_core::refusal::Refusal;
