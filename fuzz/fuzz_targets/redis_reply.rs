@@ -1,7 +1,8 @@
 //! The Redis store's handling of its Lua script's reply, without a
 //! server: any RESP bytes (parsed by the redis crate as the connection
-//! would), and any five integers, for any algorithm the store accepts.
-//! Never panics; a reply of five non-negative integers always decodes,
+//! would), and any six integers, for any algorithm the store accepts.
+//! Never panics; a reply of five non-negative integers and a sixth of 0,
+//! 1 or 2 always decodes,
 //! `allowed == 1` is an admission and anything else a refusal, and
 //! `remaining` never exceeds the limit.
 #![no_main]
@@ -34,7 +35,7 @@ struct Input {
     period_nanos: u64,
     burst: Option<u32>,
     resp: Vec<u8>,
-    ints: [i64; 5],
+    ints: [i64; 6],
     n: u32,
 }
 
@@ -67,14 +68,15 @@ fuzz_target!(|input: Input| {
     let value = Value::Array(input.ints.iter().map(|&i| Value::Int(i)).collect());
     let got = fuzzing::redis_reply(algorithm, value);
     let fields = [input.ints[1], input.ints[2], input.ints[3], input.ints[4]];
-    if fields.iter().all(|&i| i >= 0) {
-        let reply = got.expect("five non-negative integers decode");
+    if fields.iter().all(|&i| i >= 0) && (0..=2).contains(&input.ints[5]) {
+        let reply = got.expect("five non-negative integers and a key state decode");
         assert_eq!(reply.result.is_ok(), input.ints[0] == 1, "{reply:?}");
         let s = snapshot_of(&reply.result);
         assert!(s.remaining() <= s.limit(), "{reply:?}");
     }
-    let _ = fuzzing::redis_wait(algorithm, input.n, input.ints);
+    let decision = [input.ints[0], input.ints[1], input.ints[2], input.ints[3], input.ints[4]];
+    let _ = fuzzing::redis_wait(algorithm, input.n, decision);
     // a reply of another length is refused, not indexed
-    let short = Value::Array(input.ints[..4].iter().map(|&i| Value::Int(i)).collect());
+    let short = Value::Array(input.ints[..5].iter().map(|&i| Value::Int(i)).collect());
     assert!(fuzzing::redis_reply(algorithm, short).is_err());
 });

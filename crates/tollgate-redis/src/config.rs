@@ -1,12 +1,16 @@
 //! Configuration of a [`RedisStore`](super::RedisStore): algorithm, keys,
-//! timeout, failure policy, refusal cache; and its validation errors.
+//! new-key budget, timeout, failure policy, refusal cache; and its
+//! validation errors.
 
-use core::fmt;
 use core::time::Duration;
 use std::vec::Vec;
 
 use tollgate_core::gcra::{BucketKind, Gcra};
 use tollgate_core::quota::Quota;
+
+mod error;
+
+pub use error::ConfigError;
 
 /// Redis `TIME` resolves microseconds: intervals must be at least this long.
 pub(crate) const SERVER_RESOLUTION_NANOS: u64 = 1_000;
@@ -161,6 +165,7 @@ pub struct RedisConfig {
     pub(crate) reconnect_min_delay: Duration,
     pub(crate) reconnect_max_delay: Duration,
     pub(crate) breaker: Option<CircuitBreaker>,
+    pub(crate) new_keys_per_second: u32,
 }
 
 /// Default per-call timeout: 50 ms.
@@ -171,11 +176,19 @@ pub const DEFAULT_REFUSAL_CACHE: usize = 4096;
 pub const KEY_DIGEST_LEN: usize = 32;
 /// Default key prefix.
 pub const DEFAULT_PREFIX: &[u8] = b"tollgate:";
+/// Default budget of new Redis keys per second and store instance
+/// ([`RedisConfig::new_keys_per_second`]).
+pub const DEFAULT_NEW_KEYS_PER_SECOND: u32 = 1_000;
+/// What ends the name of a rule's overflow key
+/// ([`RedisConfig::overflow_key`]): not 32 hex digits, so it is never a
+/// client's key.
+pub const OVERFLOW_KEY_SUFFIX: &[u8] = b"overflow";
 
 impl RedisConfig {
     /// A store enforcing `algorithm`, with the defaults: prefix
-    /// `"tollgate:"`, no hash tag, 50 ms timeout, fail-open, a refusal
-    /// cache of 4096 keys, reconnect backoff from 10 ms to 1 s.
+    /// `"tollgate:"`, no hash tag, at most 1,000 new keys per second (burst
+    /// 1,000), 50 ms timeout, fail-open, a refusal cache of 4096 keys,
+    /// reconnect backoff from 10 ms to 1 s.
     #[must_use]
     pub fn new(algorithm: RemoteAlgorithm) -> Self {
         Self {
@@ -188,6 +201,7 @@ impl RedisConfig {
             reconnect_min_delay: Duration::from_millis(10),
             reconnect_max_delay: Duration::from_secs(1),
             breaker: Some(CircuitBreaker::default()),
+            new_keys_per_second: DEFAULT_NEW_KEYS_PER_SECOND,
         }
     }
 
@@ -230,6 +244,41 @@ impl RedisConfig {
     #[must_use]
     pub fn hash_tag(mut self, tag: &[u8]) -> Self {
         self.hash_tag = Some(tag.to_vec());
+        self
+    }
+
+    /// The budget of new keys: at most `rate` checks per second (with a
+    /// burst of one second's worth, `rate`) may create a Redis key, per
+    /// store instance (per replica). Default 1,000.
+    ///
+    /// A check of a key that exists never needs the budget. A check of an
+    /// absent key takes one from a local token bucket; when it is empty,
+    /// the key is not created and the check is answered by the rule's one
+    /// [overflow key](Self::overflow_key), running the same algorithm and
+    /// shared by every key refused a slot (the answer's path is
+    /// [`KeyedPath::SharedOverflow`](tollgate_core::keyed::KeyedPath::SharedOverflow)),
+    /// as an in-process table's
+    /// [`OverflowPolicy::SharedBucket`](tollgate_core::keyed::OverflowPolicy::SharedBucket).
+    /// This bounds the rule's live keys, so Redis memory: see
+    /// [Memory](crate::guide#memory) for the arithmetic. Set it above the
+    /// rate at which legitimate clients arrive (or come back after their
+    /// bucket has refilled, or, for a fixed window, start a new window);
+    /// 0 is [`ConfigError::ZeroNewKeyRate`].
+    ///
+    /// ```
+    /// use tollgate::redis::RedisConfig;
+    /// use tollgate::Quota;
+    ///
+    /// let hourly = Quota::per_hour(60)?.with_burst(10)?; // keys live up to 600 s
+    /// let config = RedisConfig::token_bucket(hourly).new_keys_per_second(100);
+    /// assert_eq!(config.new_key_rate(), 100);
+    /// // at most 100 + 100 × 600 = 60,100 live keys per replica (about 9 MB)
+    /// assert_eq!(config.max_live_keys_per_replica(), 60_100);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn new_keys_per_second(mut self, rate: u32) -> Self {
+        self.new_keys_per_second = rate;
         self
     }
 
@@ -294,6 +343,75 @@ impl RedisConfig {
         self.algorithm
     }
 
+    /// The budget of new keys per second and store instance
+    /// ([`new_keys_per_second`](Self::new_keys_per_second)).
+    #[must_use]
+    pub fn new_key_rate(&self) -> u32 {
+        self.new_keys_per_second
+    }
+
+    /// The longest one key of this rule can live, in nanoseconds: the time
+    /// a bucket takes to refill after the most a client can take
+    /// (`capacity × T` for a token or leaky bucket, as the store runs it),
+    /// or the window of a fixed window.
+    #[must_use]
+    pub fn max_key_lifetime(&self) -> Duration {
+        Duration::from_nanos(match self.algorithm {
+            RemoteAlgorithm::Gcra(gcra) => gcra_max_lead(&gcra.rounded()),
+            RemoteAlgorithm::FixedWindow(quota) => quota.period_nanos(),
+        })
+    }
+
+    /// The most keys one store instance can make live at once: `burst +
+    /// rate × L` with the [new-key budget](Self::new_keys_per_second)'s
+    /// rate and burst and `L` the [`max_key_lifetime`](Self::max_key_lifetime)
+    /// in seconds (rounded up), saturating. A fleet of `r` replicas keeps
+    /// at most `r ×` this, plus the one overflow key (see
+    /// [Memory](crate::guide#memory)).
+    #[must_use]
+    pub fn max_live_keys_per_replica(&self) -> u64 {
+        let rate = u64::from(self.new_keys_per_second);
+        let lifetime = self.max_key_lifetime();
+        let secs = lifetime
+            .as_secs()
+            .saturating_add(u64::from(lifetime.subsec_nanos() > 0));
+        rate.saturating_add(rate.saturating_mul(secs))
+    }
+
+    /// The Redis key of the rule's overflow bucket: `prefix ++ {tag}? ++
+    /// "overflow"`. It answers the checks of absent keys when the
+    /// [new-key budget](Self::new_keys_per_second) is spent; every client
+    /// key ends in 32 hex digits, so none is ever this one.
+    ///
+    /// ```
+    /// use tollgate::redis::RedisConfig;
+    /// use tollgate::Quota;
+    ///
+    /// let config = RedisConfig::token_bucket(Quota::per_second(5)?).prefix(b"api:");
+    /// assert_eq!(config.overflow_key(), b"api:overflow");
+    /// assert_eq!(config.hash_tag(b"t").overflow_key(), b"api:{t}overflow");
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn overflow_key(&self) -> Vec<u8> {
+        let mut out = self.key_namespace();
+        out.extend_from_slice(OVERFLOW_KEY_SUFFIX);
+        out
+    }
+
+    /// `prefix ++ {tag}?`: what every key of this rule starts with.
+    fn key_namespace(&self) -> Vec<u8> {
+        let tag_len = self.hash_tag.as_ref().map_or(0, |t| t.len() + 2);
+        let mut out = Vec::with_capacity(self.prefix.len() + tag_len + KEY_DIGEST_LEN);
+        out.extend_from_slice(&self.prefix);
+        if let Some(tag) = &self.hash_tag {
+            out.push(b'{');
+            out.extend_from_slice(tag);
+            out.push(b'}');
+        }
+        out
+    }
+
     /// The Redis key for a caller's `key`: `prefix ++ {tag}? ++ digest`,
     /// where `digest` is the first 128 bits of the key's SHA-256 in 32
     /// lower-case hex digits. Fixed size whatever the key's length, so a
@@ -306,14 +424,7 @@ impl RedisConfig {
     pub fn redis_key(&self, key: &[u8]) -> Vec<u8> {
         use sha2::Digest;
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let tag_len = self.hash_tag.as_ref().map_or(0, |t| t.len() + 2);
-        let mut out = Vec::with_capacity(self.prefix.len() + tag_len + KEY_DIGEST_LEN);
-        out.extend_from_slice(&self.prefix);
-        if let Some(tag) = &self.hash_tag {
-            out.push(b'{');
-            out.extend_from_slice(tag);
-            out.push(b'}');
-        }
+        let mut out = self.key_namespace();
         let hash = sha2::Sha256::digest(key);
         for b in &hash[..KEY_DIGEST_LEN / 2] {
             out.push(HEX[usize::from(b >> 4)]);
@@ -322,11 +433,19 @@ impl RedisConfig {
         out
     }
 
-    /// Checks the configuration.
-    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+    /// Checks the configuration; returns the quota of the new-key budget.
+    pub(crate) fn validate(&self) -> Result<Quota, ConfigError> {
         if self.timeout.is_zero() {
             return Err(ConfigError::ZeroTimeout);
         }
+        // burst = rate: one second's worth
+        let new_keys = match Quota::per_second(self.new_keys_per_second) {
+            Ok(quota) => quota,
+            Err(tollgate_core::ConfigError::ZeroPermits) => {
+                return Err(ConfigError::ZeroNewKeyRate);
+            }
+            Err(e) => return Err(ConfigError::NewKeyRate(e)),
+        };
         if let Some(b) = self.breaker
             && (b.failures == 0 || b.probe_interval.is_zero())
         {
@@ -376,7 +495,7 @@ impl RedisConfig {
                 }
             }
         }
-        Ok(())
+        Ok(new_keys)
     }
 }
 
@@ -388,133 +507,5 @@ pub(crate) fn gcra_max_lead(gcra: &Gcra) -> u64 {
         .saturating_mul(u64::from(Algorithm::capacity(gcra)))
 }
 
-/// A configuration the store cannot run, or a connection it cannot set up.
-#[non_exhaustive]
-#[derive(Debug)]
-pub enum ConfigError {
-    /// The quota's interval is finer than the server's `TIME` (1 µs); the
-    /// source is the core's [`ConfigError::ClockTooCoarse`](tollgate_core::ConfigError::ClockTooCoarse).
-    BelowServerResolution(tollgate_core::ConfigError),
-    /// A quota setting the algorithm cannot honour (a burst on a fixed
-    /// window); the source says which.
-    Quota(tollgate_core::ConfigError),
-    /// The bucket's largest lead plus heal threshold (or the window) is too
-    /// long to compute exactly in Redis Lua (2^53 ns, about 104 days).
-    LeadTooLong {
-        /// The largest lead plus heal threshold, in nanoseconds.
-        lead_nanos: u64,
-    },
-    /// A fixed window must last a whole number of microseconds.
-    WindowNotWholeMicroseconds {
-        /// The requested window, in nanoseconds.
-        period_nanos: u64,
-    },
-    /// The hash tag is empty or contains `{` or `}`.
-    InvalidHashTag,
-    /// The timeout is zero.
-    ZeroTimeout,
-    /// The circuit breaker opens after 0 failures or probes every 0 s.
-    InvalidCircuitBreaker,
-    /// Not called within a tokio runtime (the store spawns its connection
-    /// tasks on it and needs its timer: `#[tokio::main]` or a runtime built
-    /// with `enable_all()`).
-    NoTokioRuntime,
-    /// The connection URL or client could not be set up.
-    Connection(::redis::RedisError),
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::BelowServerResolution(_) => {
-                f.write_str("quota finer than the Redis server clock (1 µs)")
-            }
-            Self::Quota(_) => f.write_str("quota not supported by the Redis algorithm"),
-            Self::LeadTooLong { lead_nanos } => write!(
-                f,
-                "bucket lead of {lead_nanos} ns exceeds what Redis Lua computes exactly (2^53 ns)"
-            ),
-            Self::WindowNotWholeMicroseconds { period_nanos } => write!(
-                f,
-                "fixed window of {period_nanos} ns is not a whole number of microseconds"
-            ),
-            Self::InvalidHashTag => f.write_str("hash tag is empty or contains '{' or '}'"),
-            Self::ZeroTimeout => f.write_str("store timeout is zero"),
-            Self::InvalidCircuitBreaker => f.write_str(
-                "circuit breaker must open after at least 1 failure and probe at a positive interval",
-            ),
-            Self::NoTokioRuntime => {
-                f.write_str("the redis store must be created within a tokio runtime")
-            }
-            Self::Connection(_) => f.write_str("redis connection setup failed"),
-        }
-    }
-}
-
-impl core::error::Error for ConfigError {
-    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
-        match self {
-            Self::BelowServerResolution(e) | Self::Quota(e) => Some(e),
-            Self::Connection(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::string::ToString;
-
-    #[test]
-    fn bad_configurations_are_typed_errors() {
-        let q = Quota::per_second(10).unwrap();
-        assert!(RedisConfig::token_bucket(q).validate().is_ok());
-        assert!(matches!(
-            RedisConfig::token_bucket(q)
-                .timeout(Duration::ZERO)
-                .validate(),
-            Err(ConfigError::ZeroTimeout)
-        ));
-        assert!(matches!(
-            RedisConfig::token_bucket(q).hash_tag(b"a}b").validate(),
-            Err(ConfigError::InvalidHashTag)
-        ));
-        let fine = Quota::new(1, Duration::from_nanos(500)).unwrap();
-        assert!(matches!(
-            RedisConfig::token_bucket(fine).validate(),
-            Err(ConfigError::BelowServerResolution(_))
-        ));
-        let long = Quota::per_hour(1).unwrap().with_burst(100_000).unwrap();
-        assert!(matches!(
-            RedisConfig::token_bucket(long).validate(),
-            Err(ConfigError::LeadTooLong { .. })
-        ));
-        let odd = Quota::new(5, Duration::from_nanos(1_500)).unwrap();
-        assert!(matches!(
-            RedisConfig::fixed_window(odd).validate(),
-            Err(ConfigError::WindowNotWholeMicroseconds { .. })
-        ));
-        let fine = Quota::new(5, Duration::from_micros(1500)).unwrap();
-        assert!(RedisConfig::fixed_window(fine).validate().is_ok());
-        assert!(!ConfigError::ZeroTimeout.to_string().is_empty());
-    }
-
-    #[test]
-    fn keys_are_prefix_tag_and_a_fixed_size_digest() {
-        let q = Quota::per_second(10).unwrap();
-        let c = RedisConfig::token_bucket(q).prefix(b"p:");
-        // SHA-256("abc") = ba7816bf 8f01cfea 414140de 5dae2223 b00361a3 …
-        assert_eq!(c.redis_key(b"abc"), b"p:ba7816bf8f01cfea414140de5dae2223");
-        assert_eq!(c.redis_key(b"\xff\r\n*").len(), 2 + KEY_DIGEST_LEN);
-        assert_eq!(c.redis_key(&[7; 1 << 20]).len(), 2 + KEY_DIGEST_LEN);
-        assert_ne!(c.redis_key(b"k"), c.redis_key(b"k "));
-        let c = c.hash_tag(b"t");
-        assert!(c.redis_key(b"k").starts_with(b"p:{t}"));
-        let zero = RedisConfig::token_bucket(q).circuit_breaker(0, Duration::from_millis(1));
-        assert!(matches!(
-            zero.validate(),
-            Err(ConfigError::InvalidCircuitBreaker)
-        ));
-    }
-}
+mod tests;

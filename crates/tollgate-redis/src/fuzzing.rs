@@ -18,7 +18,7 @@ pub fn redis_reply(
 ) -> Result<StoreReply, StoreError> {
     let (gcra, capacity) = redis_parts(algorithm);
     let reply = crate::store::decode_reply(value)?;
-    crate::store::reply_to_decision(gcra, capacity, reply)
+    crate::store::reply_to_decision(gcra, capacity, reply.fields)
 }
 
 /// The wait a Redis store running `algorithm` reads from a peek's reply

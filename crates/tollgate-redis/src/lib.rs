@@ -18,10 +18,21 @@
 //!   and re-loaded automatically after `NOSCRIPT`, e.g. a `SCRIPT FLUSH` or
 //!   a failover to a fresh server).
 //! - **Idle keys vanish.** A key expires when its bucket has refilled (a
-//!   missing key is a full bucket), so Redis memory is bounded by the keys
-//!   that are actually throttled. Fixed-window counters (windows aligned on
-//!   the server's clock, as in-process) always carry an expiry and vanish
-//!   with their window.
+//!   missing key is a full bucket). Fixed-window counters (windows aligned
+//!   on the server's clock, as in-process) always carry an expiry and
+//!   vanish with their window.
+//! - **Memory is bounded per rule.** Each store instance creates at most
+//!   [`new_keys_per_second`](RedisConfig::new_keys_per_second) new keys
+//!   (default 1,000/s, burst one second's worth); past that, new keys share
+//!   the rule's one overflow key (path
+//!   [`KeyedPath::SharedOverflow`](tollgate_core::keyed::KeyedPath::SharedOverflow)),
+//!   so a flood of new keys fills at most `replicas × (burst + rate × L)`
+//!   keys (`L` the longest a key lives), about 150–200 bytes each. Run
+//!   Redis with `maxmemory` and `maxmemory-policy volatile-ttl`. A server at
+//!   its `maxmemory` is reported like an unavailable one (the failure
+//!   policy answers; counted by [`RedisStore::memory_pressure`]; the
+//!   breaker stays closed). The arithmetic, the measured figures and a
+//!   worked example: [Memory](guide#memory).
 //! - **Keys** are `prefix ++ {hash_tag}? ++ digest`, where `digest` is 32
 //!   hex digits of the caller's key's SHA-256 (its first 128 bits): a key
 //!   of any bytes and any length (CR/LF, `*`, non-UTF-8, a megabyte) costs
@@ -33,7 +44,7 @@
 //!   (a URL); [`RedisStore::connect_cluster`] takes cluster nodes and routes
 //!   each call to the shard owning its key.
 //! - **Failure policy.** Each call has a timeout (default 50 ms). When the
-//!   store errs or times out, [`FailurePolicy`] decides: fail-open admits
+//!   store errs (at its `maxmemory` too) or times out, [`FailurePolicy`] decides: fail-open admits
 //!   (optionally under a local per-replica ceiling), fail-closed refuses with
 //!   a fixed `retry_after`. Either way the answer's path is
 //!   [`KeyedPath::Fallback`](tollgate_core::keyed::KeyedPath::Fallback) and the
@@ -79,6 +90,7 @@
 //!
 //! The [`guide`] has one section each on
 //! [fail-open or fail-closed](guide#fail-open-or-fail-closed),
+//! [memory](guide#memory) (the new-key budget, the bound, `maxmemory`),
 //! [what is and is not guaranteed](guide#what-is-and-is-not-guaranteed),
 //! [Valkey and Redis Cluster](guide#valkey-and-redis-cluster) and
 //! [the tests](guide#tests).
@@ -94,6 +106,7 @@ mod config;
 #[cfg(fuzzing)]
 pub mod fuzzing;
 pub mod guide;
+mod pressure;
 pub mod script;
 pub(crate) mod store;
 

@@ -20,6 +20,19 @@
 //! meaning across versions and quotas (replicas of a fleet upgraded one at
 //! a time read each other's TATs), and leads keep the full 2^53 ns range.
 //!
+//! # New keys
+//!
+//! A check that finds its key absent creates it (a missing key is a full
+//! bucket or an empty window, which a check of `n ≤ capacity` always
+//! admits). The store budgets those creations (see
+//! [`RedisConfig::new_keys_per_second`](crate::RedisConfig::new_keys_per_second)):
+//! each check says whether it may create (`ARGV[3]`), and each reply ends
+//! with what the key was, `0` present, `1` absent (and, for a check,
+//! created), `2` absent while the check could not create it: then the
+//! script wrote nothing and decided nothing (the first five fields are 0),
+//! and the store asks the rule's overflow key instead. A peek or a refund
+//! never creates a key.
+//!
 //! [`Gcra::rounded`]: tollgate_core::Gcra::rounded
 //!
 //! [`GcraState`]: tollgate_core::GcraState
@@ -27,15 +40,17 @@
 /// GCRA (token and leaky bucket) step: check `n` (0 = peek) or refund `n`.
 ///
 /// `KEYS[1]` = the bucket key.
-/// `ARGV` = op (`"c"` check, `"r"` refund), n, interval T, max lead
+/// `ARGV` = op (`"c"` check, `"r"` refund), n, may create (`"1"` if the
+/// check may create the key, see [New keys](self#new-keys)), interval T, max lead
 /// (capacity·T), empty lead (lead of a bucket "empty at now": capacity·T for
 /// a token bucket, T for a leaky one), heal limit (max lead + heal
 /// threshold), leaky (`"1"` for a leaky bucket). All in nanoseconds.
 ///
-/// Returns `{allowed, lead, retry_after, now_s, now_us}`: `lead` is the
+/// Returns `{allowed, lead, retry_after, now_s, now_us, key}`: `lead` is the
 /// bucket's lead after the operation (after an admission, the new lead; on
 /// a refusal or a peek, the current one), `retry_after` is 0 unless refused,
-/// `now_s`/`now_us` the server time used.
+/// `now_s`/`now_us` the server time used, `key` what the key was (see
+/// [New keys](self#new-keys)).
 ///
 /// Writes only when the TAT changes (admission, heal, refund); the key
 /// expires when its bucket has refilled (TAT ≤ now), so an idle key
@@ -44,11 +59,12 @@ pub const GCRA_LUA: &str = r#"
 local key = KEYS[1]
 local op = ARGV[1]
 local n = tonumber(ARGV[2])
-local interval = tonumber(ARGV[3])
-local max_lead = tonumber(ARGV[4])
-local empty_lead = tonumber(ARGV[5])
-local heal_limit = tonumber(ARGV[6])
-local leaky = ARGV[7] == '1'
+local may_create = ARGV[3] == '1'
+local interval = tonumber(ARGV[4])
+local max_lead = tonumber(ARGV[5])
+local empty_lead = tonumber(ARGV[6])
+local heal_limit = tonumber(ARGV[7])
+local leaky = ARGV[8] == '1'
 local E9 = 1000000000
 
 local t = redis.call('TIME')
@@ -69,6 +85,16 @@ if raw then
   end
   if tat_s == nil or tat_ns == nil then
     return redis.error_reply('tollgate: key does not hold a GCRA timestamp')
+  end
+end
+
+-- what the key was: 0 present, 1 absent (a check creates it), 2 absent and
+-- the check may not create it: nothing written, nothing decided
+local fresh = 0
+if not raw then
+  fresh = 1
+  if op == 'c' and n > 0 and not may_create then
+    return {0, 0, 0, now_s, now_us, 2}
   end
 end
 
@@ -99,15 +125,15 @@ if op == 'r' then
   -- refund: move the TAT back by n*T, never before now (no heal)
   local give_back = n * interval
   if lead == 0 or give_back == 0 then
-    return {1, lead, 0, now_s, now_us}
+    return {1, lead, 0, now_s, now_us, fresh}
   end
   if lead <= give_back then
     redis.call('DEL', key)
-    return {1, 0, 0, now_s, now_us}
+    return {1, 0, 0, now_s, now_us, fresh}
   end
   if lead <= heal_limit then
     store(now_s, now_ns, lead - give_back)
-    return {1, lead - give_back, 0, now_s, now_us}
+    return {1, lead - give_back, 0, now_s, now_us, fresh}
   end
   -- a TAT far ahead (the server clock went back): subtract exactly
   local r = math.fmod(give_back, E9)
@@ -118,7 +144,7 @@ if op == 'r' then
     s = s - 1
   end
   store(s, ns, 0)
-  return {1, heal_limit, 0, now_s, now_us}
+  return {1, heal_limit, 0, now_s, now_us, fresh}
 end
 
 local healed = false
@@ -128,7 +154,7 @@ if lead > heal_limit then
 end
 
 if n == 0 then
-  return {1, lead, 0, now_s, now_us}
+  return {1, lead, 0, now_s, now_us, fresh}
 end
 
 local cost = n * interval
@@ -141,12 +167,12 @@ if lead > admit_lead then
   if healed then
     store(now_s, now_ns, empty_lead)
   end
-  return {0, lead, lead - admit_lead, now_s, now_us}
+  return {0, lead, lead - admit_lead, now_s, now_us, fresh}
 end
 
 local new_lead = lead + cost
 store(now_s, now_ns, new_lead)
-return {1, new_lead, 0, now_s, now_us}
+return {1, new_lead, 0, now_s, now_us, fresh}
 "#;
 
 /// Fixed window step: check `n` (0 = peek) or refund `n`.
@@ -158,23 +184,25 @@ return {1, new_lead, 0, now_s, now_us}
 /// more than the heal threshold after `now` (the server clock went back) is
 /// re-dated to the current window.
 ///
-/// `KEYS[1]` = the window key. `ARGV` = op (`"c"` / `"r"`), n, limit,
-/// window length `w` in microseconds, heal threshold in microseconds.
+/// `KEYS[1]` = the window key. `ARGV` = op (`"c"` / `"r"`), n, may create
+/// (`"1"` / `"0"`), limit, window length `w` in microseconds, heal threshold
+/// in microseconds.
 ///
 /// The key holds `"<k>:<count>"` and expires when its window ends (SET then
 /// PEXPIREAT in the same script, so a counter never exists without an
 /// expiry); a missing key or an older window is a count of 0.
 ///
-/// Returns `{allowed, count, until_end_us, now_s, now_us}`: the count of
-/// the effective window after the operation and the time until that window
-/// ends.
+/// Returns `{allowed, count, until_end_us, now_s, now_us, key}`: the count
+/// of the effective window after the operation, the time until that window
+/// ends, and what the key was (see [New keys](self#new-keys)).
 pub const FIXED_WINDOW_LUA: &str = r#"
 local key = KEYS[1]
 local op = ARGV[1]
 local n = tonumber(ARGV[2])
-local limit = tonumber(ARGV[3])
-local w = tonumber(ARGV[4])
-local heal = tonumber(ARGV[5])
+local may_create = ARGV[3] == '1'
+local limit = tonumber(ARGV[4])
+local w = tonumber(ARGV[5])
+local heal = tonumber(ARGV[6])
 
 local t = redis.call('TIME')
 local now_s = tonumber(t[1])
@@ -184,6 +212,15 @@ local cur = (now - math.fmod(now, w)) / w
 
 local index, count, healed = cur, 0, false
 local raw = redis.call('GET', key)
+-- what the key was: 0 present, 1 absent (a check creates it), 2 absent and
+-- the check may not create it: nothing written, nothing decided
+local fresh = 0
+if not raw then
+  fresh = 1
+  if op == 'c' and n > 0 and not may_create then
+    return {0, 0, 0, now_s, now_us, 2}
+  end
+end
 if raw then
   local i, c = string.match(raw, '^(%d+):(%d+)$')
   if i == nil then
@@ -220,21 +257,21 @@ if op == 'r' then
     count = count - math.min(n, count)
     store(count)
   end
-  return {1, count, until_end, now_s, now_us}
+  return {1, count, until_end, now_s, now_us, fresh}
 end
 
 if n == 0 then
-  return {1, count, until_end, now_s, now_us}
+  return {1, count, until_end, now_s, now_us, fresh}
 end
 
 if count + n > limit then
   if healed then
     store(count)
   end
-  return {0, count, until_end, now_s, now_us}
+  return {0, count, until_end, now_s, now_us, fresh}
 end
 
 count = count + n
 store(count)
-return {1, count, until_end, now_s, now_us}
+return {1, count, until_end, now_s, now_us, fresh}
 "#;

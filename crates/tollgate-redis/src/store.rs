@@ -18,6 +18,7 @@ use ::redis::{RedisError, Script};
 use super::breaker::BreakerState;
 use super::cache::RefusalCache;
 use super::config::RedisConfig;
+use super::pressure::MemoryPressure;
 use tollgate_core::clock::StdClock;
 use tollgate_core::gcra::Gcra;
 use tollgate_core::keyed::KeyedPath;
@@ -30,7 +31,7 @@ mod connect;
 mod outage;
 mod reply;
 
-pub(crate) use reply::{decode_reply, reply_to_decision, wait_from_peek};
+pub(crate) use reply::{KeyWas, Reply, decode_reply, reply_to_decision, wait_from_peek};
 
 /// Why one call to the store produced no decision.
 #[non_exhaustive]
@@ -64,6 +65,16 @@ impl fmt::Display for StoreError {
     }
 }
 
+impl StoreError {
+    /// True when the server refused the call because it is at its
+    /// `maxmemory` (its error code is `OOM`): the server is reachable, but
+    /// full (see [Memory](crate::guide#memory)).
+    #[must_use]
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, Self::Redis(e) if crate::pressure::is_out_of_memory(e))
+    }
+}
+
 impl core::error::Error for StoreError {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
@@ -85,14 +96,22 @@ pub struct StoreReply {
     /// The server's `TIME` the script used, in nanoseconds since the Unix
     /// epoch: drive an in-process limiter with it to compare.
     pub server_time_nanos: u64,
+    /// Which state decided: the key's own ([`KeyedPath::Own`]) or, for an
+    /// absent key when the [new-key budget](RedisConfig::new_keys_per_second)
+    /// was spent, the rule's overflow key ([`KeyedPath::SharedOverflow`];
+    /// a refusal says the same through [`Refusal::path`]).
+    pub path: KeyedPath,
 }
 
 /// Permits taken from a [`RedisStore`]: the bucket's state right after
-/// the admission, and which state answered — the store
-/// ([`KeyedPath::Own`]) or, when it could not be asked, the failure policy
-/// ([`KeyedPath::Fallback`]: fail-open admits without the shared limit, or
-/// under its local ceiling). A refusal says the same through
-/// [`Refusal::path`] (and [`KeyedPath::Cached`] for the refusal cache).
+/// the admission, and which state answered — the key's own state in the
+/// store ([`KeyedPath::Own`]), the rule's overflow key when the key was new
+/// and the [new-key budget](RedisConfig::new_keys_per_second) spent
+/// ([`KeyedPath::SharedOverflow`]), or, when the store could not be asked
+/// or was out of memory, the failure policy ([`KeyedPath::Fallback`]:
+/// fail-open admits without the shared limit, or under its local
+/// ceiling). A refusal says the same through [`Refusal::path`] (and
+/// [`KeyedPath::Cached`] for the refusal cache).
 ///
 /// A rate's permits are spent: dropping it does nothing;
 /// [`RedisStore::refund`] gives back what went unused.
@@ -110,7 +129,8 @@ impl StorePermit {
         &self.snapshot
     }
 
-    /// Which state answered: [`KeyedPath::Own`] (the store) or
+    /// Which state answered: [`KeyedPath::Own`] (the key's state in the
+    /// store), [`KeyedPath::SharedOverflow`] (the rule's overflow key) or
     /// [`KeyedPath::Fallback`] (the failure policy).
     pub const fn path(&self) -> KeyedPath {
         self.path
@@ -172,6 +192,12 @@ pub struct RedisStore {
     gcra: Option<Gcra>,
     cache: Option<RefusalCache>,
     ceiling: Option<Bucket<Gcra>>,
+    /// The budget of new keys (one token per check that may create a key).
+    new_keys: Bucket<Gcra>,
+    /// The rule's overflow key ([`RedisConfig::overflow_key`]).
+    overflow_key: Vec<u8>,
+    /// Calls the server refused for memory, and their log line.
+    pressure: MemoryPressure,
     clock: StdClock,
     /// The circuit breaker's state and the count of calls answered by the
     /// failure policy (shared with the breaker's probe task).

@@ -112,6 +112,10 @@ pub(crate) struct RuleConfig {
     /// With `backend = "redis"`: `"open"` (default: admit while Redis is
     /// unavailable) or `"closed"` (refuse with `Retry-After: 1`).
     pub(crate) redis_failure: Option<String>,
+    /// With `backend = "redis"`: the most new Redis keys the rule creates
+    /// per second and replica (default 1000; see tollgate-redis's
+    /// `RedisConfig::new_keys_per_second`).
+    pub(crate) redis_new_keys_per_second: Option<u64>,
 }
 
 /// `queue = { max_wait = "2s", limit = 10 }`.

@@ -88,6 +88,18 @@ pub(super) fn redis_backend(loc: &str, p: Policy, r: &RuleConfig) -> Result<Poli
             ));
         }
     });
+    if let Some(rate) = r.redis_new_keys_per_second {
+        let rate = u32::try_from(rate)
+            .ok()
+            .filter(|&rate| rate > 0)
+            .ok_or_else(|| {
+                ConfigError::invalid(
+                    at("redis_new_keys_per_second"),
+                    "must be a whole number from 1 to 1000000000",
+                )
+            })?;
+        config = config.new_keys_per_second(rate);
+    }
     let store = RedisStore::connect_lazy(url, config).map_err(|e| redis_error(loc, e))?;
     Ok(p.backend(Arc::new(store)))
 }
@@ -111,6 +123,10 @@ fn redis_error(loc: &str, e: tollgate_redis::ConfigError) -> ConfigError {
             at("rate"),
             "interval finer than the Redis server clock (1 µs)",
         ),
+        RedisConfigError::ZeroNewKeyRate | RedisConfigError::NewKeyRate(_) => ConfigError::invalid(
+            at("redis_new_keys_per_second"),
+            "must be a whole number from 1 to 1000000000",
+        ),
         RedisConfigError::LeadTooLong { .. } => ConfigError::invalid(
             at("burst"),
             "burst × interval is longer than Redis computes exactly (about 104 days)",
@@ -118,4 +134,51 @@ fn redis_error(loc: &str, e: tollgate_redis::ConfigError) -> ConfigError {
         _ => ConfigError::invalid(at("backend"), "the Redis store rejects this rule"),
     };
     error.caused_by(e)
+}
+
+#[cfg(all(test, feature = "redis"))]
+mod tests {
+    use std::string::{String, ToString};
+
+    use super::super::LayerConfig;
+
+    fn rule_with(value: &str) -> String {
+        std::format!(
+            "[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1:1/\"\nredis_new_keys_per_second = {value}\n"
+        )
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_bad_new_key_budget_is_refused_naming_the_field() {
+        for bad in ["0", "4294967296", "4000000000"] {
+            let err = LayerConfig::from_toml(&rule_with(bad))
+                .and_then(LayerConfig::build)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with("rules[0].redis_new_keys_per_second: "),
+                "{bad}: {err}"
+            );
+        }
+        let err = LayerConfig::from_toml(&rule_with("-1"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("redis_new_keys_per_second"), "{err}");
+        let err = LayerConfig::from_toml(&rule_with("\"many\""))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("redis_new_keys_per_second"), "{err}");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_new_key_budget_builds() {
+        for good in ["1", "1000", "1000000000"] {
+            let layer = LayerConfig::from_toml(&rule_with(good)).and_then(LayerConfig::build);
+            assert!(
+                layer.is_ok(),
+                "{good}: {:?}",
+                layer.err().map(|e| e.to_string())
+            );
+        }
+    }
 }

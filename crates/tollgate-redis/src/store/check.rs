@@ -1,13 +1,15 @@
 //! The check path of a [`RedisStore`]: taking, refunding and peeking at
-//! permits through the refusal cache, one script call within the timeout.
+//! permits through the refusal cache, one script call within the timeout
+//! (two for a new key when the new-key budget is spent: the key's, which
+//! writes nothing, then the overflow key's).
 
 use core::time::Duration;
 
 use ::redis::Value;
 
 use super::{
-    Connection, RedisStore, StoreError, StorePermit, StoreReply, decode_reply, reply_to_decision,
-    wait_from_peek,
+    Connection, KeyWas, RedisStore, Reply, StoreError, StorePermit, StoreReply, decode_reply,
+    reply_to_decision, wait_from_peek,
 };
 use tollgate_core::clock::Clock;
 use tollgate_core::keyed::KeyedPath;
@@ -45,12 +47,17 @@ impl RedisStore {
         }
         match self.try_check_n(key, n).await {
             Ok(reply) => {
-                if let (Some(cache), Err(denied)) = (&self.cache, reply.result) {
+                // an overflow refusal holds for the overflow key, not for
+                // this key (which gets its own bucket once the budget has
+                // refilled): not cached
+                if let (Some(cache), Err(denied), KeyedPath::Own) =
+                    (&self.cache, reply.result, reply.path)
+                {
                     cache.insert(key, n, denied, self.clock.now().as_nanos());
                 }
                 reply.result.map(|snapshot| StorePermit {
                     snapshot,
-                    path: KeyedPath::Own,
+                    path: reply.path,
                 })
             }
             Err(StoreError::Capacity(e)) => Err(e),
@@ -65,16 +72,43 @@ impl RedisStore {
 
     /// One store call for `n` permits of `key`, without cache or failure
     /// policy: the raw answer or why there is none. Still bounded by the
-    /// timeout.
+    /// timeout (per call).
+    ///
+    /// A check (`n > 0`) takes one token of the
+    /// [new-key budget](crate::RedisConfig::new_keys_per_second) if it can,
+    /// given back if the key turns out to exist. Without one, an absent key
+    /// is not created: a second call asks it again if a token is free by
+    /// then (checks in flight had held them), else asks the rule's
+    /// overflow key, and the reply's path is [`KeyedPath::SharedOverflow`].
     ///
     /// # Errors
-    /// [`StoreError`].
+    /// [`StoreError`] ([`StoreError::is_out_of_memory`] when the server is
+    /// at its `maxmemory`).
     pub async fn try_check_n(&self, key: &[u8], n: u32) -> Result<StoreReply, StoreError> {
         if n > self.capacity {
             return Err(StoreError::Capacity(self.exceeded(n)));
         }
-        let reply = self.call("c", key, n).await?;
-        self.reply_to_decision(reply)
+        let redis_key = self.config.redis_key(key);
+        let took = n > 0 && self.new_keys.check(self.clock.now()).is_ok();
+        let mut reply = self.call_with_token(&redis_key, n, took).await?;
+        // Every check in flight holds a token until its reply (it may
+        // create its key), so the budget can look spent while only checks
+        // of existing keys hold it; they give it back within a round trip.
+        // A token now is a real one: ask again, allowed to create.
+        if reply.key == KeyWas::NotCreated && self.new_keys.check(self.clock.now()).is_ok() {
+            reply = self.call_with_token(&redis_key, n, true).await?;
+        }
+        if reply.key != KeyWas::NotCreated {
+            return self.reply_to_decision(reply);
+        }
+        // the budget is spent: the rule's one overflow key answers
+        let overflow = self.call("c", &self.overflow_key, n, true).await?;
+        let mut decision = self.reply_to_decision(overflow)?;
+        decision.path = KeyedPath::SharedOverflow;
+        decision.result = decision
+            .result
+            .map_err(|refusal| refusal.on_path(KeyedPath::SharedOverflow));
+        Ok(decision)
     }
 
     /// Gives back `n` permits of an earlier admission for `key` (never above
@@ -87,7 +121,14 @@ impl RedisStore {
         if let Some(cache) = &self.cache {
             cache.forget(key);
         }
-        let reply = self.call("r", key, n.min(self.capacity)).await?;
+        let reply = self
+            .call(
+                "r",
+                &self.config.redis_key(key),
+                n.min(self.capacity),
+                false,
+            )
+            .await?;
         self.reply_to_decision(reply)
     }
 
@@ -114,19 +155,48 @@ impl RedisStore {
         if n == 0 {
             return Ok(Duration::ZERO);
         }
-        let reply = self.call("c", key, 0).await?;
-        wait_from_peek(self.gcra, self.capacity, n, reply)
+        let reply = self
+            .call("c", &self.config.redis_key(key), 0, false)
+            .await?;
+        wait_from_peek(self.gcra, self.capacity, n, reply.fields)
     }
 
-    /// Runs the script once for `op` on `key`, within the timeout; at once
-    /// [`StoreError::CircuitOpen`] while the breaker is open.
-    async fn call(&self, op: &str, key: &[u8], n: u32) -> Result<[i64; 5], StoreError> {
+    /// One check of `n` on `redis_key`, allowed to create it if `took` (a
+    /// token of the new-key budget was taken for it): the token is given
+    /// back unless the call created the key.
+    async fn call_with_token(
+        &self,
+        redis_key: &[u8],
+        n: u32,
+        took: bool,
+    ) -> Result<Reply, StoreError> {
+        let reply = self.call("c", redis_key, n, took).await;
+        let created = match &reply {
+            Ok(r) => r.key == KeyWas::Absent,
+            // the script stopped at its first write, or never ran
+            Err(e) => !(e.is_out_of_memory() || matches!(e, StoreError::CircuitOpen)),
+        };
+        if took && !created {
+            self.new_keys.refund(1, self.clock.now());
+        }
+        reply
+    }
+
+    /// Runs the script once for `op` on the Redis key `redis_key`, within
+    /// the timeout; at once [`StoreError::CircuitOpen`] while the breaker
+    /// is open. `may_create`: whether a check may create an absent key.
+    async fn call(
+        &self,
+        op: &str,
+        redis_key: &[u8],
+        n: u32,
+        may_create: bool,
+    ) -> Result<Reply, StoreError> {
         if self.breaker.is_open() {
             return Err(StoreError::CircuitOpen);
         }
-        let redis_key = self.config.redis_key(key);
         let mut invocation = self.script.key(redis_key);
-        invocation.arg(op).arg(n);
+        invocation.arg(op).arg(n).arg(u8::from(may_create));
         for a in &self.args {
             invocation.arg(a.as_str());
         }
@@ -145,7 +215,7 @@ impl RedisStore {
         decode_reply(result?)
     }
 
-    fn reply_to_decision(&self, reply: [i64; 5]) -> Result<StoreReply, StoreError> {
-        reply_to_decision(self.gcra, self.capacity, reply)
+    fn reply_to_decision(&self, reply: Reply) -> Result<StoreReply, StoreError> {
+        reply_to_decision(self.gcra, self.capacity, reply.fields)
     }
 }

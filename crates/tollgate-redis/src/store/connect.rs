@@ -10,6 +10,7 @@ use ::redis::{Client, IntoConnectionInfo, Script};
 use super::{Connection, RedisStore};
 use crate::cache::RefusalCache;
 use crate::config::{ConfigError, FailurePolicy, RedisConfig, RemoteAlgorithm, gcra_max_lead};
+use crate::pressure::MemoryPressure;
 use crate::script::{FIXED_WINDOW_LUA, GCRA_LUA};
 use tollgate_core::clock::StdClock;
 use tollgate_core::gcra::BucketKind;
@@ -51,7 +52,7 @@ impl RedisStore {
         info: T,
         config: RedisConfig,
     ) -> Result<Self, ConfigError> {
-        config.validate()?;
+        let new_keys = Bucket::token_bucket(config.validate()?);
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(ConfigError::NoTokioRuntime);
         }
@@ -67,6 +68,7 @@ impl RedisStore {
         Ok(Self::with_connection(
             Connection::Single(connection),
             config,
+            new_keys,
         ))
     }
 
@@ -86,7 +88,7 @@ impl RedisStore {
         nodes: impl IntoIterator<Item = T>,
         config: RedisConfig,
     ) -> Result<Self, ConfigError> {
-        config.validate()?;
+        let new_keys = Bucket::token_bucket(config.validate()?);
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(ConfigError::NoTokioRuntime);
         }
@@ -99,10 +101,17 @@ impl RedisStore {
         Ok(Self::with_connection(
             Connection::Cluster(connection),
             config,
+            new_keys,
         ))
     }
 
-    fn with_connection(connection: Connection, config: RedisConfig) -> Self {
+    /// The store on `connection`, with `new_keys` the budget of new keys
+    /// (from [`RedisConfig::validate`]).
+    fn with_connection(
+        connection: Connection,
+        config: RedisConfig,
+        new_keys: Bucket<tollgate_core::gcra::Gcra>,
+    ) -> Self {
         let (script, args, capacity, gcra) = match config.algorithm {
             RemoteAlgorithm::Gcra(gcra) => {
                 // the script keeps TATs in nanoseconds: the rounded regime
@@ -141,6 +150,7 @@ impl RedisStore {
             }
         };
         let cache = (config.refusal_cache > 0).then(|| RefusalCache::new(config.refusal_cache));
+        let overflow_key = config.overflow_key();
         let ceiling = match config.policy {
             FailurePolicy::FailOpen {
                 ceiling: Some(quota),
@@ -156,6 +166,9 @@ impl RedisStore {
             gcra,
             cache,
             ceiling,
+            new_keys,
+            overflow_key,
+            pressure: MemoryPressure::default(),
             clock: StdClock::new(),
             breaker: std::sync::Arc::default(),
         }

@@ -62,9 +62,30 @@ impl RedisStore {
         self.breaker.closed.load(Ordering::Relaxed)
     }
 
-    /// Records the outcome of one call in the breaker; opens it (and starts
-    /// its probe) after enough consecutive failures.
+    /// How many calls so far the server refused because it was at its
+    /// `maxmemory` (`OOM command not allowed when used memory >
+    /// 'maxmemory'`): memory pressure, a counter for metrics and alerts
+    /// beside [`store_failures`](Self::store_failures). A check refused so
+    /// is answered by the failure policy and counted there too; the server
+    /// being reachable, the circuit breaker does not count it. With feature
+    /// `tracing`, logged at WARN at most once per 10 s with the number of
+    /// refusals since the last line. See [Memory](crate::guide#memory).
+    #[must_use]
+    pub fn memory_pressure(&self) -> u64 {
+        self.pressure.events.load(Ordering::Relaxed)
+    }
+
+    /// Records the outcome of one call in the breaker (opens it, and
+    /// starts its probe, after enough consecutive failures) and the memory
+    /// pressure counter.
     pub(super) fn record(&self, result: &Result<Value, StoreError>) {
+        if let Err(StoreError::Redis(e)) = result
+            && crate::pressure::is_out_of_memory(e)
+        {
+            let _ = self
+                .pressure
+                .record(&self.config.prefix, self.clock.now().as_nanos(), e);
+        }
         let Some(config) = self.config.breaker else {
             return;
         };

@@ -1,4 +1,4 @@
-//! Decoding the script's replies: pure functions from its five integers
+//! Decoding the script's replies: pure functions from its six integers
 //! to a decision or a wait, which never panic (the fuzz targets drive them).
 
 use core::time::Duration;
@@ -9,20 +9,53 @@ use ::redis::{FromRedisValue, Value};
 use super::{StoreError, StoreReply};
 use crate::config::gcra_max_lead;
 use tollgate_core::gcra::{BucketKind, Gcra};
+use tollgate_core::keyed::KeyedPath;
 use tollgate_core::refusal::Refusal;
 use tollgate_core::snapshot::Snapshot;
 
-/// The script's reply as its five integers: an array of exactly five
-/// integers (or integer strings), as both scripts return. Anything else
-/// (a shorter or longer array, nil, a status, text) is
-/// [`StoreError::UnexpectedReply`]; never panics.
-pub(crate) fn decode_reply(value: Value) -> Result<[i64; 5], StoreError> {
-    let values = Vec::<i64>::from_redis_value(value).map_err(|_| StoreError::UnexpectedReply)?;
-    values.try_into().map_err(|_| StoreError::UnexpectedReply)
+/// What the script found at the key: the reply's sixth field (see the
+/// [script docs](crate::script#new-keys)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyWas {
+    /// The key existed.
+    Present,
+    /// The key was absent: a check created it.
+    Absent,
+    /// The key was absent and the check could not create it: nothing was
+    /// written or decided.
+    NotCreated,
 }
 
-/// The decision in a script's reply, for a store running `gcra` (a
-/// bucket) or, for `None`, a fixed window of `capacity`. A pure function
+/// The script's reply: its five decision fields and what the key was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reply {
+    pub(crate) fields: [i64; 5],
+    pub(crate) key: KeyWas,
+}
+
+/// The script's reply: an array of exactly six integers (or integer
+/// strings), as both scripts return, the last one 0, 1 or 2. Anything else
+/// (a shorter or longer array, nil, a status, text) is
+/// [`StoreError::UnexpectedReply`]; never panics.
+pub(crate) fn decode_reply(value: Value) -> Result<Reply, StoreError> {
+    let values = Vec::<i64>::from_redis_value(value).map_err(|_| StoreError::UnexpectedReply)?;
+    let [a, b, c, d, e, key]: [i64; 6] =
+        values.try_into().map_err(|_| StoreError::UnexpectedReply)?;
+    let key = match key {
+        0 => KeyWas::Present,
+        1 => KeyWas::Absent,
+        2 => KeyWas::NotCreated,
+        _ => return Err(StoreError::UnexpectedReply),
+    };
+    Ok(Reply {
+        fields: [a, b, c, d, e],
+        key,
+    })
+}
+
+/// The decision in a script's reply's five decision fields, for a store
+/// running `gcra` (a bucket) or, for `None`, a fixed window of `capacity`,
+/// answered by the key's own state ([`KeyedPath::Own`]). A pure function
 /// of the reply: negative fields are [`StoreError::UnexpectedReply`],
 /// out-of-range ones saturate; never panics.
 pub(crate) fn reply_to_decision(
@@ -62,6 +95,7 @@ pub(crate) fn reply_to_decision(
     Ok(StoreReply {
         result: decision,
         server_time_nanos: server_time,
+        path: KeyedPath::Own,
     })
 }
 
