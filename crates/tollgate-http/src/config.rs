@@ -31,6 +31,8 @@
 //! # redis_url = "redis://127.0.0.1:6379/"
 //! # redis_prefix = "myapp:api:"     # default "tollgate:<name>:"
 //! # redis_timeout = "50ms"          # per call (default 50ms)
+//! # redis_new_keys_per_second = 100 # Redis keys this replica may create a second
+//!                                   # (default 1000; see the Redis guide's "Memory")
 //! # redis_failure = "open"          # or "closed": while Redis is unavailable
 //!
 //! [[rules]]                         # nginx limit_conn: 2 requests in flight per client

@@ -7,7 +7,11 @@ use core::time::Duration;
 
 use ::redis::RedisError;
 
+use tollgate_core::gcra::Gcra;
+use tollgate_core::live::LiveBucket;
+use tollgate_core::quota::Quota;
 use tollgate_core::sync::{AtomicU64, Ordering};
+use tollgate_core::time::Timestamp;
 
 /// The shortest time between two memory-pressure log lines.
 pub(crate) const LOG_INTERVAL: Duration = Duration::from_secs(10);
@@ -17,16 +21,27 @@ pub(crate) fn is_out_of_memory(e: &RedisError) -> bool {
     e.code() == Some("OOM")
 }
 
-/// The memory-pressure counter and its rate-limited log line.
-#[derive(Debug, Default)]
+/// The memory-pressure counter and its rate-limited log line: a core
+/// bucket of one line per [`LOG_INTERVAL`] decides when a line is due.
+#[derive(Debug)]
 pub(crate) struct MemoryPressure {
     /// Calls the server refused for memory, ever.
     pub(crate) events: AtomicU64,
     /// Refusals not yet reported in a log line.
     unlogged: AtomicU64,
-    /// Local monotonic nanoseconds before which no line is logged (0: the
-    /// next event logs).
-    next_log: AtomicU64,
+    /// One log line per [`LOG_INTERVAL`].
+    lines: LiveBucket,
+}
+
+impl Default for MemoryPressure {
+    fn default() -> Self {
+        const EVERY: Quota = tollgate_core::valid!(Quota::new(1, LOG_INTERVAL));
+        Self {
+            events: AtomicU64::new(0),
+            unlogged: AtomicU64::new(0),
+            lines: LiveBucket::new(Gcra::token_bucket(EVERY)),
+        }
+    }
 }
 
 impl MemoryPressure {
@@ -37,16 +52,7 @@ impl MemoryPressure {
     pub(crate) fn record(&self, prefix: &[u8], now: u64, cause: &RedisError) -> Option<u64> {
         self.events.fetch_add(1, Ordering::Relaxed);
         self.unlogged.fetch_add(1, Ordering::Relaxed);
-        let due = self.next_log.load(Ordering::Relaxed);
-        let next = now.saturating_add(tollgate_core::time::duration_to_nanos(LOG_INTERVAL));
-        if now < due
-            || self
-                .next_log
-                .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-        {
-            return None;
-        }
+        self.lines.check(Timestamp::from_nanos(now)).ok()?;
         let count = self.unlogged.swap(0, Ordering::Relaxed);
         #[cfg(feature = "tracing")]
         tracing::warn!(

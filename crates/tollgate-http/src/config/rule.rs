@@ -254,6 +254,10 @@ pub(super) fn rule(loc: &str, mut r: RuleConfig, global: bool) -> Result<Policy,
                 ("redis_prefix", r.redis_prefix.is_some()),
                 ("redis_timeout", r.redis_timeout.is_some()),
                 ("redis_failure", r.redis_failure.is_some()),
+                (
+                    "redis_new_keys_per_second",
+                    r.redis_new_keys_per_second.is_some(),
+                ),
             ] {
                 if set {
                     return Err(ConfigError::invalid(

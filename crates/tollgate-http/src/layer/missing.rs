@@ -32,15 +32,11 @@ impl MissingLog {
     /// Notes one request of policy `policy` without a key (`why`): logs a
     /// warning if the interval allows one.
     pub(crate) fn note(&self, policy: &str, why: KeyError, now: Timestamp) {
-        let requests = self.since_line.fetch_add(1, Ordering::Relaxed) + 1;
+        self.since_line.fetch_add(1, Ordering::Relaxed);
         if self.lines.check(now).is_err() {
             return;
         }
-        // what this line reports; later notes count towards the next one
-        let requests = self
-            .since_line
-            .fetch_sub(requests, Ordering::Relaxed)
-            .max(requests);
+        let requests = self.since_line.swap(0, Ordering::Relaxed);
         #[cfg(feature = "tracing")]
         tracing::warn!(
             policy,

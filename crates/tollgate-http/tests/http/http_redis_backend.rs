@@ -192,6 +192,10 @@ async fn redis_config_errors_name_the_rule_and_field() {
         "rules[0].redis_url: only applies with backend = \"redis\""
     );
     assert_eq!(
+        err("[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nredis_new_keys_per_second = 100"),
+        "rules[0].redis_new_keys_per_second: only applies with backend = \"redis\""
+    );
+    assert_eq!(
         err(
             "[[rules]]\nname = \"a\"\nprefix = \"/a\"\nrate = 1\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1/\"\nredis_failure = \"maybe\""
         ),
