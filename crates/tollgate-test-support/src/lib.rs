@@ -7,6 +7,8 @@
 
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "log")]
+pub mod log;
 #[cfg(all(feature = "http", feature = "metrics"))]
 pub mod recorder;
 #[cfg(feature = "redis")]

@@ -72,7 +72,7 @@ impl Recorder for MemoryRecorder {
 /// would move tokio's time, so "at once" is exact.)
 #[tokio::test(start_paused = true)]
 async fn a_dry_run_queue_never_delays_what_a_client_sees() {
-    let (log, _guard) = crate::log::capture();
+    let (log, _guard) = support::log::capture();
     let rec = MemoryRecorder::default();
     let layer = metrics::with_local_recorder(&rec, || {
         RateLimitLayer::builder()

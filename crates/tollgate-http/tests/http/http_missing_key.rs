@@ -174,7 +174,7 @@ async fn a_shared_bucket_limits_all_key_less_requests_with_its_own_status() {
 async fn missing_key_warnings_come_at_most_once_per_interval_with_a_count() {
     use support::http::{paused_clock, send_paused};
     use tollgate::http::MISSING_KEY_LOG_INTERVAL;
-    let (log, _guard) = crate::log::capture();
+    let (log, _guard) = support::log::capture();
     let layer = RateLimitLayer::builder()
         .clock(paused_clock())
         .peer_addr(connect_info)
@@ -184,7 +184,7 @@ async fn missing_key_warnings_come_at_most_once_per_interval_with_a_count() {
         .build()
         .unwrap();
     let s = serve(hello(layer)).await;
-    let warnings = |log: &crate::log::Log| {
+    let warnings = |log: &support::log::Log| {
         let text = log.text();
         text.lines()
             .filter(|l| l.contains("requests without a rate limit key"))

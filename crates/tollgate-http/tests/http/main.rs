@@ -5,8 +5,6 @@
 
 use tollgate_test_support as support;
 
-mod log;
-
 mod http_algorithms;
 mod http_client_ip_trusted_proxies;
 mod http_concurrency_queue;

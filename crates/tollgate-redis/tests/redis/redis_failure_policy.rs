@@ -355,31 +355,6 @@ async fn dead_server_opens_the_breaker_then_answers_at_once_and_recovers() {
     assert!(d.is_ok(), "a fresh server has a full bucket");
 }
 
-/// Everything written by a test's `tracing` subscriber.
-#[derive(Clone, Default)]
-struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Log {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Log {
-    /// The lines written so far that contain `needle`.
-    fn lines_with(&self, needle: &str) -> Vec<String> {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
-            .lines()
-            .filter(|l| l.contains(needle))
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
 /// Issue 28: both transitions of the breaker are counted
 /// (`circuit_openings`, `circuit_closings`) and, with feature `tracing`,
 /// logged: the opening at WARN with its cause, the closing at INFO with how
@@ -389,15 +364,7 @@ impl Log {
 /// subscriber; other tests' breakers, on other threads, are not seen.)
 #[tokio::test]
 async fn breaker_logs_and_counts_its_opening_and_its_closing() {
-    use tracing_subscriber::util::SubscriberInitExt;
-    let log = Log::default();
-    let writer = log.clone();
-    let _guard = tracing_subscriber::fmt()
-        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish()
-        .set_default();
+    let (log, _guard) = tollgate_test_support::log::capture();
 
     let mut server = RedisServer::start();
     let store = RedisStore::connect(

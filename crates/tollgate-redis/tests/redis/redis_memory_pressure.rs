@@ -165,35 +165,13 @@ async fn a_full_noeviction_server_keeps_the_throttled_throttled_and_answers_new_
     assert_eq!(closed.memory_pressure(), 7);
 }
 
-/// Everything written by a test's `tracing` subscriber.
-#[derive(Clone, Default)]
-struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Log {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Memory pressure is logged at WARN (feature `tracing`), at most one line
 /// per 10 s, carrying the number of refusals since the previous line: 20
 /// refusals in a row make one line, not twenty. (Current-thread runtime:
 /// this test's subscriber sees only this test's store.)
 #[tokio::test]
 async fn memory_pressure_is_logged_once_per_interval_with_a_count() {
-    use tracing_subscriber::util::SubscriberInitExt;
-    let log = Log::default();
-    let writer = log.clone();
-    let _guard = tracing_subscriber::fmt()
-        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish()
-        .set_default();
+    let (log, _guard) = tollgate_test_support::log::capture();
 
     let server = RedisServer::start();
     let mut admin = server.admin();
@@ -213,11 +191,7 @@ async fn memory_pressure_is_logged_once_per_interval_with_a_count() {
         assert!(p.store_unavailable());
     }
     assert_eq!(store.memory_pressure(), 20);
-    let lines: Vec<String> = String::from_utf8_lossy(&log.0.lock().unwrap())
-        .lines()
-        .filter(|l| l.contains("maxmemory"))
-        .map(str::to_owned)
-        .collect();
+    let lines = log.lines_with("maxmemory");
     for line in &lines {
         eprintln!("logged: {line}");
     }
