@@ -99,7 +99,7 @@
 //! | `axum` | no | `http::RateLimitLayer::for_axum`: the layer answering with axum's own `Body`, which axum's router takes as it is instead of boxing each response body again (axum-core; implies `http`) |
 //! | `config` | no | `http::config`: `LayerConfig` reads the layer's rules from TOML or JSON, durations such as `"500ms"`, `"1m30s"` (implies `http`) |
 //! | `tracing` | no | `tracing` events: the HTTP layer's refusals (debug), dry-run decisions (info) and missing keys (warn), the Redis store's circuit breaker opening (warn) and closing (info) and memory pressure (warn, at most once per 10 s) (implies `std`) |
-//! | `metrics` | no | `metrics` counters, gauge and histogram of the HTTP layer, named in `http::metrics` (implies `std`) |
+//! | `metrics` | no | `metrics` counters, gauge and histogram of the HTTP layer, named in `http::metrics`; without it the names do not exist, so nothing reads zeros (implies `std`) |
 //! | `redis` | no | `redis::RedisStore`: distributed GCRA and fixed window on Redis/Valkey, with tokio (implies `std`) |
 //! | `rtic` | no | `rtic::RticClock`: any RTIC monotonic (rtic-time 3) as a [`Clock`], exact tick conversion, a 32-bit tick count's wraps counted; `CLOCK.acquire(&limiter, &key, n).await`, resolving to the admission instant (`no_std`) |
 //!

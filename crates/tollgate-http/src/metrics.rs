@@ -14,8 +14,14 @@
 //! passed at once); `queued_requests` counts the requests waiting their
 //! turn, and `request_canceled` those whose client went away meanwhile.
 //! The handles are registered when the layer is built: install the
-//! recorder first. Without feature `metrics` nothing is recorded and the
-//! `metrics` crate is not a dependency; the names below stay.
+//! recorder first.
+//!
+//! **Without feature `metrics`** nothing is recorded, the `metrics` crate
+//! is not a dependency, and the names below **do not exist**: code that
+//! reads these counters by their names (a test suite, a dashboard check)
+//! then fails to compile, saying `cannot find value REQUESTS in module
+//! metrics`, instead of reading zeros. (A counter read by its literal name
+//! bypasses that check: use the constants.)
 
 #[cfg(feature = "metrics")]
 use metrics::{Counter, Gauge, Histogram};
@@ -25,10 +31,16 @@ use noop::{Counter, Gauge, Histogram};
 use std::string::ToString;
 
 /// Name of the requests counter.
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub const REQUESTS: &str = "tollgate.rate_limiting.requests";
 /// Name of the queued-requests gauge.
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub const QUEUED_REQUESTS: &str = "tollgate.rate_limiting.queued_requests";
 /// Name of the time-in-queue histogram (seconds).
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub const TIME_IN_QUEUE: &str = "tollgate.rate_limiting.request.time_in_queue";
 
 pub(crate) struct PolicyMetrics {
