@@ -26,8 +26,10 @@ impl RedisStore {
     }
 
     /// Tries to take `n` permits for `key` (`n = 0` peeks), through the
-    /// refusal cache and the failure policy: never waits longer than the
-    /// timeout and never returns a store error. A request of more permits
+    /// refusal cache and the failure policy: never returns a store error,
+    /// and each store call waits at most the timeout (one call, or for a
+    /// new key past the new-key budget up to three: the key's, its retry
+    /// and the overflow key's). A request of more permits
     /// than the capacity is refused [`never`](Refusal::is_never) without
     /// asking the store.
     ///
