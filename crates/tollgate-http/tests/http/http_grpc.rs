@@ -15,10 +15,11 @@ use support::http::{Server, paused_clock};
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tollgate::Quota;
-use tollgate::http::{Policy, RateLimitLayer};
+use tollgate::http::{KeySource, Policy, RateLimitLayer};
 use tollgate::redis::{RedisConfig, RedisStore};
 use tonic::Code;
 use tonic::transport::Channel;
+use tonic::transport::server::TcpConnectInfo;
 use tonic_health::ServingStatus;
 use tonic_health::pb::health_check_response::ServingStatus as Wire;
 use tonic_health::pb::health_client::HealthClient;
@@ -130,14 +131,17 @@ async fn a_refused_unary_call_is_resource_exhausted_with_the_exact_wait() {
 
 /// A refused server-streaming call gets the trailers-only answer before
 /// any message: the client's `watch` fails at once, with the wait. A route
-/// policy this time, on the real clock: the delay is the wait left of
-/// the policy's 10 s interval.
+/// policy per peer IP this time (tonic's `TcpConnectInfo`, the guide's
+/// recipe), on the real clock: the delay is the wait left of the policy's
+/// 1 s interval.
 #[tokio::test]
 async fn a_refused_streaming_call_is_resource_exhausted_before_any_message() {
     let layer = RateLimitLayer::builder()
+        .peer_addr(|ext| ext.get::<TcpConnectInfo>()?.remote_addr())
         .policy(
             Policy::token_bucket("health", Quota::per_second(1).unwrap())
-                .prefix("/grpc.health.v1.Health"),
+                .prefix("/grpc.health.v1.Health")
+                .key(KeySource::PeerIp),
         )
         .build()
         .unwrap();
