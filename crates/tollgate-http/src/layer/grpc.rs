@@ -179,36 +179,36 @@ mod details {
 
     /// `google.rpc.Status`.
     #[derive(Clone, PartialEq, Message)]
-    struct Status {
+    pub(super) struct Status {
         #[prost(int32, tag = "1")]
-        code: i32,
+        pub(super) code: i32,
         #[prost(string, tag = "2")]
-        message: String,
+        pub(super) message: String,
         #[prost(message, repeated, tag = "3")]
-        details: Vec<prost_types::Any>,
+        pub(super) details: Vec<prost_types::Any>,
     }
 
     /// `google.rpc.RetryInfo`.
     #[derive(Clone, PartialEq, Message)]
-    struct RetryInfo {
+    pub(super) struct RetryInfo {
         #[prost(message, optional, tag = "1")]
-        retry_delay: Option<prost_types::Duration>,
+        pub(super) retry_delay: Option<prost_types::Duration>,
     }
 
     /// `google.rpc.QuotaFailure`.
     #[derive(Clone, PartialEq, Message)]
-    struct QuotaFailure {
+    pub(super) struct QuotaFailure {
         #[prost(message, repeated, tag = "1")]
-        violations: Vec<Violation>,
+        pub(super) violations: Vec<Violation>,
     }
 
     /// `google.rpc.QuotaFailure.Violation`.
     #[derive(Clone, PartialEq, Message)]
-    struct Violation {
+    pub(super) struct Violation {
         #[prost(string, tag = "1")]
-        subject: String,
+        pub(super) subject: String,
         #[prost(string, tag = "2")]
-        description: String,
+        pub(super) description: String,
     }
 
     fn any(type_url: &str, value: Vec<u8>) -> prost_types::Any {
@@ -281,6 +281,74 @@ mod tests {
         assert!(!with("application/grpcx"));
         assert!(!with("application/json"));
         assert!(!is_grpc(&HeaderMap::new()));
+    }
+
+    /// The rendering itself, in both builds: trailers-only headers, and
+    /// the details exactly when feature `grpc` is on, their `RetryInfo`
+    /// the wait to the nanosecond (decoded back with prost).
+    #[test]
+    fn a_refusal_renders_as_trailers_only_with_details_exactly_under_feature_grpc() {
+        use super::super::{Compiled, Rule};
+        use crate::policy::{MissingKey, Policy};
+        let policy = Policy::fixed_window("api é", 3, core::time::Duration::from_secs(10));
+        let rule = Rule {
+            plan: policy.plan("test").unwrap(),
+            policy,
+            gate: None,
+            networks: None,
+        };
+        let c = Compiled::new(rule, MissingKey::Allow);
+        let res = refusal::<super::super::body::Wrapped, String>(
+            &c,
+            1_500_000_001,
+            StatusCode::TOO_MANY_REQUESTS,
+        );
+        assert_eq!(res.status(), StatusCode::OK);
+        let h = res.headers();
+        assert_eq!(h[CONTENT_TYPE], "application/grpc");
+        assert_eq!(h[GRPC_STATUS], "8");
+        assert_eq!(h[GRPC_MESSAGE], "rate limited by policy \"api %C3%A9\"");
+        assert!(http_body::Body::is_end_stream(res.body()));
+        let details = h.get("grpc-status-details-bin");
+        assert_eq!(details.is_some(), cfg!(feature = "grpc"));
+        #[cfg(feature = "grpc")]
+        {
+            use base64::Engine as _;
+            use prost::Message as _;
+            let raw = details.unwrap().as_bytes();
+            assert!(!raw.ends_with(b"="), "unpadded");
+            let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+                .decode(raw)
+                .unwrap();
+            let status = details::Status::decode(&bytes[..]).unwrap();
+            assert_eq!(status.code, 8);
+            assert_eq!(status.details.len(), 2);
+            let retry = details::RetryInfo::decode(&status.details[0].value[..]).unwrap();
+            let delay = retry.retry_delay.unwrap();
+            assert_eq!((delay.seconds, delay.nanos), (1, 500_000_001));
+            let quota = details::QuotaFailure::decode(&status.details[1].value[..]).unwrap();
+            assert_eq!(quota.violations[0].subject, "api é");
+            assert_eq!(
+                quota.violations[0].description,
+                "fixed window: 3 requests per window of 10 s"
+            );
+        }
+    }
+
+    /// A refusal without a wait (no key) keeps its status's meaning.
+    #[test]
+    fn a_keyless_refusal_maps_its_status_to_a_grpc_code_without_details() {
+        let res =
+            status_only::<super::super::body::Wrapped, String>(StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(res.headers()[GRPC_STATUS], "13");
+        assert_eq!(
+            res.headers()[GRPC_MESSAGE],
+            "refused by the rate limiter (HTTP 500)"
+        );
+        assert!(res.headers().get("grpc-status-details-bin").is_none());
+        assert_eq!(code_of(StatusCode::TOO_MANY_REQUESTS), 8);
+        assert_eq!(code_of(StatusCode::SERVICE_UNAVAILABLE), 14);
     }
 
     #[test]
