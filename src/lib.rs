@@ -97,6 +97,7 @@
 //! | `tokio` | no | `queue`: async queued acquisition; `TokioClock` (implies `std`) |
 //! | `http` | no | `http::RateLimitLayer`: tower middleware (global + per-route policies, keys, 429 + `Retry-After` + IETF `RateLimit` headers, queueing, reload), built in code; no serde (implies `std`, `tokio`) |
 //! | `axum` | no | `http::RateLimitLayer::for_axum`: the layer answering with axum's own `Body`, which axum's router takes as it is instead of boxing each response body again (axum-core; implies `http`) |
+//! | `grpc` | no | a refused gRPC call's `grpc-status-details-bin`: a `google.rpc.Status` with `RetryInfo` (the wait) and `QuotaFailure` (the policy), encoded with prost; without it a refused gRPC call still gets `grpc-status: 8` (RESOURCE_EXHAUSTED) and `grpc-message` (implies `http`) |
 //! | `config` | no | `http::config`: `LayerConfig` reads the layer's rules from TOML or JSON, durations such as `"500ms"`, `"1m30s"` (implies `http`) |
 //! | `tracing` | no | `tracing` events: the HTTP layer's refusals (debug), dry-run decisions (info) and missing keys (warn), the Redis store's circuit breaker opening (warn) and closing (info) and memory pressure (warn, at most once per 10 s) (implies `std`) |
 //! | `metrics` | no | `metrics` counters, gauge and histogram of the HTTP layer, named in `http::metrics`; without it the names do not exist, so nothing reads zeros (implies `std`) |

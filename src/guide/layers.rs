@@ -169,7 +169,9 @@
 //! size per key whatever the client sends (header and custom keys as a
 //! 128-bit keyed digest, IPv6 clients by their /64 by default). Refusals are
 //! 429 with `Retry-After` rounded up to whole seconds and the IETF
-//! `RateLimit-Policy` / `RateLimit` fields; policies can queue instead of
+//! `RateLimit-Policy` / `RateLimit` fields (a gRPC call's refusal is a
+//! trailers-only RESOURCE_EXHAUSTED, its wait in a `google.rpc.RetryInfo`
+//! with feature `grpc`); policies can queue instead of
 //! refusing, run in dry-run mode, keep their buckets in Redis
 //! (`Policy::backend`, feature `redis`), be read from TOML or JSON (feature
 //! `config`), and be

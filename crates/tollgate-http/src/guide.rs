@@ -179,6 +179,108 @@
 //! crate's `HeaderMap` and `HeaderValue` still allocate their own storage
 //! when a header is inserted: that is outside tollgate's hands.)
 //!
+//! # gRPC (tonic)
+//!
+//! The layer sits in front of a tonic server as it does in front of axum
+//! (`Server::builder().layer(...)`). A gRPC client maps HTTP 429 to
+//! UNAVAILABLE, which retry policies and load balancers read as "try
+//! again now, or elsewhere": so a request whose `content-type` is
+//! `application/grpc` or `application/grpc+…` that the layer refuses is
+//! answered as a gRPC server fails a call — the same refusal (the same
+//! policy, the same wait), rendered for a gRPC client:
+//!
+//! - HTTP 200, **trailers-only** (the headers end the stream before any
+//!   message; a server-streaming call fails before its first message),
+//!   `content-type: application/grpc`;
+//! - `grpc-status: 8` (RESOURCE_EXHAUSTED) for the default status 429 (a
+//!   [status](crate::RateLimitLayerBuilder::status) of 503 becomes
+//!   UNAVAILABLE, 500–599 INTERNAL, 400 INVALID_ARGUMENT, 401
+//!   UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, any other
+//!   UNKNOWN);
+//! - `grpc-message: rate limited by policy "api"`, percent-encoded as the
+//!   gRPC protocol says (bytes outside `0x20..=0x7E`, and `%`);
+//! - with feature **`grpc`**, `grpc-status-details-bin`: a
+//!   `google.rpc.Status` (base64, unpadded, as gRPC sends it) holding a
+//!   `google.rpc.RetryInfo` whose `retry_delay` is the wait **to the
+//!   nanosecond** (`Retry-After` is the same wait rounded up to whole
+//!   seconds) and a `google.rpc.QuotaFailure` with one violation: `subject`
+//!   the policy's name, `description` what it limits (e.g. `token bucket:
+//!   2 requests per 60 s, bursts of 2`). The messages are encoded by
+//!   `prost`. Without the feature the status and message are sent, no
+//!   details (a client sees RESOURCE_EXHAUSTED, not when to retry, except
+//!   from the `retry-after` metadata);
+//! - `Retry-After`, `RateLimit-Policy` and `RateLimit` ride along as
+//!   metadata, exactly as on an HTTP refusal.
+//!
+//! A request the layer refuses for want of a key
+//! ([`MissingKey::Reject`](crate::MissingKey::Reject)) gets the same
+//! trailers-only answer with the code of its status and no details.
+//! Admitted calls are not touched (the service's own statuses pass as they
+//! are), queued calls wait their turn as HTTP requests do, and non-gRPC
+//! requests get the HTTP answer above, unchanged.
+//!
+//! **A rejection handler still wins**: if a
+//! [handler](crate::RateLimitLayerBuilder::on_rejected) answers the
+//! refusal (see the table above), its status and body are sent as they
+//! are, for gRPC requests too — it can set `grpc-status` itself (the
+//! [`Refusal`](tollgate_core::refusal::Refusal) it gets names the policy and
+//! the wait); the gRPC rendering is the layer's answer when no handler
+//! answers.
+//!
+//! Policies match a call's path, `/<package>.<Service>/<Method>`: prefix
+//! `/grpc.health.v1.Health` covers a whole service. tonic records the
+//! peer address as its `TcpConnectInfo`, not as a `SocketAddr`: tell the
+//! layer where it is for [`KeySource::PeerIp`](crate::KeySource::PeerIp).
+//!
+//! ```no_run
+//! use tollgate::http::{KeySource, Policy, RateLimitLayer};
+//! use tollgate::Quota;
+//! use tonic::transport::server::TcpConnectInfo;
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let layer = RateLimitLayer::builder()
+//!     .peer_addr(|ext| ext.get::<TcpConnectInfo>()?.remote_addr())
+//!     .global(Policy::token_bucket("global", Quota::per_second(1000)?))
+//!     // every method of the health service: 2 per minute per peer IP
+//!     .policy(
+//!         Policy::token_bucket("health", Quota::per_minute(2)?)
+//!             .prefix("/grpc.health.v1.Health")
+//!             .key(KeySource::PeerIp),
+//!     )
+//!     .build()?;
+//! let (_reporter, health) = tonic_health::server::health_reporter();
+//! tonic::transport::Server::builder()
+//!     .layer(layer)
+//!     .add_service(health)
+//!     .serve("127.0.0.1:50051".parse()?)
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A tonic client reads the wait with `tonic-types`:
+//!
+//! ```no_run
+//! use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
+//! use tonic_types::StatusExt;
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let channel = tonic::transport::Channel::from_static("http://127.0.0.1:50051");
+//! let mut client = HealthClient::new(channel.connect().await?);
+//! match client.check(HealthCheckRequest::default()).await {
+//!     Ok(response) => println!("{:?}", response.into_inner().status),
+//!     Err(status) if status.code() == tonic::Code::ResourceExhausted => {
+//!         let wait = status.get_details_retry_info().and_then(|r| r.retry_delay);
+//!         println!("{}: retry in {wait:?}", status.message());
+//!     }
+//!     Err(status) => return Err(status.into()),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Queueing (per key)
 //!
 //! [`Policy::queue`](crate::Policy::queue)`(max_wait, queue_limit)` makes a request over the

@@ -6,12 +6,14 @@
 //! in submodules, by concept: the clock, how a policy is charged (`gate`),
 //! the decision path (`decide`), the service and its future (`service`),
 //! the waits (`pending`, `in_line`, `remote`), the responses
-//! (`rejection`) and the response body (`body`).
+//! (`rejection`, and `grpc` for gRPC clients) and the response body
+//! (`body`).
 
 pub(crate) mod body;
 mod clock;
 mod decide;
 mod gate;
+mod grpc;
 mod in_line;
 mod missing;
 mod pending;

@@ -2,7 +2,9 @@
 //! for axum, hyper and tonic, with a global limiter, per-route policies of
 //! any algorithm (token and leaky buckets, fixed and sliding windows,
 //! in-flight limits), partition keys, standard headers, queueing per key
-//! and metrics.
+//! and metrics. A refused gRPC call is answered as gRPC
+//! (RESOURCE_EXHAUSTED, with the wait in a `RetryInfo` under feature
+//! `grpc`): see [gRPC (tonic)](guide#grpc-tonic).
 //!
 //! ```
 //! use std::net::SocketAddr;
@@ -66,6 +68,7 @@
 //! [Routing](guide#routing),
 //! [Partition keys](guide#partition-keys),
 //! [Refusals and headers](guide#refusals-and-headers),
+//! [gRPC (tonic)](guide#grpc-tonic),
 //! [Queueing (per key)](guide#queueing-per-key),
 //! [Observability](guide#observability),
 //! [Remote backends (Redis)](guide#remote-backends-redis),

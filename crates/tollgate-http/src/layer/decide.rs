@@ -10,6 +10,7 @@ use http::{Request, Response, StatusCode};
 
 use super::body::{BodyMode, Held};
 use super::gate::{Admitted, Gate, Permit};
+use super::grpc;
 use super::rejection::{self, SuccessHeaders};
 use super::{Compiled, Shared};
 use crate::backend::BackendKey;
@@ -282,10 +283,16 @@ impl Shared {
                 Charge::Admitted(a) => global_adm = a,
                 Charge::Refused(wait, status) => {
                     metrics.global_limiter.increment(1);
-                    return Verdict::Respond(Box::new(self.reject::<M, R>(g, true, wait, status)));
+                    let grpc = grpc::is_grpc(req.headers());
+                    return Verdict::Respond(Box::new(
+                        self.reject::<M, R>(g, true, wait, status, grpc),
+                    ));
                 }
                 Charge::NoKey(status) => {
-                    return Verdict::Respond(Box::new(rejection::status_only::<M, R>(status)));
+                    let grpc = grpc::is_grpc(req.headers());
+                    return Verdict::Respond(Box::new(rejection::status_only::<M, R>(
+                        status, grpc,
+                    )));
                 }
                 Charge::Line(key, status) => {
                     return Verdict::Line(Box::new(InLine {
@@ -353,11 +360,17 @@ impl Shared {
                 Charge::Refused(wait, status) => {
                     self.give_back_global(global_adm, now);
                     metrics.endpoint_limiter.increment(1);
-                    return Verdict::Respond(Box::new(self.reject::<M, R>(c, false, wait, status)));
+                    let grpc = grpc::is_grpc(head.headers);
+                    return Verdict::Respond(Box::new(
+                        self.reject::<M, R>(c, false, wait, status, grpc),
+                    ));
                 }
                 Charge::NoKey(status) => {
                     self.give_back_global(global_adm, now);
-                    return Verdict::Respond(Box::new(rejection::status_only::<M, R>(status)));
+                    let grpc = grpc::is_grpc(head.headers);
+                    return Verdict::Respond(Box::new(rejection::status_only::<M, R>(
+                        status, grpc,
+                    )));
                 }
             }
         }

@@ -66,6 +66,7 @@ where
         route,
         global,
     } = line;
+    let grpc = super::grpc::is_grpc(req.headers());
     let mut pending = Pending::new(Arc::clone(&shared), global);
     let m = shared.metrics_of(route);
     m.queued.increment(1.0);
@@ -83,14 +84,14 @@ where
     if global_line {
         let Some(g) = shared.global.as_ref() else {
             leave(&mut pending);
-            return Ok(super::rejection::status_only::<M, R>(shared.status));
+            return Ok(super::rejection::status_only::<M, R>(shared.status, grpc));
         };
         match wait_in_line(&shared, g, key).await {
             Ok(a) => pending.global = Some(a),
             Err(wait) => {
                 leave(&mut pending);
                 m.global_limiter.increment(1);
-                return Ok(shared.reject::<M, R>(g, true, wait, status));
+                return Ok(shared.reject::<M, R>(g, true, wait, status, grpc));
             }
         }
         // then the route policy, as for a request the global limiter
@@ -126,11 +127,11 @@ where
                 Charge::Refused(wait, status) => {
                     leave(&mut pending);
                     m.endpoint_limiter.increment(1);
-                    return Ok(shared.reject::<M, R>(c, false, wait, status));
+                    return Ok(shared.reject::<M, R>(c, false, wait, status, grpc));
                 }
                 Charge::NoKey(status) => {
                     leave(&mut pending);
-                    return Ok(super::rejection::status_only::<M, R>(status));
+                    return Ok(super::rejection::status_only::<M, R>(status, grpc));
                 }
             }
         }
@@ -142,7 +143,7 @@ where
             Err(wait) => {
                 leave(&mut pending);
                 m.endpoint_limiter.increment(1);
-                return Ok(shared.reject::<M, R>(c, false, wait, status));
+                return Ok(shared.reject::<M, R>(c, false, wait, status, grpc));
             }
         }
     }

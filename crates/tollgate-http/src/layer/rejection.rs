@@ -71,13 +71,16 @@ impl Shared {
     /// an empty body with `status` (the layer's, or a missing key's
     /// fallback's: see [`MissingKey`](crate::MissingKey)). A route policy's handler never answers
     /// for the global limiter. The standard headers the handler did not set
-    /// are added (none of `RateLimit*` for an in-flight limit).
+    /// are added (none of `RateLimit*` for an in-flight limit). A `grpc`
+    /// request without a handler gets the same refusal as a gRPC status
+    /// (see [`grpc`](super::grpc)).
     pub(crate) fn reject<M: BodyMode<R>, R>(
         &self,
         refusing: &Compiled,
         global: bool,
         wait: Duration,
         status: StatusCode,
+        grpc: bool,
     ) -> Response<M::Body> {
         let wait_nanos = duration_to_nanos(wait);
         #[cfg(feature = "tracing")]
@@ -97,7 +100,8 @@ impl Shared {
                     .later_by(stage);
                 h(&refusal, status).map(|text| M::built(Bytes::from(text)))
             }
-            None => status_only::<M, R>(status),
+            None if grpc => super::grpc::refusal::<M, R>(refusing, wait_nanos, status),
+            None => status_only::<M, R>(status, false),
         };
         let map = res.headers_mut();
         if !map.contains_key(http::header::RETRY_AFTER) {
@@ -124,8 +128,12 @@ impl Shared {
     }
 }
 
-/// An empty response with `status`.
-pub(crate) fn status_only<M: BodyMode<R>, R>(status: StatusCode) -> Response<M::Body> {
+/// An empty response with `status` (a `grpc` request's: as a gRPC
+/// status).
+pub(crate) fn status_only<M: BodyMode<R>, R>(status: StatusCode, grpc: bool) -> Response<M::Body> {
+    if grpc {
+        return super::grpc::status_only::<M, R>(status);
+    }
     let mut r = Response::new(M::built(Bytes::new()));
     *r.status_mut() = status;
     r

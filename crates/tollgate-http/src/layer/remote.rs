@@ -84,7 +84,9 @@ where
         Err(wait) => {
             pending.cancel();
             c.metrics.endpoint_limiter.increment(1);
-            shared.reject::<M, R>(c, false, wait.max(Duration::from_nanos(1)), status)
+            let grpc = super::grpc::is_grpc(req.headers());
+            let wait = wait.max(Duration::from_nanos(1));
+            shared.reject::<M, R>(c, false, wait, status, grpc)
         }
     };
     if unavailable {

@@ -14,6 +14,7 @@ mod http_config_is_strict;
 mod http_config_mistakes;
 mod http_dry_run_never_delays;
 mod http_global_refund;
+mod http_grpc;
 mod http_load_50_clients;
 mod http_metrics_and_dry_run;
 mod http_missing_key;
