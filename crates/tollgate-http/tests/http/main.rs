@@ -23,6 +23,8 @@ mod http_prefix_routing;
 mod http_queue_disconnect_waves;
 mod http_queue_per_key;
 mod http_queueing;
+mod http_ratelimit_fields;
+mod http_ratelimit_model;
 mod http_redis_backend;
 mod http_rejection_headers;
 mod http_rejection_precedence;
