@@ -217,6 +217,31 @@
 //! crate's `HeaderMap` and `HeaderValue` still allocate their own storage
 //! when a header is inserted: that is outside tollgate's hands.)
 //!
+//! # Problem details
+//!
+//! [`RateLimitLayerBuilder::problem_details`](crate::RateLimitLayerBuilder::problem_details)`(true)`
+//! (`problem_details = true` in a rules file) makes the default refusal
+//! body an RFC 9457 problem-details document, `content-type:
+//! application/problem+json`, with the problem type draft-11 registers:
+//!
+//! ```json
+//! {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
+//!  "title":"Request cannot be satisfied as assigned quota has been exceeded",
+//!  "status":429,"detail":"Policy \"api\" refused the request; retry in 5 s.",
+//!  "retry-after":5,"violated-policies":["api"]}
+//! ```
+//!
+//! `retry-after` is `Retry-After`'s value; `status` is the response's.
+//! **`violated-policies`** names every policy that refused the request,
+//! and that is always one: the layer charges the global limiter first and
+//! the route policy only if it admitted, and stops at the first refusal
+//! (nothing is spent on a refusal, and a policy that was not asked did not
+//! refuse), so it is the global limiter or the route policy, never both.
+//! The status and every header are the same with or without it (a client
+//! that ignores bodies sees no change), and a rejection handler, where one
+//! answers (see the table above), still writes the body. Without a
+//! handler, off by default: an empty body.
+//!
 //! # Queueing (per key)
 //!
 //! [`Policy::queue`](crate::Policy::queue)`(max_wait, queue_limit)` makes a request over the
@@ -318,6 +343,7 @@
 //! | key cannot be extracted | `.missing_key(MissingKey::SharedBucket(StatusCode::UNAUTHORIZED))` | `MissingKey::ClientIp(429)` |
 //! | rejection handler | `.on_rejected(\|r, status\| Response::builder().status(status).body(format!("slow down ({})", r.policy())).unwrap())` | empty body |
 //! | headers on admitted responses | `.headers_on_success(true)` | refusals only |
+//! | refusal bodies as problem details | `.problem_details(true)` | empty body |
 //! | a policy for axum routes | `router.route_layer(layer.policy("writes").unwrap())` | |
 //!
 //! Policy (`Policy::token_bucket(name, quota)`, `Policy::leaky_bucket(name, quota)`,

@@ -72,6 +72,8 @@ pub(crate) struct Shared {
     pub(crate) status: StatusCode,
     pub(crate) on_rejected: Option<RejectionHandler>,
     headers_on_success: bool,
+    /// Refusal bodies as `application/problem+json`.
+    pub(crate) problem_details: bool,
     /// The secret keyed digest of header and custom keys (carried across
     /// reloads: a kept store's keys stay the same), and of `pk` values.
     pub(crate) digest: KeyDigest,
@@ -104,6 +106,7 @@ pub(crate) struct LayerSettings {
     pub(crate) missing_key: MissingKey,
     pub(crate) on_rejected: Option<RejectionHandler>,
     pub(crate) headers_on_success: bool,
+    pub(crate) problem_details: bool,
     pub(crate) digest: KeyDigest,
     pub(crate) clock: LayerClock,
 }
@@ -136,6 +139,7 @@ impl Shared {
             status: s.status,
             on_rejected: s.on_rejected,
             headers_on_success: s.headers_on_success,
+            problem_details: s.problem_details,
             digest: s.digest,
             clock: s.clock,
             no_policy_metrics: PolicyMetrics::new(""),

@@ -109,6 +109,7 @@ mod layer;
 pub mod metrics;
 mod missing_key;
 mod policy;
+mod problem;
 pub(crate) mod routing;
 
 pub use backend::StoreUnavailable;

@@ -74,8 +74,9 @@ impl Shared {
     /// `global`) for a request charged to `key`: the refusing policy's own
     /// handler, else the layer's, else `status` (the layer's, or a missing
     /// key's fallback's: see [`MissingKey`](crate::MissingKey)) with an
-    /// empty body. A route policy's handler never answers for the global
-    /// limiter. The standard headers the handler did not set
+    /// empty body or, with [`problem_details`](crate::RateLimitLayerBuilder::problem_details),
+    /// a problem-details one. A route policy's handler never answers for
+    /// the global limiter. The standard headers the handler did not set
     /// are added.
     pub(crate) fn reject<M: BodyMode<R>, R>(
         &self,
@@ -102,6 +103,14 @@ impl Shared {
                     .by(limiter, &refusing.name)
                     .later_by(stage);
                 h(&refusal, status).map(|text| M::built(Bytes::from(text)))
+            }
+            None if self.problem_details => {
+                let body = crate::problem::quota_exceeded(&refusing.name, status, wait_nanos);
+                let mut res = Response::new(M::built(body));
+                *res.status_mut() = status;
+                res.headers_mut()
+                    .insert(http::header::CONTENT_TYPE, crate::problem::CONTENT_TYPE);
+                res
             }
             None => status_only::<M, R>(status),
         };

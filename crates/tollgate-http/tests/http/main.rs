@@ -20,6 +20,7 @@ mod http_missing_key;
 mod http_overflow_by_network;
 mod http_paused_time;
 mod http_prefix_routing;
+mod http_problem_details;
 mod http_queue_disconnect_waves;
 mod http_queue_per_key;
 mod http_queueing;
