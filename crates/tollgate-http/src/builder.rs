@@ -37,6 +37,7 @@ pub struct RateLimitLayerBuilder {
     missing_key: MissingKey,
     on_rejected: Option<RejectionHandler>,
     headers_on_success: bool,
+    problem_details: bool,
     /// `None`: the default clock (or, on a reload, the layer's).
     clock: Option<LayerClock>,
 }
@@ -63,6 +64,7 @@ impl Default for RateLimitLayerBuilder {
             missing_key: MissingKey::default(),
             on_rejected: None,
             headers_on_success: false,
+            problem_details: false,
             clock: None,
         }
     }
@@ -214,6 +216,19 @@ impl RateLimitLayerBuilder {
     #[must_use]
     pub fn headers_on_success(mut self, on: bool) -> Self {
         self.headers_on_success = on;
+        self
+    }
+
+    /// Answer refusals with an RFC 9457 problem-details body (default:
+    /// off, an empty body): `content-type: application/problem+json` and
+    /// the draft's `quota-exceeded` problem type, naming the refusing
+    /// policy in `violated-policies`, with `retry-after` in seconds (see
+    /// the [guide](crate::guide#problem-details)). Status and headers
+    /// are the same either way; a rejection handler, when one answers,
+    /// still writes the body.
+    #[must_use]
+    pub fn problem_details(mut self, on: bool) -> Self {
+        self.problem_details = on;
         self
     }
 
@@ -409,6 +424,7 @@ impl RateLimitLayerBuilder {
             missing_key: self.missing_key,
             on_rejected: self.on_rejected,
             headers_on_success: self.headers_on_success,
+            problem_details: self.problem_details,
             digest,
             clock,
         });

@@ -3,6 +3,7 @@
 //! ```toml
 //! status = 429                      # refusal status (default 429)
 //! headers_on_success = true         # RateLimit headers on admitted responses
+//! problem_details = true            # refusal bodies as application/problem+json
 //! trusted_proxies = ["10.0.0.0/8"]  # peers whose X-Forwarded-For is believed
 //! exempt = ["/health"]              # neither global nor rules apply
 //! missing_key = "client_ip"         # no key: charged to the client's address (default),
@@ -276,7 +277,9 @@ impl LayerConfig {
         if let Some(s) = doc.status {
             b = b.status(status("status", s)?);
         }
-        b = b.headers_on_success(doc.headers_on_success);
+        b = b
+            .headers_on_success(doc.headers_on_success)
+            .problem_details(doc.problem_details);
         for (i, raw) in doc.trusted_proxies.iter().enumerate() {
             let loc = format!("trusted_proxies[{i}]");
             let net = parse_net(trimmed(&loc, raw)?).ok_or_else(|| {

@@ -29,7 +29,7 @@
 //! | [`Policy::leaky_bucket`](crate::Policy::leaky_bucket) | `"leaky_bucket"` | `rate` per `period`, strictly paced | `q=<rate>;w=<period>` |
 //! | [`Policy::fixed_window`](crate::Policy::fixed_window) | `"fixed_window"` | `rate` per window of `period` | `q=<limit>;w=<window>` |
 //! | [`Policy::sliding_window`](crate::Policy::sliding_window) | `"sliding_window"` | `rate` in any `period`, in [`SLIDING_WINDOW_SEGMENTS`](crate::SLIDING_WINDOW_SEGMENTS) (10) segments | `q=<limit>;w=<window>` |
-//! | [`Policy::concurrency`](crate::Policy::concurrency) | `"concurrency"` (`limit = N`) | `N` requests in flight | none |
+//! | [`Policy::concurrency`](crate::Policy::concurrency) | `"concurrency"` (`limit = N`) | `N` requests in flight | `q=<N>;qu="concurrent-requests"` |
 //!
 //! (`w` is in whole seconds rounded up, and `q` is scaled to it when the
 //! period is not a whole number of seconds.)
@@ -40,9 +40,10 @@
 //! and gives it back when the body's last frame has been read, when it
 //! fails, or when it is dropped (a client that disconnects mid-stream).
 //! A streaming response keeps its client's slot busy until the last chunk.
-//! An in-flight limit has no rate: it sends no `RateLimit-Policy` or
-//! `RateLimit` item (a refusal still says `Retry-After: 1`) and cannot use
-//! a remote backend. It can queue (see [Queueing](#queueing-per-key)): a
+//! An in-flight limit has no rate: its `RateLimit-Policy` item gives its
+//! quota in concurrent requests and no window, its `RateLimit` item the
+//! permits free and no `t` (a refusal says `r=0` and `Retry-After: 1`, a
+//! hint), and it cannot use a remote backend. It can queue (see [Queueing](#queueing-per-key)): a
 //! request over the limit waits in its key's line and is served when a
 //! running request's response body ends, as ASP.NET Core's concurrency
 //! limiter serves its queue.
@@ -142,15 +143,52 @@
 //!
 //! Status 429 by default ([`RateLimitLayerBuilder::status`](crate::RateLimitLayerBuilder::status), e.g. 503).
 //! `Retry-After` is in whole seconds rounded **up** (a 300 ms wait sends
-//! `1`, never `0`). The IETF draft fields (draft-ietf-httpapi-ratelimit-headers,
-//! structured-field lists) name the refusing policy:
+//! `1`, never `0`). The IETF fields of draft-ietf-httpapi-ratelimit-headers-11
+//! (RFC 9651 structured-field lists, one member per policy) name the
+//! refusing policy:
 //! `RateLimit-Policy: "api";q=100;w=60` (the quota's permits per period,
-//! the period in seconds rounded up) and `RateLimit: "api";r=0;t=5`
-//! (remaining, seconds until it could succeed).
+//! the period in seconds rounded up; an in-flight limit's
+//! `"conns";q=10;qu="concurrent-requests"`) and
+//! `RateLimit: "api";r=0;t=5;pk=:2wI8xQ0bLmRa:` (nothing available, for
+//! 5 s: `t` is the refusal's wait, the same as `Retry-After`).
 //! [`RateLimitLayerBuilder::headers_on_success`](crate::RateLimitLayerBuilder::headers_on_success) adds both to admitted
-//! responses, one list member per limiter charged (`"global"…, "api"…`,
-//! with `t` the time until the bucket is full again; a queueing policy's
-//! `r` counts only the permits free at once, not its queue's slots).
+//! responses, one member per limiter charged (`"global"…, "api"…`; a
+//! queueing policy's `r` counts only the permits free at once, not its
+//! queue's slots).
+//!
+//! **`r` and `t`.** `r` is the *available quota* and `t` its *effective
+//! window* (draft-11): a client that sends at most `r` more requests
+//! within the next `t` seconds, at any pace, is not refused by that
+//! policy, and `t` is when it may have more than `r`. `t` is rounded up to
+//! whole seconds (a longer window for the same `r` is still kept). Per
+//! algorithm, after the request (`B` the burst, `T` the interval between
+//! permits, `lead` the time until the bucket is full):
+//!
+//! | algorithm | `r` | `t` |
+//! |---|---|---|
+//! | token bucket | permits available at once | until permit `r + 1` is: `lead − (B − r − 1)·T`, at most `T` (`T` when full) |
+//! | leaky bucket | 1 if a request would pass now, else 0 | `T` when `r = 1`; else the wait until the next admission |
+//! | fixed window | the limit minus the window's count | until the window ends |
+//! | sliding window | the limit minus the requests in the window | until all of them have left it (quota may come back sooner, segment by segment: `t` errs long, never short) |
+//! | in-flight limit | permits free | none (permits come back when responses end, not with time) |
+//!
+//! A token bucket's permits only accumulate and a window's count only
+//! falls while a client waits, so spending `r` early or late within `t`
+//! makes no difference; a leaky bucket paces requests one per `T`, so it
+//! never offers more than one at once.
+//!
+//! **`pk`**, the partition key, is sent by a partitioned policy (a key
+//! other than [`KeySource::Global`](crate::KeySource::Global), and not the
+//! bucket key-less requests share): 9 bytes of the layer's secret keyed
+//! digest (SipHash-2-4-128, the one that keys header and custom keys) of
+//! the key the request was charged to, as a byte sequence. Never the key
+//! itself: a client cannot learn another's key from it, nor its own IP
+//! address as the server sees it. It is the same for one key for the life
+//! of the layer (reloads keep the secret) and differs between processes
+//! and replicas; a client can compare two responses' `pk` to tell whether
+//! they drew on the same quota. It is computed only when a field is sent.
+//! A global policy, or one shared bucket, sends none (`RateLimit-Policy`
+//! never carries `pk`: its members stay the same for every client).
 //!
 //! **Which rejection handler answers** (ASP.NET Core's precedence: an
 //! endpoint policy's `OnRejected` is used only when that policy refused).
@@ -281,6 +319,32 @@
 //! # }
 //! ```
 //!
+//! # Problem details
+//!
+//! [`RateLimitLayerBuilder::problem_details`](crate::RateLimitLayerBuilder::problem_details)`(true)`
+//! (`problem_details = true` in a rules file) makes the default refusal
+//! body an RFC 9457 problem-details document, `content-type:
+//! application/problem+json`, with the problem type draft-11 registers:
+//!
+//! ```json
+//! {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
+//!  "title":"Request cannot be satisfied as assigned quota has been exceeded",
+//!  "status":429,"detail":"Policy \"api\" refused the request; retry in 5 s.",
+//!  "retry-after":5,"violated-policies":["api"]}
+//! ```
+//!
+//! `retry-after` is `Retry-After`'s value; `status` is the response's.
+//! **`violated-policies`** names every policy that refused the request,
+//! and that is always one: the layer charges the global limiter first and
+//! the route policy only if it admitted, and stops at the first refusal
+//! (nothing is spent on a refusal, and a policy that was not asked did not
+//! refuse), so it is the global limiter or the route policy, never both.
+//! The status and every header are the same with or without it (a client
+//! that ignores bodies sees no change), and a rejection handler, where one
+//! answers (see the table above), still writes the body. Without a
+//! handler, off by default: an empty body. A gRPC request gets the gRPC
+//! rendering above instead.
+//!
 //! # Queueing (per key)
 //!
 //! [`Policy::queue`](crate::Policy::queue)`(max_wait, queue_limit)` makes a request over the
@@ -382,6 +446,7 @@
 //! | key cannot be extracted | `.missing_key(MissingKey::SharedBucket(StatusCode::UNAUTHORIZED))` | `MissingKey::ClientIp(429)` |
 //! | rejection handler | `.on_rejected(\|r, status\| Response::builder().status(status).body(format!("slow down ({})", r.policy())).unwrap())` | empty body |
 //! | headers on admitted responses | `.headers_on_success(true)` | refusals only |
+//! | refusal bodies as problem details | `.problem_details(true)` | empty body |
 //! | a policy for axum routes | `router.route_layer(layer.policy("writes").unwrap())` | |
 //!
 //! Policy (`Policy::token_bucket(name, quota)`, `Policy::leaky_bucket(name, quota)`,
@@ -432,7 +497,8 @@
 //! the call) clones its store's `Arc`. Only a request that waits its turn
 //! or asks a remote backend is boxed (and holds the configuration's
 //! `Arc`). A refusal clones precomputed header values (`Retry-After` up
-//! to 10 minutes, the policy's `RateLimit` item up to a minute). A quota,
+//! to 10 minutes, the `RateLimit` item of a policy with one shared bucket up to a minute;
+//! a partitioned one formats its `pk` on the stack). A quota,
 //! window or window segment finer than the clock's resolution is refused
 //! when the layer is built.
 //!

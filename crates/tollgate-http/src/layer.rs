@@ -30,7 +30,7 @@ use arc_swap::ArcSwap;
 use http::StatusCode;
 use http::header::HeaderValue;
 
-use super::headers::{self, Precomputed};
+use super::headers::{self, Precomputed, ServiceLimit};
 use super::key::{IpNet, KeyDigest, PeerAddrFn};
 use super::metrics::PolicyMetrics;
 use super::policy::{MissingKey, Plan, Policy, RejectionHandler};
@@ -55,9 +55,10 @@ pub(crate) struct Compiled {
     missing_key: MissingKey,
     /// Its warnings about requests without a key.
     missing_log: missing::MissingLog,
-    /// `None` for an in-flight limit (no rate to report).
+    /// Its `RateLimit-Policy` item.
     pub(crate) policy_item: Option<HeaderValue>,
-    /// Its refusals' `RateLimit` values for waits of up to a minute.
+    /// Its refusals' `RateLimit` values (without `pk`) for waits of up to
+    /// a minute.
     pub(crate) refusal_state: Precomputed,
     pub(crate) metrics: PolicyMetrics,
 }
@@ -73,8 +74,10 @@ pub(crate) struct Shared {
     pub(crate) status: StatusCode,
     pub(crate) on_rejected: Option<RejectionHandler>,
     headers_on_success: bool,
+    /// Refusal bodies as `application/problem+json`.
+    pub(crate) problem_details: bool,
     /// The secret keyed digest of header and custom keys (carried across
-    /// reloads: a kept store's keys stay the same).
+    /// reloads: a kept store's keys stay the same), and of `pk` values.
     pub(crate) digest: KeyDigest,
     /// The clock of every store: [`layer_clock`](clock::layer_clock) (one
     /// TSC read a request) unless the builder was given another; kept by a
@@ -105,6 +108,7 @@ pub(crate) struct LayerSettings {
     pub(crate) missing_key: MissingKey,
     pub(crate) on_rejected: Option<RejectionHandler>,
     pub(crate) headers_on_success: bool,
+    pub(crate) problem_details: bool,
     pub(crate) digest: KeyDigest,
     pub(crate) clock: LayerClock,
 }
@@ -137,6 +141,7 @@ impl Shared {
             status: s.status,
             on_rejected: s.on_rejected,
             headers_on_success: s.headers_on_success,
+            problem_details: s.problem_details,
             digest: s.digest,
             clock: s.clock,
             no_policy_metrics: PolicyMetrics::new(""),
@@ -149,6 +154,14 @@ impl Shared {
             .map_or(&self.no_policy_metrics, |c| &c.metrics)
     }
 }
+
+/// A policy charged for an admitted request: the policy, its state after
+/// the request and the key it was charged to (for the success headers).
+pub(crate) type ChargedPolicy<'a> = (
+    &'a Compiled,
+    &'a tollgate_core::snapshot::Snapshot,
+    Option<headers::ChargedKey<'a>>,
+);
 
 /// Seconds of refusal `RateLimit` values precomputed per policy.
 const REFUSAL_STATE_PRECOMPUTED: u64 = 60;
@@ -168,7 +181,8 @@ impl Compiled {
             metrics: PolicyMetrics::new(&policy.name),
             policy_item: headers::policy_item(&policy),
             refusal_state: Precomputed::build(REFUSAL_STATE_PRECOMPUTED, |t, secs| {
-                headers::write_state_item(t, &policy.name, 0, secs.saturating_mul(1_000_000_000))
+                let limit = ServiceLimit::refused(&plan.alg, secs.saturating_mul(1_000_000_000));
+                headers::write_state_item(t, &policy.name, limit, None)
             }),
             plan,
             gate,
@@ -185,6 +199,13 @@ impl Compiled {
         } else {
             self.gate.as_ref().map(Gate::store)
         }
+    }
+
+    /// `c`'s admission `a` as the success headers report it (`None`
+    /// without a snapshot: headers off, or nothing charged).
+    pub(crate) fn charged<'a>((c, a): (&'a Self, &'a gate::Admitted)) -> Option<ChargedPolicy<'a>> {
+        let key = headers::ChargedKey::Table(&a.key);
+        Some((c, a.snapshot.as_ref()?, Some(key)))
     }
 
     /// True if the policy queues.

@@ -47,7 +47,10 @@
 //! assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
 //! assert_eq!(refused.headers()["retry-after"], "30");
 //! assert_eq!(refused.headers()["ratelimit-policy"], "\"api\";q=2;w=60");
-//! assert_eq!(refused.headers()["ratelimit"], "\"api\";r=0;t=30");
+//! // nothing available for 30 s, for this client's partition (`pk`: a
+//! // digest of its key, never the address itself)
+//! let state = refused.headers()["ratelimit"].to_str()?;
+//! assert!(state.starts_with("\"api\";r=0;t=30;pk=:"), "{state}");
 //! # Ok(())
 //! # }
 //! ```
@@ -109,6 +112,7 @@ mod layer;
 pub mod metrics;
 mod missing_key;
 mod policy;
+mod problem;
 pub(crate) mod routing;
 
 pub use backend::StoreUnavailable;

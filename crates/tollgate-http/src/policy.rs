@@ -251,10 +251,11 @@ impl Policy {
     /// limiter): at most `limit` requests per key at once; a request holds
     /// its permit until its response body has been sent or dropped (a
     /// client that disconnects frees it). A refusal says `Retry-After: 1`.
-    /// It has no rate, so it sends no `RateLimit-Policy` or `RateLimit`
-    /// item. With [`queue`](Self::queue), a request over the limit waits in
-    /// its key's line and is served when a running request's response body
-    /// ends.
+    /// It has no rate: its `RateLimit-Policy` item is
+    /// `"name";q=<limit>;qu="concurrent-requests"` (no window) and its
+    /// `RateLimit` item gives the permits free, with no `t`. With
+    /// [`queue`](Self::queue), a request over the limit waits in its key's
+    /// line and is served when a running request's response body ends.
     pub fn concurrency(name: impl Into<String>, limit: u32) -> Self {
         Self::from_algorithm(name, PolicyAlgorithm::Concurrency { limit })
     }

@@ -184,9 +184,27 @@ impl Resp {
         Duration::from_nanos(ns)
     }
 
-    /// `(policy name, params)` of each member of a structured-field list
-    /// header, parsed by the `sfv` crate (strict RFC 9651).
+    /// `(policy name, integer params)` of each member of a
+    /// structured-field list header, parsed by the `sfv` crate (strict
+    /// RFC 9651); other parameters (`qu`, `pk`) are left out: see
+    /// [`Resp::sf_members`].
     pub fn sf_list(&self, name: &str) -> Vec<(String, Vec<(String, i64)>)> {
+        self.sf_members(name)
+            .into_iter()
+            .map(|(member, params)| {
+                let ints = params
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k, i64::from(v.as_integer()?))))
+                    .collect();
+                (member, ints)
+            })
+            .collect()
+    }
+
+    /// `(policy name, params)` of each member of a structured-field list
+    /// header, parsed by the `sfv` crate (strict RFC 9651): every member
+    /// must be an sf-string item.
+    pub fn sf_members(&self, name: &str) -> Vec<(String, Vec<(String, sfv::BareItem)>)> {
         let raw = self
             .header(name)
             .unwrap_or_else(|| panic!("no {name} header"));
@@ -205,10 +223,7 @@ impl Resp {
                     let params = item
                         .params
                         .iter()
-                        .map(|(k, v)| {
-                            let n = v.as_integer().expect("integer parameter");
-                            (k.as_str().to_string(), i64::from(n))
-                        })
+                        .map(|(k, v)| (k.as_str().to_string(), v.clone()))
                         .collect();
                     (name, params)
                 }

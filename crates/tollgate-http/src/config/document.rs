@@ -35,6 +35,9 @@ pub(crate) struct Document {
     /// Send RateLimit headers on admitted responses too.
     #[serde(default)]
     pub(crate) headers_on_success: bool,
+    /// Refusal bodies as RFC 9457 problem details.
+    #[serde(default)]
+    pub(crate) problem_details: bool,
     /// Networks of trusted reverse proxies.
     #[serde(default)]
     pub(crate) trusted_proxies: Vec<String>,

@@ -14,6 +14,7 @@ use super::grpc;
 use super::rejection::{self, SuccessHeaders};
 use super::{Compiled, Shared};
 use crate::backend::BackendKey;
+use crate::headers::ChargedKey;
 use crate::key::{self, Extracted, RequestHead, TableKey};
 use crate::policy::MissingKey;
 use tollgate_core::clock::Clock;
@@ -63,8 +64,8 @@ pub(super) enum Charge {
     /// Admitted; `None` when the policy took nothing (its key was missing
     /// and allowed, or a dry run that would have refused or waited).
     Admitted(Option<Admitted>),
-    /// Refused: the wait, and the status to answer with.
-    Refused(Duration, StatusCode),
+    /// Refused: the wait, the status to answer with and the key charged.
+    Refused(Duration, StatusCode, TableKey),
     NoKey(StatusCode),
     /// Over a policy that queues: wait in this key's line (refused with
     /// this status).
@@ -210,7 +211,7 @@ impl Shared {
             c.metrics.dry_run.increment(1);
             Charge::Admitted(None)
         } else {
-            Charge::Refused(wait, status)
+            Charge::Refused(wait, status, key)
         }
     }
 
@@ -281,11 +282,12 @@ impl Shared {
         if let Some(g) = global {
             match self.charge(g, &head, now) {
                 Charge::Admitted(a) => global_adm = a,
-                Charge::Refused(wait, status) => {
+                Charge::Refused(wait, status, key) => {
                     metrics.global_limiter.increment(1);
                     let grpc = grpc::is_grpc(req.headers());
+                    let key = Some(ChargedKey::Table(&key));
                     return Verdict::Respond(Box::new(
-                        self.reject::<M, R>(g, true, wait, status, grpc),
+                        self.reject::<M, R>(g, true, wait, status, key, grpc),
                     ));
                 }
                 Charge::NoKey(status) => {
@@ -357,12 +359,13 @@ impl Shared {
                         global: global_adm,
                     }));
                 }
-                Charge::Refused(wait, status) => {
+                Charge::Refused(wait, status, key) => {
                     self.give_back_global(global_adm, now);
                     metrics.endpoint_limiter.increment(1);
                     let grpc = grpc::is_grpc(head.headers);
+                    let key = Some(ChargedKey::Table(&key));
                     return Verdict::Respond(Box::new(
-                        self.reject::<M, R>(c, false, wait, status, grpc),
+                        self.reject::<M, R>(c, false, wait, status, key, grpc),
                     ));
                 }
                 Charge::NoKey(status) => {
@@ -376,8 +379,8 @@ impl Shared {
         }
         let headers = if self.headers_on_success {
             self.success_headers(
-                global.zip(global_adm.as_ref().and_then(|a| a.snapshot.as_ref())),
-                route_c.zip(route_adm.as_ref().and_then(|a| a.snapshot.as_ref())),
+                global.zip(global_adm.as_ref()).and_then(Compiled::charged),
+                route_c.zip(route_adm.as_ref()).and_then(Compiled::charged),
             )
         } else {
             None

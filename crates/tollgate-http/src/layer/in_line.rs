@@ -23,6 +23,7 @@ use super::gate::{Admitted, Gate, Permit};
 use super::pending::Pending;
 use super::remote::serve_remote;
 use super::{Compiled, Shared};
+use crate::headers::ChargedKey;
 use crate::key::TableKey;
 use core::time::Duration;
 use tollgate_core::clock::Clock;
@@ -91,7 +92,8 @@ where
             Err(wait) => {
                 leave(&mut pending);
                 m.global_limiter.increment(1);
-                return Ok(shared.reject::<M, R>(g, true, wait, status, grpc));
+                let key = Some(ChargedKey::Table(&key));
+                return Ok(shared.reject::<M, R>(g, true, wait, status, key, grpc));
             }
         }
         // then the route policy, as for a request the global limiter
@@ -124,10 +126,11 @@ where
             match charge {
                 Charge::Admitted(a) => pending.route = a.map(|a| (i, a)),
                 Charge::Line(k, status) => route_line = Some((k, status)),
-                Charge::Refused(wait, status) => {
+                Charge::Refused(wait, status, key) => {
                     leave(&mut pending);
                     m.endpoint_limiter.increment(1);
-                    return Ok(shared.reject::<M, R>(c, false, wait, status, grpc));
+                    let key = Some(ChargedKey::Table(&key));
+                    return Ok(shared.reject::<M, R>(c, false, wait, status, key, grpc));
                 }
                 Charge::NoKey(status) => {
                     leave(&mut pending);
@@ -143,7 +146,8 @@ where
             Err(wait) => {
                 leave(&mut pending);
                 m.endpoint_limiter.increment(1);
-                return Ok(shared.reject::<M, R>(c, false, wait, status, grpc));
+                let key = Some(ChargedKey::Table(&key));
+                return Ok(shared.reject::<M, R>(c, false, wait, status, key, grpc));
             }
         }
     }
@@ -156,11 +160,12 @@ where
             shared
                 .global
                 .as_ref()
-                .zip(pending.global.as_ref().and_then(|a| a.snapshot.as_ref())),
+                .zip(pending.global.as_ref())
+                .and_then(Compiled::charged),
             pending
                 .route
                 .as_ref()
-                .and_then(|(i, a)| Some((&shared.policies[*i], a.snapshot.as_ref()?))),
+                .and_then(|(i, a)| Compiled::charged((&shared.policies[*i], a))),
         )
     } else {
         None

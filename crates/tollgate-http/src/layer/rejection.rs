@@ -9,8 +9,10 @@ use http::header::HeaderValue;
 use http::{Response, StatusCode};
 
 use super::body::BodyMode;
-use super::{Compiled, Shared};
-use crate::headers::{self, RATELIMIT, RATELIMIT_POLICY, StackText};
+use super::{ChargedPolicy, Compiled, Shared};
+use crate::headers::{
+    self, ChargedKey, PartitionTag, RATELIMIT, RATELIMIT_POLICY, ServiceLimit, StackText,
+};
 use tollgate_core::refusal::Refusal;
 use tollgate_core::snapshot::Snapshot;
 use tollgate_core::time::duration_to_nanos;
@@ -32,17 +34,18 @@ impl SuccessHeaders {
 
 impl Shared {
     /// `RateLimit-Policy` and `RateLimit` for an admitted request: one item
-    /// per policy charged (in-flight limits have none). A queueing
-    /// policy's `r` counts the permits free at once.
+    /// per policy charged (see [`ServiceLimit`] for `r` and `t`; `pk` for
+    /// a partitioned policy). A queueing policy's `r` counts the permits
+    /// free at once.
     pub(crate) fn success_headers(
         &self,
-        global: Option<(&Compiled, &Snapshot)>,
-        route: Option<(&Compiled, &Snapshot)>,
+        global: Option<ChargedPolicy<'_>>,
+        route: Option<ChargedPolicy<'_>>,
     ) -> Option<SuccessHeaders> {
         let mut policy = StackText::new();
         let mut state = StackText::new();
         let mut first = true;
-        for (c, s) in global.into_iter().chain(route) {
+        for (c, s, key) in global.into_iter().chain(route) {
             let Some(item) = c.policy_item.as_ref() else {
                 continue;
             };
@@ -54,8 +57,9 @@ impl Shared {
             policy
                 .write_str(core::str::from_utf8(item.as_bytes()).ok()?)
                 .ok()?;
-            headers::write_state_item(&mut state, &c.name, s.remaining(), s.reset_after_nanos())
-                .ok()?;
+            let pk = key.and_then(|k| PartitionTag::of(&self.digest, k));
+            let limit = ServiceLimit::of(&c.plan.alg, s);
+            headers::write_state_item(&mut state, &c.name, limit, pk.as_ref()).ok()?;
         }
         if first {
             return None;
@@ -67,19 +71,21 @@ impl Shared {
     }
 
     /// The refusal response of `refusing` (the global limiter when
-    /// `global`): the refusing policy's own handler, else the layer's, else
-    /// an empty body with `status` (the layer's, or a missing key's
-    /// fallback's: see [`MissingKey`](crate::MissingKey)). A route policy's handler never answers
-    /// for the global limiter. The standard headers the handler did not set
-    /// are added (none of `RateLimit*` for an in-flight limit). A `grpc`
-    /// request without a handler gets the same refusal as a gRPC status
-    /// (see [`grpc`](super::grpc)).
+    /// `global`) for a request charged to `key`: the refusing policy's own
+    /// handler, else the layer's, else `status` (the layer's, or a missing
+    /// key's fallback's: see [`MissingKey`](crate::MissingKey)) as a gRPC
+    /// status for a `grpc` request (see [`grpc`](super::grpc)), else with an
+    /// empty body or, with [`problem_details`](crate::RateLimitLayerBuilder::problem_details),
+    /// a problem-details one. A route policy's handler never answers for
+    /// the global limiter. The standard headers the handler did not set
+    /// are added.
     pub(crate) fn reject<M: BodyMode<R>, R>(
         &self,
         refusing: &Compiled,
         global: bool,
         wait: Duration,
         status: StatusCode,
+        key: Option<ChargedKey<'_>>,
         grpc: bool,
     ) -> Response<M::Body> {
         let wait_nanos = duration_to_nanos(wait);
@@ -101,6 +107,14 @@ impl Shared {
                 h(&refusal, status).map(|text| M::built(Bytes::from(text)))
             }
             None if grpc => super::grpc::refusal::<M, R>(refusing, wait_nanos, status),
+            None if self.problem_details => {
+                let body = crate::problem::quota_exceeded(&refusing.name, status, wait_nanos);
+                let mut res = Response::new(M::built(body));
+                *res.status_mut() = status;
+                res.headers_mut()
+                    .insert(http::header::CONTENT_TYPE, crate::problem::CONTENT_TYPE);
+                res
+            }
             None => status_only::<M, R>(status, false),
         };
         let map = res.headers_mut();
@@ -112,12 +126,17 @@ impl Shared {
                 map.insert(RATELIMIT_POLICY, item.clone());
             }
             if !map.contains_key(RATELIMIT) {
-                if let Some(v) = refusing.refusal_state.get(headers::secs_ceil(wait_nanos)) {
+                // a shared bucket's value is precomputed; a key's has its `pk`
+                let pk = key.and_then(|k| PartitionTag::of(&self.digest, k));
+                if pk.is_none()
+                    && let Some(v) = refusing.refusal_state.get(headers::secs_ceil(wait_nanos))
+                {
                     map.insert(RATELIMIT, v);
                     return res;
                 }
+                let limit = ServiceLimit::refused(&refusing.plan.alg, wait_nanos);
                 let mut t = StackText::new();
-                if headers::write_state_item(&mut t, &refusing.name, 0, wait_nanos).is_ok()
+                if headers::write_state_item(&mut t, &refusing.name, limit, pk.as_ref()).is_ok()
                     && let Some(v) = t.header_value()
                 {
                     map.insert(RATELIMIT, v);

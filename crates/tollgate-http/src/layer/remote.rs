@@ -14,6 +14,7 @@ use super::body::BodyMode;
 use super::decide::Remote;
 use super::pending::Pending;
 use crate::backend::StoreUnavailable;
+use crate::headers::ChargedKey;
 
 /// Asks route policy `remote.policy`'s backend, then serves `req` with
 /// `inner` or answers the refusal.
@@ -33,7 +34,7 @@ where
         status,
         global,
     } = remote;
-    let global_snapshot = global.as_ref().and_then(|a| a.snapshot);
+    let global_charged = global.as_ref().and_then(|a| Some((a.snapshot?, a.key)));
     let mut pending = Pending::new(shared, global);
     let shared = Arc::clone(&pending.shared);
     let c = &shared.policies[policy];
@@ -66,9 +67,12 @@ where
         Ok(route_snapshot) => {
             c.metrics.acquired.increment(1);
             let headers = if shared.headers_on_success {
+                let global = shared.global.as_ref().zip(global_charged.as_ref());
                 shared.success_headers(
-                    shared.global.as_ref().zip(global_snapshot.as_ref()),
-                    Some(c).zip(route_snapshot.as_ref()),
+                    global.map(|(g, (s, k))| (g, s, Some(ChargedKey::Table(k)))),
+                    route_snapshot
+                        .as_ref()
+                        .map(|s| (c, s, Some(ChargedKey::Backend(key.as_bytes())))),
                 )
             } else {
                 None
@@ -86,7 +90,8 @@ where
             c.metrics.endpoint_limiter.increment(1);
             let grpc = super::grpc::is_grpc(req.headers());
             let wait = wait.max(Duration::from_nanos(1));
-            shared.reject::<M, R>(c, false, wait, status, grpc)
+            let key = Some(ChargedKey::Backend(key.as_bytes()));
+            shared.reject::<M, R>(c, false, wait, status, key, grpc)
         }
     };
     if unavailable {

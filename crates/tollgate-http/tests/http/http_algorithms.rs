@@ -1,6 +1,6 @@
 //! Every algorithm behind a policy, in code and in a config file, on a real
 //! server: fixed and sliding windows (headers `q=limit;w=window`), an
-//! in-flight limit (no `RateLimit-Policy` item), and errors that name the
+//! in-flight limit (`q=limit;qu="concurrent-requests"`), and errors that name the
 //! field. The window tests run on tokio's paused time, the layer reading a
 //! `TokioClock`, from the start of a window: no window ends mid-test, and
 //! the retry hints are exact.
@@ -160,14 +160,26 @@ key = "peer_ip"
     for _ in 0..10 {
         let r = send_paused(s.addr, Req::get("/inflight")).await;
         assert_eq!(r.status, 200);
-        // an in-flight limit has no rate to report
-        assert_eq!(r.header("ratelimit-policy"), None);
-        assert_eq!(r.header("ratelimit"), None);
+        // an in-flight limit reports its quota in concurrent requests, no
+        // window, and the permits free beside this request's own, with
+        // the client's partition key (a 9-byte digest)
+        assert_eq!(
+            r.header("ratelimit-policy"),
+            Some("\"inflight\";q=2;qu=\"concurrent-requests\"")
+        );
+        let state = r.sf_members("ratelimit");
+        assert_eq!(state.len(), 1);
+        let (name, params) = &state[0];
+        assert_eq!(name, "inflight");
+        let keys: Vec<&str> = params.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["r", "pk"]);
+        assert_eq!(params[0].1.as_integer().map(i64::from), Some(1));
+        assert_eq!(params[1].1.as_byte_sequence().map(<[u8]>::len), Some(9));
     }
 }
 
 #[tokio::test]
-async fn a_global_in_flight_limit_and_a_route_window_report_only_the_window() {
+async fn a_global_in_flight_limit_and_a_route_window_report_both() {
     let layer = RateLimitLayer::builder()
         .peer_addr(connect_info)
         .headers_on_success(true)
@@ -178,10 +190,15 @@ async fn a_global_in_flight_limit_and_a_route_window_report_only_the_window() {
     let s = serve(hello(layer)).await;
     let r = send(s.addr, Req::get("/api")).await;
     assert_eq!(r.status, 200);
-    assert_eq!(r.policies(), ["api"]);
+    assert_eq!(r.policies(), ["global", "api"]);
     let r = send(s.addr, Req::get("/elsewhere")).await;
     assert_eq!(r.status, 200);
-    assert_eq!(r.header("ratelimit-policy"), None);
+    assert_eq!(
+        r.header("ratelimit-policy"),
+        Some("\"global\";q=100;qu=\"concurrent-requests\"")
+    );
+    // one shared limit: no partition key; 99 free beside this request
+    assert_eq!(r.header("ratelimit"), Some("\"global\";r=99"));
 }
 
 #[test]

@@ -49,13 +49,20 @@ key = "peer_ip"
     let start = Instant::now();
     let (mut a, mut got) = start_stream(s.addr, "/stream", [127, 0, 0, 1]).await;
     // the handler has returned (a chunk arrived) but the body is still
-    // streaming: the same client is refused, with Retry-After and no
-    // RateLimit items (an in-flight limit has no rate)
+    // streaming: the same client is refused, with Retry-After and the
+    // RateLimit items of a quota in concurrent requests (none free; no
+    // window, since none comes back with time)
     let r = send(s.addr, Req::get("/stream")).await;
     assert_eq!(r.status, 429);
     assert_eq!(r.header("retry-after"), Some("1"));
-    assert_eq!(r.header("ratelimit-policy"), None);
-    assert_eq!(r.header("ratelimit"), None);
+    assert_eq!(
+        r.header("ratelimit-policy"),
+        Some("\"streams\";q=1;qu=\"concurrent-requests\"")
+    );
+    assert_eq!(
+        r.sf_list("ratelimit"),
+        [("streams".to_string(), vec![("r".to_string(), 0)])]
+    );
     // another client is unaffected (its whole stream: 6 chunks)
     let r = send(s.addr, Req::get("/stream").from([127, 0, 0, 2])).await;
     assert_eq!(r.status, 200);
