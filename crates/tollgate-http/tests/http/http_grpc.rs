@@ -245,7 +245,10 @@ async fn a_call_refused_after_waiting_in_line_is_resource_exhausted() {
     assert_refused_by(&refused, "streams");
     // an in-flight limit reports its concurrency quota (draft-11 `qu`)
     let policy = refused.metadata().get("ratelimit-policy").unwrap();
-    assert_eq!(policy.to_str().unwrap(), "\"streams\";q=1;qu=\"concurrent-requests\"");
+    assert_eq!(
+        policy.to_str().unwrap(),
+        "\"streams\";q=1;qu=\"concurrent-requests\""
+    );
     drop(stream);
 }
 
