@@ -10,7 +10,6 @@ use http::{Request, Response, StatusCode};
 
 use super::body::{BodyMode, Held};
 use super::gate::{Admitted, Gate, Permit};
-use super::grpc;
 use super::rejection::{self, SuccessHeaders};
 use super::{Compiled, Shared};
 use crate::backend::BackendKey;
@@ -284,16 +283,20 @@ impl Shared {
                 Charge::Admitted(a) => global_adm = a,
                 Charge::Refused(wait, status, key) => {
                     metrics.global_limiter.increment(1);
-                    let grpc = grpc::is_grpc(req.headers());
                     let key = Some(ChargedKey::Table(&key));
-                    return Verdict::Respond(Box::new(
-                        self.reject::<M, R>(g, true, wait, status, key, grpc),
-                    ));
+                    return Verdict::Respond(Box::new(self.reject::<M, R>(
+                        g,
+                        true,
+                        wait,
+                        status,
+                        key,
+                        head.headers,
+                    )));
                 }
                 Charge::NoKey(status) => {
-                    let grpc = grpc::is_grpc(req.headers());
                     return Verdict::Respond(Box::new(rejection::status_only::<M, R>(
-                        status, grpc,
+                        status,
+                        head.headers,
                     )));
                 }
                 Charge::Line(key, status) => {
@@ -362,17 +365,21 @@ impl Shared {
                 Charge::Refused(wait, status, key) => {
                     self.give_back_global(global_adm, now);
                     metrics.endpoint_limiter.increment(1);
-                    let grpc = grpc::is_grpc(head.headers);
                     let key = Some(ChargedKey::Table(&key));
-                    return Verdict::Respond(Box::new(
-                        self.reject::<M, R>(c, false, wait, status, key, grpc),
-                    ));
+                    return Verdict::Respond(Box::new(self.reject::<M, R>(
+                        c,
+                        false,
+                        wait,
+                        status,
+                        key,
+                        head.headers,
+                    )));
                 }
                 Charge::NoKey(status) => {
                     self.give_back_global(global_adm, now);
-                    let grpc = grpc::is_grpc(head.headers);
                     return Verdict::Respond(Box::new(rejection::status_only::<M, R>(
-                        status, grpc,
+                        status,
+                        head.headers,
                     )));
                 }
             }

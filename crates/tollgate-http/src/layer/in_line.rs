@@ -67,7 +67,6 @@ where
         route,
         global,
     } = line;
-    let grpc = super::grpc::is_grpc(req.headers());
     let mut pending = Pending::new(Arc::clone(&shared), global);
     let m = shared.metrics_of(route);
     m.queued.increment(1.0);
@@ -85,7 +84,10 @@ where
     if global_line {
         let Some(g) = shared.global.as_ref() else {
             leave(&mut pending);
-            return Ok(super::rejection::status_only::<M, R>(shared.status, grpc));
+            return Ok(super::rejection::status_only::<M, R>(
+                shared.status,
+                req.headers(),
+            ));
         };
         match wait_in_line(&shared, g, key).await {
             Ok(a) => pending.global = Some(a),
@@ -93,7 +95,7 @@ where
                 leave(&mut pending);
                 m.global_limiter.increment(1);
                 let key = Some(ChargedKey::Table(&key));
-                return Ok(shared.reject::<M, R>(g, true, wait, status, key, grpc));
+                return Ok(shared.reject::<M, R>(g, true, wait, status, key, req.headers()));
             }
         }
         // then the route policy, as for a request the global limiter
@@ -130,11 +132,11 @@ where
                     leave(&mut pending);
                     m.endpoint_limiter.increment(1);
                     let key = Some(ChargedKey::Table(&key));
-                    return Ok(shared.reject::<M, R>(c, false, wait, status, key, grpc));
+                    return Ok(shared.reject::<M, R>(c, false, wait, status, key, req.headers()));
                 }
                 Charge::NoKey(status) => {
                     leave(&mut pending);
-                    return Ok(super::rejection::status_only::<M, R>(status, grpc));
+                    return Ok(super::rejection::status_only::<M, R>(status, req.headers()));
                 }
             }
         }
@@ -147,7 +149,7 @@ where
                 leave(&mut pending);
                 m.endpoint_limiter.increment(1);
                 let key = Some(ChargedKey::Table(&key));
-                return Ok(shared.reject::<M, R>(c, false, wait, status, key, grpc));
+                return Ok(shared.reject::<M, R>(c, false, wait, status, key, req.headers()));
             }
         }
     }

@@ -6,7 +6,7 @@ use core::time::Duration;
 
 use bytes::Bytes;
 use http::header::HeaderValue;
-use http::{Response, StatusCode};
+use http::{HeaderMap, Response, StatusCode};
 
 use super::body::BodyMode;
 use super::{ChargedPolicy, Compiled, Shared};
@@ -74,7 +74,8 @@ impl Shared {
     /// `global`) for a request charged to `key`: the refusing policy's own
     /// handler, else the layer's, else `status` (the layer's, or a missing
     /// key's fallback's: see [`MissingKey`](crate::MissingKey)) as a gRPC
-    /// status for a `grpc` request (see [`grpc`](super::grpc)), else with an
+    /// status when `request`'s headers make it a gRPC call (see
+    /// [`grpc`](super::grpc)), else with an
     /// empty body or, with [`problem_details`](crate::RateLimitLayerBuilder::problem_details),
     /// a problem-details one. A route policy's handler never answers for
     /// the global limiter. The standard headers the handler did not set
@@ -86,7 +87,7 @@ impl Shared {
         wait: Duration,
         status: StatusCode,
         key: Option<ChargedKey<'_>>,
-        grpc: bool,
+        request: &HeaderMap,
     ) -> Response<M::Body> {
         let wait_nanos = duration_to_nanos(wait);
         #[cfg(feature = "tracing")]
@@ -106,7 +107,9 @@ impl Shared {
                     .later_by(stage);
                 h(&refusal, status).map(|text| M::built(Bytes::from(text)))
             }
-            None if grpc => super::grpc::refusal::<M, R>(refusing, wait_nanos, status),
+            None if super::grpc::is_grpc(request) => {
+                super::grpc::refusal::<M, R>(refusing, wait_nanos, status)
+            }
             None if self.problem_details => {
                 let body = crate::problem::quota_exceeded(&refusing.name, status, wait_nanos);
                 let mut res = Response::new(M::built(body));
@@ -115,7 +118,7 @@ impl Shared {
                     .insert(http::header::CONTENT_TYPE, crate::problem::CONTENT_TYPE);
                 res
             }
-            None => status_only::<M, R>(status, false),
+            None => empty::<M, R>(status),
         };
         let map = res.headers_mut();
         if !map.contains_key(http::header::RETRY_AFTER) {
@@ -147,12 +150,21 @@ impl Shared {
     }
 }
 
-/// An empty response with `status` (a `grpc` request's: as a gRPC
-/// status).
-pub(crate) fn status_only<M: BodyMode<R>, R>(status: StatusCode, grpc: bool) -> Response<M::Body> {
-    if grpc {
+/// A refusal with `status` and nothing more (no policy's wait): an empty
+/// response, or a gRPC status when `request`'s headers make it a gRPC
+/// call.
+pub(crate) fn status_only<M: BodyMode<R>, R>(
+    status: StatusCode,
+    request: &HeaderMap,
+) -> Response<M::Body> {
+    if super::grpc::is_grpc(request) {
         return super::grpc::status_only::<M, R>(status);
     }
+    empty::<M, R>(status)
+}
+
+/// An empty response with `status`.
+fn empty<M: BodyMode<R>, R>(status: StatusCode) -> Response<M::Body> {
     let mut r = Response::new(M::built(Bytes::new()));
     *r.status_mut() = status;
     r

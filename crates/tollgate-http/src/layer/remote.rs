@@ -88,10 +88,9 @@ where
         Err(wait) => {
             pending.cancel();
             c.metrics.endpoint_limiter.increment(1);
-            let grpc = super::grpc::is_grpc(req.headers());
             let wait = wait.max(Duration::from_nanos(1));
             let key = Some(ChargedKey::Backend(key.as_bytes()));
-            shared.reject::<M, R>(c, false, wait, status, key, grpc)
+            shared.reject::<M, R>(c, false, wait, status, key, req.headers())
         }
     };
     if unavailable {
