@@ -112,9 +112,12 @@ impl BackendKey {
         }
     }
 
+    /// The text of [`global`](Self::global).
+    pub(crate) const GLOBAL: &'static str = "global";
+
     pub(crate) fn global() -> Self {
         let mut k = Self::empty();
-        let _ = k.write_str("global");
+        let _ = k.write_str(Self::GLOBAL);
         k
     }
 

@@ -12,6 +12,7 @@ use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
 use std::sync::OnceLock;
 use std::vec::Vec;
 
+use super::backend::BackendKey;
 use super::key::{KeyDigest, TableKey};
 use super::policy::{Policy, PolicyAlgorithm, StoreAlg};
 use tollgate_core::gcra::BucketKind;
@@ -152,7 +153,7 @@ impl PartitionTag {
         let mut buf = [0u8; 64];
         let bytes: &[u8] = match key {
             ChargedKey::Table(TableKey::Global | TableKey::KeyLess) => return None,
-            ChargedKey::Backend(b"global") => return None,
+            ChargedKey::Backend(b) if b == BackendKey::GLOBAL.as_bytes() => return None,
             ChargedKey::Table(TableKey::Ip(ip)) => tagged(&mut buf, b'i', &ip_bytes(ip))?,
             ChargedKey::Table(TableKey::Network(ip)) => tagged(&mut buf, b'n', &ip_bytes(ip))?,
             ChargedKey::Table(TableKey::Digest([a, b])) => {
