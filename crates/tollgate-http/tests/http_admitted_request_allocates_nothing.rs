@@ -5,7 +5,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::future::{Future, Ready, ready};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
@@ -14,6 +14,7 @@ use std::time::Duration;
 use http::{Request, Response, StatusCode};
 use tollgate::Quota;
 use tollgate::http::{KeySource, Policy, RateLimitLayer};
+use tollgate_test_support::http::EmptyOk;
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -55,24 +56,6 @@ fn allocations() -> u64 {
     ALLOCATIONS.with(Cell::get)
 }
 
-/// Answers 200 with an empty body, allocating nothing.
-#[derive(Clone)]
-struct Hello;
-
-impl Service<Request<()>> for Hello {
-    type Response = Response<String>;
-    type Error = core::convert::Infallible;
-    type Future = Ready<Result<Response<String>, Self::Error>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Request<()>) -> Self::Future {
-        ready(Ok(Response::new(String::new())))
-    }
-}
-
 fn peer(ext: &http::Extensions) -> Option<SocketAddr> {
     ext.get::<SocketAddr>().copied()
 }
@@ -89,7 +72,7 @@ fn allocations_per_call(
     layer: &RateLimitLayer,
     requests: Vec<Request<()>>,
 ) -> (u64, Vec<StatusCode>) {
-    let mut svc = layer.layer(Hello);
+    let mut svc = layer.layer(EmptyOk);
     let mut cx = Context::from_waker(Waker::noop());
     let mut statuses = Vec::with_capacity(requests.len());
     let mut responses = Vec::with_capacity(requests.len());

@@ -490,3 +490,23 @@ pub async fn start_stream(
     }
     (c, got)
 }
+
+/// A tower service that answers every request 200 with an empty body,
+/// allocating nothing: the inner service for tests that call the layer as
+/// a service, without a server.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EmptyOk;
+
+impl<B> tower_service::Service<::http::Request<B>> for EmptyOk {
+    type Response = ::http::Response<String>;
+    type Error = core::convert::Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: ::http::Request<B>) -> Self::Future {
+        std::future::ready(Ok(::http::Response::new(String::new())))
+    }
+}

@@ -8,13 +8,14 @@
 //! once is refused). The layer is called as a tower service, the way a
 //! user's server calls it, on a manual clock.
 
-use std::future::{Future, Ready, ready};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use crate::support::http::EmptyOk;
 use http::{Request, Response};
 use tollgate::http::{KeySource, Policy, RateLimitLayer};
 use tollgate::{ManualClock, Quota, Timestamp};
@@ -22,23 +23,6 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::support::http::Resp;
-
-#[derive(Clone)]
-struct Hello;
-
-impl Service<Request<()>> for Hello {
-    type Response = Response<String>;
-    type Error = core::convert::Infallible;
-    type Future = Ready<Result<Response<String>, Self::Error>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Request<()>) -> Self::Future {
-        ready(Ok(Response::new(String::new())))
-    }
-}
 
 /// One client's requests through the layer, at the manual clock's time.
 struct Client<S> {
@@ -156,7 +140,7 @@ fn model(policy: impl Fn() -> Policy, offset: Duration, ceiling: impl Fn(Duratio
             .unwrap();
         let started = clock_now(&clock);
         let mut client = Client {
-            svc: layer.layer(Hello),
+            svc: layer.layer(EmptyOk),
         };
         let mut res = client.send();
         assert_eq!(res.status, 200, "{pace:?}: the first request");
@@ -276,7 +260,7 @@ fn in_flight_r_is_the_requests_that_may_run_beside_the_held_ones() {
         .build()
         .unwrap();
     let mut client = Client {
-        svc: layer.layer(Hello),
+        svc: layer.layer(EmptyOk),
     };
     for round in 0..4 {
         let mut held = vec![client.start()];
