@@ -337,6 +337,11 @@ impl Precomputed {
         Self(values)
     }
 
+    /// No value: every one is formatted when needed.
+    pub(crate) const fn none() -> Self {
+        Self(Vec::new())
+    }
+
     /// The value for `secs`, if precomputed.
     #[inline]
     pub(crate) fn get(&self, secs: u64) -> Option<HeaderValue> {

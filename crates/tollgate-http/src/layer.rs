@@ -31,7 +31,7 @@ use http::StatusCode;
 use http::header::HeaderValue;
 
 use super::headers::{self, Precomputed, ServiceLimit};
-use super::key::{IpNet, KeyDigest, PeerAddrFn};
+use super::key::{IpNet, KeyDigest, KeySource, PeerAddrFn};
 use super::metrics::PolicyMetrics;
 use super::policy::{MissingKey, Plan, Policy, RejectionHandler};
 use super::routing::{PathPrefix, PrefixTree};
@@ -57,8 +57,8 @@ pub(crate) struct Compiled {
     missing_log: missing::MissingLog,
     /// Its `RateLimit-Policy` item.
     pub(crate) policy_item: Option<HeaderValue>,
-    /// Its refusals' `RateLimit` values (without `pk`) for waits of up to
-    /// a minute.
+    /// Its refusals' `RateLimit` values for waits of up to a minute, for
+    /// a policy without partition (a partitioned one's carry a `pk`).
     pub(crate) refusal_state: Precomputed,
     pub(crate) metrics: PolicyMetrics,
 }
@@ -180,10 +180,16 @@ impl Compiled {
             missing_log: missing::MissingLog::default(),
             metrics: PolicyMetrics::new(&policy.name),
             policy_item: headers::policy_item(&policy),
-            refusal_state: Precomputed::build(REFUSAL_STATE_PRECOMPUTED, |t, secs| {
-                let limit = ServiceLimit::refused(&plan.alg, secs.saturating_mul(1_000_000_000));
-                headers::write_state_item(t, &policy.name, limit, None)
-            }),
+            // a partitioned policy's refusals carry their key's `pk`:
+            // formatted each time, so nothing to precompute
+            refusal_state: match policy.key {
+                KeySource::Global => Precomputed::build(REFUSAL_STATE_PRECOMPUTED, |t, secs| {
+                    let limit =
+                        ServiceLimit::refused(&plan.alg, secs.saturating_mul(1_000_000_000));
+                    headers::write_state_item(t, &policy.name, limit, None)
+                }),
+                _ => Precomputed::none(),
+            },
             plan,
             gate,
             networks,
