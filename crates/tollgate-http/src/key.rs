@@ -315,18 +315,9 @@ pub(crate) fn extract<'a>(
             .map(|a| Extracted::Ip(canonical(a.ip())))
             .ok_or(KeyError::NoPeerAddr),
         KeySource::ClientIp | KeySource::ForwardedClientIp => {
-            let which = if matches!(source, KeySource::ClientIp) {
-                ForwardedHeader::XForwardedFor
-            } else {
-                ForwardedHeader::Forwarded
-            };
-            let peer = peer(head.extensions).ok_or(KeyError::NoPeerAddr)?;
-            Ok(Extracted::Ip(client_ip(
-                canonical(peer.ip()),
-                head.headers,
-                which,
-                trusted,
-            )))
+            client_address(source, head, peer, trusted)
+                .map(Extracted::Ip)
+                .ok_or(KeyError::NoPeerAddr)
         }
         KeySource::Header(name) => head
             .headers
@@ -356,11 +347,13 @@ pub(crate) fn network_key(ip: IpAddr) -> TableKey {
     })
 }
 
-/// The client address a request without a key is charged to
-/// ([`MissingKey::ClientIp`](crate::MissingKey::ClientIp)): as
-/// [`KeySource::ClientIp`] finds it, from `Forwarded` for a
-/// [`KeySource::ForwardedClientIp`] policy; `None` without a peer address.
-pub(crate) fn fallback_ip(
+/// The client's address as [`KeySource::ClientIp`] finds it (from
+/// `Forwarded` for a [`KeySource::ForwardedClientIp`] policy, from
+/// `X-Forwarded-For` for any other): the key of those two sources, and
+/// what a request without a key is charged to under
+/// [`MissingKey::ClientIp`](crate::MissingKey::ClientIp); `None` without a
+/// peer address.
+pub(crate) fn client_address(
     source: &KeySource,
     head: &RequestHead<'_>,
     peer: PeerAddrFn,

@@ -121,7 +121,7 @@ impl Shared {
         c.missing_log.note(&c.name, e, now);
         match c.missing_key {
             MissingKey::ClientIp(status) => {
-                match key::fallback_ip(&c.policy.key, head, self.peer, &self.trusted) {
+                match key::client_address(&c.policy.key, head, self.peer, &self.trusted) {
                     Some(ip) => Ok((Extracted::Ip(ip), status)),
                     // no peer address: the server does not record it
                     None => Err(NoKey::Reject(StatusCode::INTERNAL_SERVER_ERROR)),
@@ -220,7 +220,7 @@ impl Shared {
     fn network_of(&self, c: &Compiled, key: &TableKey, head: &RequestHead<'_>) -> TableKey {
         match key {
             TableKey::Ip(ip) => key::network_key(*ip),
-            _ => key::fallback_ip(&c.policy.key, head, self.peer, &self.trusted)
+            _ => key::client_address(&c.policy.key, head, self.peer, &self.trusted)
                 .map_or(TableKey::Global, key::network_key),
         }
     }
